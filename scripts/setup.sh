@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything Tangram needs on a fresh Debian 12 machine (run as root or with sudo).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libopenblas-openmp-dev        # BLAS for prefill (OpenMP variant nests safely with our pool)
+  libpcre2-dev                  # pre-tokeniser regexes (\p{L}, lookahead, JIT)
+  nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libsentencepiece-dev sentencepiece   # reference oracle for the SentencePiece tokenizer tests
+  python3 python3-jinja2        # reference Jinja renderer for the chat-template tests
+)
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+# Node.js runs the llama.cpp oracle (tools/oracle). The machine image ships Node 20 with npm; only
+# install Debian's if none is there.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi

@@ -1,0 +1,2 @@
+#include "common/result.h"
+// Header-only; this file keeps the module's library non-empty.

@@ -1,0 +1,19 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace tangram::testing {
+
+// ../shared beside the repository root, or $TANGRAM_SHARED_DIR. Fails the calling test with a
+// clear message (never skips) when the folder is missing.
+std::filesystem::path shared_dir();
+// A file under shared_dir(); fails the test if it does not exist.
+std::filesystem::path shared_file(const std::string& relative);
+// A fresh, empty temporary directory unique to the running test.
+std::filesystem::path temp_dir();
+// Whole file as a string.
+std::string read_file(const std::filesystem::path& p);
+
+}  // namespace tangram::testing
