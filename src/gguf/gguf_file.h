@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -72,6 +73,10 @@ class GgufFile {
  public:
   // Opens and validates `path`. The mapping lives as long as the GgufFile.
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Parses a private copy of an in-memory GGUF image of `size` bytes; `name` stands in for the
+  // path in messages. Used for generated files and by tests (a heap copy of exactly `size`
+  // bytes lets AddressSanitizer catch any over-read, which an mmap would hide).
+  static Result<std::unique_ptr<GgufFile>> open_memory(std::string name, const void* data, size_t size);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -114,8 +119,16 @@ class GgufFile {
 
   std::string path_;
   uint32_t version_ = 0;
-  const uint8_t* base_ = nullptr;
+  const uint8_t* base_ = nullptr;  // [size_] the whole file: a read-only mapping or owned_
   size_t size_ = 0;
+  bool mapped_ = false;  // base_ came from mmap and must be unmapped
+  // open_memory's copy is 64-byte aligned, like a mapping's start, so tensor data keeps the
+  // file's alignment (up to 64) in memory.
+  static constexpr size_t kOwnedAlign = 64;
+  struct AlignedFree {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{kOwnedAlign}); }
+  };
+  std::unique_ptr<uint8_t[], AlignedFree> owned_;  // [size_] copy made by open_memory
   size_t alignment_ = 32;
   size_t data_offset_ = 0;
   std::vector<GgufKV> kv_;
