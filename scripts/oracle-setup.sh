@@ -9,4 +9,6 @@ if [ -f node_modules/node-llama-cpp/package.json ] && \
   exit 0
 fi
 echo "oracle: installing node-llama-cpp (about 700 MB, prebuilt CPU runtime)"
-npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+# npm ci refuses this lock: the package lists optional binaries for other platforms that the
+# registry no longer serves, so the lock covers Linux only; install honours the lock as it is.
+npm install --ignore-scripts --no-audit --no-fund --loglevel=error
