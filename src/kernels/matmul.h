@@ -16,10 +16,17 @@ namespace tangram {
 void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool);
 
 // One row of W (row index r) dotted with x[W.cols()], in double-free float arithmetic; used by
-// embedding look-ups and tests.
+// embedding look-ups and tests. The weights are dequantised exactly (x is not quantised).
+// Returns 0 for r outside [0, W.rows()).
 float row_dot(const TensorView& W, int64_t r, const float* x);
 
-// Writes row r of W, dequantised, to out[W.cols()] (embedding look-up).
+// Writes row r of W, dequantised, to out[W.cols()] (embedding look-up). r outside
+// [0, W.rows()) writes zeros.
 void get_row(const TensorView& W, int64_t r, float* out);
+
+// All three treat a malformed view (no data, cols not a multiple of the block size, nbytes
+// short of rows * row_bytes) as all-zero weights rather than reading out of bounds.
+// matmul's BLAS calls run single-threaded on each pool thread (it parallelises with `pool`);
+// OpenBLAS' global thread setting and the caller's OpenMP settings are left as they were.
 
 }  // namespace tangram

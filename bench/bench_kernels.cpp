@@ -1,0 +1,197 @@
+// Kernel throughput: decode matvec (GB/s of weights streamed), prefill matmul (GFLOP/s at
+// n = 128), and a STREAM-like read bandwidth to compare the matvec figures against.
+//
+// Weight sets are replicated to exceed the last-level cache (>= 256 MiB per set, cycled
+// through), so matvec numbers measure DRAM, not L3.
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "gguf/ggml_type.h"
+#include "gguf/tensor_view.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+namespace tangram {
+namespace {
+
+constexpr size_t kMinSetBytes = size_t{256} << 20;
+
+ThreadPool& pool(int threads) {
+  static ThreadPool one(1), two(2);
+  return threads == 1 ? one : two;
+}
+
+// CPU seconds used by the whole process (all threads). On a shared, loaded machine wall time
+// includes waiting for a core; rates per CPU-second x threads show what the kernels do while
+// they run (pessimistic: a thread spinning on a preempted partner also counts).
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// `copies` identical quantised rows x cols matrices in one buffer.
+struct WeightSet {
+  std::vector<uint8_t> bytes;
+  std::vector<TensorView> views;
+};
+
+WeightSet make_weights(GgmlType type, int64_t rows, int64_t cols, bool replicate) {
+  const size_t rb = ggml_row_bytes(type, cols);
+  const size_t one = rb * static_cast<size_t>(rows);
+  const size_t copies = replicate ? std::max<size_t>(2, (kMinSetBytes + one - 1) / one) : 1;
+  WeightSet w;
+  w.bytes.resize(one * copies);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    quantize_row(type, row.data(), w.bytes.data() + static_cast<size_t>(r) * rb, cols);
+  }
+  for (size_t c = 1; c < copies; ++c) std::copy_n(w.bytes.data(), one, w.bytes.data() + c * one);
+  for (size_t c = 0; c < copies; ++c) {
+    TensorView v;
+    v.type = type;
+    v.ne = {cols, rows, 1, 1};
+    v.n_dims = 2;
+    v.data = w.bytes.data() + c * one;
+    v.nbytes = one;
+    w.views.push_back(v);
+  }
+  return w;
+}
+
+std::vector<float> random_floats(size_t n) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Args: type id, rows, cols, threads, tokens.
+void BM_Matvec(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(4);
+  const int threads = static_cast<int>(state.range(3));
+  const WeightSet w = make_weights(type, rows, cols, /*replicate=*/true);
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  size_t next = 0;
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    matmul(w.views[next], x.data(), n, y.data(), pool(threads));
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % w.views.size();
+  }
+  const double cpu = process_cpu_seconds() - cpu0;
+  const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
+  state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GBps_cpu"] = bytes / 1e9 / (cpu / threads);
+  state.SetLabel(std::string(ggml_type_name(type)));
+}
+
+void BM_Prefill(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(4);
+  const int threads = static_cast<int>(state.range(3));
+  const WeightSet w = make_weights(type, rows, cols, /*replicate=*/false);
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    matmul(w.views[0], x.data(), n, y.data(), pool(threads));
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double cpu = process_cpu_seconds() - cpu0;
+  const double flops = 2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPs_cpu"] = flops / 1e9 / (cpu / threads);
+  state.SetLabel(std::string(ggml_type_name(type)));
+}
+
+// Kernel compute rate with the weights in L2 (one thread, CPU time): how fast the dot
+// products could stream if memory kept up. Args: type id, rows, cols.
+void BM_MatvecCached(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const WeightSet w = make_weights(type, rows, cols, /*replicate=*/false);
+  const auto x = random_floats(static_cast<size_t>(cols));
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    matmul(w.views[0], x.data(), 1, y.data(), pool(1));
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
+  state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(ggml_type_name(type)));
+}
+
+// STREAM-like read: sum a 512 MiB array split across the pool's threads.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t n = (size_t{512} << 20) / sizeof(float);
+  static const std::vector<float> data(n, 1.0f);
+  std::vector<double> partial(2);
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    pool(threads).parallel_for(
+        static_cast<int64_t>(n),
+        [&](int64_t b, int64_t e, int t) {
+          // Eight independent accumulators keep the loop load-bound.
+          float acc[8] = {};
+          for (int64_t i = b; i + 8 <= e; i += 8)
+            for (int k = 0; k < 8; ++k) acc[k] += data[static_cast<size_t>(i + k)];
+          float s = 0;
+          for (float a : acc) s += a;
+          partial[static_cast<size_t>(t)] = static_cast<double>(s);
+        },
+        4096);
+    benchmark::DoNotOptimize(partial.data());
+  }
+  const double cpu = process_cpu_seconds() - cpu0;
+  const double bytes = static_cast<double>(n * sizeof(float)) * static_cast<double>(state.iterations());
+  state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GBps_cpu"] = bytes / 1e9 / (cpu / threads);
+}
+
+constexpr int64_t kTypes[] = {static_cast<int64_t>(GgmlType::F32), static_cast<int64_t>(GgmlType::Q8_0),
+                              static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K)};
+
+void matvec_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t t : kTypes)
+    for (const int64_t rows : {4096, 1024})
+      for (const int64_t threads : {1, 2}) b->Args({t, rows, 4096, threads, 1});
+}
+
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t t : kTypes)
+    for (const int64_t rows : {4096, 1024}) b->Args({t, rows, 4096, 2, 128});
+}
+
+void cached_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t t : kTypes) b->Args({t, t == static_cast<int64_t>(GgmlType::F32) ? 32 : 128, 4096});
+}
+
+void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t t : kTypes) b->Args({t, 1024, 4096, 1, 128});
+}
+
+BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Matvec)->Apply(matvec_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Prefill)->Apply(prefill_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tangram
+
+BENCHMARK_MAIN();

@@ -1,0 +1,210 @@
+// Weight-matrix products. Two strategies:
+//  * decode path (few tokens; K-quants at any count): the activations are quantised once into
+//    the weight type's companion type, then the pool splits the rows of W; each weight row is
+//    streamed from memory once per chunk of tokens and dotted with them while it sits in L1
+//    (multi-token kernels unpack each weight block once for up to 4 tokens).
+//  * prefill path (many tokens, float and 32-element types): the pool splits the rows of W;
+//    each thread runs a single-threaded cblas_sgemm on its slice (F32 weights in place, other
+//    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
+//    runs single-threaded (SingleThreadedBlas) so OpenBLAS' OpenMP team never competes with
+//    the pool's threads for the cores.
+#include "kernels/matmul.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/matmul_paths.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "kernels/vec_dot.h"
+
+namespace tangram {
+namespace {
+
+// Tokens whose activations the decode path keeps hot while it sweeps the rows: 32 tokens of
+// Q8_K activations at 4096 columns are 150 KiB.
+constexpr int64_t kDecodeTokenChunk = 32;
+// Activation elements from which quantising them is worth a pool dispatch.
+constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
+// Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
+// thread (1 MiB at cols = 4096), big enough to amortise packing X, small enough for L2/L3.
+constexpr int64_t kPrefillTile = 64;
+// Rows per scheduling grain, so threads' slices start on whole tiles / cache lines.
+constexpr int64_t kRowGrain = 16;
+
+bool shape_ok(const TensorView& W) {
+  if (W.data == nullptr || W.cols() <= 0 || W.rows() < 0) return false;
+  const auto info = ggml_type_info(W.type);
+  if (W.cols() % info.block_elems != 0) return false;
+  return W.nbytes >= static_cast<size_t>(W.rows()) * W.row_bytes();
+}
+
+// OpenBLAS' OpenMP build sizes each call's team from the calling thread's OpenMP ICV
+// (omp_get_max_threads), and resets its global thread count whenever two callers disagree;
+// two pool threads with the default ICV each start a team, thrash that global and
+// oversubscribe the cores (measured: 10x slower). Holding the ICV at 1 on each pool thread for
+// the duration of its BLAS calls keeps every call single-threaded; the previous value comes
+// back afterwards so the caller's own OpenMP / BLAS use is unchanged.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadedBlas() { omp_set_num_threads(saved_); }
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Scratch that lives as long as the thread, so the hot path does not allocate per call.
+std::vector<uint8_t>& activation_scratch() {
+  thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+std::vector<float>& tile_scratch() {
+  thread_local std::vector<float> buf;
+  return buf;
+}
+
+}  // namespace
+
+namespace matmul_paths {
+
+void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
+  const int64_t rows = W.rows(), cols = W.cols();
+  const GgmlType act_type = vec::activation_type(W.type);
+  const size_t act_row_bytes = ggml_row_bytes(act_type, cols);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(X);  // [n][act_row_bytes]
+  if (act_type != GgmlType::F32) {
+    auto& buf = activation_scratch();
+    buf.resize(static_cast<size_t>(n) * act_row_bytes);
+    auto quantize = [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) quantize_row(act_type, X + t * cols, buf.data() + t * act_row_bytes, cols);
+    };
+    // Many tokens (prefill through this path): quantise them on all threads.
+    if (n * cols >= kParallelQuantizeElems)
+      pool.parallel_for(n, quantize);
+    else
+      quantize(0, n, 0);
+    act = buf.data();
+  }
+  const vec::MultiDotFn multi = vec::multi_dot_fn(W.type);
+  pool.parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1, int) {
+        float out[vec::kMultiTokens];
+        // Token chunks keep the activations a row meets in L2 (Zen 3: 512 KiB); each chunk
+        // re-reads this thread's rows, which is cheap next to the work of many tokens.
+        for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
+          const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
+          for (int64_t r = r0; r < r1; ++r) {
+            const uint8_t* w = W.row(r);
+            for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
+              const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
+              multi(w, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
+              for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r] = out[t];
+            }
+          }
+        }
+      },
+      kRowGrain);
+}
+
+int64_t decode_max_tokens(GgmlType type) {
+  // Crossovers measured on one thread with tools like bench_kernels (GFLOP/s of the decode
+  // path vs dequantise + sgemm): float weights lose to sgemm's register blocking from about
+  // 16 (F32) / 32 (F16, BF16) tokens; Q8_0 / Q4_0 integer dots from about 64. The K-quant
+  // integer kernels (about 90 GOP/s per thread) beat dequantise + sgemm (about 65) at every
+  // token count measured (up to 128), so they always take this path. Q8_K weights have no
+  // integer kernel (dequantise + float dot per row).
+  switch (type) {
+    case GgmlType::F32:
+      return 12;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return 24;
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      return 48;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      return std::numeric_limits<int64_t>::max();
+    case GgmlType::Q8_K:
+      break;
+  }
+  return 2;
+}
+
+void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
+  const int64_t rows = W.rows(), cols = W.cols();
+  const int ni = static_cast<int>(n), ki = static_cast<int>(cols), ldc = static_cast<int>(rows);
+  pool.parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1, int) {
+        const SingleThreadedBlas single_threaded;
+        if (W.type == GgmlType::F32) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki,
+                      1.0f, X, ki, reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, Y + r0, ldc);
+          return;
+        }
+        auto& tile = tile_scratch();  // [kPrefillTile][cols]
+        tile.resize(static_cast<size_t>(kPrefillTile * cols));
+        for (int64_t t0 = r0; t0 < r1; t0 += kPrefillTile) {
+          const int64_t t1 = std::min(r1, t0 + kPrefillTile);
+          for (int64_t r = t0; r < t1; ++r) dequantize_row(W.type, W.row(r), tile.data() + (r - t0) * cols, cols);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f,
+                      X, ki, tile.data(), ki, 0.0f, Y + t0, ldc);
+        }
+      },
+      kRowGrain);
+}
+
+}  // namespace matmul_paths
+
+void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
+  if (n <= 0 || W.rows() <= 0) return;
+  if (!shape_ok(W)) {  // malformed view: defined output instead of an out-of-bounds read
+    std::fill(Y, Y + n * std::max<int64_t>(W.rows(), 0), 0.0f);
+    return;
+  }
+  // BLAS takes int dimensions; anything larger stays on the decode path.
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
+  if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits)
+    matmul_paths::decode(W, X, n, Y, pool);
+  else
+    matmul_paths::prefill(W, X, n, Y, pool);
+}
+
+float row_dot(const TensorView& W, int64_t r, const float* x) {
+  if (!shape_ok(W) || r < 0 || r >= W.rows()) return 0.0f;
+  const int64_t cols = W.cols();
+  switch (W.type) {
+    case GgmlType::F32:
+      return vec::dot_f32_f32(W.row(r), x, cols);
+    case GgmlType::F16:
+      return vec::dot_f16_f32(W.row(r), x, cols);
+    case GgmlType::BF16:
+      return vec::dot_bf16_f32(W.row(r), x, cols);
+    default: {
+      auto& tile = tile_scratch();
+      tile.resize(static_cast<size_t>(cols));
+      dequantize_row(W.type, W.row(r), tile.data(), cols);
+      return dot_f32(tile.data(), x, cols);
+    }
+  }
+}
+
+void get_row(const TensorView& W, int64_t r, float* out) {
+  if (!shape_ok(W) || r < 0 || r >= W.rows()) {
+    std::fill(out, out + std::max<int64_t>(W.cols(), 0), 0.0f);
+    return;
+  }
+  dequantize_row(W.type, W.row(r), out, W.cols());
+}
+
+}  // namespace tangram
