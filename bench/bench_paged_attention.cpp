@@ -1,0 +1,326 @@
+// Decode attention over head-group pages vs the same kernel over dense [n_kv][len][head_dim]
+// arrays, and the wasted-slot fraction of each head-group size.
+//
+// Shape: 32 query heads, 8 KV heads, head_dim 128, F16, P = 16 tokens per page; every head holds
+// `len` entries. G = 8 is the unified (vLLM) page. The paged runs use the default plan (one work
+// item per head group, so a group's pages are read in one sweep). "hot" repeats one layer (its KV stays in
+// cache for short lengths: len 256 is L2-resident and measures the kernel alone); "cold" cycles through enough layers (>= 256 MiB of KV) that every
+// call streams its KV from DRAM, as a real decode step does.
+//
+// Before the timings, main() prints the waste table: slots allocated but unused, over 36 layers
+// x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
+// (log-normal) distribution, with contiguous groups and with groups of heads sorted by length;
+// and, when ../shared/profiles is found, with the per-head retention of a real profile.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "common/thread_pool.h"
+#include "kernels/quant.h"
+#include "kv/dense_attention.h"
+#include "kv/paged_attention.h"
+#include "kv/paged_kv_cache.h"
+
+namespace tangram {
+namespace {
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageTokens = 16;
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+ThreadPool& pool(int threads) {
+  static ThreadPool one(1), two(2);
+  return threads == 1 ? one : two;
+}
+
+size_t kv_bytes_per_layer(int64_t len) {
+  return static_cast<size_t>(len) * kKvHeads * kHeadDim * 2 /*K,V*/ * 2 /*F16*/;
+}
+
+int layers_for(int64_t len, bool cold) {
+  if (!cold) return 1;
+  return static_cast<int>(std::max<size_t>(2, (kColdBytes + kv_bytes_per_layer(len) - 1) / kv_bytes_per_layer(len)));
+}
+
+// The dense baseline's arrays get the same memory treatment as the pool's arena: 2 MiB aligned,
+// advised for huge pages, written once before timing.
+struct HugeArray {
+  static constexpr size_t kAlign = size_t{2} << 20;
+  uint16_t* data = nullptr;
+  size_t bytes = 0;
+  explicit HugeArray(size_t n) : bytes((n * sizeof(uint16_t) + kAlign - 1) / kAlign * kAlign) {
+    data = static_cast<uint16_t*>(::operator new(bytes, std::align_val_t{kAlign}));
+#if defined(__linux__)
+    (void)madvise(data, bytes, MADV_HUGEPAGE);
+#endif
+    std::fill_n(reinterpret_cast<char*>(data), bytes, 0);
+  }
+  ~HugeArray() { ::operator delete(data, std::align_val_t{kAlign}); }
+  HugeArray(const HugeArray&) = delete;
+  HugeArray& operator=(const HugeArray&) = delete;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// args: len, threads, cold
+void BM_DecodeContiguous(benchmark::State& state) {
+  const int64_t len = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const int n_layers = layers_for(len, state.range(2) != 0);
+  const KvShape shape{n_layers, kHeads, kKvHeads, kHeadDim, kHeadDim};
+  // One layer of random F16 rows, copied to every layer: [n_kv][len][head_dim] each.
+  const size_t per_layer = static_cast<size_t>(len) * kKvHeads * kHeadDim;
+  HugeArray k_mem(per_layer * static_cast<size_t>(n_layers)), v_mem(per_layer * static_cast<size_t>(n_layers));
+  uint16_t* k = k_mem.data;
+  uint16_t* v = v_mem.data;
+  {
+    const auto src = random_floats(per_layer, 1);
+    quantize_row(GgmlType::F16, src.data(), k, static_cast<int64_t>(per_layer));
+    quantize_row(GgmlType::F16, src.data(), v, static_cast<int64_t>(per_layer));
+    for (int l = 1; l < n_layers; ++l) {
+      std::copy_n(k, per_layer, k + per_layer * static_cast<size_t>(l));
+      std::copy_n(v, per_layer, v + per_layer * static_cast<size_t>(l));
+    }
+  }
+  const auto q = random_floats(kHeads * kHeadDim, 2);
+  std::vector<float> out(kHeads * kHeadDim);
+  AttentionWorkspace ws;
+  int layer = 0;
+  for (auto _ : state) {
+    const size_t off = per_layer * static_cast<size_t>(layer);
+    const DenseKv kv{k + off, v + off, len, KvType::F16};
+    if (!dense_attention(shape, kv, q.data(), 1, len - 1, out.data(), pool(threads), ws).ok())
+      state.SkipWithError("dense attention failed");
+    benchmark::DoNotOptimize(out.data());
+    layer = (layer + 1) % n_layers;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kv_bytes_per_layer(len)));
+}
+
+// args: len, threads, cold, G, scattered (pages handed out in random order, as after a while
+// of serving, instead of consecutively from a fresh pool)
+void BM_DecodePaged(benchmark::State& state) {
+  const int64_t len = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const int n_layers = layers_for(len, state.range(2) != 0);
+  const int group = static_cast<int>(state.range(3));
+  const bool scattered = state.range(4) != 0;
+  const int page_tokens = static_cast<int>(state.range(5));
+  const KvShape shape{n_layers, kHeads, kKvHeads, kHeadDim, kHeadDim};
+  PageGeometry geo;
+  geo.page_tokens = page_tokens;
+  geo.group_size = group;
+  geo.head_dim = kHeadDim;
+  geo.head_dim_v = kHeadDim;
+  geo.type = KvType::F16;
+  const int64_t groups = (kKvHeads + group - 1) / group;
+  const int64_t pages = int64_t{n_layers} * groups * ((len + page_tokens - 1) / page_tokens);
+  auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
+  auto map = HeadGroupMap::contiguous(n_layers, kKvHeads, group);
+  if (!pool_r.ok() || !map.ok()) return state.SkipWithError("setup failed");
+  if (scattered) {
+    std::vector<PageId> all;
+    if (!(*pool_r)->allocate((*pool_r)->total_pages(), all).ok()) return state.SkipWithError("setup failed");
+    std::shuffle(all.begin(), all.end(), std::mt19937(5));
+    if (!(*pool_r)->release(all).ok()) return state.SkipWithError("setup failed");
+  }
+  auto cache_r = PagedKvCache::create(shape, len, **pool_r,
+                                      std::make_shared<const HeadGroupMap>(std::move(map).value()));
+  if (!cache_r.ok() || !(*cache_r)->reserve(len).ok()) return state.SkipWithError("reserve failed");
+  PagedKvCache& cache = **cache_r;
+  {
+    // Token-major rows [chunk][n_kv][head_dim], written chunk by chunk.
+    constexpr int64_t kChunk = 256;
+    const auto rows = random_floats(static_cast<size_t>(kChunk) * kKvHeads * kHeadDim, 3);
+    for (int l = 0; l < n_layers; ++l)
+      for (int64_t t = 0; t < len; t += kChunk) {
+        const int64_t n = std::min(kChunk, len - t);
+        if (!cache.write(l, t, rows.data(), rows.data(), n).ok()) return state.SkipWithError("write failed");
+      }
+  }
+  const auto q = random_floats(kHeads * kHeadDim, 2);
+  std::vector<float> out(kHeads * kHeadDim);
+  AttentionWorkspace ws;
+  AttentionItem item{&cache, q.data(), out.data(), 1, len - 1};
+  int layer = 0;
+  for (auto _ : state) {
+    if (!paged_attention(layer, std::span(&item, 1), pool(threads), ws).ok())
+      state.SkipWithError("paged attention failed");
+    benchmark::DoNotOptimize(out.data());
+    layer = (layer + 1) % n_layers;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kv_bytes_per_layer(len)));
+}
+
+void contiguous_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"len", "threads", "cold"});
+  for (const int cold : {0, 1})
+    for (const int threads : {1, 2})
+      for (const int64_t len : {256, 1024, 4096, 16384})
+        if (len > 256 || cold == 0) b->Args({len, threads, cold});
+}
+void paged_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"len", "threads", "cold", "G", "scattered", "P"});
+  for (const int cold : {0, 1})
+    for (const int threads : {1, 2})
+      for (const int64_t len : {256, 1024, 4096, 16384})
+        for (const int g : {1, 2, 4, 8})
+          for (const int scattered : {0, 1})
+            if ((len > 256 || cold == 0) && (scattered == 0 || cold == 1))
+              b->Args({len, threads, cold, g, scattered, kPageTokens});
+  // Larger pages: longer contiguous runs per head when pages are scattered.
+  for (const int g : {1, 2, 4, 8}) b->Args({16384, 1, 1, g, 1, 64});
+}
+
+// With --benchmark_repetitions, "min" is the least noisy figure on a shared machine.
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+BENCHMARK(BM_DecodeContiguous)->Apply(contiguous_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_DecodePaged)->Apply(paged_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
+
+// ---- waste table ----
+
+constexpr int kWasteLayers = 36;
+
+using Groups = std::vector<std::vector<std::vector<int>>>;
+
+// kept[layer][head] -> groups of heads sorted by kept length, G per group.
+Groups sorted_groups(const std::vector<std::vector<int64_t>>& kept, int group) {
+  Groups g(kept.size());
+  for (size_t l = 0; l < kept.size(); ++l) {
+    std::vector<int> heads(kKvHeads);
+    std::iota(heads.begin(), heads.end(), 0);
+    std::stable_sort(heads.begin(), heads.end(), [&](int a, int b) {
+      return kept[l][static_cast<size_t>(a)] > kept[l][static_cast<size_t>(b)];
+    });
+    for (int i = 0; i < kKvHeads; i += group)
+      g[l].emplace_back(heads.begin() + i, heads.begin() + std::min(kKvHeads, i + group));
+  }
+  return g;
+}
+
+// Fills a sequence to `context` positions, cuts each head to kept[l][h] entries and releases
+// the freed pages; returns wasted / allocated slots.
+double waste_fraction(const std::vector<std::vector<int64_t>>& kept, int64_t context, int group,
+                      const Groups* custom, int page_tokens) {
+  const KvShape shape{kWasteLayers, kKvHeads, kKvHeads, 8, 8};  // head size does not matter here
+  PageGeometry geo;
+  geo.page_tokens = page_tokens;
+  geo.group_size = group;
+  geo.head_dim = 8;
+  geo.head_dim_v = 8;
+  geo.type = KvType::F16;
+  const int64_t pages = int64_t{kWasteLayers} * kKvHeads * ((context + page_tokens - 1) / page_tokens);
+  auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
+  auto map = custom ? HeadGroupMap::from_groups(kKvHeads, group, *custom)
+                    : HeadGroupMap::contiguous(kWasteLayers, kKvHeads, group);
+  if (!pool_r.ok() || !map.ok()) return -1.0;
+  auto cache_r = PagedKvCache::create(shape, context, **pool_r,
+                                      std::make_shared<const HeadGroupMap>(std::move(map).value()));
+  if (!cache_r.ok() || !(*cache_r)->reserve(context).ok()) return -1.0;
+  PagedKvCache& cache = **cache_r;
+  const std::vector<float> rows(static_cast<size_t>(context) * kKvHeads * 8, 0.5f);
+  for (int l = 0; l < kWasteLayers; ++l) {
+    if (!cache.write(l, 0, rows.data(), rows.data(), context).ok()) return -1.0;
+    for (int h = 0; h < kKvHeads; ++h)
+      if (!cache.set_head_length(l, h, kept[static_cast<size_t>(l)][static_cast<size_t>(h)]).ok())
+        return -1.0;
+  }
+  cache.release_unused_pages();
+  const PoolStats st = (*pool_r)->stats();
+  return st.waste_fraction();
+}
+
+void print_waste_row(const char* label, const std::vector<std::vector<int64_t>>& kept,
+                     int64_t context, int page_tokens = kPageTokens) {
+  std::printf("%-38s", label);
+  for (const int g : {1, 2, 4, 8})
+    std::printf("  %6.1f%%", 100.0 * waste_fraction(kept, context, g, nullptr, page_tokens));
+  for (const int g : {2, 4}) {
+    const Groups sorted = sorted_groups(kept, g);
+    std::printf("  %6.1f%%", 100.0 * waste_fraction(kept, context, g, &sorted, page_tokens));
+  }
+  std::printf("\n");
+}
+
+// Per-head retention (layers x 8) of a real profile, or empty when not found.
+std::vector<std::vector<double>> profile_ratios(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return {};
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("arrays") || !j["arrays"].contains("ratio_per_head")) return {};
+  const auto& a = j["arrays"]["ratio_per_head"];
+  const auto data = a["data"].get<std::vector<double>>();
+  if (data.size() != static_cast<size_t>(kWasteLayers * kKvHeads)) return {};
+  std::vector<std::vector<double>> r(kWasteLayers, std::vector<double>(kKvHeads));
+  for (int l = 0; l < kWasteLayers; ++l)
+    for (int h = 0; h < kKvHeads; ++h) r[static_cast<size_t>(l)][static_cast<size_t>(h)] = data[static_cast<size_t>(l * kKvHeads + h)];
+  return r;
+}
+
+void print_waste_table() {
+  const int64_t context = 8192;
+  std::printf("Wasted slots (allocated but unused / allocated), %d layers x %d KV heads, P = %d, "
+              "context %lld, after per-head cuts and release_unused_pages();\n"
+              "'srt' = each layer's heads sorted by length before grouping (a clustering map):\n",
+              kWasteLayers, kKvHeads, kPageTokens, static_cast<long long>(context));
+  std::printf("%-38s  %7s  %7s  %7s  %7s  %7s  %7s\n", "per-head lengths (P = 16 unless noted)", "G=1", "G=2", "G=4",
+              "G=8/uni", "G=2 srt", "G=4 srt");
+  std::vector<std::vector<int64_t>> kept(kWasteLayers, std::vector<int64_t>(kKvHeads, context));
+  print_waste_row("equal (8192 each)", kept, context);
+  for (auto& l : kept) std::fill(l.begin(), l.end(), context - 5);
+  print_waste_row("equal (8187 each)", kept, context);
+  std::mt19937 rng(7);
+  std::lognormal_distribution<double> skew(std::log(0.15), 1.0);  // median 15% kept, long tail
+  for (auto& l : kept)
+    for (auto& k : l)
+      k = std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(1.0, skew(rng)) * static_cast<double>(context))), 1, context);
+  print_waste_row("log-normal (median 15%, sigma 1)", kept, context);
+  print_waste_row("log-normal, P = 64", kept, context, 64);
+  const char* dir = std::getenv("TANGRAM_SHARED_DIR");
+  const std::filesystem::path shared = dir ? dir : "../shared";
+  const auto ratios = profile_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
+  if (!ratios.empty()) {
+    for (size_t l = 0; l < kept.size(); ++l)
+      for (size_t h = 0; h < kKvHeads; ++h)
+        kept[l][h] = std::clamp<int64_t>(static_cast<int64_t>(std::llround(ratios[l][h] * static_cast<double>(context))), 1, context);
+    print_waste_row("SnapKV Qwen3-4B profile (r=0.3)", kept, context);
+  } else {
+    std::printf("(profile %s not found: set TANGRAM_SHARED_DIR)\n", shared.c_str());
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace tangram
+
+int main(int argc, char** argv) {
+  tangram::print_waste_table();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

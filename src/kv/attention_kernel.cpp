@@ -1,0 +1,295 @@
+#include "kv/attention_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/half.h"
+#include "kernels/simd.h"
+
+#if defined(TANGRAM_AVX2) && defined(__F16C__)
+#define TANGRAM_KV_SIMD 1
+#else
+#define TANGRAM_KV_SIMD 0
+#endif
+
+namespace tangram {
+
+namespace {
+
+constexpr int kLaneGroup = 8;  // lanes sharing one pass over a block's rows
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Key and value row of each entry of one block.
+struct BlockRows {
+  const uint8_t* k[kAttentionBlock];
+  const uint8_t* v[kAttentionBlock];
+};
+
+// ---- scalar rows (any head size, any build) ----
+
+template <typename Elem>
+float element(const uint8_t* row, int i) {
+  if constexpr (std::is_same_v<Elem, float>) {
+    float x;
+    std::memcpy(&x, row + static_cast<size_t>(i) * sizeof(float), sizeof(float));
+    return x;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + static_cast<size_t>(i) * sizeof(uint16_t), sizeof(uint16_t));
+    return half::fp16_to_fp32(h);
+  }
+}
+
+// scores[lane][j] = q[lane] . k[j] for j < n.
+template <typename Elem>
+void scores_scalar(int n_lanes, const float* q, int hd, const BlockRows& rows, int n,
+                   float* scores) {
+  for (int j = 0; j < n; ++j)
+    for (int ln = 0; ln < n_lanes; ++ln) {
+      float s = 0.0f;
+      for (int i = 0; i < hd; ++i) s += q[ln * hd + i] * element<Elem>(rows.k[j], i);
+      scores[ln * kAttentionBlock + j] = s;
+    }
+}
+
+// acc[lane] += sum_j p[lane][j] * v[j].
+template <typename Elem>
+void accumulate_scalar(int n_lanes, const float* p, int hdv, const BlockRows& rows, int n,
+                       float* acc) {
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < hdv; ++i) {
+      const float v = element<Elem>(rows.v[j], i);
+      for (int ln = 0; ln < n_lanes; ++ln) acc[ln * hdv + i] += p[ln * kAttentionBlock + j] * v;
+    }
+}
+
+#if TANGRAM_KV_SIMD
+
+template <typename Elem>
+inline __m256 load8(const uint8_t* row, int i) {
+  if constexpr (std::is_same_v<Elem, float>) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+}
+
+// The 8 horizontal sums of a[0..7], in order.
+inline __m256 reduce8(const __m256 (&a)[8]) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
+  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
+  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);  // sums of a0..a3, low | high halves
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);  // sums of a4..a7, low | high halves
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
+// products run in registers and are reduced together.
+template <typename Elem, int NL>
+void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* scores) {
+  constexpr int JB = NL >= 8 ? 1 : 8 / NL;
+  int j = 0;
+  for (; j + JB <= n; j += JB) {
+    __m256 acc[8];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int c = 0; c < hd; c += 8) {
+      for (int r = 0; r < JB; ++r) {
+        const __m256 kc = load8<Elem>(rows.k[j + r], c);
+        for (int ln = 0; ln < NL; ++ln)
+          acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln * JB + r]);
+      }
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, reduce8(acc));
+    for (int ln = 0; ln < NL; ++ln)
+      for (int r = 0; r < JB; ++r) scores[ln * kAttentionBlock + j + r] = sums[ln * JB + r];
+  }
+  for (; j < n; ++j) {
+    __m256 acc[8];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int c = 0; c < hd; c += 8) {
+      const __m256 kc = load8<Elem>(rows.k[j], c);
+      for (int ln = 0; ln < NL; ++ln)
+        acc[ln] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln]);
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, reduce8(acc));
+    for (int ln = 0; ln < NL; ++ln) scores[ln * kAttentionBlock + j] = sums[ln];
+  }
+}
+
+// acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass over the
+// block's rows (accumulators stay in registers for the whole pass).
+template <typename Elem, int NL, int CW>
+int accumulate_pass(const float* p, int hdv, int c0, const BlockRows& rows, int n, float* acc) {
+  int c = c0;
+  for (; c + 8 * CW <= hdv; c += 8 * CW) {
+    __m256 a[NL][CW];
+    for (int ln = 0; ln < NL; ++ln)
+      for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
+    for (int j = 0; j < n; ++j) {
+      __m256 vc[CW];
+      for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(rows.v[j], c + 8 * w);
+      for (int ln = 0; ln < NL; ++ln) {
+        const __m256 pj = _mm256_broadcast_ss(p + ln * kAttentionBlock + j);
+        for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_fmadd_ps(pj, vc[w], a[ln][w]);
+      }
+    }
+    for (int ln = 0; ln < NL; ++ln)
+      for (int w = 0; w < CW; ++w) _mm256_storeu_ps(acc + ln * hdv + c + 8 * w, a[ln][w]);
+  }
+  return c;
+}
+
+template <typename Elem, int NL>
+void accumulate_simd(const float* p, int hdv, const BlockRows& rows, int n, float* acc) {
+  constexpr int CW = NL <= 4 ? 2 : 1;
+  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, rows, n, acc);
+  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, rows, n, acc);
+}
+
+template <typename Elem, int NL>
+void block_simd(const float* q, int hd, int hdv, const BlockRows& rows, int n, float* scores,
+                float* acc, bool accumulate) {
+  if (!accumulate) {
+    scores_simd<Elem, NL>(q, hd, rows, n, scores);
+  } else {
+    accumulate_simd<Elem, NL>(scores, hdv, rows, n, acc);
+  }
+}
+
+// Runs the scores (accumulate = false) or value (true) step for n_lanes <= 8 lanes.
+template <typename Elem>
+void block_step_simd(int n_lanes, const float* q, int hd, int hdv, const BlockRows& rows, int n,
+                     float* scores, float* acc, bool accumulate) {
+  switch (n_lanes) {
+    case 1: return block_simd<Elem, 1>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 2: return block_simd<Elem, 2>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 3: return block_simd<Elem, 3>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 4: return block_simd<Elem, 4>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 5: return block_simd<Elem, 5>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 6: return block_simd<Elem, 6>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 7: return block_simd<Elem, 7>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    default: return block_simd<Elem, 8>(q, hd, hdv, rows, n, scores, acc, accumulate);
+  }
+}
+
+#endif  // TANGRAM_KV_SIMD
+
+// Folds one block's scores s[0 .. n_visible) into a lane's running (m, l, acc) and turns them
+// into the weights exp(s - m_new); s[n_visible .. n_pad) become weight 0. n_pad is a multiple
+// of 8 no larger than kAttentionBlock.
+void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float* acc, int hdv) {
+  if (n_visible == 0) {
+    std::fill_n(s, n_pad, 0.0f);
+    return;
+  }
+  std::fill(s + n_visible, s + n_pad, kNegInf);
+  float block_max = kNegInf;
+  int j = 0;
+#if TANGRAM_KV_SIMD
+  __m256 vmax8 = _mm256_set1_ps(kNegInf);
+  for (; j + 8 <= n_pad; j += 8) vmax8 = _mm256_max_ps(vmax8, _mm256_loadu_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax8);
+  for (const float x : lanes) block_max = std::max(block_max, x);
+#endif
+  for (; j < n_visible; ++j) block_max = std::max(block_max, s[j]);
+  const float m_new = std::max(m, block_max);
+  // m == -inf only before the first visible entry, when l and acc are still 0.
+  const float corr = m == m_new ? 1.0f : std::exp(m - m_new);
+  float sum = 0.0f;
+  j = 0;
+#if TANGRAM_KV_SIMD
+  const __m256 vmax = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (; j + 8 <= n_pad; j += 8) {
+    const __m256 e = simd::exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmax));
+    _mm256_storeu_ps(s + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  sum = simd::hsum(vsum);
+#endif
+  for (; j < n_pad; ++j) {
+    s[j] = j < n_visible ? std::exp(s[j] - m_new) : 0.0f;
+    sum += s[j];
+  }
+  if (corr != 1.0f)
+    for (int i = 0; i < hdv; ++i) acc[i] *= corr;
+  l = l * corr + sum;
+  m = m_new;
+}
+
+// One block of one head: entries [blk, blk + nb) against the head's lanes.
+template <typename Elem>
+void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, bool simd) {
+  BlockRows rows;
+  const KvHeadView& view = *h.view;
+  view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
+                                       int64_t count) {
+    const auto i0 = static_cast<size_t>(first - blk);
+    for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+      rows.k[i0 + i] = k + i * view.k_row_bytes;
+      rows.v[i0 + i] = v + i * view.v_row_bytes;
+    }
+  });
+  for (int g0 = 0; g0 < h.n_lanes; g0 += kLaneGroup) {
+    const int ng = std::min(kLaneGroup, h.n_lanes - g0);
+    int visible[kLaneGroup];
+    int n_rows = 0;  // entries of the block any lane of the group sees
+    for (int ln = 0; ln < ng; ++ln) {
+      visible[ln] = static_cast<int>(std::clamp<int64_t>(h.limit[g0 + ln] - blk, 0, nb));
+      n_rows = std::max(n_rows, visible[ln]);
+    }
+    if (n_rows == 0) continue;
+    const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
+    float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
+    float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
+#if TANGRAM_KV_SIMD
+    if (simd) block_step_simd<Elem>(ng, qg, hd, hdv, rows, n_rows, sg, ag, false);
+#endif
+    if (!simd) scores_scalar<Elem>(ng, qg, hd, rows, n_rows, sg);
+    const int n_pad = (n_rows + 7) / 8 * 8;
+    for (int ln = 0; ln < ng; ++ln)
+      softmax_step(sg + ln * kAttentionBlock, visible[ln], n_pad, h.m[g0 + ln], h.l[g0 + ln],
+                   ag + static_cast<size_t>(ln) * static_cast<size_t>(hdv), hdv);
+#if TANGRAM_KV_SIMD
+    if (simd) block_step_simd<Elem>(ng, qg, hd, hdv, rows, n_rows, sg, ag, true);
+#endif
+    if (!simd) accumulate_scalar<Elem>(ng, sg, hdv, rows, n_rows, ag);
+  }
+}
+
+template <typename Elem>
+void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64_t begin) {
+#if TANGRAM_KV_SIMD
+  const bool simd = hd % 8 == 0 && hdv % 8 == 0;
+#else
+  const bool simd = false;
+#endif
+  int64_t end = begin;
+  for (const HeadLanes& h : heads) end = std::max(end, h.end);
+  for (int64_t blk = begin; blk < end; blk += kAttentionBlock)
+    for (const HeadLanes& h : heads)
+      if (blk < h.end)
+        head_block<Elem>(h, hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, h.end - blk)), simd);
+}
+
+}  // namespace
+
+void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
+                  int64_t begin) {
+  if (type == KvType::F16) {
+    attend_heads_typed<uint16_t>(heads, head_dim, head_dim_v, begin);
+  } else {
+    attend_heads_typed<float>(heads, head_dim, head_dim_v, begin);
+  }
+}
+
+}  // namespace tangram

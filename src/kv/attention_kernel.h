@@ -1,0 +1,42 @@
+// Internal: the inner loop of KV attention. The query vectors reading one KV head ("lanes":
+// query rows x the query heads sharing that KV head) stream over its stored entries together,
+// so each key and value row is loaded (and widened from F16) once for all of them; the KV heads
+// of one call advance block by block side by side.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kv/kv_cache.h"
+#include "kv/kv_head_view.h"
+
+namespace tangram {
+
+// Entries per online-softmax step: scores of a block are computed, then one max/rescale.
+inline constexpr int kAttentionBlock = 32;
+
+// The query vectors reading one KV head in a kernel call, and their running state:
+//   q:      [n_lanes][head_dim]     queries, already multiplied by the score scale
+//   limit:  [n_lanes]               lane i sees entries below limit[i]
+//   m, l:   [n_lanes]               running max and running sum of exp(score - m)
+//   acc:    [n_lanes][head_dim_v]   running sum of exp(score - m) * value
+//   scores: [n_lanes][kAttentionBlock] scratch
+// Start with m = -inf, l = 0, acc = 0; the result is acc / l.
+struct HeadLanes {
+  const KvHeadView* view = nullptr;
+  int n_lanes = 0;
+  const float* q = nullptr;
+  const int64_t* limit = nullptr;
+  int64_t end = 0;  // max of limit: entries [begin, end) of this head are read
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;
+  float* scores = nullptr;
+};
+
+// Online-softmax attention of every head's lanes over its entries [begin, end). The heads are
+// walked together, block by block, so heads sharing pages read each page in one sweep.
+void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
+                  int64_t begin);
+
+}  // namespace tangram

@@ -1,0 +1,131 @@
+// The KV page arena shared by every sequence: one allocation made up front (the --kv-memory
+// budget), cut into fixed-size pages handed out and taken back through a free list.
+//
+// A page holds `page_tokens` (P) token slots for the `group_size` (G) KV heads of one head
+// group of one layer, keys and values, in the KV element type. Layout: one block per head
+// (page column), so each head's keys and values in a page form one contiguous run that the
+// attention kernel streams through:
+//   [G] x { keys: [P][head_dim], values: [P][head_dim_v] }   elements
+// padded to a multiple of 64 bytes. Every group of every layer uses the same page size, so
+// pages are interchangeable; a group of fewer than G heads leaves columns unused (counted as
+// wasted slots).
+//
+// Threading: allocate/release/reserve are meant for one thread at a time (the scheduler);
+// only the used-slot counter, which writers update, is atomic. Page memory itself is read by
+// the attention kernels of many threads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "kv/kv_cache.h"
+
+namespace tangram {
+
+using PageId = int32_t;
+inline constexpr PageId kNoPage = -1;
+
+struct PageGeometry {
+  int page_tokens = 16;  // P: token slots per head in one page
+  int group_size = 4;    // G: KV heads sharing one page
+  int head_dim = 0;      // key row length
+  int head_dim_v = 0;    // value row length
+  KvType type = KvType::F16;
+
+  size_t element_bytes() const { return type == KvType::F16 ? 2 : 4; }
+  // Bytes of one head's key (value) row.
+  size_t key_row_bytes() const { return static_cast<size_t>(head_dim) * element_bytes(); }
+  size_t value_row_bytes() const { return static_cast<size_t>(head_dim_v) * element_bytes(); }
+  // Bytes of one head's block in a page: P key rows, then P value rows.
+  size_t column_bytes() const;
+  // Byte offsets, inside a page, of the key and value row of (column, slot).
+  size_t key_offset(int column, int64_t slot) const {
+    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot) * key_row_bytes();
+  }
+  size_t value_offset(int column, int64_t slot) const {
+    return static_cast<size_t>(column) * column_bytes() +
+           static_cast<size_t>(page_tokens) * key_row_bytes() + static_cast<size_t>(slot) * value_row_bytes();
+  }
+  size_t page_bytes() const;
+  // Head-token slots per page: P * G.
+  int64_t slots_per_page() const { return int64_t{page_tokens} * group_size; }
+  // Checks every field is positive and small enough for the offsets to fit.
+  Status validate() const;
+};
+
+struct PoolStats {
+  int64_t total_pages = 0;
+  int64_t used_pages = 0;
+  int64_t free_pages = 0;
+  size_t page_bytes = 0;
+  // One slot = one token of one KV head (its key and value row).
+  int64_t allocated_slots = 0;  // used_pages * P * G
+  int64_t used_slots = 0;       // entries actually stored by the caches
+  int64_t wasted_slots = 0;     // allocated but holding nothing (partial pages, short heads)
+  double waste_fraction() const {
+    return allocated_slots > 0 ? static_cast<double>(wasted_slots) / static_cast<double>(allocated_slots) : 0.0;
+  }
+};
+
+class BlockPool {
+ public:
+  // Cuts arena_bytes into pages of geometry.page_bytes(). The arena is 2 MiB aligned and
+  // advised for huge pages; with prefault it is also written once now, so that no page fault
+  // (and no OS work) happens later on the serving path. Errors: invalid geometry, an arena
+  // smaller than one page, more than 2^31-1 pages, or the allocation failing.
+  static Result<std::unique_ptr<BlockPool>> create(const PageGeometry& geometry, size_t arena_bytes,
+                                                   bool prefault = true);
+
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool();
+
+  const PageGeometry& geometry() const { return geometry_; }
+  size_t page_bytes() const { return page_bytes_; }
+  int64_t total_pages() const { return n_pages_; }
+  int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
+  int64_t used_pages() const { return n_pages_ - free_pages(); }
+
+  // Appends n fresh page ids to out, or, when fewer than n are free, appends nothing and
+  // returns a "pool full" error. O(n), no system calls.
+  Status allocate(int64_t n, std::vector<PageId>& out);
+  // Gives pages back. Every id must be in use and appear once; otherwise an error and no page
+  // is released.
+  Status release(std::span<const PageId> pages);
+
+  bool in_use(PageId id) const {
+    return id >= 0 && id < n_pages_ && in_use_[static_cast<size_t>(id)] != 0;
+  }
+
+  // Start of a page's memory; id must be a valid page id.
+  uint8_t* page_data(PageId id) { return arena_ + static_cast<size_t>(id) * page_bytes_; }
+  const uint8_t* page_data(PageId id) const {
+    return arena_ + static_cast<size_t>(id) * page_bytes_;
+  }
+
+  // Caches report the entries they store (+ on write, - on removal) so waste is visible here.
+  void add_used_slots(int64_t delta) { used_slots_.fetch_add(delta, std::memory_order_relaxed); }
+
+  PoolStats stats() const;
+
+  // Full consistency check of the free list against the in-use flags (O(pages)); for tests.
+  Status check_consistency() const;
+
+ private:
+  BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_pages, uint8_t* arena);
+
+  PageGeometry geometry_;
+  size_t page_bytes_;
+  int64_t n_pages_;
+  uint8_t* arena_;              // [n_pages_][page_bytes_], 2 MiB aligned
+  std::vector<PageId> free_;    // stack of free ids (LIFO: recently freed pages are warm)
+  std::vector<uint8_t> in_use_; // [n_pages_]: 1 while handed out
+  std::atomic<int64_t> used_slots_{0};
+};
+
+}  // namespace tangram

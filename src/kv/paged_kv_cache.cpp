@@ -1,0 +1,361 @@
+#include "kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "kernels/half.h"
+#include "kv/paged_attention.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace tangram {
+
+namespace {
+
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Stores n floats as the pool's element type.
+void store_row(const float* src, uint8_t* dst, int64_t n, KvType type) {
+  if (type == KvType::F32) {
+    std::memcpy(dst, src, sz(n) * sizeof(float));
+    return;
+  }
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * 2),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) {
+    const uint16_t h = half::fp32_to_fp16(src[i]);
+    std::memcpy(dst + i * 2, &h, sizeof(h));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(const KvShape& shape, int64_t capacity,
+                                                           BlockPool& pool,
+                                                           std::shared_ptr<const HeadGroupMap> map) {
+  if (shape.n_layers < 1 || shape.n_head < 1 || shape.n_kv_head < 1 || shape.head_dim < 1 ||
+      shape.head_dim_v < 1 || shape.n_head % shape.n_kv_head != 0)
+    return make_error("paged KV cache: bad shape ({} layers, {} heads, {} KV heads, head sizes {} "
+                      "and {})",
+                      shape.n_layers, shape.n_head, shape.n_kv_head, shape.head_dim,
+                      shape.head_dim_v);
+  const PageGeometry& g = pool.geometry();
+  if (g.head_dim != shape.head_dim || g.head_dim_v != shape.head_dim_v)
+    return make_error("paged KV cache: the pool's pages hold head sizes {} and {}, the model "
+                      "needs {} and {}",
+                      g.head_dim, g.head_dim_v, shape.head_dim, shape.head_dim_v);
+  if (map == nullptr) return make_error("paged KV cache: no head-group map given");
+  if (map->n_layers() != shape.n_layers || map->n_kv_head() != shape.n_kv_head)
+    return make_error("paged KV cache: the head-group map is for {} layers x {} KV heads, the "
+                      "model has {} x {}",
+                      map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
+  if (map->group_size() > g.group_size)
+    return make_error("paged KV cache: head groups of up to {} heads do not fit pages of {}",
+                      map->group_size(), g.group_size);
+  if (capacity < 1 || capacity > std::numeric_limits<int32_t>::max())
+    return make_error("paged KV cache: capacity {} outside [1, {}]", capacity,
+                      std::numeric_limits<int32_t>::max());
+  try {
+    return std::unique_ptr<PagedKvCache>(new PagedKvCache(shape, capacity, pool, std::move(map)));
+  } catch (const std::bad_alloc&) {
+    return make_error("paged KV cache: out of host memory for the page tables");
+  }
+}
+
+PagedKvCache::PagedKvCache(const KvShape& shape, int64_t capacity, BlockPool& pool,
+                           std::shared_ptr<const HeadGroupMap> map)
+    : shape_(shape), capacity_(capacity), pool_(&pool), map_(std::move(map)) {
+  pages_.resize(sz(map_->total_groups()));
+  heads_.resize(sz(shape_.n_layers) * sz(shape_.n_kv_head));
+  layer_positions_.assign(sz(shape_.n_layers), 0);
+}
+
+PagedKvCache::~PagedKvCache() {
+  for (std::vector<PageId>& table : pages_) {
+    // Our own pages: releasing them cannot fail.
+    [[maybe_unused]] const Status s = pool_->release(table);
+  }
+  change_used_slots(-used_slots_);
+}
+
+int64_t PagedKvCache::length(int layer, int kv_head) const {
+  return valid_head(layer, kv_head) ? head(layer, kv_head).length : 0;
+}
+
+std::span<const PageId> PagedKvCache::group_pages(int layer, int group) const {
+  if (layer < 0 || layer >= shape_.n_layers || group < 0 || group >= map_->n_groups(layer)) return {};
+  return pages_[sz(map_->flat_group(layer, group))];
+}
+
+int64_t PagedKvCache::group_longest(int layer, int flat_group) const {
+  int64_t longest = 0;
+  for (const int h : map_->members(flat_group)) longest = std::max(longest, head(layer, h).length);
+  return longest;
+}
+
+int64_t PagedKvCache::group_pages_for(int layer, int flat_group, int64_t extra) const {
+  return ceil_div(group_longest(layer, flat_group) + extra, pool_->geometry().page_tokens);
+}
+
+int64_t PagedKvCache::pages_needed(int64_t n_total) const {
+  int64_t needed = 0;
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    const int64_t extra = std::max<int64_t>(0, n_total - layer_positions_[sz(l)]);
+    for (int g = 0; g < map_->n_groups(l); ++g) {
+      const int fg = map_->flat_group(l, g);
+      needed += std::max<int64_t>(0, group_pages_for(l, fg, extra) - static_cast<int64_t>(pages_[sz(fg)].size()));
+    }
+  }
+  return needed;
+}
+
+Status PagedKvCache::reserve(int64_t n_total) {
+  if (n_total > capacity_)
+    return make_error("KV cache overflow: {} positions needed, capacity is {}", n_total, capacity_);
+  const int64_t needed = pages_needed(n_total);
+  if (needed > 0) {
+    // Grow the tables first (the only step that may fail on host memory), then take pages.
+    std::vector<int64_t> deficit(pages_.size(), 0);
+    try {
+      for (int l = 0; l < shape_.n_layers; ++l) {
+        const int64_t extra = std::max<int64_t>(0, n_total - layer_positions_[sz(l)]);
+        for (int g = 0; g < map_->n_groups(l); ++g) {
+          const int fg = map_->flat_group(l, g);
+          std::vector<PageId>& table = pages_[sz(fg)];
+          deficit[sz(fg)] = std::max<int64_t>(0, group_pages_for(l, fg, extra) - static_cast<int64_t>(table.size()));
+          table.reserve(table.size() + sz(deficit[sz(fg)]));
+        }
+      }
+    } catch (const std::bad_alloc&) {
+      return make_error("KV cache: out of host memory for page tables");
+    }
+    std::vector<PageId> fresh;
+    TG_TRY(pool_->allocate(needed, fresh));
+    size_t next = 0;
+    for (size_t fg = 0; fg < pages_.size(); ++fg)
+      for (int64_t i = 0; i < deficit[fg]; ++i) pages_[fg].push_back(fresh[next++]);
+    pages_held_ += needed;
+  }
+  reserved_positions_ = std::max(reserved_positions_, n_total);
+  return Status::Ok();
+}
+
+uint8_t* PagedKvCache::key_row(int layer, int kv_head, int64_t entry) {
+  const PageGeometry& g = pool_->geometry();
+  const int64_t p = g.page_tokens;
+  const PageId page = pages_[sz(map_->group_of(layer, kv_head))][sz(entry / p)];
+  return pool_->page_data(page) + g.key_offset(map_->column_of(layer, kv_head), entry % p);
+}
+
+uint8_t* PagedKvCache::value_row(int layer, int kv_head, int64_t entry) {
+  const PageGeometry& g = pool_->geometry();
+  const int64_t p = g.page_tokens;
+  const PageId page = pages_[sz(map_->group_of(layer, kv_head))][sz(entry / p)];
+  return pool_->page_data(page) + g.value_offset(map_->column_of(layer, kv_head), entry % p);
+}
+
+Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) {
+  if (layer < 0 || layer >= shape_.n_layers)
+    return make_error("KV cache: layer {} out of range", layer);
+  const int64_t at = layer_positions_[sz(layer)];
+  if (n < 0 || pos0 != at || pos0 + n > capacity_ || (n > 0 && (k == nullptr || v == nullptr)))
+    return make_error("KV cache: write of {} positions at {} (layer holds {}, capacity {})", n,
+                      pos0, at, capacity_);
+  for (int g = 0; g < map_->n_groups(layer); ++g) {
+    const int fg = map_->flat_group(layer, g);
+    if (group_pages_for(layer, fg, n) > static_cast<int64_t>(pages_[sz(fg)].size()))
+      return make_error("KV cache: write of {} positions at {} in layer {} was not reserved", n,
+                        pos0, layer);
+  }
+  const PageGeometry& geo = pool_->geometry();
+  const int64_t hd = shape_.head_dim;
+  const int64_t hdv = shape_.head_dim_v;
+  for (int h = 0; h < shape_.n_kv_head; ++h) {
+    HeadState& hs = head(layer, h);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t src = t * shape_.n_kv_head + h;
+      store_row(k + src * hd, key_row(layer, h, hs.length + t), hd, geo.type);
+      store_row(v + src * hdv, value_row(layer, h, hs.length + t), hdv, geo.type);
+    }
+    hs.length += n;  // the new entries continue the consecutive tail positions
+  }
+  layer_positions_[sz(layer)] += n;
+  change_used_slots(n * shape_.n_kv_head);
+  return Status::Ok();
+}
+
+void PagedKvCache::attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
+                          ThreadPool& pool) const {
+  if (layer < 0 || layer >= shape_.n_layers || n <= 0 || q == nullptr || out == nullptr) return;
+  const AttentionItem item{this, q, out, n, pos0};
+  Status s;
+  try {
+    if (!workspace_) workspace_ = std::make_unique<AttentionWorkspace>();
+    s = paged_attention(layer, std::span<const AttentionItem>(&item, 1), pool, *workspace_);
+  } catch (const std::bad_alloc&) {
+    s = make_error("attention: out of host memory");
+  }
+  // attend() has no error channel; its inputs were checked above, so only host memory can
+  // fail here, and zeros are the least harmful output.
+  if (!s.ok()) std::fill_n(out, n * shape_.n_head * shape_.head_dim_v, 0.0f);
+}
+
+KvHeadView PagedKvCache::head_view(int layer, int kv_head) const {
+  KvHeadView v;
+  if (!valid_head(layer, kv_head)) return v;
+  const PageGeometry& g = pool_->geometry();
+  const HeadState& hs = head(layer, kv_head);
+  const int column = map_->column_of(layer, kv_head);
+  const uint8_t* arena = pool_->page_data(0);
+  v.k_base = arena + g.key_offset(column, 0);
+  v.v_base = arena + g.value_offset(column, 0);
+  v.pages = pages_[sz(map_->group_of(layer, kv_head))].data();
+  v.page_tokens = g.page_tokens;
+  v.page_bytes = pool_->page_bytes();
+  v.k_row_bytes = g.key_row_bytes();
+  v.v_row_bytes = g.value_row_bytes();
+  v.length = hs.length;
+  v.kept_pos = hs.kept_pos.data();
+  v.n_kept = static_cast<int64_t>(hs.kept_pos.size());
+  v.tail_pos0 = hs.tail_pos0;
+  return v;
+}
+
+int64_t PagedKvCache::entry_position(int layer, int kv_head, int64_t entry) const {
+  if (!valid_head(layer, kv_head)) return -1;
+  const HeadState& hs = head(layer, kv_head);
+  if (entry < 0 || entry >= hs.length) return -1;
+  const auto n_kept = static_cast<int64_t>(hs.kept_pos.size());
+  return entry < n_kept ? hs.kept_pos[sz(entry)] : hs.tail_pos0 + (entry - n_kept);
+}
+
+void PagedKvCache::make_positions_explicit(int layer, HeadState& h, int64_t new_length) {
+  const auto n_kept = static_cast<int64_t>(h.kept_pos.size());
+  if (new_length <= n_kept) {
+    h.kept_pos.resize(sz(new_length));
+  } else {
+    for (int64_t e = n_kept; e < new_length; ++e)
+      h.kept_pos.push_back(static_cast<int32_t>(h.tail_pos0 + (e - n_kept)));
+  }
+  h.tail_pos0 = layer_positions_[sz(layer)];
+}
+
+Status PagedKvCache::set_head_length(int layer, int kv_head, int64_t new_length) {
+  if (!valid_head(layer, kv_head))
+    return make_error("KV cache: no KV head {} in layer {}", kv_head, layer);
+  HeadState& hs = head(layer, kv_head);
+  if (new_length < 0 || new_length > hs.length)
+    return make_error("KV cache: head length {} outside [0, {}]", new_length, hs.length);
+  if (new_length == hs.length) return Status::Ok();
+  try {
+    make_positions_explicit(layer, hs, new_length);
+  } catch (const std::bad_alloc&) {
+    return make_error("KV cache: out of host memory for the kept positions");
+  }
+  change_used_slots(new_length - hs.length);
+  hs.length = new_length;
+  return Status::Ok();
+}
+
+Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_t> keep) {
+  if (!valid_head(layer, kv_head))
+    return make_error("KV cache: no KV head {} in layer {}", kv_head, layer);
+  HeadState& hs = head(layer, kv_head);
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i] < 0 || keep[i] >= hs.length || (i > 0 && keep[i] <= keep[i - 1]))
+      return make_error("KV cache: kept entry {} at index {} is not ascending within [0, {})",
+                        keep[i], i, hs.length);
+  std::vector<int32_t> positions;
+  try {
+    positions.resize(keep.size());
+  } catch (const std::bad_alloc&) {
+    return make_error("KV cache: out of host memory for the kept positions");
+  }
+  for (size_t i = 0; i < keep.size(); ++i)
+    positions[i] = static_cast<int32_t>(entry_position(layer, kv_head, keep[i]));
+  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it.
+  const PageGeometry& g = pool_->geometry();
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const auto dst = static_cast<int64_t>(i);
+    if (keep[i] == dst) continue;
+    std::memcpy(key_row(layer, kv_head, dst), key_row(layer, kv_head, keep[i]), g.key_row_bytes());
+    std::memcpy(value_row(layer, kv_head, dst), value_row(layer, kv_head, keep[i]),
+                g.value_row_bytes());
+  }
+  hs.kept_pos.swap(positions);
+  hs.tail_pos0 = layer_positions_[sz(layer)];
+  const auto kept = static_cast<int64_t>(keep.size());
+  change_used_slots(kept - hs.length);
+  hs.length = kept;
+  return Status::Ok();
+}
+
+int64_t PagedKvCache::release_group_tail(int flat_group, int64_t keep_pages) {
+  std::vector<PageId>& table = pages_[sz(flat_group)];
+  const auto held = static_cast<int64_t>(table.size());
+  if (held <= keep_pages) return 0;
+  const std::span<const PageId> tail(table.data() + keep_pages, sz(held - keep_pages));
+  if (!pool_->release(tail).ok()) return 0;  // cannot happen: the pages are ours
+  table.resize(sz(keep_pages));
+  pages_held_ -= held - keep_pages;
+  return held - keep_pages;
+}
+
+int64_t PagedKvCache::release_unused_pages(int layer) {
+  if (layer < 0 || layer >= shape_.n_layers) return 0;
+  const int64_t extra = std::max<int64_t>(0, reserved_positions_ - layer_positions_[sz(layer)]);
+  int64_t released = 0;
+  for (int g = 0; g < map_->n_groups(layer); ++g) {
+    const int fg = map_->flat_group(layer, g);
+    released += release_group_tail(fg, group_pages_for(layer, fg, extra));
+  }
+  return released;
+}
+
+int64_t PagedKvCache::release_unused_pages() {
+  int64_t released = 0;
+  for (int l = 0; l < shape_.n_layers; ++l) released += release_unused_pages(l);
+  return released;
+}
+
+void PagedKvCache::truncate(int64_t n_tokens) {
+  const int64_t n = std::max<int64_t>(n_tokens, 0);
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    if (layer_positions_[sz(l)] <= n) continue;
+    for (int h = 0; h < shape_.n_kv_head; ++h) {
+      HeadState& hs = head(l, h);
+      const auto n_kept = static_cast<int64_t>(hs.kept_pos.size());
+      int64_t new_length;
+      if (n >= hs.tail_pos0) {
+        new_length = n_kept + (n - hs.tail_pos0);
+      } else {
+        // Only kept entries before n survive; the tail restarts at n.
+        new_length = std::lower_bound(hs.kept_pos.begin(), hs.kept_pos.end(), n) - hs.kept_pos.begin();
+        hs.kept_pos.resize(sz(new_length));
+        hs.tail_pos0 = n;
+      }
+      change_used_slots(new_length - hs.length);
+      hs.length = new_length;
+    }
+    layer_positions_[sz(l)] = n;
+  }
+  reserved_positions_ = std::min(reserved_positions_, n);
+  release_unused_pages();
+}
+
+void PagedKvCache::change_used_slots(int64_t delta) {
+  used_slots_ += delta;
+  pool_->add_used_slots(delta);
+}
+
+}  // namespace tangram

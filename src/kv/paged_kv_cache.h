@@ -1,0 +1,138 @@
+// KvCache of one sequence stored in pages of a shared BlockPool, one page table per
+// (layer, head group) and one length per (layer, KV head).
+//
+// A group holds pages for its longest head only; shorter heads leave slots of their column
+// unused. Heads shrink independently (per-head compression: set_head_length, compact_head)
+// and release_unused_pages() hands whole trailing pages back. Keys are stored after RoPE, so
+// compaction moves rows without touching them; each head remembers the positions of the
+// entries it kept (only heads that were compacted pay for that list), which keeps causal
+// masking and truncate() exact.
+//
+// The pool must outlive the cache; the cache returns every page it holds when destroyed.
+// Allocation (reserve, release, truncate, destruction) goes through the pool, which expects one
+// thread at a time; writes into already reserved pages of different caches may run in parallel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "kv/head_group_map.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_head_view.h"
+
+namespace tangram {
+
+class AttentionWorkspace;
+
+class PagedKvCache final : public KvCache {
+ public:
+  // Errors: shape not positive or n_head not a multiple of n_kv_head; pool head sizes differ
+  // from the shape's; map for another layer or head count, or with groups larger than the
+  // pool's pages; capacity outside [1, 2^31 - 1].
+  static Result<std::unique_ptr<PagedKvCache>> create(const KvShape& shape, int64_t capacity,
+                                                      BlockPool& pool,
+                                                      std::shared_ptr<const HeadGroupMap> map);
+  ~PagedKvCache() override;
+
+  // --- KvCache ---
+  const KvShape& shape() const override { return shape_; }
+  KvType type() const override { return pool_->geometry().type; }
+  int64_t capacity() const override { return capacity_; }
+  int64_t n_positions() const override { return layer_positions_.back(); }
+  int64_t length(int layer, int kv_head) const override;
+  // Allocates, all or nothing, the pages every group needs to append up to n_total positions
+  // (its longest head plus the positions not yet written). Error (nothing changed) past
+  // capacity or when the pool has too few free pages.
+  Status reserve(int64_t n_total) override;
+  // Appends rows to every head of the layer (F32 -> F16 when the pool stores F16). Error and
+  // nothing written when pos0 is not the layer's position count or a group lacks room.
+  Status write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) override;
+  // Paged attention over this sequence alone (see paged_attention.h for batches). Uses scratch
+  // held by the cache: not for concurrent calls on the same cache.
+  void attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
+              ThreadPool& pool) const override;
+  // Drops every entry at position >= n_tokens and frees the pages no longer needed.
+  void truncate(int64_t n_tokens) override;
+
+  // --- Capacity planning (for a scheduler) ---
+  // Pages reserve(n_total) would allocate now; 0 when enough are held.
+  int64_t pages_needed(int64_t n_total) const;
+  // Pages held, over all groups.
+  int64_t pages_held() const { return pages_held_; }
+  // Entries stored over all (layer, KV head): this sequence's used slots.
+  int64_t used_slots() const { return used_slots_; }
+  // Slots of the pages held (pages_held * P * G); minus used_slots() = this sequence's waste.
+  int64_t allocated_slots() const { return pages_held_ * pool_->geometry().slots_per_page(); }
+  // Positions the last successful reserve() promised room for (cut by truncate()).
+  int64_t reserved_positions() const { return reserved_positions_; }
+
+  // --- Layout access (attention kernels, compression, checks) ---
+  const BlockPool& pool() const { return *pool_; }
+  const HeadGroupMap& map() const { return *map_; }
+  // Page table of (layer, group index within the layer).
+  std::span<const PageId> group_pages(int layer, int group) const;
+  // Where one head's entries are and which positions they hold. Valid until the cache changes.
+  KvHeadView head_view(int layer, int kv_head) const;
+  // Token position of one stored entry (entry < length(layer, kv_head)).
+  int64_t entry_position(int layer, int kv_head, int64_t entry) const;
+
+  // --- Per-head edits (for compression) ---
+  // Keeps the first new_length entries of a head (new_length <= length). Pages stay until
+  // release_unused_pages().
+  Status set_head_length(int layer, int kv_head, int64_t new_length);
+  // Keeps exactly the entries `keep` (strictly ascending indices < length) of a head, moved to
+  // the front in that order, with their positions. Pages stay until release_unused_pages().
+  Status compact_head(int layer, int kv_head, std::span<const int64_t> keep);
+  // Returns to the pool, in bulk, each group's trailing pages beyond what its longest head and
+  // the reserved positions need. Returns the number of pages released.
+  int64_t release_unused_pages(int layer);
+  int64_t release_unused_pages();
+
+ private:
+  struct HeadState {
+    int64_t length = 0;
+    std::vector<int32_t> kept_pos;  // [n_kept] ascending positions of entries [0, n_kept)
+    int64_t tail_pos0 = 0;          // position of entry n_kept (consecutive from there)
+  };
+
+  PagedKvCache(const KvShape& shape, int64_t capacity, BlockPool& pool,
+               std::shared_ptr<const HeadGroupMap> map);
+
+  HeadState& head(int layer, int kv_head) {
+    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) + static_cast<size_t>(kv_head)];
+  }
+  const HeadState& head(int layer, int kv_head) const {
+    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) + static_cast<size_t>(kv_head)];
+  }
+  bool valid_head(int layer, int kv_head) const {
+    return layer >= 0 && layer < shape_.n_layers && kv_head >= 0 && kv_head < shape_.n_kv_head;
+  }
+  // Longest head of a flat group, and the pages the group needs to hold `extra` more entries.
+  int64_t group_longest(int layer, int flat_group) const;
+  int64_t group_pages_for(int layer, int flat_group, int64_t extra) const;
+  // Folds a head's trailing consecutive positions into kept_pos for entries [0, new_length), so
+  // later appends continue from the layer's position count.
+  void make_positions_explicit(int layer, HeadState& h, int64_t new_length);
+  // Address of the key/value row of one entry.
+  uint8_t* key_row(int layer, int kv_head, int64_t entry);
+  uint8_t* value_row(int layer, int kv_head, int64_t entry);
+  void change_used_slots(int64_t delta);
+  int64_t release_group_tail(int flat_group, int64_t keep_pages);
+
+  KvShape shape_;
+  int64_t capacity_;
+  BlockPool* pool_;
+  std::shared_ptr<const HeadGroupMap> map_;
+  std::vector<std::vector<PageId>> pages_;  // [total_groups] page table per flat group
+  std::vector<HeadState> heads_;            // [n_layers][n_kv_head]
+  std::vector<int64_t> layer_positions_;    // [n_layers] positions written per layer
+  int64_t reserved_positions_ = 0;
+  int64_t pages_held_ = 0;
+  int64_t used_slots_ = 0;
+  mutable std::unique_ptr<AttentionWorkspace> workspace_;  // attend() scratch
+};
+
+}  // namespace tangram
