@@ -1,9 +1,12 @@
 // The `tangram` subcommands. main.cpp parses the command line (CLI11 lives only there, it is
-// slow to compile) into these option structs; each command lives in its own cmd_*.cpp.
+// slow to compile) into these option structs; each command lives in its own cmd_*.cpp and
+// returns the process exit code.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "runtime/sampling_params.h"
 
 namespace tangram::cli {
 
@@ -12,5 +15,62 @@ struct InfoOptions {
   bool full = false;  // every metadata item and tensor, unabridged
 };
 int cmd_info(const InfoOptions& opt);
+
+struct TokenizeOptions {
+  std::string model;      // a GGUF (model or vocab-only), or a tokenizer file (see vocab_source.h)
+  std::string flavor;     // for tiktoken files: llama3 | qwen2
+  std::string text;
+  std::string file;       // read the text from this file instead
+  bool add_special = false;
+  bool parse_special = false;
+  bool ids_only = false;
+};
+int cmd_tokenize(const TokenizeOptions& opt);
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string system;     // --chat: optional system message
+  bool chat = false;      // render the chat template around the prompt
+  std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
+  SamplingParams sampling;
+  int max_tokens = 256;
+  int threads = 0;
+  int64_t ctx = 0;        // 0: the model's context length (capped at 4096)
+  std::string kv_type = "f32";
+  bool quiet = false;     // only the generated text, no statistics
+};
+int cmd_run(const RunOptions& opt);
+
+struct MkmodelOptions {
+  std::string preset;     // tiny-llama | tiny-qwen2 | tiny-qwen3 | qwen3-4b-attn | llama3-8b-attn
+  std::string arch;       // override the preset's fields when set / non-zero
+  int n_layers = 0, n_embd = 0, n_ff = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  int64_t vocab = 0, ctx = 0;
+  std::string type = "f32";   // f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m
+  uint64_t seed = 1;
+  bool tied = false;
+  bool llama3_rope = false;
+  std::string tokenizer;  // embed this vocabulary (GGUF, tokenizer.model or tiktoken file)
+  std::string flavor;     // tiktoken flavour
+  std::string out;
+  int threads = 0;
+};
+int cmd_mkmodel(const MkmodelOptions& opt);
+
+struct BenchModelOptions {
+  std::string model;                  // benchmark this file; empty: generate from preset/types
+  std::string preset = "qwen3-4b-attn";
+  std::vector<std::string> types{"f32", "q8_0", "q4_k"};
+  int prompt_tokens = 256;
+  int gen_tokens = 32;
+  int threads = 0;
+  int reps = 2;
+  std::string cache_dir;              // where generated models are kept between runs
+  bool llama_cpp = true;              // run llama.cpp (tools/oracle) on the same file alongside
+  std::string json_out;               // write the figures as JSON here too
+  bool quick = false;                 // fewer layers and tokens: a run of well under a minute
+};
+int cmd_bench_model(const BenchModelOptions& opt);
 
 }  // namespace tangram::cli

@@ -1,4 +1,4 @@
-// tangram: command-line entry point. Parses arguments and dispatches to the cmd_* functions.
+// tangram: command-line entry point. Parses arguments (CLI11) and dispatches to cmd_*.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -6,6 +6,32 @@
 #include "cli/commands.h"
 
 using namespace tangram::cli;
+
+namespace {
+
+// Sampling flags shared by the commands that generate text.
+void add_sampling_options(CLI::App* c, tangram::SamplingParams& s) {
+  c->add_option("--temp,--temperature", s.temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  c->add_option("--top-k", s.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--top-p", s.top_p, "Nucleus sampling mass; 1 = off")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--min-p", s.min_p, "Keep tokens with p >= min_p * p_max; 0 = off")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  c->add_option("--repeat-penalty", s.repetition_penalty, "Repetition penalty (CTRL style); 1 = off")
+      ->capture_default_str();
+  c->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty [-2, 2]")->capture_default_str();
+  c->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty [-2, 2]")->capture_default_str();
+  c->add_option("--penalty-last-n", s.penalty_last_n, "Tokens the penalties look back over; -1 = all")
+      ->capture_default_str();
+  c->add_option_function<uint64_t>("--seed", [&s](const uint64_t& v) { s.seed = v; s.seed_set = true; },
+                                   "Random seed (default: random, printed at the end)");
+  c->add_option("--stop", s.stop, "Stop string (repeatable)");
+  c->add_flag("--ignore-eos", s.ignore_eos, "Keep generating past end-of-generation tokens");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Tangram: a multi-turn LLM serving engine with non-uniform KV compression"};
@@ -17,6 +43,79 @@ int main(int argc, char** argv) {
   c_info->add_option("model", info.model, "GGUF file")->required()->check(CLI::ExistingFile);
   c_info->add_flag("--full", info.full, "List every tensor and full metadata values");
 
+  TokenizeOptions tok;
+  auto* c_tok = app.add_subcommand("tokenize", "Turn text into token ids with a model's tokenizer");
+  c_tok->add_option("-m,--model", tok.model,
+                    "GGUF model or vocab file, SentencePiece tokenizer.model, or tiktoken rank file")
+      ->required()->check(CLI::ExistingFile);
+  c_tok->add_option("--flavor", tok.flavor, "For tiktoken files: llama3 or qwen2");
+  auto* tok_text = c_tok->add_option("-p,--prompt,text", tok.text, "Text to tokenise");
+  auto* tok_file = c_tok->add_option("-f,--file", tok.file, "Read the text from a file")->check(CLI::ExistingFile);
+  tok_text->excludes(tok_file);
+  c_tok->add_flag("--add-special", tok.add_special, "Add BOS/EOS as the vocabulary says");
+  c_tok->add_flag("--parse-special", tok.parse_special, "Recognise special-token texts such as <|im_start|>");
+  c_tok->add_flag("--ids", tok.ids_only, "Print only the ids, space separated");
+
+  RunOptions run;
+  run.sampling.temperature = 0.8f;
+  auto* c_run = app.add_subcommand("run", "Generate text from a prompt, streaming to the terminal");
+  c_run->add_option("-m,--model", run.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_run->add_option("-p,--prompt", run.prompt, "Prompt text (with --chat: the user message)")->required();
+  c_run->add_flag("--chat", run.chat, "Wrap the prompt in the model's chat template");
+  c_run->add_option("--system", run.system, "System message (with --chat)");
+  c_run->add_option("--chat-template", run.chat_template,
+                    "Template to use with --chat: chatml, llama3, llama2, or a Jinja file");
+  c_run->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_run->add_option("-t,--threads", run.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_run->add_option("-c,--ctx", run.ctx, "Context length (default: the model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+  c_run->add_option("--kv-type", run.kv_type, "KV cache element type")->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
+  c_run->add_flag("-q,--quiet", run.quiet, "Print only the generated text");
+  add_sampling_options(c_run, run.sampling);
+
+  MkmodelOptions mk;
+  auto* c_mk = app.add_subcommand("mkmodel", "Write a GGUF model with seeded random weights (for tests and benchmarks)");
+  c_mk->add_option("--preset", mk.preset,
+                   "tiny-llama, tiny-qwen2, tiny-qwen3, qwen3-4b-attn or llama3-8b-attn (default tiny-llama)");
+  c_mk->add_option("--arch", mk.arch, "Override the architecture: llama, qwen2 or qwen3");
+  c_mk->add_option("--layers", mk.n_layers, "Override the number of layers")->check(CLI::PositiveNumber);
+  c_mk->add_option("--embd", mk.n_embd, "Override the embedding width")->check(CLI::PositiveNumber);
+  c_mk->add_option("--ff", mk.n_ff, "Override the MLP width")->check(CLI::PositiveNumber);
+  c_mk->add_option("--heads", mk.n_head, "Override the number of query heads")->check(CLI::PositiveNumber);
+  c_mk->add_option("--kv-heads", mk.n_kv_head, "Override the number of KV heads")->check(CLI::PositiveNumber);
+  c_mk->add_option("--head-dim", mk.head_dim, "Override the head size")->check(CLI::PositiveNumber);
+  c_mk->add_option("--vocab", mk.vocab, "Override the vocabulary size")->check(CLI::PositiveNumber);
+  c_mk->add_option("--ctx", mk.ctx, "Override the context length")->check(CLI::PositiveNumber);
+  c_mk->add_option("--type", mk.type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")->capture_default_str();
+  c_mk->add_option("--seed", mk.seed, "Seed of the random weights")->capture_default_str();
+  c_mk->add_flag("--tied", mk.tied, "Tie the output projection to the embedding");
+  c_mk->add_flag("--llama3-rope", mk.llama3_rope, "Add Llama-3 RoPE scaling keys");
+  c_mk->add_option("--tokenizer", mk.tokenizer,
+                   "Embed this vocabulary: a GGUF, a SentencePiece tokenizer.model or a tiktoken file")
+      ->check(CLI::ExistingFile);
+  c_mk->add_option("--flavor", mk.flavor, "For tiktoken files: llama3 or qwen2");
+  c_mk->add_option("-o,--out", mk.out, "Output GGUF path")->required();
+  c_mk->add_option("-t,--threads", mk.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+
+  BenchModelOptions bm;
+  auto* c_bm = app.add_subcommand("bench-model",
+                                  "Prefill and decode tok/s of the forward pass against the memory-bandwidth limit");
+  c_bm->add_option("-m,--model", bm.model, "Benchmark this GGUF instead of generated models")->check(CLI::ExistingFile);
+  c_bm->add_option("--preset", bm.preset, "Shape of the generated models")->capture_default_str();
+  c_bm->add_option("--types", bm.types, "Weight types of the generated models")->capture_default_str()->delimiter(',');
+  c_bm->add_option("--prompt-tokens", bm.prompt_tokens, "Prompt length for prefill")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bm->add_option("--gen-tokens", bm.gen_tokens, "Tokens to decode")->capture_default_str()->check(CLI::PositiveNumber);
+  c_bm->add_option("-t,--threads", bm.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_bm->add_option("--reps", bm.reps, "Repetitions; the best is reported")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
+  c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
+  c_bm->add_option("--json", bm.json_out, "Also write the figures as JSON to this file");
+  c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -24,5 +123,9 @@ int main(int argc, char** argv) {
   }
 
   if (*c_info) return cmd_info(info);
+  if (*c_tok) return cmd_tokenize(tok);
+  if (*c_run) return cmd_run(run);
+  if (*c_mk) return cmd_mkmodel(mk);
+  if (*c_bm) return cmd_bench_model(bm);
   return 1;
 }
