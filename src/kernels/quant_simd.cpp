@@ -144,24 +144,14 @@ void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
 
 void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {
   const auto* in = static_cast<const BlockQ6_K*>(src);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   const __m256i off = _mm256_set1_epi8(32);
   for (int64_t b = 0; b < n / kQKK; ++b) {
     const BlockQ6_K& x = in[b];
     const float d = half::fp16_to_fp32(x.d);
     float* y = dst + b * kQKK;  // [256]
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
-      };
+      __m256i q[4];
+      simd::unpack_q6_k_half(x.ql, x.qh, h, q);
       for (int c = 0; c < 4; ++c) {
         const int k = 8 * h + 2 * c;  // scale of elements 0..15 of this group; k+1 for 16..31
         const __m256i qs = _mm256_sub_epi8(q[c], off);

@@ -5,6 +5,8 @@
 #define TANGRAM_AVX2 1
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace tangram::simd {
 
 inline float hsum(__m256 v) {
@@ -47,6 +49,21 @@ inline __m256 exp(__m256 x) {
   const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));
   const __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
   return _mm256_andnot_ps(too_small, y);
+}
+
+// Unpacks half h (0 or 1: elements 128h .. 128h+127) of a Q6_K block into four vectors of 32
+// unsigned 6-bit codes (q + 32): q[c] holds elements 128h + 32c .. +31. ql: [128], qh: [64].
+inline void unpack_q6_k_half(const uint8_t* ql, const uint8_t* qh, int h, __m256i q[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+  const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+  q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hi, 4), bits45));
+  q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hi, 2), bits45));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hi, bits45));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                         _mm256_and_si256(_mm256_srli_epi16(hi, 2), bits45));
 }
 
 }  // namespace tangram::simd

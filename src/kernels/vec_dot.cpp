@@ -288,8 +288,6 @@ float dot_q6_k_q8_k(const void* w, const void* a, int64_t n) {
 #if TANGRAM_AVX2
   const auto* wb = static_cast<const BlockQ6_K*>(w);
   const auto* ab = static_cast<const BlockQ8_K*>(a);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   // Byte shuffles picking, for the 32 elements of group c of a half, scale 2c (low 128 bits,
   // elements 0..15) and scale 2c+1 (high 128 bits) out of 8 int16 scales in each lane.
   const __m256i pick[4] = {
@@ -314,16 +312,8 @@ float dot_q6_k_q8_k(const void* w, const void* a, int64_t n) {
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
-      };
+      __m256i q[4];
+      simd::unpack_q6_k_half(x.ql, x.qh, h, q);
       for (int c = 0; c < 4; ++c) {
         const __m256i y8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 128 * h + 32 * c));
         const __m256i scales = _mm256_shuffle_epi8(sc16, pick[c]);

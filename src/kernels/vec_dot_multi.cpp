@@ -143,8 +143,6 @@ void q4_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, flo
 template <int NT>
 void q6_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   alignas(32) static constexpr int8_t kPick[4][32] = {
       {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
       {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
@@ -167,16 +165,8 @@ void q6_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, flo
     }
     for (int h = 0; h < 2; ++h) {
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * h));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
-      };
+      __m256i q[4];
+      simd::unpack_q6_k_half(x.ql, x.qh, h, q);
       for (int c = 0; c < 4; ++c) {
         const __m256i scales =
             _mm256_shuffle_epi8(sc16, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[c])));
