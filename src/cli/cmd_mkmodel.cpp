@@ -39,7 +39,8 @@ int cmd_mkmodel(const MkmodelOptions& opt) {
   set(spec.ctx, opt.ctx);
   spec.seed = opt.seed;
   if (opt.tied) spec.tied_output = true;
-  if (opt.llama3_rope) spec.llama3_rope = SynthRopeScaling::Llama3Keys;
+  // A rope_freqs.weight tensor, as llama.cpp's converter writes it, so other engines load the file too.
+  if (opt.llama3_rope) spec.llama3_rope = SynthRopeScaling::Llama3Tensor;
   if (auto st = synth_set_weight_type(spec, opt.type); !st) return fail(st.message());
 
   if (!opt.tokenizer.empty()) {

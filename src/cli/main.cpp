@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   c_mk->add_option("--type", mk.type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")->capture_default_str();
   c_mk->add_option("--seed", mk.seed, "Seed of the random weights")->capture_default_str();
   c_mk->add_flag("--tied", mk.tied, "Tie the output projection to the embedding");
-  c_mk->add_flag("--llama3-rope", mk.llama3_rope, "Add Llama-3 RoPE scaling keys");
+  c_mk->add_flag("--llama3-rope", mk.llama3_rope, "Add Llama-3 RoPE scaling (a rope_freqs.weight tensor, as converted Llama 3.1 files have)");
   c_mk->add_option("--tokenizer", mk.tokenizer,
                    "Embed this vocabulary: a GGUF, a SentencePiece tokenizer.model or a tiktoken file")
       ->check(CLI::ExistingFile);
