@@ -191,15 +191,29 @@ float dot_q8_k_f32(const void* w, const void* a, int64_t n) {
   return sum;
 }
 
+#if TANGRAM_AVX2
+// Sums block(i, acc) over blocks 0..nb-1 with two independent accumulators, so consecutive
+// blocks' FMAs do not wait on each other.
+template <typename BlockFn>
+float sum_blocks_2way(int64_t nb, BlockFn block) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+  }
+  for (; b < nb; ++b) acc0 = block(b, acc0);
+  return simd::hsum(_mm256_add_ps(acc0, acc1));
+}
+#endif
+
 float dot_q4_0_q8_0(const void* w, const void* a, int64_t n) {
 #if TANGRAM_AVX2
   const auto* wb = static_cast<const BlockQ4_0*>(w);
   const auto* ab = static_cast<const BlockQ8_0*>(a);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const int64_t nb = n / kQK0;
-  int64_t b = 0;
   auto block = [&](int64_t i, __m256 acc) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].qs));
     // Low 128 bits: elements 0..15 (low nibbles); high 128 bits: 16..31 (high nibbles).
@@ -209,12 +223,7 @@ float dot_q4_0_q8_0(const void* w, const void* a, int64_t n) {
     const float d = half::fp16_to_fp32(wb[i].d) * half::fp16_to_fp32(ab[i].d);
     return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_s8_pairs(q, y)), acc);
   };
-  for (; b + 2 <= nb; b += 2) {
-    acc0 = block(b, acc0);
-    acc1 = block(b + 1, acc1);
-  }
-  for (; b < nb; ++b) acc0 = block(b, acc0);
-  return simd::hsum(_mm256_add_ps(acc0, acc1));
+  return sum_blocks_2way(nb, block);
 #else
   return dot_q4_0_q8_0_portable(w, a, n);
 #endif
@@ -224,21 +233,14 @@ float dot_q8_0_q8_0(const void* w, const void* a, int64_t n) {
 #if TANGRAM_AVX2
   const auto* wb = static_cast<const BlockQ8_0*>(w);
   const auto* ab = static_cast<const BlockQ8_0*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const int64_t nb = n / kQK0;
-  int64_t b = 0;
   auto block = [&](int64_t i, __m256 acc) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[i].qs));
     const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[i].qs));
     const float d = half::fp16_to_fp32(wb[i].d) * half::fp16_to_fp32(ab[i].d);
     return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_s8_pairs(q, y)), acc);
   };
-  for (; b + 2 <= nb; b += 2) {
-    acc0 = block(b, acc0);
-    acc1 = block(b + 1, acc1);
-  }
-  for (; b < nb; ++b) acc0 = block(b, acc0);
-  return simd::hsum(_mm256_add_ps(acc0, acc1));
+  return sum_blocks_2way(nb, block);
 #else
   return dot_q8_0_q8_0_portable(w, a, n);
 #endif
