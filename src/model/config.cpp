@@ -40,9 +40,7 @@ class KeyReader {
   Result<int64_t> required_int(std::string_view suffix, int64_t lo, int64_t hi) const {
     const std::string k = key(suffix);
     if (g_.find(k) == nullptr) return make_error("{}: missing metadata key '{}'", g_.path(), k);
-    const auto v = g_.get_int(k);
-    if (!v) return make_error("{}: metadata key '{}' is not an integer", g_.path(), k);
-    return check(k, *v, lo, hi);
+    return optional_int(suffix, 0, lo, hi);
   }
   Result<int64_t> optional_int(std::string_view suffix, int64_t fallback, int64_t lo,
                                int64_t hi) const {
