@@ -13,13 +13,12 @@
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/finish_reason.h"
 #include "runtime/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram {
 
-enum class FinishReason { Stop, Length, Cancelled };
-std::string_view finish_reason_name(FinishReason r);
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // [n_generated] generated ids (the end-of-generation token excluded)

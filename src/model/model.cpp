@@ -7,6 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kv/contiguous_kv_cache.h"
+#include "kv/paged_kv_cache.h"
 
 namespace tangram {
 
@@ -64,46 +65,67 @@ void Model::grow_buffers(int64_t m) {
   buf_tokens_ = m;
 }
 
-Status Model::forward(KvCache& cache, const int32_t* tokens, int64_t n, int64_t pos0,
-                      float* logits, ThreadPool& pool, bool all_logits) {
-  if (n < 1 || tokens == nullptr) return make_error("forward: no tokens given");
+Status Model::check_step(const SequenceStep& s) const {
+  if (s.cache == nullptr) return make_error("forward: no KV cache given");
+  if (s.n < 1 || s.tokens == nullptr) return make_error("forward: no tokens given");
+  const KvCache& cache = *s.cache;
   const KvShape want = kv_shape();
   const KvShape& got = cache.shape();
   if (got.n_layers != want.n_layers || got.n_head != want.n_head ||
       got.n_kv_head != want.n_kv_head || got.head_dim != want.head_dim ||
       got.head_dim_v != want.head_dim_v)
     return make_error("forward: the KV cache was made for a model of another shape");
-  if (pos0 != cache.n_positions())
-    return make_error("forward: position {} does not continue the cache, which holds {}", pos0,
+  if (s.pos0 != cache.n_positions())
+    return make_error("forward: position {} does not continue the cache, which holds {}", s.pos0,
                       cache.n_positions());
   // Sizes are checked before any token is read; written as subtractions so huge n cannot
   // overflow.
-  if (n > config_.context_length - pos0)
-    return make_error("context overflow: {} + {} tokens exceed the model's context of {}", pos0,
-                      n, config_.context_length);
-  if (n > cache.capacity() - pos0)
-    return make_error("context overflow: {} + {} tokens exceed the KV cache capacity of {}", pos0,
-                      n, cache.capacity());
-  for (int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= config_.vocab)
+  if (s.n > config_.context_length - s.pos0)
+    return make_error("context overflow: {} + {} tokens exceed the model's context of {}", s.pos0,
+                      s.n, config_.context_length);
+  if (s.n > cache.capacity() - s.pos0)
+    return make_error("context overflow: {} + {} tokens exceed the KV cache capacity of {}",
+                      s.pos0, s.n, cache.capacity());
+  for (int64_t i = 0; i < s.n; ++i)
+    if (s.tokens[i] < 0 || s.tokens[i] >= config_.vocab)
       return make_error("forward: token id {} at index {} is outside the vocabulary [0, {})",
-                        tokens[i], i, config_.vocab);
-  TG_TRY(cache.reserve(pos0 + n));
+                        s.tokens[i], i, config_.vocab);
+  return Status::Ok();
+}
 
+Status Model::forward(KvCache& cache, const int32_t* tokens, int64_t n, int64_t pos0,
+                      float* logits, ThreadPool& pool, bool all_logits) {
+  TG_TRY(check_step(SequenceStep{&cache, tokens, n, pos0, logits, all_logits}));
+  TG_TRY(cache.reserve(pos0 + n));
   for (int64_t done = 0; done < n;) {
     const int64_t m = std::min(max_batch_, n - done);
     const bool last = done + m == n;
-    float* out = nullptr;
-    if (logits != nullptr && all_logits) out = logits + done * config_.vocab;
-    if (logits != nullptr && !all_logits && last) out = logits;
-    TG_TRY(forward_batch(cache, tokens + done, m, pos0 + done, out, all_logits, pool));
+    SequenceStep step{&cache, tokens + done, m, pos0 + done, nullptr, all_logits};
+    if (logits != nullptr && all_logits) step.logits = logits + done * config_.vocab;
+    if (logits != nullptr && !all_logits && last) step.logits = logits;
+    TG_TRY(run_step(std::span<const SequenceStep>(&step, 1), m, pool));
     done += m;
   }
   return Status::Ok();
 }
 
-Status Model::forward_batch(KvCache& cache, const int32_t* tokens, int64_t m, int64_t pos0,
-                            float* logits, bool all_rows, ThreadPool& pool) {
+Status Model::forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool) {
+  if (seqs.empty()) return make_error("forward: no sequences given");
+  int64_t m = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    TG_TRY(check_step(seqs[i]));
+    for (size_t j = 0; j < i; ++j)
+      if (seqs[j].cache == seqs[i].cache)
+        return make_error("forward: one KV cache appears twice in a step");
+    m += seqs[i].n;
+  }
+  if (m > max_batch_)
+    return make_error("forward: a step of {} tokens exceeds the batch limit of {}", m, max_batch_);
+  for (const SequenceStep& s : seqs) TG_TRY(s.cache->reserve(s.pos0 + s.n));
+  return run_step(seqs, m, pool);
+}
+
+Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool) {
   const ModelConfig& c = config_;
   TG_TRY(ensure_buffers(m));
   const int64_t E = c.n_embd;
@@ -112,9 +134,29 @@ Status Model::forward_batch(KvCache& cache, const int32_t* tokens, int64_t m, in
   float* q = q_.data();
   float* k = k_.data();
   float* v = v_.data();
+  const int64_t half = rope_.half();
 
-  for (int64_t t = 0; t < m; ++t) get_row(weights_.token_embd, tokens[t], x + t * E);
-  rope_.tables(pos0, m, rope_cos_.data(), rope_sin_.data());
+  // Rows of the stacked batch: sequence i owns rows [row0[i], row0[i] + n).
+  int64_t logit_rows = 0;
+  bool paged = true;
+  {
+    int64_t r = 0;
+    for (const SequenceStep& s : seqs) {
+      for (int64_t t = 0; t < s.n; ++t) get_row(weights_.token_embd, s.tokens[t], x + (r + t) * E);
+      rope_.tables(s.pos0, s.n, rope_cos_.data() + r * half, rope_sin_.data() + r * half);
+      if (s.logits != nullptr) logit_rows += s.all_logits ? s.n : 1;
+      paged = paged && dynamic_cast<const PagedKvCache*>(s.cache) != nullptr;
+      r += s.n;
+    }
+  }
+  if (paged && seqs.size() > 1) {
+    try {
+      if (!attn_ws_) attn_ws_ = std::make_unique<AttentionWorkspace>();
+      attn_items_.resize(seqs.size());
+    } catch (const std::bad_alloc&) {
+      return make_error("forward: out of host memory for the attention workspace");
+    }
+  }
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
@@ -139,8 +181,28 @@ Status Model::forward_batch(KvCache& cache, const int32_t* tokens, int64_t m, in
     }
     rope_.apply(q, m, c.n_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
     rope_.apply(k, m, c.n_kv_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
-    TG_TRY(cache.write(l, pos0, k, v, m));
-    cache.attend(l, q, m, pos0, attn_.data(), pool);
+    int64_t r = 0;
+    for (const SequenceStep& s : seqs) {
+      TG_TRY(s.cache->write(l, s.pos0, k + r * c.kv_dim(), v + r * c.v_dim(), s.n));
+      r += s.n;
+    }
+    if (paged && seqs.size() > 1) {
+      r = 0;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const SequenceStep& s = seqs[i];
+        attn_items_[i] = AttentionItem{static_cast<const PagedKvCache*>(s.cache), q + r * c.q_dim(),
+                                       attn_.data() + r * c.attn_out_dim(), s.n, s.pos0};
+        r += s.n;
+      }
+      TG_TRY(paged_attention(l, attn_items_, pool, *attn_ws_));
+    } else {
+      r = 0;
+      for (const SequenceStep& s : seqs) {
+        s.cache->attend(l, q + r * c.q_dim(), s.n, s.pos0, attn_.data() + r * c.attn_out_dim(),
+                        pool);
+        r += s.n;
+      }
+    }
     matmul(L.wo, attn_.data(), m, proj_.data(), pool);
     add(x, proj_.data(), m * E);
 
@@ -153,13 +215,35 @@ Status Model::forward_batch(KvCache& cache, const int32_t* tokens, int64_t m, in
     add(x, proj_.data(), m * E);
   }
 
-  if (logits == nullptr) return Status::Ok();
+  if (logit_rows == 0) return Status::Ok();
   // Only the rows whose logits are wanted go through the final norm and output projection.
-  const int64_t first = all_rows ? 0 : m - 1;
-  const int64_t rows = m - first;
-  for (int64_t t = first; t < m; ++t)
-    rmsnorm(x + t * E, weights_.output_norm.data(), xn + (t - first) * E, E, c.rms_eps);
-  matmul(weights_.output, xn, rows, logits, pool);
+  int64_t out_row = 0;
+  int64_t r = 0;
+  for (const SequenceStep& s : seqs) {
+    if (s.logits != nullptr) {
+      for (int64_t t = s.all_logits ? 0 : s.n - 1; t < s.n; ++t, ++out_row)
+        rmsnorm(x + (r + t) * E, weights_.output_norm.data(), xn + out_row * E, E, c.rms_eps);
+    }
+    r += s.n;
+  }
+  const auto V = static_cast<int64_t>(c.vocab);
+  if (seqs.size() == 1) {  // one destination: project straight into it
+    matmul(weights_.output, xn, logit_rows, seqs[0].logits, pool);
+    return Status::Ok();
+  }
+  try {
+    if (logits_.size() < static_cast<size_t>(logit_rows * V)) logits_.resize(static_cast<size_t>(logit_rows * V));
+  } catch (const std::bad_alloc&) {
+    return make_error("forward: out of host memory for {} rows of logits", logit_rows);
+  }
+  matmul(weights_.output, xn, logit_rows, logits_.data(), pool);
+  out_row = 0;
+  for (const SequenceStep& s : seqs) {
+    if (s.logits == nullptr) continue;
+    const int64_t rows = s.all_logits ? s.n : 1;
+    std::copy_n(logits_.data() + out_row * V, rows * V, s.logits);
+    out_row += rows;
+  }
   return Status::Ok();
 }
 

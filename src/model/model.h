@@ -2,19 +2,25 @@
 //
 // forward() runs a batch of consecutive tokens of one sequence through every layer: a prompt
 // goes through in one batched pass (matrix-matrix products), decode passes one token. Keys
-// and values go to a KvCache, which also computes the attention. Working buffers belong to
-// the Model, grow to the largest batch seen (at most ModelOptions::max_batch tokens) and are
-// reused, so decode allocates nothing. A Model runs one forward() at a time.
+// and values go to a KvCache, which also computes the attention. forward_step() runs one
+// scheduler step of many sequences at once: their tokens (decode tokens and prefill chunks
+// alike) are stacked into one batch for the matrix products, each sequence's keys and values
+// go to its own cache, and when every cache is paged the attention of all sequences is one
+// paged_attention() call, so threads split the work across sequences too. Working buffers
+// belong to the Model, grow to the largest batch seen (at most ModelOptions::max_batch tokens)
+// and are reused, so decode allocates nothing. A Model runs one forward at a time.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/paged_attention.h"
 #include "model/config.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -22,6 +28,17 @@
 namespace tangram {
 
 class GgufFile;
+
+// One sequence's share of a batched step.
+struct SequenceStep {
+  KvCache* cache = nullptr;
+  const int32_t* tokens = nullptr;  // [n]
+  int64_t n = 0;                    // tokens at positions pos0 .. pos0 + n - 1
+  int64_t pos0 = 0;                 // must equal cache->n_positions()
+  float* logits = nullptr;          // [vocab] for the last token, [n][vocab] with all_logits;
+                                    // null: no logits (e.g. a prompt chunk that is not the last)
+  bool all_logits = false;
+};
 
 struct ModelOptions {
   // Longest batch of tokens one pass processes; longer prompts go through in chunks of this
@@ -55,12 +72,18 @@ class Model {
   Status forward(KvCache& cache, const int32_t* tokens, int64_t n, int64_t pos0, float* logits,
                  ThreadPool& pool, bool all_logits = false);
 
+  // One step of several sequences (each cache at most once), sum of n <= max_batch(). Each
+  // sequence is checked as forward() checks it and its cache reserved before anything runs;
+  // on an error nothing is computed (a reservation already made may stay).
+  Status forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool);
+  int64_t max_batch() const { return max_batch_; }
+
  private:
   Model() = default;
-  // One batch of m <= max_batch tokens. logits: [m][vocab] (all rows), [vocab] (last row
-  // only) or null.
-  Status forward_batch(KvCache& cache, const int32_t* tokens, int64_t m, int64_t pos0,
-                       float* logits, bool all_rows, ThreadPool& pool);
+  // Checks one sequence's step against the model and its cache.
+  Status check_step(const SequenceStep& s) const;
+  // Runs checked, reserved steps whose tokens total m <= max_batch.
+  Status run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool);
   Status ensure_buffers(int64_t m);
   void grow_buffers(int64_t m);  // may throw std::bad_alloc
 
@@ -83,6 +106,9 @@ class Model {
   std::vector<float> up_;        // [m][n_ff]
   std::vector<float> rope_cos_;  // [m][rope_dim / 2]
   std::vector<float> rope_sin_;  // [m][rope_dim / 2]
+  std::vector<float> logits_;    // [rows][vocab]  logits of a multi-sequence step, then copied out
+  std::vector<AttentionItem> attn_items_;             // [sequences] of a paged step
+  std::unique_ptr<AttentionWorkspace> attn_ws_;       // paged attention scratch
 };
 
 }  // namespace tangram

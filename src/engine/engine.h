@@ -1,0 +1,86 @@
+// The serving engine: a Scheduler driven by its own worker thread, with a thread-safe front.
+//
+// Any thread may submit() requests, cancel() them or read stats(); the worker thread drains
+// the inbox, runs scheduler steps while there is work, and sleeps when there is none.
+// Request callbacks (on_token, on_finish) run on the worker thread. generate() is the blocking
+// convenience: submit and wait for the result.
+//
+//   Engine engine = *Engine::create(model, tokenizer, options);
+//   Request r; r.prompt = tokens; r.params.max_tokens = 64; r.session_id = "chat-1";
+//   r.on_token = [](const TokenEvent& e) { fputs(std::string(e.text).c_str(), stdout); };
+//   RequestResult done = *engine.generate(std::move(r));
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "common/thread_pool.h"
+#include "model/model.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram {
+
+struct EngineOptions {
+  int threads = 0;  // compute threads (0: one per core)
+  SchedulerOptions scheduler;
+};
+
+class Engine {
+ public:
+  // model and tokenizer must outlive the engine.
+  static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer& tokenizer,
+                                                const EngineOptions& options);
+  // Cancels what is still pending (each gets its on_finish) and joins the worker.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates (errors come back here, nothing is queued) and queues the request.
+  Result<RequestId> submit(Request request);
+  // Asks the worker to cancel a request; it finishes with FinishReason::Cancelled unless it
+  // finished first. Unknown ids are ignored.
+  void cancel(RequestId id);
+  // submit() and wait for the result; the request's own callbacks still run.
+  Result<RequestResult> generate(Request request);
+
+  // A snapshot taken after the latest step (a request's on_finish runs inside its step, so the
+  // snapshot may not count it yet; wait_idle() first for exact figures).
+  SchedulerStats stats() const;
+  // Blocks until every submitted request has finished and the snapshot is up to date.
+  void wait_idle();
+  // Frees idle session caches (runs on the worker; returns once done).
+  void evict_idle_sessions();
+  const SchedulerOptions& options() const { return scheduler_->options(); }
+  int threads() const { return pool_.size(); }
+
+ private:
+  Engine(int threads) : pool_(threads) {}
+  void loop();
+
+  ThreadPool pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::thread worker_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::pair<RequestId, Request>> inbox_;
+  std::vector<RequestId> cancels_;
+  bool evict_requested_ = false;
+  uint64_t evictions_done_ = 0;
+  std::condition_variable evicted_;
+  std::condition_variable idle_;
+  bool idle_now_ = true;  // inbox empty, scheduler idle, snapshot current
+  bool stop_ = false;
+  SchedulerStats stats_;
+  std::atomic<RequestId> next_id_{1};
+};
+
+}  // namespace tangram

@@ -1,0 +1,69 @@
+// What a caller hands the scheduler (a Request) and what it gets back: streamed tokens
+// (TokenEvent) and one final RequestResult with usage and timing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/finish_reason.h"
+#include "runtime/sampling_params.h"
+
+namespace tangram {
+
+using RequestId = uint64_t;
+
+// One generated token and the text it completed (possibly empty: a partial UTF-8 character,
+// or text held back while it might still become a stop string).
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t token = 0;
+  std::string_view text;
+};
+
+struct RequestUsage {
+  int64_t prompt_tokens = 0;      // tokens of the prompt
+  int64_t cached_tokens = 0;      // prompt tokens found in a resident session cache (not run)
+  int64_t completion_tokens = 0;  // tokens generated
+  int64_t recomputed_tokens = 0;  // tokens run again after a preemption freed their KV
+  int preemptions = 0;
+};
+
+struct RequestTiming {
+  double queue_seconds = 0;    // submitted -> first admitted
+  double prefill_seconds = 0;  // admitted -> first token sampled (includes waiting in steps)
+  double decode_seconds = 0;   // first token -> finished
+  double total_seconds = 0;    // submitted -> finished
+};
+
+struct RequestResult {
+  RequestId id = 0;
+  std::string session_id;       // the session whose cache now holds this conversation ("" if none)
+  std::vector<int32_t> tokens;  // [completion_tokens] generated ids (end-of-generation excluded)
+  std::string text;             // generated text, stop string excluded
+  FinishReason finish = FinishReason::Stop;
+  std::string error;            // set when finish == Error
+  RequestUsage usage;
+  RequestTiming timing;
+  uint64_t seed = 0;            // the sampler's seed
+  std::vector<float> first_logits;  // [vocab] logits of the prompt's last token, if asked for
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // the whole context: for a chat, every turn so far, rendered
+  SamplingParams params;
+  // Conversation key. Its resident KV is reused for the prompt's common prefix, and the
+  // turn's KV stays resident under it afterwards. Empty: the request may still continue a
+  // resident session whose tokens its prompt extends (see Scheduler), else it starts a new one.
+  std::string session_id;
+  int priority = 0;                 // higher is admitted first and preempted last
+  bool keep_first_logits = false;   // fill RequestResult::first_logits (tests, logprobs)
+  // Called on the scheduler's thread; keep them short. on_finish is called exactly once for
+  // every request that submit() accepted.
+  std::function<void(const TokenEvent&)> on_token;
+  std::function<void(const RequestResult&)> on_finish;
+};
+
+}  // namespace tangram

@@ -1,0 +1,428 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <new>
+
+#include "common/units.h"
+
+namespace tangram {
+
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                     const SchedulerOptions& options)
+    : model_(model), tokenizer_(tokenizer), pool_threads_(pool), options_(options),
+      sessions_(std::max<size_t>(options.max_sessions, 1)) {}
+
+Scheduler::~Scheduler() = default;
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokenizer& tokenizer,
+                                                     ThreadPool& pool,
+                                                     const SchedulerOptions& options) {
+  const ModelConfig& c = model.config();
+  if (options.prefill_chunk < 1) return make_error("--prefill-chunk must be at least 1");
+  if (options.step_tokens < 1) return make_error("the step token budget must be at least 1");
+  if (options.step_tokens > model.max_batch())
+    return make_error("the step token budget {} exceeds the model's batch limit of {}",
+                      options.step_tokens, model.max_batch());
+  if (options.max_running < 1) return make_error("at least one running sequence is needed");
+  if (options.page_group_size < 0)
+    return make_error("--page-group-size must be 0 (all KV heads) or positive");
+  const int G = options.page_group_size == 0 ? c.n_kv_head
+                                              : std::min(options.page_group_size, c.n_kv_head);
+  PageGeometry geometry{options.page_tokens, G, c.head_dim, c.head_dim_v, options.kv_type};
+  if (options.page_tokens < 1) return make_error("--page-tokens must be at least 1");
+  TG_TRY(geometry.validate());
+
+  std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
+  s->options_.page_group_size = G;
+  s->options_.max_running = static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
+  s->context_ = options.max_context > 0 ? std::min(options.max_context, c.context_length)
+                                        : c.context_length;
+  TG_ASSIGN(HeadGroupMap map, HeadGroupMap::contiguous(c.n_layers, c.n_kv_head, G));
+  s->map_ = std::make_shared<const HeadGroupMap>(std::move(map));
+  if (options.kv_memory < geometry.page_bytes() * static_cast<size_t>(s->map_->total_groups()))
+    return make_error("--kv-memory {} cannot hold even one page per head group ({} groups x {}): "
+                      "give at least {}",
+                      format_bytes(static_cast<double>(options.kv_memory)), s->map_->total_groups(),
+                      format_bytes(static_cast<double>(geometry.page_bytes())),
+                      format_bytes(static_cast<double>(geometry.page_bytes()) * s->map_->total_groups()));
+  TG_ASSIGN(s->pool_, BlockPool::create(geometry, options.kv_memory, options.prefault));
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
+    if (tokenizer.is_eog(id)) s->eos_ids_.push_back(id);
+  return s;
+}
+
+int64_t Scheduler::pages_for(int64_t n_total) const {
+  return ceil_div(n_total, options_.page_tokens) * map_->total_groups();
+}
+
+Status Scheduler::validate(const Request& r) const {
+  if (r.prompt.empty()) return make_error("the prompt is empty: give at least one token");
+  const auto vocab = static_cast<int>(model_.config().vocab);
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
+      return make_error("token id {} at prompt index {} is outside the vocabulary [0, {})",
+                        r.prompt[i], i, vocab);
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  if (n >= context_)
+    return make_error("the prompt has {} tokens but the context holds {}: shorten it by at least {}",
+                      n, context_, n - context_ + 1);
+  const int64_t need = pages_for(n + 1);
+  if (need > pool_->total_pages())
+    return make_error("the prompt's KV needs {} ({} pages) but the KV memory holds {} ({} pages): "
+                      "raise --kv-memory or shorten the prompt",
+                      format_bytes(static_cast<double>(need) * static_cast<double>(pool_->page_bytes())), need,
+                      format_bytes(static_cast<double>(pool_->total_pages()) * static_cast<double>(pool_->page_bytes())),
+                      pool_->total_pages());
+  return r.params.validate();
+}
+
+Result<RequestId> Scheduler::submit(Request request) {
+  const RequestId id = next_id_;
+  TG_TRY(submit_with_id(id, std::move(request)));  // advances next_id_
+  return id;
+}
+
+Status Scheduler::submit_with_id(RequestId id, Request request) {
+  TG_TRY(validate(request));
+  auto s = std::make_unique<Sequence>();
+  TG_ASSIGN(Sampler sampler, Sampler::create(request.params));
+  sampler.set_eos_tokens(eos_ids_);
+  s->sampler.emplace(std::move(sampler));
+  s->id = id;
+  s->arrival = next_arrival_++;
+  s->tokens = request.prompt;
+  s->n_prompt = request.prompt.size();
+  s->decoder = std::make_unique<StreamDecoder>(tokenizer_);
+  s->stops = std::make_unique<StopStringMatcher>(request.params.stop);
+  s->result.id = id;
+  s->result.usage.prompt_tokens = static_cast<int64_t>(s->n_prompt);
+  s->result.seed = s->sampler->seed();
+  s->submitted = Clock::now();
+  s->request = std::move(request);
+  next_id_ = std::max(next_id_, id + 1);
+  insert_waiting(std::move(s));
+  return Status::Ok();
+}
+
+bool Scheduler::ranks_before(const Sequence& a, const Sequence& b) {
+  if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
+  return a.arrival < b.arrival;
+}
+
+void Scheduler::insert_waiting(std::unique_ptr<Sequence> s) {
+  auto it = std::upper_bound(waiting_.begin(), waiting_.end(), s,
+                             [](const auto& a, const auto& b) { return ranks_before(*a, *b); });
+  waiting_.insert(it, std::move(s));
+}
+
+bool Scheduler::cancel(RequestId id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id != id) continue;
+    auto s = std::move(*it);
+    waiting_.erase(it);
+    finish(std::move(s), FinishReason::Cancelled);
+    return true;
+  }
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if ((*it)->id != id) continue;
+    auto s = std::move(*it);
+    running_.erase(it);
+    finish(std::move(s), FinishReason::Cancelled);
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::cancel_all() {
+  while (!running_.empty()) cancel(running_.back()->id);
+  while (!waiting_.empty()) cancel(waiting_.back()->id);
+}
+
+Status Scheduler::attach_cache(Sequence& s) {
+  Session* session = nullptr;
+  if (!s.request.session_id.empty()) {
+    session = &sessions_.get_or_create(s.request.session_id, /*anonymous=*/false);
+  } else if (options_.keep_sessions && s.session_id.empty()) {
+    session = sessions_.match_prefix(s.tokens, options_.page_tokens);
+  } else if (!s.session_id.empty()) {
+    session = sessions_.find(s.session_id);  // re-admitted after a preemption
+  }
+  if (session != nullptr) {
+    s.session_id = session->id;
+    session->busy = true;
+  }
+  if (session != nullptr && session->cache) {
+    const size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
+    s.cache = std::move(session->cache);
+    s.cache->truncate(static_cast<int64_t>(common));
+    if (!s.admitted_once) s.result.usage.cached_tokens = static_cast<int64_t>(common);
+    return Status::Ok();
+  }
+  TG_ASSIGN(s.cache, PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_));
+  return Status::Ok();
+}
+
+bool Scheduler::make_room(int64_t pages, const Sequence* keep, bool may_preempt) {
+  while (pool_->free_pages() < pages) {
+    if (sessions_.evict_lru() >= 0) continue;
+    if (!may_preempt || running_.empty() || running_.back().get() == keep) return false;
+    // running_ is in rank order, so the back is the lowest-ranked sequence, below `keep`.
+    auto victim = std::move(running_.back());
+    running_.pop_back();
+    preempt(*victim);
+    insert_waiting(std::move(victim));
+  }
+  return true;
+}
+
+void Scheduler::preempt(Sequence& s) {
+  ++s.result.usage.preemptions;
+  ++counters_.preemptions;
+  if (s.cache) s.result.usage.recomputed_tokens += s.cache->n_positions();
+  s.cache.reset();  // every page back to the pool; the tokens are kept for the recompute
+  s.chunk = 0;
+}
+
+void Scheduler::emit(Sequence& s, const std::string& text) {
+  s.result.text += text;
+}
+
+bool Scheduler::sample_next(Sequence& s, float* logits) {
+  const auto vocab = static_cast<int>(model_.config().vocab);
+  if (s.request.keep_first_logits && !s.first_token_done) s.result.first_logits.assign(logits, logits + vocab);
+  const int n_vocab = std::min<int>(tokenizer_.n_vocab(), vocab);
+  const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
+  if (!s.first_token_done) {
+    s.first_token_done = true;
+    s.first_token = Clock::now();
+  }
+  if (tok < 0) return true;
+  if (!s.request.params.ignore_eos && tokenizer_.is_eog(tok)) return true;
+  s.sampler->accept(tok);
+  s.tokens.push_back(tok);
+  s.result.tokens.push_back(tok);
+  const StopStringMatcher::Step out = s.stops->feed(s.decoder->push(tok));
+  emit(s, out.text);
+  if (s.request.on_token) s.request.on_token(TokenEvent{s.id, tok, out.text});
+  if (out.stopped) return true;
+  if (s.sampler->max_tokens_reached() || static_cast<int64_t>(s.tokens.size()) > context_) {
+    s.result.finish = FinishReason::Length;
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::string error) {
+  const auto now = Clock::now();
+  if (reason != FinishReason::Error && !s->stops->stopped()) {
+    std::string tail = s->stops->feed(s->decoder->flush()).text;
+    tail += s->stops->flush();
+    emit(*s, tail);
+  }
+  RequestResult& r = s->result;
+  r.finish = reason;
+  r.error = std::move(error);
+  r.usage.completion_tokens = static_cast<int64_t>(r.tokens.size());
+  if (!s->admitted_once) s->admitted = now;
+  if (!s->first_token_done) s->first_token = now;
+  r.timing.queue_seconds = seconds_between(s->submitted, s->admitted);
+  r.timing.prefill_seconds = seconds_between(s->admitted, s->first_token);
+  r.timing.decode_seconds = seconds_between(s->first_token, now);
+  r.timing.total_seconds = seconds_between(s->submitted, now);
+
+  // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
+  Session* session = s->session_id.empty() ? nullptr : sessions_.find(s->session_id);
+  if (s->cache && options_.keep_sessions && reason != FinishReason::Error) {
+    if (session == nullptr) session = &sessions_.get_or_create(sessions_.new_anonymous_id(), true);
+    s->cache->truncate(s->cache->n_positions());  // hands back pages reserved beyond the end
+    session->tokens.assign(s->tokens.begin(), s->tokens.begin() + s->cache->n_positions());
+    session->cache = std::move(s->cache);
+  } else if (session != nullptr) {
+    session->tokens.clear();
+  }
+  if (session != nullptr) {
+    session->busy = false;
+    session->last_used = ++tick_;
+    r.session_id = session->id;
+  }
+  s->cache.reset();
+  ++counters_.finished;
+  if (s->request.on_finish) s->request.on_finish(r);
+}
+
+int64_t Scheduler::step() {
+  if (idle()) return 0;
+  int64_t budget = options_.step_tokens;
+  const int64_t watermark = map_->total_groups();  // one page per group for others' growth
+
+  // Plans running_[i] for `chunk` more tokens; preempts lower-ranked sequences when short of
+  // pages. Returns false when running_[i] itself had to leave running_.
+  auto plan = [&](size_t i, int64_t chunk) -> bool {
+    Sequence& s = *running_[i];
+    const int64_t need = s.cache->pages_needed(s.cache->n_positions() + chunk);
+    if ((need > 0 && !make_room(need, &s, /*may_preempt=*/true)) ||
+        !s.cache->reserve(s.cache->n_positions() + chunk).ok()) {
+      auto self = std::move(running_[i]);
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (running_.empty()) {
+        // Alone and still short: its conversation has outgrown the whole pool.
+        finish(std::move(self), FinishReason::Length);
+      } else {
+        preempt(*self);
+        insert_waiting(std::move(self));
+      }
+      return false;
+    }
+    s.chunk = chunk;
+    budget -= chunk;
+    return true;
+  };
+
+  for (auto& s : running_) s->chunk = 0;
+  // Pass 1: decode tokens (one each), in rank order.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence& s = *running_[i];
+    const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
+    if (left != 1 || plan(i, 1)) ++i;
+  }
+  // Pass 2: prefill chunks of running sequences.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence& s = *running_[i];
+    const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
+    if (left <= 1 || s.chunk > 0) {
+      ++i;
+      continue;
+    }
+    if (plan(i, std::min({left, options_.prefill_chunk, budget}))) ++i;
+  }
+  // Pass 3: admissions, in rank order, while budget and memory last (never preempting).
+  while (budget > 0 && static_cast<int>(running_.size()) < options_.max_running) {
+    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) {
+      if (w->request.session_id.empty()) return true;
+      const Session* ses = sessions_.find(w->request.session_id);
+      return ses == nullptr || !ses->busy || w->session_id == ses->id;  // its own session
+    });
+    if (it == waiting_.end()) break;
+    Sequence& s = **it;
+    if (Status st = attach_cache(s); !st.ok()) {
+      auto failed = std::move(*it);
+      waiting_.erase(it);
+      finish(std::move(failed), FinishReason::Error, st.error().message);
+      continue;
+    }
+    const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
+    const int64_t chunk = std::min({left, options_.prefill_chunk, budget});
+    const int64_t need = s.cache->pages_needed(s.cache->n_positions() + chunk) +
+                         (running_.empty() ? 0 : watermark);
+    if (!make_room(need, nullptr, /*may_preempt=*/false)) {
+      // Not now: the cache goes back where it came from, the request keeps its place.
+      Session* ses = s.session_id.empty() ? nullptr : sessions_.find(s.session_id);
+      if (ses != nullptr && !ses->cache && s.cache->n_positions() > 0) {
+        ses->tokens.assign(s.tokens.begin(), s.tokens.begin() + s.cache->n_positions());
+        ses->cache = std::move(s.cache);
+      }
+      if (ses != nullptr) ses->busy = false;
+      s.cache.reset();
+      if (s.request.session_id.empty()) s.session_id.clear();
+      break;
+    }
+    (void)s.cache->reserve(s.cache->n_positions() + chunk);
+    s.chunk = chunk;
+    budget -= chunk;
+    if (!s.admitted_once) {
+      s.admitted_once = true;
+      s.admitted = Clock::now();
+    }
+    auto moved = std::move(*it);
+    waiting_.erase(it);
+    running_.push_back(std::move(moved));
+  }
+  std::stable_sort(running_.begin(), running_.end(),
+                   [](const auto& a, const auto& b) { return ranks_before(*a, *b); });
+
+  // The step: every planned chunk in one batched forward pass.
+  const auto vocab = static_cast<size_t>(model_.config().vocab);
+  steps_.clear();
+  std::vector<Sequence*> stepped;
+  for (auto& s : running_)
+    if (s->chunk > 0) stepped.push_back(s.get());
+  if (stepped.empty()) {
+    // Nothing runs and nothing could be admitted into an empty pool: the head request can
+    // never run (validate() rules this out; kept so that no request can hang the loop).
+    if (running_.empty() && !waiting_.empty()) {
+      auto s = std::move(waiting_.front());
+      waiting_.pop_front();
+      finish(std::move(s), FinishReason::Error, "the request cannot be scheduled: KV memory too small");
+    }
+    return 0;
+  }
+  try {
+    if (logits_.size() < stepped.size() * vocab) logits_.resize(stepped.size() * vocab);
+  } catch (const std::bad_alloc&) {
+    logits_.clear();
+  }
+  int64_t ran = 0;
+  for (size_t i = 0; i < stepped.size(); ++i) {
+    Sequence& s = *stepped[i];
+    const int64_t pos0 = s.cache->n_positions();
+    const bool ends_input = pos0 + s.chunk == static_cast<int64_t>(s.tokens.size());
+    float* out = ends_input && !logits_.empty() ? logits_.data() + i * vocab : nullptr;
+    steps_.push_back(SequenceStep{s.cache.get(), s.tokens.data() + pos0, s.chunk, pos0, out, false});
+    ran += s.chunk;
+  }
+  Status st = logits_.empty() ? make_error("out of host memory for the step's logits")
+                              : model_.forward_step(steps_, pool_threads_);
+  ++counters_.steps;
+  if (!st.ok()) {
+    for (Sequence* p : stepped) {
+      auto it = std::find_if(running_.begin(), running_.end(), [p](const auto& u) { return u.get() == p; });
+      auto s = std::move(*it);
+      running_.erase(it);
+      finish(std::move(s), FinishReason::Error, st.error().message);
+    }
+    return ran;
+  }
+  for (size_t i = 0; i < stepped.size(); ++i) {
+    Sequence& s = *stepped[i];
+    if (s.chunk == 1 && s.first_token_done) ++counters_.decode_tokens;
+    else counters_.prefill_tokens += s.chunk;
+    const SequenceStep& done = steps_[i];
+    s.chunk = 0;
+    if (done.logits == nullptr) continue;
+    s.result.finish = FinishReason::Stop;
+    if (!sample_next(s, done.logits)) continue;
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& u) { return u.get() == &s; });
+    auto owned = std::move(*it);
+    running_.erase(it);
+    const FinishReason reason = owned->result.finish;
+    finish(std::move(owned), reason);
+  }
+  return ran;
+}
+
+void Scheduler::run_until_idle() {
+  while (!idle()) step();
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats st = counters_;
+  st.running = static_cast<int>(running_.size());
+  st.waiting = static_cast<int>(waiting_.size());
+  st.sessions = sessions_.size();
+  st.resident_sessions = sessions_.resident();
+  st.session_evictions = sessions_.evictions();
+  st.pool = pool_->stats();
+  return st;
+}
+
+}  // namespace tangram

@@ -1,0 +1,184 @@
+// Continuous batching over the paged KV pool: many requests share every step.
+//
+// A step (step()) runs, in one Model::forward_step():
+//   1. one decode token for every running sequence that is decoding;
+//   2. prefill chunks (at most prefill_chunk tokens each) of sequences still reading their
+//      prompt, while the step's token budget (step_tokens) lasts, so a long prompt never
+//      stalls the others' decoding for more than one chunk;
+//   3. newly admitted requests' first chunks, if budget and memory remain.
+// Then each sequence whose chunk ended its input samples a token, streams it, and finishes on
+// an end-of-generation token, a stop string, max_tokens or a full context.
+//
+// Memory. Every sequence has a PagedKvCache in the one BlockPool. Before a step each chunk's
+// pages are reserved; when the pool is short, idle session caches are evicted least recently
+// used first, then the lowest-priority (then newest) running sequence is preempted: its pages
+// go back and it returns to the queue to be recomputed from its tokens (prompt and what it had
+// generated), continuing exactly where it stopped. A request is admitted only if its first
+// chunk fits without preempting anyone. A prompt that could never fit in the whole pool is
+// refused at submit.
+//
+// Sessions (see session_store.h): a finished request's cache stays resident under its session
+// id; the next request of that session reuses the longest common prefix of its prompt and
+// prefills only the rest. Requests without an id continue the best-matching idle session.
+//
+// Threading: a Scheduler is driven by one thread (Engine wraps it in a worker thread with a
+// thread-safe inbox). Callbacks run on that thread, inside step().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/thread_pool.h"
+#include "kv/block_pool.h"
+#include "kv/head_group_map.h"
+#include "kv/paged_kv_cache.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_strings.h"
+#include "scheduler/request.h"
+#include "scheduler/session_store.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram {
+
+struct SchedulerOptions {
+  size_t kv_memory = size_t{1} << 30;  // bytes of the KV page arena (--kv-memory)
+  int page_tokens = 16;                // P: token slots per page (--page-tokens)
+  int page_group_size = 4;             // G: KV heads per page; 0 = all of a layer's (unified)
+  KvType kv_type = KvType::F16;
+  int64_t prefill_chunk = 512;         // most prompt tokens of one sequence per step
+  int64_t step_tokens = 512;           // token budget of one step (<= the model's max batch)
+  int max_running = 64;                // sequences running at once
+  int64_t max_context = 0;             // positions per sequence; 0 = the model's context
+  bool keep_sessions = true;           // keep finished requests' KV resident for the next turn
+  size_t max_sessions = 1024;          // session entries remembered
+  bool prefault = true;                // touch the arena up front (no page faults later)
+};
+
+struct SchedulerStats {
+  int running = 0;
+  int waiting = 0;
+  size_t sessions = 0;
+  size_t resident_sessions = 0;
+  int64_t steps = 0;
+  int64_t prefill_tokens = 0;  // prompt (and recomputed) tokens run
+  int64_t decode_tokens = 0;   // decode tokens run
+  int64_t preemptions = 0;
+  int64_t session_evictions = 0;
+  int64_t finished = 0;
+  PoolStats pool;
+};
+
+class Scheduler {
+ public:
+  // Errors: invalid page geometry or group size, an arena too small for one page per group of
+  // every layer, prefill_chunk or step_tokens < 1, step_tokens above the model's max batch.
+  static Result<std::unique_ptr<Scheduler>> create(Model& model, const Tokenizer& tokenizer,
+                                                   ThreadPool& pool, const SchedulerOptions& options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Checks a request without queuing it: empty prompt, ids out of range, a prompt that leaves
+  // no room to generate in the context, one whose KV could never fit the pool, invalid
+  // sampling parameters. Thread-safe (reads only immutable state).
+  Status validate(const Request& request) const;
+  // Validates and queues; returns the request's id.
+  Result<RequestId> submit(Request request);
+  // Queues with a caller-chosen id (unique; Engine assigns them); validates first.
+  Status submit_with_id(RequestId id, Request request);
+  // Cancels a queued or running request: it finishes with FinishReason::Cancelled (its KV so far
+  // stays with its session) during this call. False if no such request is pending.
+  bool cancel(RequestId id);
+  // Cancels every queued and running request.
+  void cancel_all();
+
+  // Runs one step. Returns the number of tokens run (0: nothing to do). An error of the
+  // forward pass finishes the step's requests with FinishReason::Error; the scheduler
+  // remains usable.
+  int64_t step();
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Steps until every request has finished.
+  void run_until_idle();
+
+  // Frees the caches of all idle sessions (tests, admin).
+  int64_t evict_idle_sessions() { return sessions_.evict_all_idle(); }
+  bool drop_session(const std::string& id) { return sessions_.erase(id); }
+  const Session* session(const std::string& id) { return sessions_.find(id); }
+
+  SchedulerStats stats() const;
+  const BlockPool& pool() const { return *pool_; }
+  const SchedulerOptions& options() const { return options_; }
+  int64_t context() const { return context_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Sequence {
+    RequestId id = 0;
+    uint64_t arrival = 0;
+    Request request;
+    std::optional<Sampler> sampler;
+    std::vector<int32_t> tokens;  // prompt, then generated tokens
+    size_t n_prompt = 0;
+    std::unique_ptr<PagedKvCache> cache;  // null while queued
+    std::string session_id;               // session the KV returns to ("" = none)
+    std::unique_ptr<StreamDecoder> decoder;
+    std::unique_ptr<StopStringMatcher> stops;
+    RequestResult result;
+    int64_t chunk = 0;  // tokens scheduled in the current step
+    bool admitted_once = false;
+    bool first_token_done = false;
+    Clock::time_point submitted, admitted, first_token;
+  };
+
+  Scheduler(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+            const SchedulerOptions& options);
+
+  // Pages a sequence needs to hold n_total positions in a fresh cache.
+  int64_t pages_for(int64_t n_total) const;
+  // Frees pages until `pages` are free: idle sessions first, then running sequences ranked
+  // below `keep` (from the lowest). False when that is not enough.
+  bool make_room(int64_t pages, const Sequence* keep, bool may_preempt);
+  void preempt(Sequence& s);
+  // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).
+  Status attach_cache(Sequence& s);
+  // Samples after a chunk that ended the sequence's input; true when it finished.
+  bool sample_next(Sequence& s, float* logits);
+  void emit(Sequence& s, const std::string& text);
+  // Ends a sequence: its cache returns to its session (or the pool), on_finish is called.
+  void finish(std::unique_ptr<Sequence> s, FinishReason reason, std::string error = {});
+  void insert_waiting(std::unique_ptr<Sequence> s);
+  static bool ranks_before(const Sequence& a, const Sequence& b);
+
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  ThreadPool& pool_threads_;
+  SchedulerOptions options_;
+  int64_t context_ = 0;
+  std::unique_ptr<BlockPool> pool_;
+  std::shared_ptr<const HeadGroupMap> map_;
+  SessionStore sessions_;
+  std::vector<int32_t> eos_ids_;
+
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // in rank order
+  std::vector<std::unique_ptr<Sequence>> running_;  // in rank order
+  uint64_t next_arrival_ = 0;
+  RequestId next_id_ = 1;
+  uint64_t tick_ = 0;
+
+  // Step buffers.
+  std::vector<SequenceStep> steps_;
+  std::vector<float> logits_;  // [sequences][vocab]
+
+  SchedulerStats counters_;
+};
+
+}  // namespace tangram
