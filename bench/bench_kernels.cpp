@@ -188,6 +188,12 @@ void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+// Decode of a batch of sequences: n tokens against one weight matrix (continuous batching).
+void batch_decode_args(benchmark::internal::Benchmark* b) {
+  for (const int64_t t : kTypes)
+    for (const int64_t n : {1, 2, 3, 4, 8, 16}) b->Args({t, 4096, 4096, 2, n});
+}
+BENCHMARK(BM_Matvec)->Name("BM_BatchDecode")->Apply(batch_decode_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Matvec)->Apply(matvec_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Apply(prefill_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMillisecond);
 

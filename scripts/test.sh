@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds Tangram, and runs every test suite through CTest:
-# first the suites that parse untrusted input under AddressSanitizer + UBSan (debug preset),
-# then the whole suite on the optimised build (release preset).
+# first the suites that parse untrusted input or manage KV memory under AddressSanitizer +
+# UBSan (debug preset), then the whole suite on the optimised build (release preset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 ./scripts/oracle-setup.sh
 
 jobs=$(nproc)
-sanitized=(test_gguf test_tokenizer test_chat test_kv)
+sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler)
 cmake --preset debug
 cmake --build --preset debug -j "$jobs" --target "${sanitized[@]}"
-ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv)$'
+ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler)$'
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_models.h"
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "common/units.h"
@@ -37,12 +38,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-fs::path default_cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "tangram" / "models";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "tangram" / "models";
-  return fs::temp_directory_path() / "tangram-models";
-}
-
 struct ModelFigures {
   std::string label;
   std::string path;
@@ -55,18 +50,10 @@ struct ModelFigures {
   std::string llama_note;
 };
 
-// Bytes of every matrix a decode step reads in full; the embedding table is excluded (one row
-// is looked up), unless it doubles as the output projection.
 void count_weights(const Model& m, ModelFigures& f) {
-  const GgufFile& g = m.gguf();
-  const bool tied = g.find_tensor("output.weight") == nullptr;
-  for (const auto& t : g.tensors()) {
-    if (t.n_dims < 2) continue;
-    const bool embd = t.name == "token_embd.weight";
-    if (embd && !tied) continue;
-    f.weight_bytes_per_token += static_cast<double>(t.nbytes);
-    f.matmul_flops_per_token += 2.0 * static_cast<double>(t.ne[0] * t.ne[1]);
-  }
+  const DecodeCost c = decode_cost(m);
+  f.weight_bytes_per_token = c.weight_bytes;
+  f.matmul_flops_per_token = c.matmul_flops;
 }
 
 Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, ModelFigures& f) {
@@ -143,21 +130,10 @@ int cmd_bench_model(const BenchModelOptions& in_opt) {
     paths.push_back(opt.model);
     labels.push_back(fs::path(opt.model).filename().string());
   } else {
-    const fs::path dir = opt.cache_dir.empty() ? default_cache_dir() : fs::path(opt.cache_dir);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
     for (const auto& type : opt.types) {
-      auto spec = synth_preset(opt.preset);
-      if (!spec) return fmt::print(stderr, "error: {}\n", spec.message()), 1;
-      if (opt.quick) spec->n_layers = std::min(spec->n_layers, 8);
-      if (auto st = synth_set_weight_type(*spec, type); !st) return fmt::print(stderr, "error: {}\n", st.message()), 1;
-      const fs::path p = dir / fmt::format("{}-{}L-{}.gguf", opt.preset, spec->n_layers, type);
-      if (!fs::exists(p)) {
-        fmt::print("generating {} (cached for later runs)...\n", p.string());
-        if (auto st = write_synth_model(*spec, p.string(), opt.threads); !st)
-          return fmt::print(stderr, "error: {}\n", st.message()), 1;
-      }
-      paths.push_back(p.string());
+      auto p = cached_synth_model(opt.preset, type, opt.quick ? 8 : 0, opt.cache_dir, opt.threads);
+      if (!p) return fmt::print(stderr, "error: {}\n", p.message()), 1;
+      paths.push_back(*p);
       labels.push_back(fmt::format("{} {}", opt.preset, type));
     }
   }

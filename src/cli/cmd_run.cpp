@@ -1,12 +1,10 @@
 // `tangram run`: load a GGUF model and stream a completion (or one chat turn) to the terminal.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
-#include "chat/chat_template.h"
+#include "cli/chat_prompt.h"
 #include "cli/commands.h"
 #include "engine/generator.h"
 #include "model/model.h"
@@ -14,25 +12,6 @@
 
 namespace tangram::cli {
 namespace {
-
-// The template to render: --chat-template (a builtin name or a file), else the model's own,
-// else ChatML, the most common format.
-Result<ChatTemplate> pick_template(const RunOptions& opt, const Tokenizer& tok) {
-  if (!opt.chat_template.empty()) {
-    auto builtin = ChatTemplate::builtin(opt.chat_template);
-    if (builtin) return builtin;
-    std::ifstream in(opt.chat_template, std::ios::binary);
-    if (!in)
-      return make_error("--chat-template '{}' is neither a builtin (chatml, llama3, llama2) nor a readable file",
-                        opt.chat_template);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ChatTemplate::parse(ss.str());
-  }
-  if (!tok.chat_template().empty()) return ChatTemplate::parse(tok.chat_template());
-  fmt::print(stderr, "note: the model has no chat template; using ChatML\n");
-  return ChatTemplate::builtin("chatml");
-}
 
 int fail(const std::string& msg) {
   fmt::print(stderr, "error: {}\n", msg);
@@ -50,23 +29,14 @@ int cmd_run(const RunOptions& opt) {
 
   std::vector<int32_t> prompt;
   if (opt.chat) {
-    auto tmpl = pick_template(opt, tokenizer);
+    auto tmpl = pick_chat_template(opt.chat_template, tokenizer);
     if (!tmpl) return fail(tmpl.message());
     std::vector<ChatMessage> messages;
-    auto message = [](std::string role, std::string content) {
-      ChatMessage m;
-      m.role = std::move(role);
-      m.content = std::move(content);
-      return m;
-    };
-    if (!opt.system.empty()) messages.push_back(message("system", opt.system));
-    messages.push_back(message("user", opt.prompt));
-    const std::string bos = tokenizer.bos() >= 0 ? tokenizer.token_text(tokenizer.bos()) : "";
-    const std::string eos = tokenizer.eos() >= 0 ? tokenizer.token_text(tokenizer.eos()) : "";
-    auto text = tmpl->render(messages, /*add_generation_prompt=*/true, bos, eos);
-    if (!text) return fail(text.message());
-    // The template writes BOS itself where the format wants it.
-    prompt = tokenizer.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+    if (!opt.system.empty()) messages.push_back(chat_message("system", opt.system));
+    messages.push_back(chat_message("user", opt.prompt));
+    auto tokens = render_chat(*tmpl, tokenizer, messages);
+    if (!tokens) return fail(tokens.message());
+    prompt = std::move(tokens).value();
   } else {
     prompt = tokenizer.encode(opt.prompt, /*add_special=*/true, /*parse_special=*/false);
   }

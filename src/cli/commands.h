@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
 
 namespace tangram::cli {
@@ -42,6 +43,19 @@ struct RunOptions {
 };
 int cmd_run(const RunOptions& opt);
 
+struct ChatOptions {
+  std::string model;
+  std::string system;         // optional system message
+  std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
+  SamplingParams sampling;
+  int max_tokens = 512;       // per answer
+  EngineFlags engine;
+  bool quiet = false;         // no per-turn statistics
+};
+// Interactive multi-turn chat on stdin/stdout; every turn reuses the conversation's resident
+// KV, so only the new message is prefilled.
+int cmd_chat(const ChatOptions& opt);
+
 struct MkmodelOptions {
   std::string preset;     // tiny-llama | tiny-qwen2 | tiny-qwen3 | qwen3-4b-attn | llama3-8b-attn
   std::string arch;       // override the preset's fields when set / non-zero
@@ -72,5 +86,22 @@ struct BenchModelOptions {
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
 int cmd_bench_model(const BenchModelOptions& opt);
+
+struct BenchBatchOptions {
+  std::string model;                   // benchmark this file; empty: generate from preset/type
+  std::string preset = "qwen3-4b-attn";
+  std::string type = "q8_0";
+  std::vector<int> concurrency{1, 2, 4, 8, 16, 32};
+  int prompt_tokens = 128;
+  int gen_tokens = 48;
+  std::string cache_dir;
+  std::string json_out;
+  std::string svg_out;
+  bool quick = false;
+  EngineFlags engine;
+};
+// Steady-state decode throughput of continuous batching at each concurrency, with the weight
+// and KV bytes each step streams against the measured memory bandwidth.
+int cmd_bench_batch(const BenchBatchOptions& opt);
 
 }  // namespace tangram::cli

@@ -31,6 +31,27 @@ void add_sampling_options(CLI::App* c, tangram::SamplingParams& s) {
   c->add_flag("--ignore-eos", s.ignore_eos, "Keep generating past end-of-generation tokens");
 }
 
+// KV memory and batching flags of the commands that run the serving engine.
+void add_engine_options(CLI::App* c, EngineFlags& e) {
+  c->add_option("--kv-memory", e.kv_memory, "KV page arena size, e.g. 512MiB, 2GiB")->capture_default_str();
+  c->add_option("--page-tokens", e.page_tokens, "Token slots per KV page (P)")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  c->add_option("--page-group-size", e.page_group_size,
+                "KV heads sharing a page (G); 0 = all heads of a layer (unified pages)")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  c->add_option("--kv-type", e.kv_type, "KV element type")->capture_default_str()
+      ->check(CLI::IsMember({"f16", "f32"}));
+  c->add_option("--prefill-chunk", e.prefill_chunk, "Most prompt tokens of one sequence per step")
+      ->capture_default_str()->check(CLI::Range(1, 65536));
+  c->add_option("--step-tokens", e.step_tokens, "Token budget of one batched step")->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  c->add_option("--max-running", e.max_running, "Sequences decoding at once")->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  c->add_option("-c,--ctx", e.ctx, "Positions per conversation (default: the model's context)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("-t,--threads", e.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +95,40 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f16"}));
   c_run->add_flag("-q,--quiet", run.quiet, "Print only the generated text");
   add_sampling_options(c_run, run.sampling);
+
+  ChatOptions chat;
+  chat.sampling.temperature = 0.8f;
+  auto* c_chat = app.add_subcommand(
+      "chat", "Interactive multi-turn chat; each turn reuses the conversation's resident KV cache");
+  c_chat->add_option("-m,--model", chat.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_chat->add_option("--system", chat.system, "System message");
+  c_chat->add_option("--chat-template", chat.chat_template,
+                     "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_chat->add_option("-n,--max-tokens", chat.max_tokens, "Most tokens per answer")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_chat->add_flag("-q,--quiet", chat.quiet, "No banner or per-turn statistics");
+  add_engine_options(c_chat, chat.engine);
+  add_sampling_options(c_chat, chat.sampling);
+
+  BenchBatchOptions bb;
+  bb.engine.kv_memory = "auto";  // sized for every sequence of the largest concurrency
+  auto* c_bb = app.add_subcommand(
+      "bench-batch", "Decode tok/s against the number of concurrent sequences (continuous batching)");
+  c_bb->add_option("-m,--model", bb.model, "Benchmark this GGUF instead of a generated model")
+      ->check(CLI::ExistingFile);
+  c_bb->add_option("--preset", bb.preset, "Shape of the generated model")->capture_default_str();
+  c_bb->add_option("--type", bb.type, "Weight type of the generated model")->capture_default_str();
+  c_bb->add_option("--concurrency", bb.concurrency, "Concurrent sequences to measure")
+      ->capture_default_str()->delimiter(',');
+  c_bb->add_option("--prompt-tokens", bb.prompt_tokens, "Prompt length of each sequence")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bb->add_option("--gen-tokens", bb.gen_tokens, "Tokens each sequence decodes")->capture_default_str()
+      ->check(CLI::Range(2, 100000));
+  c_bb->add_option("--cache-dir", bb.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
+  c_bb->add_option("--json", bb.json_out, "Also write the figures as JSON to this file");
+  c_bb->add_option("--svg", bb.svg_out, "Also plot tok/s against concurrency to this SVG file");
+  c_bb->add_flag("--quick", bb.quick, "8 layers, fewer tokens: a run of well under a minute");
+  add_engine_options(c_bb, bb.engine);
 
   MkmodelOptions mk;
   auto* c_mk = app.add_subcommand("mkmodel", "Write a GGUF model with seeded random weights (for tests and benchmarks)");
@@ -125,6 +180,8 @@ int main(int argc, char** argv) {
   if (*c_info) return cmd_info(info);
   if (*c_tok) return cmd_tokenize(tok);
   if (*c_run) return cmd_run(run);
+  if (*c_chat) return cmd_chat(chat);
+  if (*c_bb) return cmd_bench_batch(bb);
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
   return 1;

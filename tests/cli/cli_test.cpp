@@ -35,7 +35,7 @@ RunResult run_tangram(const std::string& args) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* cmd : {"", "info", "tokenize", "run", "mkmodel", "bench-model"}) {
+  for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model", "bench-batch"}) {
     const auto r = run_tangram(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_TRUE(contains(r.output, "Usage:")) << cmd << ": " << r.output;
@@ -91,6 +91,56 @@ TEST(Cli, MkmodelWritesALoadableModelThatRuns) {
   r = run_tangram("run -m '" + path + "' --chat -p 'hi' --temp 0 -n 4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "ChatML"));
+}
+
+// `tangram chat` keeps the conversation's KV between turns: the second turn reuses most of its
+// prompt from the session, and the commands work.
+TEST(Cli, ChatReusesTheSessionCacheAcrossTurns) {
+  const auto dir = testing::temp_dir();
+  const auto model = (dir / "chat.gguf").string();
+  auto r = run_tangram("mkmodel --preset tiny-qwen3 --seed 3 -o '" + model + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto input = (dir / "turns.txt").string();
+  std::ofstream(input) << "Hello there, how are you?\nTell me more.\n/stats\n/reset\nA new start\n/quit\n";
+  r = run_tangram("chat -m '" + model + "' --kv-memory 32MiB --temp 0 -n 8 < '" + input + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[turn 1: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, ", 0 reused from the session")) << r.output;
+  const auto t2 = r.output.find("[turn 2: ");
+  ASSERT_NE(t2, std::string::npos) << r.output;
+  // "[turn 2: P prompt tokens, C reused from the session, ..." with C > 0.
+  long prompt = 0, reused = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + t2, "[turn 2: %ld prompt tokens, %ld reused", &prompt, &reused), 2);
+  EXPECT_GT(reused, 0) << r.output;
+  EXPECT_LT(reused, prompt);
+  EXPECT_TRUE(contains(r.output, "[KV: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[new conversation]")) << r.output;
+  // After /reset the conversation starts over: turn 1 again, nothing reused.
+  const auto again = r.output.find("[turn 1: ", t2);
+  ASSERT_NE(again, std::string::npos) << r.output;
+
+  // Bad engine flags give a clear error.
+  r = run_tangram("chat -m '" + model + "' --kv-memory 12XB < /dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--kv-memory")) << r.output;
+  r = run_tangram("chat -m '" + model + "' --kv-memory 1KiB < /dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--kv-memory")) << r.output;
+}
+
+TEST(Cli, BenchBatchReportsEveryConcurrency) {
+  const auto dir = testing::temp_dir();
+  const auto json = (dir / "batch.json").string();
+  const auto svg = (dir / "batch.svg").string();
+  auto r = run_tangram("bench-batch --preset tiny-llama --type f32 --concurrency 1,2,4 --prompt-tokens 8 "
+                       "--gen-tokens 12 --cache-dir '" + dir.string() + "' --json '" + json + "' --svg '" + svg + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "decode tok/s")) << r.output;
+  const std::string j = testing::read_file(json);
+  EXPECT_TRUE(contains(j, "\"concurrency\": 4")) << j;
+  EXPECT_TRUE(contains(testing::read_file(svg), "<svg")) << "no plot";
+  r = run_tangram("bench-batch --preset tiny-llama --concurrency 0 --cache-dir '" + dir.string() + "'");
+  EXPECT_NE(r.exit_code, 0) << r.output;
 }
 
 TEST(Cli, MkmodelEmbedsARealVocabulary) {

@@ -1,0 +1,157 @@
+// `tangram chat`: an interactive multi-turn conversation. Each turn renders the whole
+// conversation with the chat template and submits it under one session id; the engine finds
+// the previous turns' KV resident and prefills only what is new, which the per-turn line shows.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/chat_prompt.h"
+#include "cli/commands.h"
+#include "common/units.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram::cli {
+namespace {
+
+int fail(const std::string& msg) {
+  fmt::print(stderr, "error: {}\n", msg);
+  return 1;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+void print_help() {
+  fmt::print(stderr,
+             "Type a message and press Enter. Commands:\n"
+             "  /reset   start a new conversation (the old one's KV is evicted when memory is needed)\n"
+             "  /stats   KV memory and session figures\n"
+             "  /quit    leave (also Ctrl-D)\n");
+}
+
+void print_stats(const SchedulerStats& st) {
+  fmt::print(stderr,
+             "[KV: {} of {} pages in use ({} wasted slots, {:.1f}%) | {} sessions, {} resident, {} "
+             "evicted | {} steps, {} prefill and {} decode tokens]\n",
+             st.pool.used_pages, st.pool.total_pages, st.pool.wasted_slots,
+             100.0 * st.pool.waste_fraction(), st.sessions, st.resident_sessions,
+             st.session_evictions, st.steps, st.prefill_tokens, st.decode_tokens);
+}
+
+}  // namespace
+
+int cmd_chat(const ChatOptions& opt) {
+  auto engine_opts = to_engine_options(opt.engine);
+  if (!engine_opts) return fail(engine_opts.message());
+  ModelOptions mo;
+  mo.max_batch = model_batch_for(opt.engine);
+  auto model = Model::load(opt.model, mo);
+  if (!model) return fail(model.message());
+  auto tok = Tokenizer::from_gguf((*model)->gguf());
+  if (!tok) return fail(tok.message());
+  const Tokenizer& tokenizer = **tok;
+  auto tmpl = pick_chat_template(opt.chat_template, tokenizer);
+  if (!tmpl) return fail(tmpl.message());
+  auto engine = Engine::create(**model, tokenizer, *engine_opts);
+  if (!engine) return fail(engine.message());
+
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  const ModelConfig& c = (*model)->config();
+  const SchedulerStats st0 = (*engine)->stats();
+  const SchedulerOptions& so = (*engine)->options();
+  if (!opt.quiet) {
+    fmt::print(stderr,
+               "tangram chat: {} ({} layers, {} KV heads), {} threads | KV memory {} = {} pages of "
+               "{} tokens x {} heads ({})\n",
+               opt.model, c.n_layers, c.n_kv_head, (*engine)->threads(),
+               format_bytes(static_cast<double>(so.kv_memory)), st0.pool.total_pages, so.page_tokens,
+               so.page_group_size, kv_type_name(so.kv_type));
+    if (interactive) print_help();
+  }
+
+  std::vector<ChatMessage> messages;
+  if (!opt.system.empty()) messages.push_back(chat_message("system", opt.system));
+  int conversation = 1;
+  int turn = 0;
+  std::string line;
+  for (;;) {
+    if (interactive) {
+      fmt::print(stderr, "> ");
+      std::fflush(stderr);
+    }
+    if (!std::getline(std::cin, line)) break;
+    const std::string text = trim(line);
+    if (text.empty()) continue;
+    if (text == "/quit" || text == "/exit") break;
+    if (text == "/help") {
+      print_help();
+      continue;
+    }
+    if (text == "/stats") {
+      (*engine)->wait_idle();
+      print_stats((*engine)->stats());
+      continue;
+    }
+    if (text == "/reset") {
+      messages.resize(opt.system.empty() ? 0 : 1);
+      ++conversation;
+      turn = 0;
+      if (!opt.quiet) fmt::print(stderr, "[new conversation]\n");
+      continue;
+    }
+
+    messages.push_back(chat_message("user", text));
+    auto prompt = render_chat(*tmpl, tokenizer, messages);
+    if (!prompt) {
+      messages.pop_back();
+      fmt::print(stderr, "error: {}\n", prompt.message());
+      continue;
+    }
+    Request req;
+    req.prompt = std::move(prompt).value();
+    req.params = opt.sampling;
+    req.params.max_tokens = opt.max_tokens;
+    req.session_id = fmt::format("chat-{}", conversation);
+    req.on_token = [](const TokenEvent& e) {
+      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+      std::fflush(stdout);
+    };
+    auto result = (*engine)->generate(std::move(req));
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (!result || result->finish == FinishReason::Error) {
+      // The turn is dropped; the conversation continues from before it.
+      messages.pop_back();
+      fmt::print(stderr, "error: {}\n", result ? result->error : result.message());
+      continue;
+    }
+    ++turn;
+    messages.push_back(chat_message("assistant", result->text));
+    if (!opt.quiet) {
+      const RequestResult& r = *result;
+      const int64_t fresh = r.usage.prompt_tokens - r.usage.cached_tokens;
+      const double pf = r.timing.prefill_seconds > 0 ? static_cast<double>(fresh) / r.timing.prefill_seconds : 0;
+      const double n_dec = static_cast<double>(std::max<int64_t>(r.usage.completion_tokens, 1) - 1);
+      const double dc = r.timing.decode_seconds > 0 ? n_dec / r.timing.decode_seconds : 0;
+      fmt::print(stderr,
+                 "[turn {}: {} prompt tokens, {} reused from the session, {} prefilled in {:.0f} ms "
+                 "({:.1f} tok/s) | {} generated in {:.2f} s ({:.1f} tok/s) | finish: {}]\n",
+                 turn, r.usage.prompt_tokens, r.usage.cached_tokens, fresh,
+                 1000.0 * r.timing.prefill_seconds, pf, r.usage.completion_tokens,
+                 r.timing.decode_seconds, dc, finish_reason_name(r.finish));
+    }
+  }
+  return 0;
+}
+
+}  // namespace tangram::cli

@@ -1,0 +1,30 @@
+#include "cli/engine_flags.h"
+
+#include <algorithm>
+
+#include "common/units.h"
+
+namespace tangram::cli {
+
+Result<EngineOptions> to_engine_options(const EngineFlags& f) {
+  EngineOptions o;
+  auto bytes = parse_bytes(f.kv_memory);
+  if (!bytes) return make_error("--kv-memory: {}", bytes.message());
+  if (f.kv_type != "f16" && f.kv_type != "f32")
+    return make_error("--kv-type must be f16 or f32, not '{}'", f.kv_type);
+  o.threads = f.threads;
+  SchedulerOptions& s = o.scheduler;
+  s.kv_memory = static_cast<size_t>(*bytes);
+  s.page_tokens = f.page_tokens;
+  s.page_group_size = f.page_group_size;
+  s.kv_type = f.kv_type == "f32" ? KvType::F32 : KvType::F16;
+  s.prefill_chunk = f.prefill_chunk;
+  s.step_tokens = f.step_tokens;
+  s.max_running = f.max_running;
+  s.max_context = f.ctx;
+  return o;
+}
+
+int64_t model_batch_for(const EngineFlags& f) { return std::max<int64_t>(f.step_tokens, 1); }
+
+}  // namespace tangram::cli

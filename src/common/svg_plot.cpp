@@ -1,0 +1,109 @@
+#include "common/svg_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace tangram {
+
+namespace {
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A "nice" tick step (1, 2 or 5 x 10^k) giving about `target` ticks over [0, span].
+double nice_step(double span, int target) {
+  if (span <= 0) return 1;
+  const double raw = span / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag) return m * mag;
+  return 10 * mag;
+}
+
+}  // namespace
+
+std::string render_svg(const LinePlot& plot) {
+  constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50;
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+  auto fx = [&](double x) { return plot.log2_x ? std::log2(std::max(x, 1e-9)) : x; };
+  double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
+  for (const auto& s : plot.series)
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
+      x0 = std::min(x0, fx(s.x[i]));
+      x1 = std::max(x1, fx(s.x[i]));
+      y1 = std::max(y1, s.y[i]);
+    }
+  if (!(x0 <= x1)) x0 = 0, x1 = 1;
+  if (x1 == x0) x1 = x0 + 1;
+  const double ystep = nice_step(y1 > 0 ? y1 : 1, 5);
+  y1 = std::ceil((y1 > 0 ? y1 : 1) / ystep) * ystep;
+  auto px = [&](double x) { return L + (fx(x) - x0) / (x1 - x0) * (W - L - R); };
+  auto py = [&](double y) { return H - B - y / y1 * (H - T - B); };
+
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      W, H);
+  o += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
+                   (L + W - R) / 2, escape(plot.title));
+  // Grid and y ticks.
+  for (double y = 0; y <= y1 + ystep / 2; y += ystep) {
+    o += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", L, py(y),
+                     W - R, py(y));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", L - 6, py(y) + 4, y);
+  }
+  // x ticks at the data points of the first series (or evenly).
+  std::vector<double> xt;
+  if (!plot.series.empty()) xt = plot.series.front().x;
+  for (double x : xt)
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", px(x), H - B + 18, x);
+  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, T, L, H - B);
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (L + W - R) / 2, H - 12,
+                   escape(plot.x_label));
+  o += fmt::format("<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{}</text>\n",
+                   (T + H - B) / 2, (T + H - B) / 2, escape(plot.y_label));
+  size_t k = 0;
+  for (const auto& s : plot.series) {
+    const size_t n = std::min(s.x.size(), s.y.size());
+    if (n == 0) continue;
+    const char* color = colors[k % std::size(colors)];
+    std::string pts;
+    for (size_t i = 0; i < n; ++i) pts += fmt::format("{:.1f},{:.1f} ", px(s.x[i]), py(s.y[i]));
+    o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", color, pts);
+    for (size_t i = 0; i < n; ++i)
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(s.x[i]), py(s.y[i]), color);
+    const double ly = T + 10 + 20.0 * static_cast<double>(k);
+    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                     W - R + 10, ly, W - R + 30, ly, color);
+    o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", W - R + 35, ly + 4, escape(s.name));
+    ++k;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+Status write_svg(const LinePlot& plot, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return make_error("cannot write the plot to {}", path);
+  out << render_svg(plot);
+  out.close();
+  if (!out) return make_error("writing the plot to {} failed", path);
+  return Status::Ok();
+}
+
+}  // namespace tangram

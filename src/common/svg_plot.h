@@ -1,0 +1,31 @@
+// Minimal line charts as standalone SVG files, for benchmark reports a reader would rather
+// look at than read. No dependencies; the output opens in any browser.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace tangram {
+
+struct PlotSeries {
+  std::string name;
+  std::vector<double> x;  // [n]
+  std::vector<double> y;  // [n]
+};
+
+struct LinePlot {
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  bool log2_x = false;  // x axis in powers of two (e.g. concurrency 1, 2, 4, ...)
+  std::vector<PlotSeries> series;
+};
+
+// The chart as SVG text. Empty series are skipped; axes start at 0 on y.
+std::string render_svg(const LinePlot& plot);
+// Writes render_svg(plot) to path.
+Status write_svg(const LinePlot& plot, const std::string& path);
+
+}  // namespace tangram
