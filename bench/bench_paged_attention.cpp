@@ -11,9 +11,15 @@
 // x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
 // (log-normal) distribution, with contiguous groups and with groups of heads sorted by length;
 // and, when ../shared/profiles is found, with the per-head retention of a real profile.
+// Then the balance table (when the profile is found): the per-head kept lengths of 4 samples of
+// the SnapKV Qwen3-4B profile, scaled to a 16k context, as one decode batch per layer; the
+// predicted imbalance of the naive plan (one item per head group, threads take items as they
+// free up) and of the ahead-of-time balanced plan (plan_attention_balanced, fixed assignment),
+// and their measured times against the ideal (single-thread time / threads).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +29,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +40,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/quant.h"
+#include "kv/balanced_plan.h"
 #include "kv/dense_attention.h"
 #include "kv/paged_attention.h"
 #include "kv/paged_kv_cache.h"
@@ -313,11 +321,192 @@ void print_waste_table() {
   std::fflush(stdout);
 }
 
+// ---- balanced planning on a real profile ----
+
+constexpr int kBalanceSeqs = 4;
+
+// A batch composition: each sample's kept lengths scaled to its context.
+struct BalanceBatch {
+  const char* label;
+  int64_t context[kBalanceSeqs];
+};
+constexpr BalanceBatch kBalanceBatches[] = {
+    {"4 x 16k", {16384, 16384, 16384, 16384}},
+    {"32k + 3 x 2k (mixed)", {32768, 2048, 2048, 2048}},
+};
+
+// Kept fraction per (sample, layer, KV head) of a profile: raw_kept ([1][samples][36][8]) over
+// each sample's prompt length (sample_meta [samples][4], column 0). ratio[sample][layer][head];
+// empty when the file or the arrays are missing.
+std::vector<std::vector<std::vector<double>>> profile_kept_ratios(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return {};
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("arrays")) return {};
+  const auto& a = j["arrays"];
+  if (!a.contains("raw_kept") || !a.contains("sample_meta")) return {};
+  const auto shape = a["raw_kept"]["shape"].get<std::vector<size_t>>();
+  const auto data = a["raw_kept"]["data"].get<std::vector<int64_t>>();
+  const auto meta = a["sample_meta"]["data"].get<std::vector<int64_t>>();
+  if (shape.size() != 4 || shape[2] != static_cast<size_t>(kWasteLayers) || shape[3] != kKvHeads) return {};
+  const size_t samples = shape[1];
+  if (data.size() != samples * kWasteLayers * kKvHeads || meta.size() < samples * 4) return {};
+  std::vector<std::vector<std::vector<double>>> ratio(samples);
+  for (size_t s = 0; s < samples; ++s) {
+    const double prompt = static_cast<double>(std::max<int64_t>(1, meta[s * 4]));
+    ratio[s].assign(kWasteLayers, std::vector<double>(kKvHeads));
+    for (size_t l = 0; l < kWasteLayers; ++l)
+      for (size_t h = 0; h < kKvHeads; ++h)
+        ratio[s][l][h] = std::min(1.0, static_cast<double>(data[(s * kWasteLayers + l) * kKvHeads + h]) / prompt);
+  }
+  return ratio;
+}
+
+// One layer of the batch: a one-layer cache per sequence holding round(ratio x context) entries
+// per head (positions 0 ..), queried by one decode row that sees them all.
+struct BalanceLayer {
+  std::vector<std::unique_ptr<PagedKvCache>> caches;
+  std::vector<std::vector<float>> q, out;  // [seq][n_head * head_dim]
+  std::vector<AttentionItem> items;
+};
+
+bool fill_balance_layer(const std::vector<std::vector<std::vector<double>>>& ratio,
+                        const BalanceBatch& composition, int layer, BlockPool& pool,
+                        const std::shared_ptr<const HeadGroupMap>& map, BalanceLayer& bl) {
+  const KvShape shape{1, kHeads, kKvHeads, kHeadDim, kHeadDim};
+  constexpr int64_t kChunk = 256;
+  static const auto rows = random_floats(static_cast<size_t>(kChunk) * kKvHeads * kHeadDim, 3);  // [chunk][n_kv][head_dim]
+  bl.caches.clear();
+  bl.items.clear();
+  bl.q.clear();
+  bl.out.clear();
+  for (size_t s = 0; s < kBalanceSeqs; ++s) {
+    const int64_t context = composition.context[s];
+    std::vector<int64_t> len(kKvHeads);
+    for (size_t h = 0; h < kKvHeads; ++h)
+      len[h] = std::clamp<int64_t>(std::llround(ratio[s][static_cast<size_t>(layer)][h] * static_cast<double>(context)), 1, context);
+    const int64_t longest = *std::max_element(len.begin(), len.end());
+    auto cache = PagedKvCache::create(shape, context, pool, map);
+    if (!cache.ok() || !(*cache)->reserve(longest).ok()) return false;
+    for (int64_t t = 0; t < longest; t += kChunk)
+      if (!(*cache)->write(0, t, rows.data(), rows.data(), std::min(kChunk, longest - t)).ok()) return false;
+    for (int h = 0; h < kKvHeads; ++h)
+      if (!(*cache)->set_head_length(0, h, len[static_cast<size_t>(h)]).ok()) return false;
+    bl.caches.push_back(std::move(cache).value());
+    bl.q.push_back(random_floats(kHeads * kHeadDim, static_cast<uint32_t>(10 + s)));
+    bl.out.emplace_back(kHeads * kHeadDim);
+  }
+  for (size_t s = 0; s < kBalanceSeqs; ++s)
+    bl.items.push_back({bl.caches[s].get(), bl.q[s].data(), bl.out[s].data(), 1, bl.caches[s]->n_positions() - 1});
+  return true;
+}
+
+// Seconds one run of a plan takes (negative when the run fails).
+double time_plan(const AttentionBatch& batch, const AttentionPlan& plan, ThreadPool& tp,
+                 AttentionWorkspace& ws) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!run_attention(batch, plan, tp, ws).ok()) return -1.0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void print_balance_table() {
+  const char* dir = std::getenv("TANGRAM_SHARED_DIR");
+  const std::filesystem::path shared = dir ? dir : "../shared";
+  const auto ratio = profile_kept_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
+  if (ratio.size() < static_cast<size_t>(kBalanceSeqs)) {
+    std::printf("(balance table skipped: profile raw_kept not found under %s)\n\n", shared.c_str());
+    return;
+  }
+  constexpr int kMeasuredLayerStep = 4;  // every 4th layer is timed (9 of 36)
+  constexpr int kTimedLayers = (kWasteLayers + kMeasuredLayerStep - 1) / kMeasuredLayerStep;
+  constexpr int kReps = 5;
+  constexpr int kThreadCounts[] = {1, 2, 4, 8};  // timed only where the machine has the cores
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  std::printf("Balanced decode-attention plans: SnapKV Qwen3-4B profile, samples 0-%d as one decode batch\n"
+              "(per-head kept fraction x each sequence's context), one layer at a time; %d q heads, %d KV\n"
+              "heads, head_dim %d, F16, P = %d. Imbalance = slowest thread / mean (predicted cost), mean\n"
+              "and worst over 36 layers; time / ideal over %d timed layers, ideal = 1-thread time / threads.\n",
+              kBalanceSeqs - 1, kHeads, kKvHeads, kHeadDim, kPageTokens, kTimedLayers);
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (const int threads : kThreadCounts) pools.push_back(std::make_unique<ThreadPool>(threads <= cores ? threads : 1));
+  std::printf("%-21s %-2s %-7s %-20s %-20s %s\n", "batch", "G", "threads", "naive mean / max",
+              "balanced mean / max", "time/ideal naive  balanced");
+  for (const BalanceBatch& composition : kBalanceBatches)
+    for (const int group : {8, 2}) {
+      PageGeometry geo;
+      geo.page_tokens = kPageTokens;
+      geo.group_size = group;
+      geo.head_dim = kHeadDim;
+      geo.head_dim_v = kHeadDim;
+      geo.type = KvType::F16;
+      int64_t pages = 0;
+      for (const int64_t c : composition.context) pages += (kKvHeads / group) * (c / kPageTokens + 1);
+      auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
+      auto map_r = HeadGroupMap::contiguous(1, kKvHeads, group);
+      if (!pool_r.ok() || !map_r.ok()) return;
+      const auto map = std::make_shared<const HeadGroupMap>(std::move(map_r).value());
+      struct Row {
+        double naive_sum = 0, naive_max = 0, bal_sum = 0, bal_max = 0;
+        double t_naive = 0, t_bal = 0;
+      };
+      Row row[std::size(kThreadCounts)];
+      double t_single = 0;
+      AttentionWorkspace ws;
+      AttentionPlan naive, balanced;
+      for (int layer = 0; layer < kWasteLayers; ++layer) {
+        BalanceLayer bl;
+        if (!fill_balance_layer(ratio, composition, layer, **pool_r, map, bl) ||
+            !build_attention_batch(0, bl.items, ws.batch).ok()) {
+          std::printf("(balance table: setup failed)\n");
+          return;
+        }
+        for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
+          const int threads = kThreadCounts[i];
+          Row& r = row[i];
+          plan_attention_naive(ws.batch, threads, naive);
+          plan_attention_balanced(ws.batch, threads, balanced);
+          const double in = plan_imbalance(ws.batch, naive, threads);
+          const double ib = plan_imbalance(ws.batch, balanced, threads);
+          r.naive_sum += in;
+          r.naive_max = std::max(r.naive_max, in);
+          r.bal_sum += ib;
+          r.bal_max = std::max(r.bal_max, ib);
+          if (layer % kMeasuredLayerStep != 0 || threads > cores) continue;
+          // Fastest of interleaved repetitions: both plans see the same machine noise.
+          double tn = 1e30, tb = 1e30;
+          for (int rep = 0; rep < kReps; ++rep) {
+            tn = std::min(tn, time_plan(ws.batch, naive, *pools[i], ws));
+            tb = std::min(tb, time_plan(ws.batch, balanced, *pools[i], ws));
+          }
+          r.t_naive += tn;
+          r.t_bal += tb;
+          if (threads == 1) t_single += std::min(tn, tb);
+        }
+      }
+      for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
+        const int threads = kThreadCounts[i];
+        const Row& r = row[i];
+        std::printf("%-21s %-2d %-7d %6.3f / %-11.3f %6.3f / %-11.3f", composition.label, group, threads,
+                    r.naive_sum / kWasteLayers, r.naive_max, r.bal_sum / kWasteLayers, r.bal_max);
+        if (threads <= cores) {
+          const double ideal = t_single / threads;
+          std::printf("  %6.3f  %6.3f\n", r.t_naive / ideal, r.t_bal / ideal);
+        } else {
+          std::printf("  (not timed: %d cores)\n", cores);
+        }
+      }
+      std::printf("%-21s    1-thread time, %d layers: %.1f ms\n", "", kTimedLayers, t_single * 1e3);
+    }
+  std::printf("(time: per layer the fastest of %d interleaved runs, summed)\n\n", kReps);
+  std::fflush(stdout);
+}
+
 }  // namespace
 }  // namespace tangram
 
 int main(int argc, char** argv) {
   tangram::print_waste_table();
+  tangram::print_balance_table();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
