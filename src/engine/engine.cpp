@@ -35,6 +35,22 @@ Result<RequestId> Engine::submit(Request request) {
   return id;
 }
 
+Result<std::vector<RequestId>> Engine::submit_batch(std::vector<Request> requests) {
+  for (const Request& r : requests) TG_TRY(scheduler_->validate(r));
+  std::vector<RequestId> ids;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return make_error("the engine is shutting down");
+    for (Request& r : requests) {
+      ids.push_back(next_id_.fetch_add(1));
+      inbox_.emplace_back(ids.back(), std::move(r));
+    }
+    idle_now_ = requests.empty() && idle_now_;
+  }
+  wake_.notify_all();
+  return ids;
+}
+
 void Engine::cancel(RequestId id) {
   {
     std::lock_guard lock(mu_);

@@ -45,6 +45,9 @@ class Engine {
 
   // Validates (errors come back here, nothing is queued) and queues the request.
   Result<RequestId> submit(Request request);
+  // Queues several requests at once: the worker sees all of them in the same step (e.g. a
+  // benchmark's concurrent clients). All are validated first; on an error none is queued.
+  Result<std::vector<RequestId>> submit_batch(std::vector<Request> requests);
   // Asks the worker to cancel a request; it finishes with FinishReason::Cancelled unless it
   // finished first. Unknown ids are ignored.
   void cancel(RequestId id);

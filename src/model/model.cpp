@@ -7,6 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kv/contiguous_kv_cache.h"
+#include "kv/balanced_plan.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {
@@ -125,6 +126,43 @@ Status Model::forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool)
   return run_step(seqs, m, pool);
 }
 
+Status Model::paged_attention_step(int layer, ThreadPool& pool) {
+  AttentionWorkspace& ws = *attn_ws_;
+  TG_TRY(build_attention_batch(layer, attn_items_, ws.batch));
+  switch (split_) {
+    case AttentionSplit::Runtime:
+      plan_attention(ws.batch, pool.size(), ws.plan);
+      return run_attention(ws.batch, ws.plan, pool, ws);
+    case AttentionSplit::Naive:
+      plan_attention_naive(ws.batch, pool.size(), ws.plan);
+      return run_attention(ws.batch, ws.plan, pool, ws);
+    case AttentionSplit::AheadOfTime: {
+      AttentionPlan& plan = layer_plans_[static_cast<size_t>(layer)];
+      if (plan.work.empty()) {
+        plan_attention_balanced(ws.batch, pool.size(), plan);
+        ++plans_made_;
+      }
+      return run_attention(ws.batch, plan, pool, ws);
+    }
+  }
+  return Status::Ok();
+}
+
+void Model::capture_queries(std::span<const SequenceStep> seqs, int layer, const float* q) const {
+  const int64_t qd = config_.q_dim();
+  int64_t r = 0;
+  for (const SequenceStep& s : seqs) {
+    if (s.capture_q != nullptr && s.capture_rows > 0) {
+      const int64_t first = std::max(s.pos0, s.capture_from);
+      const int64_t last = std::min(s.pos0 + s.n, s.capture_from + s.capture_rows);
+      for (int64_t pos = first; pos < last; ++pos)
+        std::copy_n(q + (r + pos - s.pos0) * qd, qd,
+                    s.capture_q + (layer * s.capture_rows + (pos - s.capture_from)) * qd);
+    }
+    r += s.n;
+  }
+}
+
 Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool) {
   const ModelConfig& c = config_;
   TG_TRY(ensure_buffers(m));
@@ -149,12 +187,24 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
       r += s.n;
     }
   }
-  if (paged && seqs.size() > 1) {
+  if (paged) {
     try {
       if (!attn_ws_) attn_ws_ = std::make_unique<AttentionWorkspace>();
       attn_items_.resize(seqs.size());
+      layer_plans_.resize(static_cast<size_t>(c.n_layers));
     } catch (const std::bad_alloc&) {
       return make_error("forward: out of host memory for the attention workspace");
+    }
+    // Ahead-of-time plans stay valid while the batch keeps its structure (same caches, same
+    // rows each); they are re-made when it changes, and every kReplanSteps steps so the cuts
+    // follow the heads' growth.
+    constexpr int64_t kReplanSteps = 32;
+    std::vector<std::pair<const void*, int64_t>> key;
+    for (const SequenceStep& s : seqs) key.emplace_back(s.cache, s.n);
+    if (key != plan_key_ || ++plan_age_ >= kReplanSteps) {
+      plan_key_ = std::move(key);
+      plan_age_ = 0;
+      for (auto& p : layer_plans_) p.work.clear();  // marks every layer's plan stale
     }
   }
 
@@ -181,12 +231,13 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
     }
     rope_.apply(q, m, c.n_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
     rope_.apply(k, m, c.n_kv_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
+    capture_queries(seqs, l, q);
     int64_t r = 0;
     for (const SequenceStep& s : seqs) {
       TG_TRY(s.cache->write(l, s.pos0, k + r * c.kv_dim(), v + r * c.v_dim(), s.n));
       r += s.n;
     }
-    if (paged && seqs.size() > 1) {
+    if (paged) {
       r = 0;
       for (size_t i = 0; i < seqs.size(); ++i) {
         const SequenceStep& s = seqs[i];
@@ -194,7 +245,7 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
                                        attn_.data() + r * c.attn_out_dim(), s.n, s.pos0};
         r += s.n;
       }
-      TG_TRY(paged_attention(l, attn_items_, pool, *attn_ws_));
+      TG_TRY(paged_attention_step(l, pool));
     } else {
       r = 0;
       for (const SequenceStep& s : seqs) {

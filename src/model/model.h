@@ -38,6 +38,21 @@ struct SequenceStep {
   float* logits = nullptr;          // [vocab] for the last token, [n][vocab] with all_logits;
                                     // null: no logits (e.g. a prompt chunk that is not the last)
   bool all_logits = false;
+  // Optional query capture (for KV compression scorers): the queries, after RoPE and q-norm,
+  // of the rows at positions capture_from .. capture_from + capture_rows - 1 that this step
+  // runs are copied to capture_q: [n_layers][capture_rows][n_head][head_dim], row index =
+  // position - capture_from. Rows outside the range are ignored, so a range may span steps.
+  float* capture_q = nullptr;
+  int64_t capture_from = 0;
+  int64_t capture_rows = 0;
+};
+
+// How the decode/prefill attention of a paged step is split across threads.
+enum class AttentionSplit {
+  Runtime,      // planned at every call from the current lengths (plan_attention)
+  Naive,        // one item per head group, no splitting (plan_attention_naive)
+  AheadOfTime,  // balanced fixed assignment (plan_attention_balanced), computed when the batch
+                // changes and reused across steps
 };
 
 struct ModelOptions {
@@ -57,6 +72,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
   const ModelWeights& weights() const { return weights_; }
+  const Rope& rope() const { return rope_; }
   KvShape kv_shape() const;
 
   // A cache for one sequence of up to max_tokens positions (<= 0 or more than the model's
@@ -77,11 +93,19 @@ class Model {
   // on an error nothing is computed (a reservation already made may stay).
   Status forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool);
   int64_t max_batch() const { return max_batch_; }
+  void set_attention_split(AttentionSplit split) { split_ = split; }
+  AttentionSplit attention_split() const { return split_; }
+  // Plans made since load (AheadOfTime re-plans only when the batch changes).
+  int64_t attention_plans() const { return plans_made_; }
 
  private:
   Model() = default;
   // Checks one sequence's step against the model and its cache.
   Status check_step(const SequenceStep& s) const;
+  // Plans and runs the paged attention of one layer for the step's sequences.
+  Status paged_attention_step(int layer, ThreadPool& pool);
+  // Copies the captured query rows of one layer (q: [m][n_head][head_dim]).
+  void capture_queries(std::span<const SequenceStep> seqs, int layer, const float* q) const;
   // Runs checked, reserved steps whose tokens total m <= max_batch.
   Status run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool);
   Status ensure_buffers(int64_t m);
@@ -109,6 +133,12 @@ class Model {
   std::vector<float> logits_;    // [rows][vocab]  logits of a multi-sequence step, then copied out
   std::vector<AttentionItem> attn_items_;             // [sequences] of a paged step
   std::unique_ptr<AttentionWorkspace> attn_ws_;       // paged attention scratch
+  AttentionSplit split_ = AttentionSplit::Runtime;
+  // Ahead-of-time plans, one per layer, valid for the batch structure plan_key_ describes.
+  std::vector<AttentionPlan> layer_plans_;            // [n_layers]
+  std::vector<std::pair<const void*, int64_t>> plan_key_;  // [sequences] (cache, rows)
+  int64_t plan_age_ = 0;                              // steps since the plans were made
+  int64_t plans_made_ = 0;
 };
 
 }  // namespace tangram

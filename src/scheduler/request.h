@@ -31,6 +31,15 @@ struct RequestUsage {
   int preemptions = 0;
 };
 
+// What KV compression did to this request's cache (all compression points of the request).
+struct RequestCompression {
+  int compressions = 0;
+  int64_t entries_before = 0;  // (layer, KV head) entries just before the last compression
+  int64_t entries_after = 0;   // ... and just after it
+  int64_t pages_freed = 0;     // over all compressions
+  double seconds = 0;          // scoring, selection, compaction, release
+};
+
 struct RequestTiming {
   double queue_seconds = 0;    // submitted -> first admitted
   double prefill_seconds = 0;  // admitted -> first token sampled (includes waiting in steps)
@@ -47,6 +56,7 @@ struct RequestResult {
   std::string error;            // set when finish == Error
   RequestUsage usage;
   RequestTiming timing;
+  RequestCompression compression;
   uint64_t seed = 0;            // the sampler's seed
   std::vector<float> first_logits;  // [vocab] logits of the prompt's last token, if asked for
 };

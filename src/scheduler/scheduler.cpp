@@ -34,12 +34,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
     return make_error("the step token budget {} exceeds the model's batch limit of {}",
                       options.step_tokens, model.max_batch());
   if (options.max_running < 1) return make_error("at least one running sequence is needed");
-  if (options.page_group_size < 0)
-    return make_error("--page-group-size must be 0 (all KV heads) or positive");
-  const int G = options.page_group_size == 0 ? c.n_kv_head
-                                              : std::min(options.page_group_size, c.n_kv_head);
-  PageGeometry geometry{options.page_tokens, G, c.head_dim, c.head_dim_v, options.kv_type};
+  if (options.page_group_size < -1)
+    return make_error("--page-group-size must be 0 (all KV heads), positive, or -1 (the policy's)");
   if (options.page_tokens < 1) return make_error("--page-tokens must be at least 1");
+  // The compressor decides the page layout: its policy's head groups (tangram: heads of similar
+  // budget clustered per layer; the other policies unified pages unless G is given).
+  TG_ASSIGN(std::unique_ptr<Compressor> compressor,
+            Compressor::create(options.compression, c, model.rope(), options.page_group_size));
+  const int G = compressor->group_size();
+  PageGeometry geometry{options.page_tokens, G, c.head_dim, c.head_dim_v, options.kv_type};
   TG_TRY(geometry.validate());
 
   std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
@@ -47,8 +50,13 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
   s->options_.max_running = static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
   s->context_ = options.max_context > 0 ? std::min(options.max_context, c.context_length)
                                         : c.context_length;
-  TG_ASSIGN(HeadGroupMap map, HeadGroupMap::contiguous(c.n_layers, c.n_kv_head, G));
-  s->map_ = std::make_shared<const HeadGroupMap>(std::move(map));
+  s->map_ = compressor->group_map();
+  s->compressor_ = std::move(compressor);
+  // The tangram policy splits decode attention ahead of time; the others plan every step.
+  model.set_attention_split(options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
+                                                                            : AttentionSplit::Runtime);
+  if (s->compressor_->scorer().query_source() == QuerySource::Reconstruction)
+    s->repeat_prompt_ = tokenizer.encode("\n\nRepeat the previous context exactly.\n", false, false);
   if (options.kv_memory < geometry.page_bytes() * static_cast<size_t>(s->map_->total_groups()))
     return make_error("--kv-memory {} cannot hold even one page per head group ({} groups x {}): "
                       "give at least {}",
@@ -166,10 +174,126 @@ Status Scheduler::attach_cache(Sequence& s) {
     s.cache = std::move(session->cache);
     s.cache->truncate(static_cast<int64_t>(common));
     if (!s.admitted_once) s.result.usage.cached_tokens = static_cast<int64_t>(common);
-    return Status::Ok();
+  } else {
+    TG_ASSIGN(s.cache, PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_));
   }
-  TG_ASSIGN(s.cache, PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_));
+  s.compress_base = s.cache->n_positions();
+  s.awaiting_sample = true;
+  s.capture_rows = 0;
   return Status::Ok();
+}
+
+int64_t Scheduler::next_compression_point(const Sequence& s) const {
+  const CompressionOptions& co = compressor_->options();
+  if (!co.compresses() || !s.cache || !s.awaiting_sample) return -1;
+  // First-turn-only: a conversation whose cache held tokens when this request began is past
+  // its first turn (its first prefill started from an empty cache).
+  if (co.first_turn_only && s.result.usage.cached_tokens > 0) return -1;
+  const auto end = static_cast<int64_t>(s.tokens.size());
+  return std::min(end, s.compress_base + co.chunk);
+}
+
+int64_t Scheduler::admission_target(const Sequence& s, int64_t chunk) const {
+  const int64_t pos = s.cache->n_positions();
+  const CompressionOptions& co = compressor_->options();
+  if (!co.compresses()) return pos + chunk;
+  if (co.policy == KvPolicy::Tangram) return std::max(pos + chunk, next_compression_point(s));
+  return static_cast<int64_t>(s.tokens.size());
+}
+
+void Scheduler::prepare_capture(Sequence& s, int64_t chunk) {
+  const int64_t point = next_compression_point(s);
+  if (point < 0 || compressor_->scorer().query_source() != QuerySource::Observation) {
+    s.capture_rows = 0;
+    return;
+  }
+  (void)chunk;
+  // The last queries_wanted positions before the point, but only rows this admission computes
+  // (earlier turns' queries are gone).
+  const int64_t want = compressor_->queries_wanted(point);
+  const int64_t from = std::max(point - want, s.compress_base);
+  const int64_t rows = point - from;
+  if (from != s.capture_from || rows != s.capture_rows) {
+    s.capture_from = from;
+    s.capture_rows = rows;
+    const ModelConfig& c = model_.config();
+    s.capture.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(rows) *
+                         static_cast<size_t>(c.q_dim()), 0.0f);
+  }
+}
+
+Status Scheduler::reconstruction_queries(Sequence& s, std::vector<float>& queries, int64_t& n_rows,
+                                         int64_t& pos0) {
+  PagedKvCache& cache = *s.cache;
+  const int64_t point = cache.n_positions();
+  // The most recent context tokens are repeated, as many as the context has room for.
+  const int64_t room = std::min(cache.capacity(), model_.config().context_length) - point -
+                       static_cast<int64_t>(repeat_prompt_.size());
+  const int64_t r = std::min({compressor_->options().reconstruction_tokens, point, room});
+  if (r < 1) return make_error("no context left for the reconstruction pass");
+  std::vector<int32_t> pass = repeat_prompt_;
+  pass.insert(pass.end(), s.tokens.begin() + (point - r), s.tokens.begin() + point);
+  const auto n = static_cast<int64_t>(pass.size());
+  if (point + n > std::min(cache.capacity(), model_.config().context_length))
+    return make_error("no context left for the reconstruction pass");
+  if (!make_room(cache.pages_needed(point + n), &s, /*may_preempt=*/false))
+    return make_error("no KV memory for the reconstruction pass");
+  const ModelConfig& c = model_.config();
+  n_rows = r;
+  pos0 = point + static_cast<int64_t>(repeat_prompt_.size());
+  queries.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(r) * static_cast<size_t>(c.q_dim()), 0.0f);
+  Status st = Status::Ok();
+  for (int64_t done = 0; done < n && st.ok();) {
+    const int64_t m = std::min(options_.step_tokens, n - done);
+    const SequenceStep step{&cache, pass.data() + done, m, point + done, nullptr, false,
+                            queries.data(), pos0, r};
+    st = model_.forward_step(std::span<const SequenceStep>(&step, 1), pool_threads_);
+    done += m;
+  }
+  cache.truncate(point);  // the pass leaves nothing behind
+  return st;
+}
+
+void Scheduler::compress_sequence(Sequence& s) {
+  const int64_t point = s.cache->n_positions();
+  const QuerySource src = compressor_->scorer().query_source();
+  const float* q = nullptr;
+  int64_t n_q = 0, q_pos0 = 0;
+  std::vector<float> recon;
+  if (src == QuerySource::Observation) {
+    q = s.capture.data();
+    n_q = s.capture_rows;
+    q_pos0 = s.capture_from;
+  } else if (src == QuerySource::Reconstruction) {
+    const auto t0 = Clock::now();
+    if (Status st = reconstruction_queries(s, recon, n_q, q_pos0); !st.ok()) {
+      ++counters_.compression_skipped;
+      s.compress_base = point;
+      return;
+    }
+    s.result.compression.seconds += seconds_between(t0, Clock::now());
+    q = recon.data();
+  }
+  auto rep = compressor_->compress(*s.cache, q, n_q, q_pos0, pool_threads_);
+  s.compress_base = point;
+  s.capture_rows = 0;
+  if (!rep) {
+    ++counters_.compression_skipped;
+    return;
+  }
+  RequestCompression& rc = s.result.compression;
+  ++rc.compressions;
+  rc.entries_before = rep->entries_before;
+  rc.entries_after = rep->entries_after;
+  rc.pages_freed += rep->pages_before - rep->pages_after;
+  rc.seconds += rep->score_seconds + rep->compact_seconds;
+  ++counters_.compressions;
+  counters_.entries_dropped += rep->entries_before - rep->entries_after;
+  counters_.pages_freed += rep->pages_before - rep->pages_after;
+  counters_.compress_seconds += rep->score_seconds + rep->compact_seconds;
+  counters_.reclaim_seconds += rep->compact_seconds;
+  counters_.heads_compressed += rep->heads;
+  counters_.heads_pressured += rep->pressured_heads;
 }
 
 bool Scheduler::make_room(int64_t pages, const Sequence* keep, bool may_preempt) {
@@ -202,6 +326,7 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
   if (s.request.keep_first_logits && !s.first_token_done) s.result.first_logits.assign(logits, logits + vocab);
   const int n_vocab = std::min<int>(tokenizer_.n_vocab(), vocab);
   const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
+  s.awaiting_sample = false;
   if (!s.first_token_done) {
     s.first_token_done = true;
     s.first_token = Clock::now();
@@ -303,7 +428,10 @@ int64_t Scheduler::step() {
       ++i;
       continue;
     }
-    if (plan(i, std::min({left, options_.prefill_chunk, budget}))) ++i;
+    int64_t chunk = std::min({left, options_.prefill_chunk, budget});
+    if (const int64_t point = next_compression_point(s); point > s.cache->n_positions())
+      chunk = std::min(chunk, point - s.cache->n_positions());  // stop at the compression point
+    if (plan(i, chunk)) ++i;
   }
   // Pass 3: admissions, in rank order, while budget and memory last (never preempting).
   while (budget > 0 && static_cast<int>(running_.size()) < options_.max_running) {
@@ -321,9 +449,11 @@ int64_t Scheduler::step() {
       continue;
     }
     const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
-    const int64_t chunk = std::min({left, options_.prefill_chunk, budget});
-    const int64_t need = s.cache->pages_needed(s.cache->n_positions() + chunk) +
-                         (running_.empty() ? 0 : watermark);
+    int64_t chunk = std::min({left, options_.prefill_chunk, budget});
+    if (const int64_t point = next_compression_point(s); point > s.cache->n_positions())
+      chunk = std::min(chunk, point - s.cache->n_positions());
+    const int64_t target = admission_target(s, chunk);
+    const int64_t need = s.cache->pages_needed(target) + (running_.empty() ? 0 : watermark);
     if (!make_room(need, nullptr, /*may_preempt=*/false)) {
       // Not now: the cache goes back where it came from, the request keeps its place.
       Session* ses = s.session_id.empty() ? nullptr : sessions_.find(s.session_id);
@@ -336,7 +466,7 @@ int64_t Scheduler::step() {
       if (s.request.session_id.empty()) s.session_id.clear();
       break;
     }
-    (void)s.cache->reserve(s.cache->n_positions() + chunk);
+    (void)s.cache->reserve(target);
     s.chunk = chunk;
     budget -= chunk;
     if (!s.admitted_once) {
@@ -377,7 +507,10 @@ int64_t Scheduler::step() {
     const int64_t pos0 = s.cache->n_positions();
     const bool ends_input = pos0 + s.chunk == static_cast<int64_t>(s.tokens.size());
     float* out = ends_input && !logits_.empty() ? logits_.data() + i * vocab : nullptr;
-    steps_.push_back(SequenceStep{s.cache.get(), s.tokens.data() + pos0, s.chunk, pos0, out, false});
+    prepare_capture(s, s.chunk);
+    steps_.push_back(SequenceStep{s.cache.get(), s.tokens.data() + pos0, s.chunk, pos0, out, false,
+                                  s.capture_rows > 0 ? s.capture.data() : nullptr, s.capture_from,
+                                  s.capture_rows});
     ran += s.chunk;
   }
   Status st = logits_.empty() ? make_error("out of host memory for the step's logits")
@@ -398,6 +531,8 @@ int64_t Scheduler::step() {
     else counters_.prefill_tokens += s.chunk;
     const SequenceStep& done = steps_[i];
     s.chunk = 0;
+    if (const int64_t point = next_compression_point(s); point >= 0 && s.cache->n_positions() == point)
+      compress_sequence(s);
     if (done.logits == nullptr) continue;
     s.result.finish = FinishReason::Stop;
     if (!sample_next(s, done.logits)) continue;

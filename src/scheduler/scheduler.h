@@ -36,6 +36,8 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "compress/compressor.h"
+#include "compress/kv_policy.h"
 #include "kv/block_pool.h"
 #include "kv/head_group_map.h"
 #include "kv/paged_kv_cache.h"
@@ -52,7 +54,8 @@ namespace tangram {
 struct SchedulerOptions {
   size_t kv_memory = size_t{1} << 30;  // bytes of the KV page arena (--kv-memory)
   int page_tokens = 16;                // P: token slots per page (--page-tokens)
-  int page_group_size = 4;             // G: KV heads per page; 0 = all of a layer's (unified)
+  int page_group_size = -1;            // G: KV heads per page; 0 = all of a layer's (unified);
+                                       // -1 = the policy's layout (tangram 4, others unified)
   KvType kv_type = KvType::F16;
   int64_t prefill_chunk = 512;         // most prompt tokens of one sequence per step
   int64_t step_tokens = 512;           // token budget of one step (<= the model's max batch)
@@ -61,6 +64,7 @@ struct SchedulerOptions {
   bool keep_sessions = true;           // keep finished requests' KV resident for the next turn
   size_t max_sessions = 1024;          // session entries remembered
   bool prefault = true;                // touch the arena up front (no page faults later)
+  CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
 };
 
 struct SchedulerStats {
@@ -74,6 +78,15 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t session_evictions = 0;
   int64_t finished = 0;
+  // Compression.
+  int64_t compressions = 0;
+  int64_t compression_skipped = 0;     // reconstruction pass found no room
+  int64_t entries_dropped = 0;         // (layer, head) entries removed over all compressions
+  int64_t pages_freed = 0;             // pages returned by compression
+  double compress_seconds = 0;         // scoring + selection + compaction + release
+  double reclaim_seconds = 0;          // selection + compaction + release (run-time reclamation)
+  int64_t heads_compressed = 0;
+  int64_t heads_pressured = 0;         // tangram: run-time share above the head's budget
   PoolStats pool;
 };
 
@@ -117,6 +130,8 @@ class Scheduler {
   SchedulerStats stats() const;
   const BlockPool& pool() const { return *pool_; }
   const SchedulerOptions& options() const { return options_; }
+  const Compressor& compressor() const { return *compressor_; }
+  const HeadGroupMap& group_map() const { return *map_; }
   int64_t context() const { return context_; }
 
  private:
@@ -134,6 +149,13 @@ class Scheduler {
     std::unique_ptr<StopStringMatcher> stops;
     RequestResult result;
     int64_t chunk = 0;  // tokens scheduled in the current step
+    // Compression: positions at the last compression point (or where this request's prefill
+    // began), and the captured queries for the next point.
+    int64_t compress_base = 0;
+    bool awaiting_sample = true;  // admitted (again) and not yet sampled: still prefilling
+    std::vector<float> capture;   // [n_layers][capture_rows][n_head][head_dim]
+    int64_t capture_from = 0;
+    int64_t capture_rows = 0;
     bool admitted_once = false;
     bool first_token_done = false;
     Clock::time_point submitted, admitted, first_token;
@@ -156,6 +178,20 @@ class Scheduler {
   // Ends a sequence: its cache returns to its session (or the pool), on_finish is called.
   void finish(std::unique_ptr<Sequence> s, FinishReason reason, std::string error = {});
   void insert_waiting(std::unique_ptr<Sequence> s);
+  // Compression points: the next position at which s is compressed (its input's end, or
+  // compression.chunk tokens after the last point); -1 when s is not compressed now.
+  int64_t next_compression_point(const Sequence& s) const;
+  // Positions a new request reserves at admission: the tangram policy its closed-form peak (up
+  // to the first compression point), the other compressing policies the whole uncompressed
+  // prompt (as the reference does), full KV its first chunk.
+  int64_t admission_target(const Sequence& s, int64_t chunk) const;
+  // Sets s's query capture for the step (a range that may span steps).
+  void prepare_capture(Sequence& s, int64_t chunk);
+  // Compresses s's cache at a compression point; records the report.
+  void compress_sequence(Sequence& s);
+  // Runs the context-reconstruction pass (kvzip scorer) and returns its queries.
+  Status reconstruction_queries(Sequence& s, std::vector<float>& queries, int64_t& n_rows,
+                                int64_t& pos0);
   static bool ranks_before(const Sequence& a, const Sequence& b);
 
   Model& model_;
@@ -165,6 +201,8 @@ class Scheduler {
   int64_t context_ = 0;
   std::unique_ptr<BlockPool> pool_;
   std::shared_ptr<const HeadGroupMap> map_;
+  std::unique_ptr<Compressor> compressor_;
+  std::vector<int32_t> repeat_prompt_;  // "repeat the context" tokens of the reconstruction pass
   SessionStore sessions_;
   std::vector<int32_t> eos_ids_;
 

@@ -76,6 +76,31 @@ TEST(Engine, CancelFromAnotherThreadWhileStreaming) {
   EXPECT_GE(res.usage.completion_tokens, 4);
 }
 
+TEST(Engine, SubmitBatchQueuesAllOrNothing) {
+  TestModel tm = synth_model("tiny-llama");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  auto engine = Engine::create(*tm.model, *tm.tokenizer, engine_options());
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  std::atomic<int> finished{0};
+  auto make = [&](int64_t n) {
+    Request r = greedy_request(prompt_of(n, static_cast<uint32_t>(n), tm.model->config().vocab), 4);
+    r.on_finish = [&](const RequestResult&) { finished.fetch_add(1); };
+    return r;
+  };
+  std::vector<Request> bad;
+  bad.push_back(make(10));
+  bad.push_back(greedy_request({}, 4));  // empty prompt: the whole batch is refused
+  EXPECT_FALSE((*engine)->submit_batch(std::move(bad)).ok());
+  std::vector<Request> good;
+  for (int64_t n : {5, 9, 13}) good.push_back(make(n));
+  auto ids = (*engine)->submit_batch(std::move(good));
+  ASSERT_TRUE(ids.ok()) << ids.message();
+  EXPECT_EQ(ids->size(), 3u);
+  (*engine)->wait_idle();
+  EXPECT_EQ(finished.load(), 3);
+  EXPECT_EQ((*engine)->stats().finished, 3);
+}
+
 TEST(Engine, ShutdownFinishesPendingRequests) {
   TestModel tm = synth_model("tiny-llama");
   ASSERT_TRUE(tm.model && tm.tokenizer);

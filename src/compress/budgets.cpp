@@ -1,0 +1,97 @@
+#include "compress/budgets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tangram {
+
+namespace {
+
+bool is_protected(int32_t pos, int64_t total, int sink, int window) {
+  return pos < sink || pos >= total - window;
+}
+
+}  // namespace
+
+int64_t uniform_length(double ratio, int64_t total, int sink, int window) {
+  if (total <= 0) return 0;
+  const int64_t s = std::min<int64_t>(sink, total);
+  const auto kept = s + static_cast<int64_t>(std::ceil(ratio * static_cast<double>(total - s)));
+  return std::min(total, std::max(kept, s + window));
+}
+
+void select_keep(std::span<const float> scores, std::span<const int32_t> positions, int64_t total,
+                 int sink, int window, int64_t length, std::vector<int64_t>& keep) {
+  const auto n = static_cast<int64_t>(std::min(scores.size(), positions.size()));
+  keep.clear();
+  if (length >= n) {
+    keep.resize(static_cast<size_t>(n));
+    std::iota(keep.begin(), keep.end(), int64_t{0});
+    return;
+  }
+  std::vector<int64_t> others;
+  others.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (is_protected(positions[static_cast<size_t>(i)], total, sink, window))
+      keep.push_back(i);
+    else
+      others.push_back(i);
+  }
+  const int64_t room = std::max<int64_t>(0, length - static_cast<int64_t>(keep.size()));
+  if (room < static_cast<int64_t>(others.size())) {
+    auto better = [&](int64_t a, int64_t b) {
+      const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+      return sa > sb || (sa == sb && a < b);
+    };
+    std::nth_element(others.begin(), others.begin() + room, others.end(), better);
+    others.resize(static_cast<size_t>(room));
+  }
+  keep.insert(keep.end(), others.begin(), others.end());
+  std::sort(keep.begin(), keep.end());
+}
+
+std::vector<int64_t> dynamic_lengths(std::span<const HeadScores> heads, int n_layers,
+                                     int n_kv_head, int64_t total, double ratio, int sink,
+                                     int window, BudgetLevel level) {
+  const size_t n_heads = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_head);
+  std::vector<int64_t> lengths(n_heads, 0);
+  const int64_t uni = uniform_length(ratio, total, sink, window);
+  std::vector<int64_t> prot(n_heads, 0);  // protected entries per head
+  for (size_t i = 0; i < n_heads && i < heads.size(); ++i) {
+    for (int32_t p : heads[i].positions) prot[i] += is_protected(p, total, sink, window) ? 1 : 0;
+    lengths[i] = std::min<int64_t>(uni, static_cast<int64_t>(heads[i].scores.size()));
+  }
+  if (level == BudgetLevel::Uniform) return lengths;
+
+  // Pools of heads sharing one budget: one per layer, or one for the model.
+  const int pools = level == BudgetLevel::PerLayer ? n_layers : 1;
+  const size_t per_pool = level == BudgetLevel::PerLayer ? static_cast<size_t>(n_kv_head) : n_heads;
+  struct Cell {
+    float score;
+    int32_t head;
+  };
+  std::vector<Cell> cells;
+  for (int pool = 0; pool < pools; ++pool) {
+    const size_t h0 = static_cast<size_t>(pool) * per_pool;
+    int64_t budget = 0;  // evictable slots the uniform lengths would keep in this pool
+    cells.clear();
+    for (size_t i = h0; i < h0 + per_pool && i < heads.size(); ++i) {
+      budget += std::max<int64_t>(0, lengths[i] - prot[i]);
+      const HeadScores& hs = heads[i];
+      for (size_t j = 0; j < hs.scores.size() && j < hs.positions.size(); ++j)
+        if (!is_protected(hs.positions[j], total, sink, window))
+          cells.push_back(Cell{hs.scores[j], static_cast<int32_t>(i)});
+    }
+    for (size_t i = h0; i < h0 + per_pool && i < heads.size(); ++i) lengths[i] = prot[i];
+    budget = std::min<int64_t>(budget, static_cast<int64_t>(cells.size()));
+    auto better = [](const Cell& a, const Cell& b) {
+      return a.score > b.score || (a.score == b.score && a.head < b.head);
+    };
+    std::nth_element(cells.begin(), cells.begin() + budget, cells.end(), better);
+    for (int64_t c = 0; c < budget; ++c) ++lengths[static_cast<size_t>(cells[static_cast<size_t>(c)].head)];
+  }
+  return lengths;
+}
+
+}  // namespace tangram

@@ -1,0 +1,350 @@
+// The compressor on real caches of a generated model: attention over the compressed cache equals
+// reference attention over exactly the kept tokens (keys recomputed by a full, uncompressed
+// prefill), for every policy and group size; budgets are never exceeded; the tangram policy's
+// predicted footprint equals the pages held; tangram and dynamic keep identical token sets when
+// their budgets coincide.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "compress/budgets.h"
+#include "compress/compressor.h"
+#include "compress/profile.h"
+#include "kv/dense_attention.h"
+#include "kv/paged_attention.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "support/test_support.h"
+
+namespace tangram {
+namespace {
+
+Model& test_model() {
+  static std::unique_ptr<Model> m = [] {
+    auto spec = synth_preset("tiny-qwen3");
+    spec->n_layers = 2;
+    spec->n_kv_head = 4;
+    spec->n_head = 8;
+    spec->ctx = 1024;
+    const std::string path = (testing::temp_dir() / "compress-model.gguf").string();
+    EXPECT_TRUE(write_synth_model(*spec, path, 1).ok());
+    auto r = Model::load(path);
+    EXPECT_TRUE(r.ok()) << r.message();
+    return std::move(r).value();
+  }();
+  return *m;
+}
+
+std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+// A profile for the test model with the given per-head fractions (as means, zero spread).
+std::string write_profile(const std::vector<float>& fractions, int L, int H, const std::string& name) {
+  RetentionProfile p;
+  p.scorer = "keydiff";
+  p.model = "test";
+  p.level = "per-layer";
+  p.n_layers = L;
+  p.n_kv_head = H;
+  p.n_samples = 2;
+  p.n_physical_layers = L;
+  for (int l = 0; l < L; ++l) p.layer_ids.push_back(l);
+  p.base_ratio = 0.3;
+  p.sink = 4;
+  p.window = 16;
+  p.median = p.mean = p.p90 = fractions;
+  p.std_dev.assign(fractions.size(), 0.0f);
+  for (int s = 0; s < 2; ++s)
+    for (float f : fractions) p.raw_ratio.push_back(f);
+  p.sample_meta = {996, 4, 1000, 16, 996, 4, 1000, 16};
+  const std::string path = (testing::temp_dir() / name).string();
+  const Status st = save_profile(p, path);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return path;
+}
+
+struct PagedSetup {
+  std::unique_ptr<BlockPool> pool;
+  std::unique_ptr<PagedKvCache> cache;
+};
+
+PagedSetup prefill(Model& m, const Compressor& c, const std::vector<int32_t>& toks, int page_tokens,
+                   ThreadPool& threads, std::vector<float>* queries, int64_t q_rows) {
+  PagedSetup s;
+  const ModelConfig& cfg = m.config();
+  PageGeometry geo{page_tokens, c.group_size(), cfg.head_dim, cfg.head_dim_v, KvType::F32};
+  auto pool = BlockPool::create(geo, 32u << 20, false);
+  EXPECT_TRUE(pool.ok()) << pool.message();
+  s.pool = std::move(pool).value();
+  auto cache = PagedKvCache::create(m.kv_shape(), 1024, *s.pool, c.group_map());
+  EXPECT_TRUE(cache.ok()) << cache.message();
+  s.cache = std::move(cache).value();
+  const auto n = static_cast<int64_t>(toks.size());
+  SequenceStep step{s.cache.get(), toks.data(), n, 0, nullptr, false};
+  if (queries != nullptr && q_rows > 0) {
+    queries->assign(static_cast<size_t>(cfg.n_layers * q_rows * cfg.q_dim()), 0.0f);
+    step.capture_q = queries->data();
+    step.capture_from = n - q_rows;
+    step.capture_rows = q_rows;
+  }
+  const Status st = m.forward_step(std::span<const SequenceStep>(&step, 1), threads);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return s;
+}
+
+// One stored entry's key and value rows (F32 pool).
+void read_entry(const PagedKvCache& cache, int l, int h, int64_t e, float* k, float* v) {
+  const KvHeadView view = cache.head_view(l, h);
+  const KvShape& s = cache.shape();
+  view.for_each_run(e, e + 1, [&](int64_t, const uint8_t* kr, const uint8_t* vr, int64_t) {
+    std::memcpy(k, kr, static_cast<size_t>(s.head_dim) * sizeof(float));
+    std::memcpy(v, vr, static_cast<size_t>(s.head_dim_v) * sizeof(float));
+  });
+}
+
+// Attention of a fresh query over the compressed cache vs dense attention over the kept
+// positions' keys and values taken from an uncompressed prefill of the same tokens.
+void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::vector<int32_t>& toks,
+                                ThreadPool& threads, const std::string& what) {
+  const ModelConfig& c = m.config();
+  auto ref_pool = BlockPool::create(cache.pool().geometry(), 32u << 20, false);
+  ASSERT_TRUE(ref_pool.ok());
+  auto full_r = PagedKvCache::create(m.kv_shape(), 1024, **ref_pool,
+                                     std::make_shared<const HeadGroupMap>(cache.map()));
+  ASSERT_TRUE(full_r.ok());
+  PagedKvCache& full = **full_r;
+  ASSERT_TRUE(m.forward(full, toks.data(), static_cast<int64_t>(toks.size()), 0, nullptr, threads).ok());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int qpk = c.n_head / c.n_kv_head;
+  std::vector<float> q(static_cast<size_t>(c.q_dim()));
+  for (auto& x : q) x = d(rng);
+  const int64_t pos = static_cast<int64_t>(toks.size()) - 1;  // sees every stored entry
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::vector<float> got(static_cast<size_t>(c.n_head * c.head_dim_v));
+    AttentionWorkspace ws;
+    const AttentionItem item{&cache, q.data(), got.data(), 1, pos};
+    ASSERT_TRUE(paged_attention(l, std::span<const AttentionItem>(&item, 1), threads, ws).ok());
+    for (int h = 0; h < c.n_kv_head; ++h) {
+      const KvHeadView v = cache.head_view(l, h);
+      // Keys/values of the kept positions from the uncompressed reference cache.
+      std::vector<float> k, val;
+      for (int64_t e = 0; e < v.length; ++e) {
+        const int64_t p = cache.entry_position(l, h, e);
+        std::vector<float> kr(static_cast<size_t>(c.head_dim)), vr(static_cast<size_t>(c.head_dim_v));
+        read_entry(full, l, h, p, kr.data(), vr.data());
+        k.insert(k.end(), kr.begin(), kr.end());
+        val.insert(val.end(), vr.begin(), vr.end());
+      }
+      for (int g = 0; g < qpk; ++g) {
+        const int qh = h * qpk + g;
+        // Plain softmax attention in double.
+        double mx = -1e300;
+        std::vector<double> sc(static_cast<size_t>(v.length));
+        for (int64_t e = 0; e < v.length; ++e) {
+          double dot = 0;
+          for (int i = 0; i < c.head_dim; ++i)
+            dot += static_cast<double>(q[static_cast<size_t>(qh * c.head_dim + i)]) *
+                   static_cast<double>(k[static_cast<size_t>(e * c.head_dim + i)]);
+          sc[static_cast<size_t>(e)] = dot / std::sqrt(static_cast<double>(c.head_dim));
+          mx = std::max(mx, sc[static_cast<size_t>(e)]);
+        }
+        double sum = 0;
+        for (auto& x : sc) sum += (x = std::exp(x - mx));
+        for (int i = 0; i < c.head_dim_v; ++i) {
+          double o = 0;
+          for (int64_t e = 0; e < v.length; ++e)
+            o += sc[static_cast<size_t>(e)] * static_cast<double>(val[static_cast<size_t>(e * c.head_dim_v + i)]);
+          EXPECT_NEAR(got[static_cast<size_t>(qh * c.head_dim_v + i)], o / sum, 1e-4)
+              << what << " layer " << l << " head " << qh;
+        }
+      }
+    }
+  }
+}
+
+struct PolicyCase {
+  KvPolicy policy;
+  const char* scorer;
+  int group_size;
+  BudgetLevel level;
+};
+
+class CompressorPolicies : public ::testing::TestWithParam<PolicyCase> {};
+
+TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTokens) {
+  const PolicyCase pc = GetParam();
+  Model& m = test_model();
+  const ModelConfig& cfg = m.config();
+  ThreadPool threads(2);
+  CompressionOptions o;
+  o.policy = pc.policy;
+  o.ratio = 0.3;
+  o.sink = 4;
+  o.window = 16;
+  o.level = pc.level;
+  o.scorer.name = pc.scorer;
+  if (pc.policy == KvPolicy::Tangram) {
+    std::vector<float> f(static_cast<size_t>(cfg.n_layers * cfg.n_kv_head));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = 0.05f + 0.08f * static_cast<float>(i % 5);
+    o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "policy-profile.json");
+  }
+  auto comp = Compressor::create(o, cfg, m.rope(), pc.group_size);
+  ASSERT_TRUE(comp.ok()) << comp.message();
+  const auto toks = tokens(300, 5, cfg.vocab);
+  const int64_t n_q = (*comp)->queries_wanted(300);
+  std::vector<float> queries;
+  PagedSetup s = prefill(m, **comp, toks, 16, threads, &queries, n_q);
+  const int64_t pages_before = s.cache->pages_held();
+  auto rep = (*comp)->compress(*s.cache, queries.empty() ? nullptr : queries.data(), n_q, 300 - n_q, threads);
+  ASSERT_TRUE(rep.ok()) << rep.message();
+  EXPECT_EQ(rep->pages_before, pages_before);
+  EXPECT_LT(rep->entries_after, rep->entries_before);
+  EXPECT_LT(s.cache->pages_held(), pages_before);
+  EXPECT_EQ(s.cache->n_positions(), 300);
+  EXPECT_TRUE(s.pool->check_consistency().ok());
+  // Budgets: deterministic policies keep exactly their lengths; every head keeps its sink and window.
+  const auto target = (*comp)->target_lengths(300);
+  for (int l = 0; l < cfg.n_layers; ++l)
+    for (int h = 0; h < cfg.n_kv_head; ++h) {
+      if (!target.empty()) {
+        EXPECT_EQ(s.cache->length(l, h), target[static_cast<size_t>(l * cfg.n_kv_head + h)]);
+      }
+      EXPECT_EQ(s.cache->entry_position(l, h, 0), 0);
+      EXPECT_EQ(s.cache->entry_position(l, h, s.cache->length(l, h) - 1), 299);
+    }
+  if (pc.policy == KvPolicy::Tangram || pc.policy == KvPolicy::Uniform) {
+    EXPECT_EQ(s.cache->pages_held(), (*comp)->predicted_pages(300, 16));
+  }
+  expect_attention_over_kept(m, *s.cache, toks, threads, std::string(kv_policy_name(pc.policy)) + "/" + pc.scorer);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, CompressorPolicies,
+    ::testing::Values(PolicyCase{KvPolicy::Uniform, "keydiff", 0, BudgetLevel::Uniform},
+                      PolicyCase{KvPolicy::Dynamic, "keydiff", 0, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Dynamic, "snapkv", 0, BudgetLevel::CrossLayer},
+                      PolicyCase{KvPolicy::Tangram, "keydiff", 1, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Tangram, "tova", 2, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Tangram, "expected_attention", 4, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform}),
+    [](const auto& tinfo) {
+      std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer + "_G" +
+                      std::to_string(tinfo.param.group_size);
+      return n;
+    });
+
+// The closed-form footprint of the tangram policy equals the pages held after compression, for
+// random contexts, ratios, alphas, group sizes and page sizes.
+TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
+  Model& m = test_model();
+  const ModelConfig& cfg = m.config();
+  ThreadPool threads(2);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> frac(0.0f, 0.6f);
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<float> f(static_cast<size_t>(cfg.n_layers * cfg.n_kv_head));
+    for (auto& x : f) x = frac(rng);
+    CompressionOptions o;
+    o.policy = KvPolicy::Tangram;
+    o.ratio = 0.2 + 0.1 * (trial % 4);
+    o.alpha = trial % 3;
+    o.sink = 4;
+    o.window = 8 + trial;
+    o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "footprint-" + std::to_string(trial) + ".json");
+    const int G = 1 << (trial % 3);
+    const int P = trial % 2 == 0 ? 16 : 8;
+    auto comp = Compressor::create(o, cfg, m.rope(), G);
+    ASSERT_TRUE(comp.ok()) << comp.message();
+    const int64_t n = 40 + 37 * trial;
+    const int64_t predicted = (*comp)->predicted_pages(n, P);
+    PagedSetup s = prefill(m, **comp, tokens(n, 100 + static_cast<uint32_t>(trial), cfg.vocab), P, threads, nullptr, 0);
+    ASSERT_TRUE((*comp)->compress(*s.cache, nullptr, 0, 0, threads).ok());
+    EXPECT_EQ(s.cache->pages_held(), predicted) << "trial " << trial;
+    EXPECT_EQ(s.pool->used_pages(), predicted);
+    // Budgets move as the formula says: a larger ratio or alpha never shrinks a head.
+    CompressionOptions more = o;
+    more.ratio = std::min(1.0, o.ratio + 0.2);
+    more.alpha = o.alpha + 1;
+    auto bigger = Compressor::create(more, cfg, m.rope(), G);
+    ASSERT_TRUE(bigger.ok());
+    const auto a = (*comp)->target_lengths(n), b = (*bigger)->target_lengths(n);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_GE(b[i], a[i]);
+  }
+}
+
+// With one head per group and budgets equal to what the run-time spread chose, the tangram
+// policy keeps exactly the tokens the dynamic policy keeps.
+TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
+  Model& m = test_model();
+  const ModelConfig& cfg = m.config();
+  ThreadPool threads(2);
+  const int64_t n = 400;
+  const auto toks = tokens(n, 9, cfg.vocab);
+  CompressionOptions dyn;
+  dyn.policy = KvPolicy::Dynamic;
+  dyn.ratio = 0.3;
+  dyn.sink = 4;
+  dyn.window = 16;
+  dyn.level = BudgetLevel::PerLayer;
+  auto dc = Compressor::create(dyn, cfg, m.rope(), 1);
+  ASSERT_TRUE(dc.ok()) << dc.message();
+  PagedSetup a = prefill(m, **dc, toks, 16, threads, nullptr, 0);
+  ASSERT_TRUE((*dc)->compress(*a.cache, nullptr, 0, 0, threads).ok());
+  // Fractions that reproduce each head's run-time length through budget_length.
+  std::vector<float> f;
+  for (int l = 0; l < cfg.n_layers; ++l)
+    for (int h = 0; h < cfg.n_kv_head; ++h) {
+      const int64_t len = a.cache->length(l, h);
+      f.push_back((static_cast<float>(len - dyn.sink - dyn.window) - 0.5f) / static_cast<float>(n - dyn.sink));
+    }
+  CompressionOptions tg = dyn;
+  tg.policy = KvPolicy::Tangram;
+  tg.alpha = 0;
+  tg.ratio = 0.3;
+  tg.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "coincide.json");
+  auto tc = Compressor::create(tg, cfg, m.rope(), 1);
+  ASSERT_TRUE(tc.ok()) << tc.message();
+  PagedSetup b = prefill(m, **tc, toks, 16, threads, nullptr, 0);
+  ASSERT_TRUE((*tc)->compress(*b.cache, nullptr, 0, 0, threads).ok());
+  for (int l = 0; l < cfg.n_layers; ++l)
+    for (int h = 0; h < cfg.n_kv_head; ++h) {
+      ASSERT_EQ(a.cache->length(l, h), b.cache->length(l, h)) << l << "," << h;
+      for (int64_t e = 0; e < a.cache->length(l, h); ++e)
+        EXPECT_EQ(a.cache->entry_position(l, h, e), b.cache->entry_position(l, h, e));
+    }
+}
+
+TEST(Compressor, RefusesProfilesOfAnotherModelAndMissingQueries) {
+  Model& m = test_model();
+  const ModelConfig& cfg = m.config();
+  CompressionOptions o;
+  o.policy = KvPolicy::Tangram;
+  o.ratio = 0.3;
+  o.profile = write_profile(std::vector<float>(6, 0.2f), 3, 2, "wrong-shape.json");
+  auto c = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("tangram profile"), std::string::npos) << c.message();
+  o.profile = "/nonexistent/profile.json";
+  EXPECT_FALSE(Compressor::create(o, cfg, m.rope(), 2).ok());
+  CompressionOptions snap;
+  snap.policy = KvPolicy::Uniform;
+  snap.ratio = 0.5;
+  snap.scorer.name = "snapkv";
+  auto sc = Compressor::create(snap, cfg, m.rope(), 0);
+  ASSERT_TRUE(sc.ok());
+  ThreadPool threads(1);
+  PagedSetup s = prefill(m, **sc, tokens(50, 1, cfg.vocab), 16, threads, nullptr, 0);
+  EXPECT_FALSE((*sc)->compress(*s.cache, nullptr, 0, 0, threads).ok());
+  EXPECT_EQ(s.cache->length(0, 0), 50);  // untouched
+}
+
+}  // namespace
+}  // namespace tangram
