@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 ./scripts/oracle-setup.sh
 
 jobs=$(nproc)
-sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler)
+sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress)
 cmake --preset debug
 cmake --build --preset debug -j "$jobs" --target "${sanitized[@]}"
-ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler)$'
+ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress)$'
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"

@@ -51,7 +51,7 @@ Result<Level> measure_level(Engine& engine, int c, const BenchBatchOptions& opt,
   std::mutex mu;
   std::vector<std::vector<Clock::time_point>> times(static_cast<size_t>(c));
   for (auto& t : times) t.reserve(static_cast<size_t>(opt.gen_tokens));
-  std::vector<RequestId> ids;
+  std::vector<Request> batch;
   std::mt19937 rng(static_cast<uint32_t>(1000 + c));
   std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(std::min<int64_t>(vocab, 32000) - 1));
   const int64_t preempt0 = engine.stats().preemptions;
@@ -68,9 +68,10 @@ Result<Level> measure_level(Engine& engine, int c, const BenchBatchOptions& opt,
       std::lock_guard lock(mu);
       slot->push_back(Clock::now());
     };
-    TG_ASSIGN(RequestId id, engine.submit(std::move(r)));
-    ids.push_back(id);
+    batch.push_back(std::move(r));
   }
+  // All at once, so every sequence starts in the same step.
+  TG_TRY(engine.submit_batch(std::move(batch)));
   engine.wait_idle();
   const auto t1 = Clock::now();
 

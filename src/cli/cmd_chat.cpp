@@ -72,10 +72,13 @@ int cmd_chat(const ChatOptions& opt) {
   if (!opt.quiet) {
     fmt::print(stderr,
                "tangram chat: {} ({} layers, {} KV heads), {} threads | KV memory {} = {} pages of "
-               "{} tokens x {} heads ({})\n",
+               "{} tokens x {} heads ({}) | KV policy {}{}\n",
                opt.model, c.n_layers, c.n_kv_head, (*engine)->threads(),
                format_bytes(static_cast<double>(so.kv_memory)), st0.pool.total_pages, so.page_tokens,
-               so.page_group_size, kv_type_name(so.kv_type));
+               so.page_group_size, kv_type_name(so.kv_type), kv_policy_name(so.compression.policy),
+               so.compression.compresses()
+                   ? fmt::format(" (ratio {}, scorer {})", so.compression.ratio, so.compression.scorer.name)
+                   : std::string());
     if (interactive) print_help();
   }
 
@@ -149,6 +152,13 @@ int cmd_chat(const ChatOptions& opt) {
                  turn, r.usage.prompt_tokens, r.usage.cached_tokens, fresh,
                  1000.0 * r.timing.prefill_seconds, pf, r.usage.completion_tokens,
                  r.timing.decode_seconds, dc, finish_reason_name(r.finish));
+      if (r.compression.compressions > 0)
+        fmt::print(stderr, "[KV compressed ({}): {} -> {} entries ({:.0f}% kept), {} pages freed, {:.0f} ms]\n",
+                   kv_policy_name(so.compression.policy), r.compression.entries_before,
+                   r.compression.entries_after,
+                   100.0 * static_cast<double>(r.compression.entries_after) /
+                       static_cast<double>(std::max<int64_t>(r.compression.entries_before, 1)),
+                   r.compression.pages_freed, 1000.0 * r.compression.seconds);
     }
   }
   return 0;

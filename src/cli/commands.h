@@ -104,4 +104,56 @@ struct BenchBatchOptions {
 // and KV bytes each step streams against the measured memory bandwidth.
 int cmd_bench_batch(const BenchBatchOptions& opt);
 
+struct ClusterOptions {
+  std::string profile;    // retention profile (tangram-profile-json/v1)
+  int group_size = 4;     // G, heads per page group
+  std::string scope;      // per-layer | global; empty: from the profile's level
+  std::string out;        // write the chosen cluster map here
+};
+// Head-group clustering of a retention profile: waste of contiguous vs clustered grouping at
+// several group sizes, the profile's stability, and the chosen map.
+int cmd_cluster(const ClusterOptions& opt);
+
+struct BenchKvOptions {
+  std::string model;                  // a GGUF; empty: generate from preset/type
+  std::string preset = "qwen3-4b-attn";
+  std::string type = "q8_0";
+  std::string profile;                // default: ../shared/profiles/<scorer dir>/<model>/profile_perlayer.json
+  std::string scorer_profile_dir = "keydiff";
+  std::string profile_model = "qwen3-4b-instruct-2507";
+  std::string scorer = "keydiff";
+  double ratio = 0.3;
+  int group_size = 4;
+  int conversations = 4;
+  int turns = 4;
+  int first_turn_tokens = 1024;
+  int turn_tokens = 96;
+  int gen_tokens = 16;
+  std::string cache_dir;
+  std::string json_out;
+  bool quick = false;
+  EngineFlags engine;
+};
+// The KV policies side by side on one multi-turn workload: prefill, compression and
+// reclamation time, resident KV, waste, decode speed, budget pressure.
+int cmd_bench_kv(const BenchKvOptions& opt);
+
+struct ProfileOptions {
+  std::string model;
+  std::vector<std::string> samples;  // text files, one per kind of text (JSON lines or "---"-separated)
+  std::string scorer = "keydiff";
+  double ratio = 0.3;
+  std::string level = "per-layer";   // per-layer | cross-layer
+  int n_samples = 50;
+  int64_t sample_tokens = 1024;      // longest sample (longer text is cut)
+  int turns = 2;                     // growing prefixes of a sample, one turn each
+  int sink = 4;
+  int window = 32;
+  int threads = 0;
+  std::string out = "profile.json";
+};
+// Offline per-head retention profile of a model (for the tangram policy's budgets), with a
+// report of how stable the head ordering is across samples, turns and kinds of text.
+int cmd_profile(const ProfileOptions& opt);
+
 }  // namespace tangram::cli

@@ -22,6 +22,21 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   s.step_tokens = f.step_tokens;
   s.max_running = f.max_running;
   s.max_context = f.ctx;
+  CompressionOptions& c = s.compression;
+  TG_ASSIGN(c.policy, parse_kv_policy(f.kv_policy));
+  TG_ASSIGN(c.level, parse_budget_level(f.kv_level));
+  c.ratio = f.kv_ratio;
+  c.alpha = f.kv_alpha;
+  c.sink = f.kv_sink;
+  c.window = f.kv_window;
+  c.chunk = f.kv_chunk;
+  c.profile = f.kv_profile;
+  c.cluster_map = f.kv_cluster_map;
+  c.first_turn_only = f.kv_first_turn_only;
+  c.scorer.name = f.kv_scorer;
+  c.scorer.snap_window = f.snap_window;
+  c.scorer.snap_kernel = f.snap_kernel;
+  TG_TRY(c.validate());
   return o;
 }
 

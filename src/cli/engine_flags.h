@@ -13,13 +13,27 @@ namespace tangram::cli {
 struct EngineFlags {
   std::string kv_memory = "1GiB";  // size of the KV page arena
   int page_tokens = 16;            // P
-  int page_group_size = 4;         // G; 0 = all KV heads of a layer (unified pages)
+  int page_group_size = -1;        // G; 0 = all KV heads of a layer (unified); -1 = the policy's
   std::string kv_type = "f16";     // f16 | f32
   int64_t prefill_chunk = 512;
   int64_t step_tokens = 512;       // tokens per scheduler step
   int max_running = 64;
   int64_t ctx = 0;                 // positions per conversation; 0 = the model's context
   int threads = 0;
+  // KV compression.
+  std::string kv_policy = "full";  // full | uniform | dynamic | tangram
+  std::string kv_scorer = "keydiff";
+  double kv_ratio = 1.0;
+  std::string kv_level = "per-layer";
+  double kv_alpha = 2.0;
+  int kv_sink = 4;
+  int kv_window = 32;
+  int64_t kv_chunk = 2048;
+  std::string kv_profile;
+  std::string kv_cluster_map;
+  bool kv_first_turn_only = false;
+  int snap_window = 32;
+  int snap_kernel = 7;
 };
 
 // Checks and converts the flags (e.g. "--kv-memory 2GiB").

@@ -37,8 +37,9 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
   c->add_option("--page-tokens", e.page_tokens, "Token slots per KV page (P)")->capture_default_str()
       ->check(CLI::Range(1, 4096));
   c->add_option("--page-group-size", e.page_group_size,
-                "KV heads sharing a page (G); 0 = all heads of a layer (unified pages)")
-      ->capture_default_str()->check(CLI::Range(0, 1024));
+                "KV heads sharing a page (G); 0 = all heads of a layer (unified pages); "
+                "-1 = the policy's (tangram 4, the others unified)")
+      ->capture_default_str()->check(CLI::Range(-1, 1024));
   c->add_option("--kv-type", e.kv_type, "KV element type")->capture_default_str()
       ->check(CLI::IsMember({"f16", "f32"}));
   c->add_option("--prefill-chunk", e.prefill_chunk, "Most prompt tokens of one sequence per step")
@@ -50,6 +51,34 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
   c->add_option("-c,--ctx", e.ctx, "Positions per conversation (default: the model's context)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("-t,--threads", e.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-policy", e.kv_policy,
+                "KV compression: full (none), uniform, dynamic (run-time budgets), tangram "
+                "(deterministic budgets from --kv-profile, head-group pages, ahead-of-time split)")
+      ->capture_default_str()->check(CLI::IsMember({"full", "uniform", "dynamic", "tangram"}));
+  c->add_option("--kv-scorer", e.kv_scorer,
+                "Token scorer: keydiff, kvzip (query-agnostic), snapkv, tova, expected_attention, streamingllm")
+      ->capture_default_str();
+  c->add_option("--kv-ratio", e.kv_ratio, "Fraction of the context kept (1 = no compression)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  c->add_option("--kv-level", e.kv_level, "How dynamic spreads its budget: uniform, per-layer, cross-layer")
+      ->capture_default_str()->check(CLI::IsMember({"uniform", "per-layer", "cross-layer"}));
+  c->add_option("--kv-alpha", e.kv_alpha, "Safety coefficient of deterministic budgets (mean + alpha x std)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-sink", e.kv_sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-window", e.kv_window, "Most recent tokens always kept")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-chunk", e.kv_chunk, "Long prompts are compressed every this many tokens")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--kv-profile", e.kv_profile, "Per-head retention profile (tangram policy; `tangram profile` makes one)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--kv-cluster-map", e.kv_cluster_map, "Head-group map (default: cluster the profile; `tangram cluster`)")
+      ->check(CLI::ExistingFile);
+  c->add_flag("--kv-first-turn-only", e.kv_first_turn_only,
+              "Compress only a conversation's first prefill (as the reference implementation)");
+  c->add_option("--snap-window", e.snap_window, "SnapKV observation window")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--snap-kernel", e.snap_kernel, "SnapKV pooling kernel (odd)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace
@@ -130,6 +159,62 @@ int main(int argc, char** argv) {
   c_bb->add_flag("--quick", bb.quick, "8 layers, fewer tokens: a run of well under a minute");
   add_engine_options(c_bb, bb.engine);
 
+  BenchKvOptions bk;
+  bk.engine.kv_memory = "4GiB";
+  auto* c_bk = app.add_subcommand(
+      "bench-kv", "KV policies side by side (full, uniform, dynamic, tangram) on one multi-turn workload");
+  c_bk->add_option("-m,--model", bk.model, "Benchmark this GGUF instead of a generated model")->check(CLI::ExistingFile);
+  c_bk->add_option("--preset", bk.preset, "Shape of the generated model")->capture_default_str();
+  c_bk->add_option("--type", bk.type, "Weight type of the generated model")->capture_default_str();
+  c_bk->add_option("--profile", bk.profile,
+                   "Per-head profile for the tangram policy (default: the real Qwen3-4B profile of --scorer "
+                   "in ../shared/profiles)")->check(CLI::ExistingFile);
+  c_bk->add_option("--profile-scorer-dir", bk.scorer_profile_dir, "Folder of ../shared/profiles to take the profile from")
+      ->capture_default_str();
+  c_bk->add_option("--profile-model", bk.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bk->add_option("--scorer", bk.scorer, "Scorer for the compressing policies")->capture_default_str();
+  c_bk->add_option("--ratio", bk.ratio, "Retention ratio")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  c_bk->add_option("--group-size", bk.group_size, "Heads per page for tangram")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  c_bk->add_option("--conversations", bk.conversations, "Conversations served together")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c_bk->add_option("--turns", bk.turns, "Turns per conversation")->capture_default_str()->check(CLI::Range(1, 64));
+  c_bk->add_option("--first-turn-tokens", bk.first_turn_tokens, "Tokens of the first message")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  c_bk->add_option("--turn-tokens", bk.turn_tokens, "Tokens of each later message")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  c_bk->add_option("--gen-tokens", bk.gen_tokens, "Tokens generated per turn")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  c_bk->add_option("--cache-dir", bk.cache_dir, "Where generated models are kept");
+  c_bk->add_option("--json", bk.json_out, "Also write the figures as JSON");
+  c_bk->add_flag("--quick", bk.quick, "8 layers, shorter turns: well under a minute");
+  add_engine_options(c_bk, bk.engine);
+
+  ProfileOptions prof;
+  auto* c_prof = app.add_subcommand(
+      "profile", "Measure per-head KV retention on pilot samples and write a profile (for --kv-policy tangram)");
+  c_prof->add_option("-m,--model", prof.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_prof->add_option("--samples", prof.samples,
+                     "Pilot text: a file of JSON lines {\"text\": ...} or plain text split at lines '---' "
+                     "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "
+                     "Default: generated token sequences of two kinds")
+      ->check(CLI::ExistingFile);
+  c_prof->add_option("--scorer", prof.scorer, "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
+      ->capture_default_str();
+  c_prof->add_option("--ratio", prof.ratio, "Retention ratio profiled")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  c_prof->add_option("--level", prof.level, "Budget spread: per-layer or cross-layer")->capture_default_str()
+      ->check(CLI::IsMember({"per-layer", "cross-layer"}));
+  c_prof->add_option("-n,--n-samples", prof.n_samples, "Most samples used")->capture_default_str()
+      ->check(CLI::Range(2, 100000));
+  c_prof->add_option("--sample-tokens", prof.sample_tokens, "Longest sample in tokens")->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
+  c_prof->add_option("--turns", prof.turns, "Turns per sample (growing prefixes), compressed every turn")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  c_prof->add_option("--sink", prof.sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("--window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_prof->add_option("-o,--out", prof.out, "Profile JSON to write")->capture_default_str();
+
   MkmodelOptions mk;
   auto* c_mk = app.add_subcommand("mkmodel", "Write a GGUF model with seeded random weights (for tests and benchmarks)");
   c_mk->add_option("--preset", mk.preset,
@@ -171,6 +256,17 @@ int main(int argc, char** argv) {
   c_bm->add_option("--json", bm.json_out, "Also write the figures as JSON to this file");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
 
+  ClusterOptions cl;
+  auto* c_cl = app.add_subcommand(
+      "cluster", "Group KV heads of similar retention (from a profile) into shared pages; print the waste");
+  c_cl->add_option("--profile", cl.profile, "Retention profile JSON (tangram-profile-json/v1)")
+      ->required()->check(CLI::ExistingFile);
+  c_cl->add_option("--group-size", cl.group_size, "KV heads per group (G)")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  c_cl->add_option("--scope", cl.scope, "per-layer or global (default: global for a cross-layer profile)")
+      ->check(CLI::IsMember({"per-layer", "global"}));
+  c_cl->add_option("-o,--out", cl.out, "Write the chosen cluster map (JSON) here");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -182,7 +278,10 @@ int main(int argc, char** argv) {
   if (*c_run) return cmd_run(run);
   if (*c_chat) return cmd_chat(chat);
   if (*c_bb) return cmd_bench_batch(bb);
+  if (*c_prof) return cmd_profile(prof);
+  if (*c_bk) return cmd_bench_kv(bk);
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
+  if (*c_cl) return cmd_cluster(cl);
   return 1;
 }

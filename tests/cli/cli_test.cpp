@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.h"
 
 namespace tangram {
@@ -35,7 +37,8 @@ RunResult run_tangram(const std::string& args) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model", "bench-batch"}) {
+  for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model", "bench-batch",
+                          "profile", "bench-kv"}) {
     const auto r = run_tangram(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_TRUE(contains(r.output, "Usage:")) << cmd << ": " << r.output;
@@ -143,6 +146,41 @@ TEST(Cli, BenchBatchReportsEveryConcurrency) {
   EXPECT_NE(r.exit_code, 0) << r.output;
 }
 
+// profile -> serve with the tangram policy -> compare policies, end to end on a generated model.
+TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
+  const auto dir = testing::temp_dir();
+  const auto model = (dir / "kv.gguf").string();
+  auto r = run_tangram("mkmodel --preset tiny-qwen3 --seed 5 -o '" + model + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto prof = (dir / "kv-profile.json").string();
+  r = run_tangram("profile -m '" + model + "' -n 6 --sample-tokens 160 --turns 2 --ratio 0.4 -o '" + prof + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "head ordering across samples")) << r.output;
+  EXPECT_TRUE(contains(r.output, "across kinds of text")) << r.output;
+  EXPECT_TRUE(contains(testing::read_file(prof), "tangram-profile-json/v1"));
+
+  // Chat under the tangram policy compresses every turn.
+  const auto input = (dir / "kv-turns.txt").string();
+  std::ofstream(input) << "A first message that is long enough to be worth compressing, with many words in it.\n"
+                          "And a second one.\n";
+  r = run_tangram("chat -m '" + model + "' --kv-memory 32MiB --temp 0 -n 6 --kv-policy tangram --kv-ratio 0.4 "
+                  "--kv-window 8 --kv-profile '" + prof + "' < '" + input + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[KV compressed (tangram)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[turn 2: ")) << r.output;
+
+  r = run_tangram("bench-kv -m '" + model + "' --profile '" + prof + "' --conversations 2 --turns 2 "
+                  "--first-turn-tokens 120 --turn-tokens 24 --gen-tokens 4 --kv-memory 64MiB --kv-window 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* policy : {"full ", "uniform ", "dynamic ", "tangram "})
+    EXPECT_TRUE(contains(r.output, std::string("\n") + policy)) << policy << r.output;
+
+  // The tangram policy without a profile says what to pass.
+  r = run_tangram("chat -m '" + model + "' --kv-policy tangram --kv-ratio 0.5 < /dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--kv-profile")) << r.output;
+}
+
 TEST(Cli, MkmodelEmbedsARealVocabulary) {
   const auto dir = testing::temp_dir();
   const auto path = (dir / "qwen-vocab.gguf").string();
@@ -181,6 +219,53 @@ TEST(Cli, BadInputGivesCleanErrors) {
 
   const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
   r = run_tangram("run -m '" + model.string() + "' -p hi --top-p 2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
+}
+
+TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
+  const std::string dir = "profiles/snapkv/qwen3-4b-instruct-2507/";
+  const auto tmp = testing::temp_dir();
+  auto r = run_tangram("cluster --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "Usage:")) << r.output;
+
+  for (bool per_layer : {true, false}) {
+    const auto profile = testing::shared_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
+    const auto out = tmp / (per_layer ? "pl.json" : "gl.json");
+    r = run_tangram("cluster --profile '" + profile.string() + "' --group-size 4" +
+                    (per_layer ? " --scope per-layer" : "") + " -o '" + out.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "contiguous")) << r.output;
+    EXPECT_TRUE(contains(r.output, "clustered")) << r.output;
+    EXPECT_TRUE(contains(r.output, "Spearman")) << r.output;
+    EXPECT_TRUE(contains(r.output, "288 (one length, all heads)")) << r.output;
+    if (!per_layer) {
+      // Digest §5.4 (SnapKV, Qwen3-4B): contiguous G=4 47% (26%), clustered global G=4 2% (12%).
+      EXPECT_TRUE(contains(r.output, "46.8%    26.3%       2.2%    11.7%")) << r.output;
+      EXPECT_TRUE(contains(r.output, "global: mean 0.902, min 0.713")) << r.output;
+    }
+    // The written map is the shipped one.
+    const auto shipped = testing::shared_file(dir + (per_layer ? "pg4_r0.3_perlayer.json" : "pg4_r0.3.json"));
+    const auto ours = nlohmann::json::parse(testing::read_file(out), nullptr, false);
+    const auto theirs = nlohmann::json::parse(testing::read_file(shipped), nullptr, false);
+    ASSERT_FALSE(ours.is_discarded()) << out;
+    ASSERT_FALSE(theirs.is_discarded()) << shipped;
+    EXPECT_EQ(ours["kind"], "cluster_map");
+    EXPECT_EQ(ours["meta"]["cluster_scope"], theirs["meta"]["cluster_scope"]);
+    for (const char* a : {"cluster_of", "column_of", "cluster_members", "page_group_size"})
+      EXPECT_EQ(ours["arrays"][a]["data"], theirs["arrays"][a]["data"]) << a;
+  }
+
+  // Bad input: a G that does not divide the heads, a file that is not a profile, a bad scope.
+  const auto profile = testing::shared_file(dir + "profile_perlayer.json");
+  r = run_tangram("cluster --profile '" + profile.string() + "' --group-size 3 --scope per-layer");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "error:")) << r.output;
+  r = run_tangram("cluster --profile '" + testing::shared_file(dir + "pg4_r0.3.json").string() + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "kind")) << r.output;
+  r = run_tangram("cluster --profile '" + profile.string() + "' --scope sideways");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
 }
