@@ -35,6 +35,21 @@ Result<std::string> cached_synth_model(const std::string& preset, const std::str
   return p.string();
 }
 
+Result<LoadedModel> load_model_for_serving(const std::string& path, const std::string& preset,
+                                           const std::string& type, int max_layers,
+                                           const std::string& cache_dir, int threads, int64_t max_batch) {
+  LoadedModel m;
+  m.path = path;
+  if (m.path.empty()) {
+    TG_ASSIGN(m.path, cached_synth_model(preset, type, max_layers, cache_dir, threads));
+  }
+  ModelOptions mo;
+  mo.max_batch = max_batch;
+  TG_ASSIGN(m.model, Model::load(m.path, mo));
+  TG_ASSIGN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
+  return m;
+}
+
 DecodeCost decode_cost(const Model& m) {
   DecodeCost c;
   const GgufFile& g = m.gguf();

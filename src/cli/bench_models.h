@@ -3,10 +3,12 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "common/result.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tangram::cli {
 
@@ -17,6 +19,18 @@ std::filesystem::path default_model_cache_dir();
 // written into cache_dir (default: default_model_cache_dir()) on first use.
 Result<std::string> cached_synth_model(const std::string& preset, const std::string& type,
                                        int max_layers, const std::string& cache_dir, int threads);
+
+// A model and its tokenizer, for the commands that serve requests.
+struct LoadedModel {
+  std::string path;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+// Loads `path`, or (when empty) the generated model of preset/type (max_layers > 0 caps its
+// layers), with room for batches of max_batch tokens.
+Result<LoadedModel> load_model_for_serving(const std::string& path, const std::string& preset,
+                                           const std::string& type, int max_layers,
+                                           const std::string& cache_dir, int threads, int64_t max_batch);
 
 struct DecodeCost {
   double weight_bytes = 0;  // every matrix a decode step reads in full (the embedding table

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_models.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "common/svg_plot.h"
@@ -29,11 +30,6 @@ namespace tangram::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
 
 struct Level {
   int concurrency = 0;
@@ -116,18 +112,12 @@ int cmd_bench_batch(const BenchBatchOptions& in_opt) {
   if (opt.concurrency.empty()) return fail("--concurrency needs at least one value");
   for (int c : opt.concurrency)
     if (c < 1) return fail(fmt::format("--concurrency values must be positive, not {}", c));
-  std::string path = opt.model;
-  if (path.empty()) {
-    auto p = cached_synth_model(opt.preset, opt.type, opt.quick ? 8 : 0, opt.cache_dir, opt.engine.threads);
-    if (!p) return fail(p.message());
-    path = *p;
-  }
-  ModelOptions mo;
-  mo.max_batch = model_batch_for(opt.engine);
-  auto model = Model::load(path, mo);
-  if (!model) return fail(model.message());
-  auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail(tok.message());
+  auto loaded = load_model_for_serving(opt.model, opt.preset, opt.type, opt.quick ? 8 : 0, opt.cache_dir,
+                                       opt.engine.threads, model_batch_for(opt.engine));
+  if (!loaded) return fail(loaded.message());
+  const std::string& path = loaded->path;
+  auto* model = &loaded->model;
+  auto* tok = &loaded->tokenizer;
   const ModelConfig& cfg = (*model)->config();
 
   const int c_max = *std::max_element(opt.concurrency.begin(), opt.concurrency.end());

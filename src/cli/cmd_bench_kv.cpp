@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_models.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "common/units.h"
@@ -35,11 +36,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
 
 fs::path shared_dir() {
   if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
@@ -97,18 +93,12 @@ int cmd_bench_kv(const BenchKvOptions& in) {
     opt.turns = std::min(opt.turns, 3);
     opt.gen_tokens = std::min(opt.gen_tokens, 8);
   }
-  std::string path = opt.model;
-  if (path.empty()) {
-    auto p = cached_synth_model(opt.preset, opt.type, opt.quick ? 8 : 0, opt.cache_dir, opt.engine.threads);
-    if (!p) return fail(p.message());
-    path = *p;
-  }
-  ModelOptions mo;
-  mo.max_batch = model_batch_for(opt.engine);
-  auto model = Model::load(path, mo);
-  if (!model) return fail(model.message());
-  auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail(tok.message());
+  auto loaded = load_model_for_serving(opt.model, opt.preset, opt.type, opt.quick ? 8 : 0, opt.cache_dir,
+                                       opt.engine.threads, model_batch_for(opt.engine));
+  if (!loaded) return fail(loaded.message());
+  const std::string& path = loaded->path;
+  auto* model = &loaded->model;
+  auto* tok = &loaded->tokenizer;
   const ModelConfig& cfg = (*model)->config();
 
   std::string profile = opt.profile;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/chat_prompt.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/units.h"
 #include "engine/engine.h"
@@ -18,11 +19,6 @@
 
 namespace tangram::cli {
 namespace {
-
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");

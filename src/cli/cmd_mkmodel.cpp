@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "cli/vocab_source.h"
 #include "common/units.h"
@@ -11,13 +12,6 @@
 #include "model/synth.h"
 
 namespace tangram::cli {
-namespace {
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
-}  // namespace
-
 int cmd_mkmodel(const MkmodelOptions& opt) {
   auto preset = synth_preset(opt.preset.empty() ? "tiny-llama" : opt.preset);
   if (!preset) return fail(preset.message());

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "compress/profile.h"
@@ -28,11 +29,6 @@
 
 namespace tangram::cli {
 namespace {
-
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
 
 struct Sample {
   std::vector<int32_t> tokens;

@@ -5,21 +5,13 @@
 #include <fmt/format.h>
 
 #include "cli/chat_prompt.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "engine/generator.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram::cli {
-namespace {
-
-int fail(const std::string& msg) {
-  fmt::print(stderr, "error: {}\n", msg);
-  return 1;
-}
-
-}  // namespace
-
 int cmd_run(const RunOptions& opt) {
   auto model = Model::load(opt.model);
   if (!model) return fail(model.message());

@@ -107,33 +107,24 @@ void plan_attention_balanced(const AttentionBatch& batch, int n_threads, Attenti
   std::vector<Tile> tiles;
   std::vector<int64_t> limits;
   double total = 0.0;
-  for (size_t si = 0; si < batch.seqs.size(); ++si) {
-    const auto s = static_cast<int32_t>(si);
-    const AttentionSequence& seq = batch.seqs[si];
-    const auto rows = static_cast<int32_t>(seq.n_rows);
-    for (int32_t hb = 0; hb < batch.n_kv_head;) {
-      int32_t he = hb + 1;
-      while (options.whole_groups && he < batch.n_kv_head && !batch.group_start[batch.at(s, he)]) ++he;
-      for (int32_t r0 = 0; r0 < rows; r0 += tile_rows) {
-        const int32_t r1 = std::min(rows, r0 + tile_rows);
-        Tile t{s, hb, he, r0, r1, limits.size(), 0, 0};
-        int64_t cost = 0;
-        for (int32_t i = hb; i < he; ++i) {
-          const KvHeadView& view = batch.head(s, batch.head_order[batch.at(s, i)]);
-          for (int32_t r = r0; r < r1; ++r) {
-            const int64_t vis = view.visible(seq.pos0 + r);
-            limits.push_back(vis);
-            t.length = std::max(t.length, vis);
-            cost += vis * gq;
-          }
-        }
-        t.limit_end = limits.size();
-        tiles.push_back(t);
-        total += static_cast<double>(cost + overhead);
+  for_each_attention_tile(batch, options.whole_groups, tile_rows,
+                          [&](int32_t s, int32_t hb, int32_t he, int32_t r0, int32_t r1) {
+    const AttentionSequence& seq = batch.seqs[sz(s)];
+    Tile t{s, hb, he, r0, r1, limits.size(), 0, 0};
+    int64_t cost = 0;
+    for (int32_t i = hb; i < he; ++i) {
+      const KvHeadView& view = batch.head(s, batch.head_order[batch.at(s, i)]);
+      for (int32_t r = r0; r < r1; ++r) {
+        const int64_t vis = view.visible(seq.pos0 + r);
+        limits.push_back(vis);
+        t.length = std::max(t.length, vis);
+        cost += vis * gq;
       }
-      hb = he;
     }
-  }
+    t.limit_end = limits.size();
+    tiles.push_back(t);
+    total += static_cast<double>(cost + overhead);
+  });
 
   // Pass 2: the prefix-sum cut. Boundary k sits at k x share on the line of tiles laid end to
   // end (each item costing its entries plus the overhead; every boundary assumed to add one

@@ -241,27 +241,18 @@ void plan_attention(const AttentionBatch& batch, int n_threads, AttentionPlan& p
   };
   std::vector<Tile> tiles;
   int64_t total_cost = 0;
-  for (size_t si = 0; si < batch.seqs.size(); ++si) {
-    const auto s = static_cast<int32_t>(si);
-    const AttentionSequence& seq = batch.seqs[si];
-    const auto rows = static_cast<int32_t>(seq.n_rows);
-    for (int32_t hb = 0; hb < batch.n_kv_head;) {
-      int32_t he = hb + 1;
-      while (options.whole_groups && he < batch.n_kv_head && !batch.group_start[batch.at(s, he)]) ++he;
-      for (int32_t r0 = 0; r0 < rows; r0 += tile_rows) {
-        const int32_t r1 = std::min(rows, r0 + tile_rows);
-        Tile t{s, hb, he, r0, r1, 0, 0};
-        for (int32_t i = hb; i < he; ++i) {
-          const int64_t len = batch.head(s, batch.head_order[batch.at(s, i)]).visible(seq.pos0 + r1 - 1);
-          t.length = std::max(t.length, len);
-          t.cost += len * (r1 - r0) * gq;
-        }
-        tiles.push_back(t);
-        total_cost += t.cost;
-      }
-      hb = he;
+  for_each_attention_tile(batch, options.whole_groups, tile_rows,
+                          [&](int32_t s, int32_t hb, int32_t he, int32_t r0, int32_t r1) {
+    const AttentionSequence& seq = batch.seqs[static_cast<size_t>(s)];
+    Tile t{s, hb, he, r0, r1, 0, 0};
+    for (int32_t i = hb; i < he; ++i) {
+      const int64_t len = batch.head(s, batch.head_order[batch.at(s, i)]).visible(seq.pos0 + r1 - 1);
+      t.length = std::max(t.length, len);
+      t.cost += len * (r1 - r0) * gq;
     }
-  }
+    tiles.push_back(t);
+    total_cost += t.cost;
+  });
   // Pass 2: cut long tiles so that every thread gets about items_per_thread items.
   const int64_t wanted_items = int64_t{std::max(1, n_threads)} * std::max(1, options.items_per_thread);
   const int64_t target_cost = std::max<int64_t>(1, (total_cost + wanted_items - 1) / wanted_items);

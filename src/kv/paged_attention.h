@@ -18,6 +18,7 @@
 // sum, float accumulation), output = sum softmax * v. A query that sees no entry gets zeros.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -115,6 +116,23 @@ struct AttentionPlanOptions {
   int64_t min_chunk_entries = 256;    // never split entries into parts shorter than this
   int items_per_thread = 4;           // aim for about this many items per thread
 };
+
+// Calls fn(seq, head_begin, head_end, row_begin, row_end) for every tile of the batch: per
+// sequence, each head group in head_order (whole_groups; else each KV head), cut into tiles of
+// at most tile_rows query rows. The planners build their items from these tiles.
+template <typename Fn>
+void for_each_attention_tile(const AttentionBatch& batch, bool whole_groups, int32_t tile_rows, Fn&& fn) {
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const auto s = static_cast<int32_t>(si);
+    const auto rows = static_cast<int32_t>(batch.seqs[si].n_rows);
+    for (int32_t hb = 0; hb < batch.n_kv_head;) {
+      int32_t he = hb + 1;
+      while (whole_groups && he < batch.n_kv_head && !batch.group_start[batch.at(s, he)]) ++he;
+      for (int32_t r0 = 0; r0 < rows; r0 += tile_rows) fn(s, hb, he, r0, std::min(rows, r0 + tile_rows));
+      hb = he;
+    }
+  }
+}
 
 // The default split: per sequence, one item per head group (or KV head) and tile of query
 // rows; the entries cut into equal parts (multiples of 32) where that is needed to give each
