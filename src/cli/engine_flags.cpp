@@ -36,6 +36,16 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   c.scorer.name = f.kv_scorer;
   c.scorer.snap_window = f.snap_window;
   c.scorer.snap_kernel = f.snap_kernel;
+  c.scorer.ea_queries = f.ea_queries;
+  c.scorer.ea_future = f.ea_future;
+  c.scorer.ea_epsilon = f.ea_epsilon;
+  c.scorer.ea_covariance = !f.ea_no_covariance;
+  c.scorer.ea_value_norm = !f.ea_no_value_norm;
+  if (f.attention_split == "runtime") s.attention_split = AttentionSplit::Runtime;
+  else if (f.attention_split == "naive") s.attention_split = AttentionSplit::Naive;
+  else if (f.attention_split == "aot") s.attention_split = AttentionSplit::AheadOfTime;
+  else if (f.attention_split != "auto")
+    return make_error("--attention-split must be auto, runtime, naive or aot, not '{}'", f.attention_split);
   TG_TRY(c.validate());
   return o;
 }

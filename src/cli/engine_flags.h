@@ -34,6 +34,12 @@ struct EngineFlags {
   bool kv_first_turn_only = false;
   int snap_window = 32;
   int snap_kernel = 7;
+  int ea_queries = 256;
+  int ea_future = 512;
+  float ea_epsilon = 1e-2f;
+  bool ea_no_covariance = false;
+  bool ea_no_value_norm = false;
+  std::string attention_split = "auto";  // auto | runtime | naive | aot
 };
 
 // Checks and converts the flags (e.g. "--kv-memory 2GiB").

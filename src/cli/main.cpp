@@ -79,6 +79,18 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
       ->check(CLI::PositiveNumber);
   c->add_option("--snap-kernel", e.snap_kernel, "SnapKV pooling kernel (odd)")->capture_default_str()
       ->check(CLI::PositiveNumber);
+  c->add_option("--ea-queries", e.ea_queries, "ExpectedAttention: last prompt queries whose statistics are used")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--ea-future", e.ea_future, "ExpectedAttention: future positions averaged")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--ea-epsilon", e.ea_epsilon, "ExpectedAttention: epsilon added to the expected attention")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_flag("--ea-no-covariance", e.ea_no_covariance, "ExpectedAttention: mean query only");
+  c->add_flag("--ea-no-value-norm", e.ea_no_value_norm, "ExpectedAttention: do not weight by value norms");
+  c->add_option("--attention-split", e.attention_split,
+                "Attention work split across threads: auto (the policy's), runtime (planned every step), "
+                "naive (one item per head group), aot (balanced, planned ahead of time)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "runtime", "naive", "aot"}));
 }
 
 }  // namespace

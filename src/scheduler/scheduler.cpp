@@ -53,8 +53,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
   // The tangram policy splits decode attention ahead of time; the others plan every step.
-  model.set_attention_split(options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
-                                                                            : AttentionSplit::Runtime);
+  model.set_attention_split(options.attention_split.value_or(
+      options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
   if (s->compressor_->scorer().query_source() == QuerySource::Reconstruction)
     s->repeat_prompt_ = tokenizer.encode("\n\nRepeat the previous context exactly.\n", false, false);
   if (options.kv_memory < geometry.page_bytes() * static_cast<size_t>(s->map_->total_groups()))

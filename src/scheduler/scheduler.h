@@ -65,6 +65,9 @@ struct SchedulerOptions {
   size_t max_sessions = 1024;          // session entries remembered
   bool prefault = true;                // touch the arena up front (no page faults later)
   CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
+  // How attention work is split across threads; empty: the policy's (tangram ahead of time,
+  // the others planned every step).
+  std::optional<AttentionSplit> attention_split;
 };
 
 struct SchedulerStats {
