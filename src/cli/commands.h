@@ -114,6 +114,34 @@ struct ClusterOptions {
 // several group sizes, the profile's stability, and the chosen map.
 int cmd_cluster(const ClusterOptions& opt);
 
+struct BenchOptions {
+  std::string model;                 // a GGUF; empty: the generated model of preset/type/layers
+  std::string preset = "qwen3-4b-attn";
+  std::string type = "q8_0";
+  int layers = 8;                    // layers of the generated model (its attention shape is the preset's)
+  std::string cache_dir;
+  std::string workload = "scbench";  // scbench | locomo | sharegpt
+  std::string trace;                 // replay a JSONL trace instead
+  int sessions = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
+  int64_t first_turn_tokens = 0;
+  double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
+  uint64_t seed = 1;
+  std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
+  std::vector<double> ratios{0.25};
+  std::vector<int> group_sizes{4};
+  std::string scorer = "keydiff";
+  std::string profile;               // default: ../shared/profiles/<profile_dir>/<profile_model>/profile_perlayer.json
+  std::string profile_dir = "keydiff";
+  std::string profile_model = "qwen3-4b-instruct-2507";
+  double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
+  bool accuracy = true;
+  bool quick = false;
+  std::string out_dir = "tangram-bench";
+  EngineFlags engine;
+};
+// The multi-turn serving benchmark: every KV policy on the same model, workload and KV memory.
+int cmd_bench(const BenchOptions& opt);
+
 struct BenchKvOptions {
   std::string model;                  // a GGUF; empty: generate from preset/type
   std::string preset = "qwen3-4b-attn";

@@ -171,6 +171,46 @@ int main(int argc, char** argv) {
   c_bb->add_flag("--quick", bb.quick, "8 layers, fewer tokens: a run of well under a minute");
   add_engine_options(c_bb, bb.engine);
 
+  BenchOptions bench;
+  bench.engine.kv_memory = "auto";
+  auto* c_bench = app.add_subcommand(
+      "bench", "Multi-turn serving benchmark: full, uniform, dynamic and tangram KV side by side (the main job)");
+  c_bench->add_option("-m,--model", bench.model, "Benchmark this GGUF instead of the generated default")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--preset", bench.preset, "Attention shape of the generated model")->capture_default_str();
+  c_bench->add_option("--type", bench.type, "Weight type of the generated model")->capture_default_str();
+  c_bench->add_option("--layers", bench.layers, "Layers of the generated model (0: the preset's)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--cache-dir", bench.cache_dir, "Where generated models are kept");
+  c_bench->add_option("--workload", bench.workload, "Preset: scbench (shared long context, follow-up questions), "
+                      "locomo (long chat histories), sharegpt (short chat)")->capture_default_str()
+      ->check(CLI::IsMember({"scbench", "locomo", "sharegpt"}));
+  c_bench->add_option("--trace", bench.trace, "Replay a JSONL trace of conversations (see README)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--sessions", bench.sessions, "Conversations (default: the preset's)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--turns", bench.turns, "Turns per conversation")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--concurrency", bench.concurrency, "Conversations active at once (closed loop)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
+  c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
+      ->delimiter(',');
+  c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
+  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: the real one of the preset's model)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--memory-sessions", bench.memory_sessions,
+                      "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
+  c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
+  c_bench->add_option("-o,--out", bench.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
+  add_engine_options(c_bench, bench.engine);
+
   BenchKvOptions bk;
   bk.engine.kv_memory = "4GiB";
   auto* c_bk = app.add_subcommand(
@@ -292,6 +332,7 @@ int main(int argc, char** argv) {
   if (*c_bb) return cmd_bench_batch(bb);
   if (*c_prof) return cmd_profile(prof);
   if (*c_bk) return cmd_bench_kv(bk);
+  if (*c_bench) return cmd_bench(bench);
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
   if (*c_cl) return cmd_cluster(cl);

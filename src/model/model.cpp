@@ -129,12 +129,22 @@ Status Model::forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool)
 Status Model::paged_attention_step(int layer, ThreadPool& pool) {
   AttentionWorkspace& ws = *attn_ws_;
   TG_TRY(build_attention_batch(layer, attn_items_, ws.batch));
+  // Decode steps (one row per sequence) are where balance matters; their plans are scored.
+  const bool decode = ws.batch.seqs.size() == static_cast<size_t>(std::count_if(
+      ws.batch.seqs.begin(), ws.batch.seqs.end(), [](const AttentionSequence& q) { return q.n_rows == 1; }));
+  auto score = [&](const AttentionPlan& plan) {
+    if (!decode) return;
+    imbalance_sum_ += plan_imbalance(ws.batch, plan, pool.size());
+    ++imbalance_n_;
+  };
   switch (split_) {
     case AttentionSplit::Runtime:
       plan_attention(ws.batch, pool.size(), ws.plan);
+      score(ws.plan);
       return run_attention(ws.batch, ws.plan, pool, ws);
     case AttentionSplit::Naive:
       plan_attention_naive(ws.batch, pool.size(), ws.plan);
+      score(ws.plan);
       return run_attention(ws.batch, ws.plan, pool, ws);
     case AttentionSplit::AheadOfTime: {
       AttentionPlan& plan = layer_plans_[static_cast<size_t>(layer)];
@@ -142,6 +152,7 @@ Status Model::paged_attention_step(int layer, ThreadPool& pool) {
         plan_attention_balanced(ws.batch, pool.size(), plan);
         ++plans_made_;
       }
+      score(plan);
       return run_attention(ws.batch, plan, pool, ws);
     }
   }

@@ -97,6 +97,10 @@ class Model {
   AttentionSplit attention_split() const { return split_; }
   // Plans made since load (AheadOfTime re-plans only when the batch changes).
   int64_t attention_plans() const { return plans_made_; }
+  // Mean predicted load imbalance (slowest thread's work over the mean) of the attention plans
+  // made since the last reset; 1 = perfectly balanced.
+  double attention_imbalance() const { return imbalance_n_ > 0 ? imbalance_sum_ / static_cast<double>(imbalance_n_) : 1.0; }
+  void reset_attention_stats() { imbalance_sum_ = 0; imbalance_n_ = 0; }
 
  private:
   Model() = default;
@@ -139,6 +143,8 @@ class Model {
   std::vector<std::pair<const void*, int64_t>> plan_key_;  // [sequences] (cache, rows)
   int64_t plan_age_ = 0;                              // steps since the plans were made
   int64_t plans_made_ = 0;
+  double imbalance_sum_ = 0;
+  int64_t imbalance_n_ = 0;
 };
 
 }  // namespace tangram

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -38,7 +40,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 TEST(Cli, EveryCommandHasHelp) {
   for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model", "bench-batch",
-                          "profile", "bench-kv"}) {
+                          "profile", "bench-kv", "bench", "cluster"}) {
     const auto r = run_tangram(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_TRUE(contains(r.output, "Usage:")) << cmd << ": " << r.output;
@@ -179,6 +181,45 @@ TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
   r = run_tangram("chat -m '" + model + "' --kv-policy tangram --kv-ratio 0.5 < /dev/null");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "--kv-profile")) << r.output;
+}
+
+// The main benchmark end to end: every policy present, report files written and consistent.
+TEST(Cli, BenchQuickWritesAConsistentReport) {
+  const auto dir = testing::temp_dir();
+  const auto model = (dir / "bench.gguf").string();
+  auto r = run_tangram("mkmodel --preset tiny-qwen3 --ctx 2048 --seed 9 -o '" + model + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto prof = (dir / "bench-profile.json").string();
+  r = run_tangram("profile -m '" + model + "' -n 4 --sample-tokens 128 --turns 1 -o '" + prof + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (dir / "bench-out").string();
+  r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof + "' --sessions 3 --turns 2 "
+                  "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 -o '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "x full")) << r.output;
+  for (const char* f : {"report.json", "report.md", "throughput_vs_ratio.svg", "kv_memory_over_time.svg",
+                        "waste_vs_group_size.svg"})
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / f)) << f;
+  const auto j = nlohmann::json::parse(testing::read_file(std::filesystem::path(out) / "report.json"), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  std::map<std::string, int> policies;
+  int64_t expected_tokens = -1;
+  for (const auto& run : j["runs"]) {
+    ++policies[run["policy"].get<std::string>()];
+    EXPECT_EQ(run["requests"].get<int64_t>(), 6) << run.dump();
+    EXPECT_EQ(run["errors"].get<int64_t>(), 0);
+    // Every policy generates exactly the same number of tokens (ignore_eos, fixed lengths).
+    const auto tokens = run["output_tokens"].get<int64_t>();
+    if (expected_tokens < 0) expected_tokens = tokens;
+    EXPECT_EQ(tokens, expected_tokens);
+    EXPECT_LE(run["cached_tokens"].get<int64_t>(), run["prompt_tokens"].get<int64_t>());
+    EXPECT_GT(run["output_tokens_per_s"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(policies["full"], 1);
+  EXPECT_EQ(policies["uniform"], 2);  // one run per ratio
+  EXPECT_EQ(policies["dynamic"], 2);
+  EXPECT_EQ(policies["tangram"], 2);
+  EXPECT_TRUE(contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
 }
 
 TEST(Cli, MkmodelEmbedsARealVocabulary) {

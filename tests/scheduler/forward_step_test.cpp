@@ -74,8 +74,11 @@ INSTANTIATE_TEST_SUITE_P(Geometries, ForwardStepTest,
                          ::testing::Values(Geometry{16, 4}, Geometry{16, 1}, Geometry{8, 2},
                                            Geometry{1, 1}, Geometry{32, 64}),
                          [](const auto& tinfo) {
-                           return "P" + std::to_string(tinfo.param.page_tokens) + "_G" +
-                                  std::to_string(tinfo.param.group_size);
+                           std::string name = "P";
+                           name += std::to_string(tinfo.param.page_tokens);
+                           name += "_G";
+                           name += std::to_string(tinfo.param.group_size);
+                           return name;
                          });
 
 TEST(ForwardStep, RejectsBadSteps) {
