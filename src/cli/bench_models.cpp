@@ -8,9 +8,18 @@
 #include "gguf/gguf_file.h"
 #include "model/synth.h"
 
+#ifndef TANGRAM_SOURCE_DIR
+#define TANGRAM_SOURCE_DIR "."
+#endif
+
 namespace fs = std::filesystem;
 
 namespace tangram::cli {
+
+fs::path shared_dir() {
+  if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
+  return fs::path(TANGRAM_SOURCE_DIR) / ".." / "shared";
+}
 
 fs::path default_model_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "tangram" / "models";

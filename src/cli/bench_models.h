@@ -12,6 +12,10 @@
 
 namespace tangram::cli {
 
+// ../shared beside the source tree (the team's background material and real profiles), or
+// $TANGRAM_SHARED_DIR.
+std::filesystem::path shared_dir();
+
 // $XDG_CACHE_HOME/tangram/models, else ~/.cache/tangram/models, else a temp folder.
 std::filesystem::path default_model_cache_dir();
 

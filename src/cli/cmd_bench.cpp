@@ -31,19 +31,10 @@
 #include "evaluation/trace.h"
 #include "evaluation/workload.h"
 
-#ifndef TANGRAM_SOURCE_DIR
-#define TANGRAM_SOURCE_DIR "."
-#endif
-
 namespace tangram::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path shared_dir() {
-  if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
-  return fs::path(TANGRAM_SOURCE_DIR) / ".." / "shared";
-}
 
 struct RunRow {
   std::string policy;
@@ -54,32 +45,6 @@ struct RunRow {
   AgreementResult accuracy;
   bool accuracy_measured = false;
 };
-
-// The first n layers of a profile (for a model shortened to n layers).
-Result<RetentionProfile> first_layers(RetentionProfile p, int n) {
-  if (n >= p.n_layers) return p;
-  const auto per = static_cast<size_t>(n) * static_cast<size_t>(p.n_kv_head);
-  const auto full = static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_head);
-  p.median.resize(per);
-  p.p90.resize(per);
-  p.std_dev.resize(per);
-  p.mean.resize(per);
-  auto cut = [&](auto& v) {
-    if (v.empty()) return;
-    std::remove_reference_t<decltype(v)> w;
-    for (int s = 0; s < p.n_samples; ++s)
-      w.insert(w.end(), v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full),
-               v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full + per));
-    v = std::move(w);
-  };
-  cut(p.raw_ratio);
-  cut(p.raw_kept);
-  p.layer_ids.resize(static_cast<size_t>(n));
-  p.n_layers = n;
-  p.n_physical_layers = n;
-  TG_TRY(validate_profile(p));
-  return p;
-}
 
 std::string fmt_s(double s) { return s < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * s) : fmt::format("{:.2f} s", s); }
 
@@ -147,7 +112,7 @@ int cmd_bench(const BenchOptions& in) {
     profile_path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
   auto profile = load_profile(profile_path);
   if (!profile) return fail(fmt::format("{} (pass --profile; `tangram profile` makes one)", profile.message()));
-  auto fitted = first_layers(*profile, cfg.n_layers);
+  auto fitted = profile_first_layers(*profile, cfg.n_layers);
   if (!fitted) return fail(fitted.message());
   if (fitted->n_kv_head != cfg.n_kv_head || fitted->n_layers != cfg.n_layers)
     return fail(fmt::format("the profile {} is for {} layers x {} KV heads, the model has {} x {}", profile_path,
@@ -167,6 +132,10 @@ int cmd_bench(const BenchOptions& in) {
     base.kv_memory = fmt::format("{}", static_cast<uint64_t>(bytes));
   }
   base.kv_scorer = opt.scorer;
+  // Compression points every quarter of the first message (as the reference's 8192-token chunks
+  // are to its ~25k-token prompts), so tangram's admitted peak is a fraction of the prompt.
+  if (base.kv_chunk <= 0)
+    base.kv_chunk = std::max<int64_t>(2 * base.kv_window + 1, (spec.first_turn_tokens / 4 + 63) / 64 * 64);
   base.max_running = std::max(base.max_running, spec.concurrency);
 
   // --- runs ---

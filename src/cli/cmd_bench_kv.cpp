@@ -27,46 +27,18 @@
 #include "scheduler/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
-#ifndef TANGRAM_SOURCE_DIR
-#define TANGRAM_SOURCE_DIR "."
-#endif
-
 namespace tangram::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-fs::path shared_dir() {
-  if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
-  return fs::path(TANGRAM_SOURCE_DIR) / ".." / "shared";
-}
-
-// The first n_layers layers of a profile (for the shortened --quick model).
+// The first n_layers layers of a profile (for a shortened model), saved next to the others.
 Result<std::string> sliced_profile(const std::string& path, int n_layers, const std::string& out) {
   TG_ASSIGN(RetentionProfile p, load_profile(path));
   if (n_layers >= p.n_layers) return path;
-  const auto per = static_cast<size_t>(n_layers) * static_cast<size_t>(p.n_kv_head);
-  const auto full = static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_head);
-  auto cut = [&](auto& v) { v.resize(per); };
-  cut(p.median);
-  cut(p.p90);
-  cut(p.std_dev);
-  cut(p.mean);
-  auto cut_samples = [&](auto& v) {
-    if (v.empty()) return;
-    std::remove_reference_t<decltype(v)> w;
-    for (int s = 0; s < p.n_samples; ++s)
-      w.insert(w.end(), v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full),
-               v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full + per));
-    v = std::move(w);
-  };
-  cut_samples(p.raw_ratio);
-  cut_samples(p.raw_kept);
-  p.layer_ids.resize(static_cast<size_t>(n_layers));
-  p.n_layers = n_layers;
-  p.n_physical_layers = n_layers;
-  TG_TRY(save_profile(p, out));
+  TG_ASSIGN(RetentionProfile cut, profile_first_layers(std::move(p), n_layers));
+  TG_TRY(save_profile(cut, out));
   return out;
 }
 

@@ -67,8 +67,8 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
   c->add_option("--kv-sink", e.kv_sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--kv-window", e.kv_window, "Most recent tokens always kept")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  c->add_option("--kv-chunk", e.kv_chunk, "Long prompts are compressed every this many tokens")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--kv-chunk", e.kv_chunk, "Long prompts are compressed every this many tokens (bench: 0 = auto)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--kv-profile", e.kv_profile, "Per-head retention profile (tangram policy; `tangram profile` makes one)")
       ->check(CLI::ExistingFile);
   c->add_option("--kv-cluster-map", e.kv_cluster_map, "Head-group map (default: cluster the profile; `tangram cluster`)")
@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
 
   BenchOptions bench;
   bench.engine.kv_memory = "auto";
+  bench.engine.kv_chunk = 0;  // auto: a quarter of the first message
   auto* c_bench = app.add_subcommand(
       "bench", "Multi-turn serving benchmark: full, uniform, dynamic and tangram KV side by side (the main job)");
   c_bench->add_option("-m,--model", bench.model, "Benchmark this GGUF instead of the generated default")

@@ -266,6 +266,30 @@ ProfileStability profile_stability(const RetentionProfile& p) {
   return st;
 }
 
+Result<RetentionProfile> profile_first_layers(RetentionProfile p, int n) {
+  if (n < 1) return make_error("a profile needs at least one layer");
+  if (n >= p.n_layers) return p;
+  const auto per = static_cast<size_t>(n) * static_cast<size_t>(p.n_kv_head);
+  const auto full = static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_head);
+  for (auto* v : {&p.median, &p.p90, &p.std_dev, &p.mean})
+    if (v->size() >= per) v->resize(per);
+  auto cut = [&](auto& v) {
+    if (v.size() < static_cast<size_t>(p.n_samples) * full) return;
+    std::remove_reference_t<decltype(v)> w;
+    for (int s = 0; s < p.n_samples; ++s)
+      w.insert(w.end(), v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full),
+               v.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * full + per));
+    v = std::move(w);
+  };
+  cut(p.raw_ratio);
+  cut(p.raw_kept);
+  p.layer_ids.resize(static_cast<size_t>(n));
+  p.n_layers = n;
+  p.n_physical_layers = n;
+  TG_TRY(validate_profile(p));
+  return p;
+}
+
 std::vector<float> budget_fractions(const RetentionProfile& p, double ratio, double alpha) {
   const size_t heads = p.median.size();
   const bool have_mean = p.mean.size() == heads;

@@ -90,6 +90,10 @@ struct ProfileStability {
 };
 ProfileStability profile_stability(const RetentionProfile& p);
 
+// The profile of its first n layers (for a model shortened to n layers); unchanged when n is
+// at least its layer count.
+Result<RetentionProfile> profile_first_layers(RetentionProfile p, int n);
+
 // Deterministic per-head budget fractions [L][H] (digest §3.4, the paper's Budget Reservation):
 //   b_h = clip((mu_h + alpha·sigma_h) · ratio / base_ratio, 0, 1)
 // with mu_h the mean and sigma_h the std of the head's context-only retention. At

@@ -201,6 +201,53 @@ int64_t Scheduler::admission_target(const Sequence& s, int64_t chunk) const {
   return static_cast<int64_t>(s.tokens.size());
 }
 
+int64_t Scheduler::committed_pages(const Sequence& s) const {
+  const CompressionOptions& co = compressor_->options();
+  if (co.policy != KvPolicy::Tangram || !co.compresses() || !s.cache) return -1;
+  const HeadGroupMap& map = *map_;
+  const int H = model_.config().n_kv_head;
+  const int64_t P = options_.page_tokens;
+  // Pages of every group holding `entries(group)` entries.
+  auto pages = [&](const auto& entries) {
+    int64_t n = 0;
+    for (int g = 0; g < map.total_groups(); ++g) n += (entries(g) + P - 1) / P;
+    return n;
+  };
+  auto group_len = [&](const std::vector<int64_t>& per_head, int g) {
+    int64_t longest = 0;
+    int layer = 0;
+    while (layer + 1 < map.n_layers() && map.flat_group(layer + 1, 0) <= g) ++layer;
+    for (int h : map.members(g)) longest = std::max(longest, per_head[static_cast<size_t>(layer * H + h)]);
+    return longest;
+  };
+  std::vector<int64_t> now(static_cast<size_t>(map.n_layers()) * static_cast<size_t>(H));
+  for (int l = 0; l < map.n_layers(); ++l)
+    for (int h = 0; h < H; ++h) now[static_cast<size_t>(l * H + h)] = s.cache->length(l, h);
+  const int64_t pos = s.cache->n_positions();
+  const auto end = static_cast<int64_t>(s.tokens.size());
+  int64_t peak = s.cache->pages_held();
+  // Prefill intervals: the first grows what the cache holds now, later ones the compressed length.
+  if (next_compression_point(s) >= 0) {
+    for (int64_t p = s.compress_base, first = 1; p < end; first = 0) {
+      const int64_t next = std::min(end, p + co.chunk);
+      const int64_t added = next - std::max(p, pos);
+      if (added > 0) {
+        const std::vector<int64_t> base = first ? now : compressor_->target_lengths(p);
+        peak = std::max(peak, pages([&](int g) { return group_len(base, g) + added; }));
+      }
+      p = next;
+    }
+  }
+  // After the prompt: the compressed prompt plus every token the request may still generate.
+  const int64_t max_new = s.request.params.max_tokens > 0
+                              ? s.request.params.max_tokens - static_cast<int64_t>(s.result.tokens.size())
+                              : context_ - end;
+  const std::vector<int64_t> after = next_compression_point(s) >= 0 ? compressor_->target_lengths(end) : now;
+  const int64_t grow = std::max<int64_t>(0, max_new) + (next_compression_point(s) >= 0 ? 0 : end - pos);
+  peak = std::max(peak, pages([&](int g) { return group_len(after, g) + grow; }));
+  return peak;
+}
+
 void Scheduler::prepare_capture(Sequence& s, int64_t chunk) {
   const int64_t point = next_compression_point(s);
   if (point < 0 || compressor_->scorer().query_source() != QuerySource::Observation) {
@@ -453,7 +500,16 @@ int64_t Scheduler::step() {
     if (const int64_t point = next_compression_point(s); point > s.cache->n_positions())
       chunk = std::min(chunk, point - s.cache->n_positions());
     const int64_t target = admission_target(s, chunk);
-    const int64_t need = s.cache->pages_needed(target) + (running_.empty() ? 0 : watermark);
+    int64_t need = s.cache->pages_needed(target) + (running_.empty() ? 0 : watermark);
+    if (const int64_t commit = committed_pages(s); commit >= 0) {
+      // Deterministic admission: the request's whole closed-form footprint must fit beside
+      // what the running requests are already committed to, so none of them is preempted later.
+      int64_t outstanding = 0;
+      for (const auto& r : running_)
+        if (const int64_t c = committed_pages(*r); c >= 0) outstanding += std::max<int64_t>(0, c - r->cache->pages_held());
+      need = std::max(need, outstanding + commit - s.cache->pages_held());
+      if (commit - s.cache->pages_held() > pool_->total_pages()) need = s.cache->pages_needed(target);  // never fits whole: fall back
+    }
     if (!make_room(need, nullptr, /*may_preempt=*/false)) {
       // Not now: the cache goes back where it came from, the request keeps its place.
       Session* ses = s.session_id.empty() ? nullptr : sessions_.find(s.session_id);

@@ -188,6 +188,10 @@ class Scheduler {
   // to the first compression point), the other compressing policies the whole uncompressed
   // prompt (as the reference does), full KV its first chunk.
   int64_t admission_target(const Sequence& s, int64_t chunk) const;
+  // Tangram: the most pages s can hold from now until its request ends, in closed form from
+  // its lengths and the deterministic budgets (every prefill interval's uncompressed peak, then
+  // the compressed prompt plus every token it may generate). -1 for the other policies.
+  int64_t committed_pages(const Sequence& s) const;
   // Sets s's query capture for the step (a range that may span steps).
   void prepare_capture(Sequence& s, int64_t chunk);
   // Compresses s's cache at a compression point; records the report.
