@@ -96,11 +96,8 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
     // Every member of a group keeps the group's (largest) budget: its pages are sized for it.
     c->group_fraction_.assign(c->fractions_.size(), 0.0f);
     for (int g = 0; g < c->map_->total_groups(); ++g) {
-      float most = 0.0f;
-      int layer = 0;
-      for (int l = 0; l < L; ++l)
-        if (g >= c->map_->flat_group(l, 0) && g < c->map_->flat_group(l, 0) + c->map_->n_groups(l)) layer = l;
-      for (int h : c->map_->members(g)) most = std::max(most, c->fractions_[static_cast<size_t>(layer * H + h)]);
+      const float most = c->map_->group_max(g, std::span<const float>(c->fractions_));
+      const int layer = c->map_->layer_of(g);
       for (int h : c->map_->members(g)) c->group_fraction_[static_cast<size_t>(layer * H + h)] = most;
     }
   } else {
@@ -152,13 +149,8 @@ int64_t Compressor::predicted_pages(int64_t total, int page_tokens) const {
   const std::vector<int64_t> len = target_lengths(total);
   if (len.empty()) return -1;
   int64_t pages = 0;
-  const int H = config_.n_kv_head;
   for (int g = 0; g < map_->total_groups(); ++g) {
-    int layer = 0;
-    for (int l = 0; l < config_.n_layers; ++l)
-      if (g >= map_->flat_group(l, 0)) layer = l;
-    int64_t longest = 0;
-    for (int h : map_->members(g)) longest = std::max(longest, len[static_cast<size_t>(layer * H + h)]);
+    const int64_t longest = map_->group_max(g, std::span<const int64_t>(len));
     pages += (longest + page_tokens - 1) / page_tokens;
   }
   return pages;

@@ -6,6 +6,8 @@
 // and in each the KV heads in column order. Groups never span layers.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -31,6 +33,20 @@ class HeadGroupMap {
     return layer_first_group_[static_cast<size_t>(layer) + 1] - layer_first_group_[static_cast<size_t>(layer)];
   }
   int total_groups() const { return layer_first_group_.back(); }
+  // Layer of a flat group.
+  int layer_of(int flat_group) const {
+    return static_cast<int>(std::upper_bound(layer_first_group_.begin(), layer_first_group_.end(), flat_group) -
+                            layer_first_group_.begin()) - 1;
+  }
+  // Largest value, over a flat group's members, of a per-head array [n_layers][n_kv_head] (the
+  // length a group's pages must hold when each head needs its own value).
+  template <typename T>
+  T group_max(int flat_group, std::span<const T> per_head) const {
+    const size_t base = static_cast<size_t>(layer_of(flat_group)) * static_cast<size_t>(n_kv_head_);
+    T most{};
+    for (int h : members(flat_group)) most = std::max(most, per_head[base + static_cast<size_t>(h)]);
+    return most;
+  }
   // Index of (layer, group) among all groups, layer-major: 0 .. total_groups()-1.
   int flat_group(int layer, int group) const {
     return layer_first_group_[static_cast<size_t>(layer)] + group;

@@ -214,11 +214,7 @@ int64_t Scheduler::committed_pages(const Sequence& s) const {
     return n;
   };
   auto group_len = [&](const std::vector<int64_t>& per_head, int g) {
-    int64_t longest = 0;
-    int layer = 0;
-    while (layer + 1 < map.n_layers() && map.flat_group(layer + 1, 0) <= g) ++layer;
-    for (int h : map.members(g)) longest = std::max(longest, per_head[static_cast<size_t>(layer * H + h)]);
-    return longest;
+    return map.group_max(g, std::span<const int64_t>(per_head));
   };
   std::vector<int64_t> now(static_cast<size_t>(map.n_layers()) * static_cast<size_t>(H));
   for (int l = 0; l < map.n_layers(); ++l)
