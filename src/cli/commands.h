@@ -52,6 +52,27 @@ struct ChatOptions {
   EngineFlags engine;
   bool quiet = false;         // no per-turn statistics
 };
+struct ServeOptions {
+  std::string model;
+  std::string chat_template;  // override: a builtin name or a Jinja file
+  std::string model_name;     // id in /v1/models ("" = the file's name without .gguf)
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;   // one key per line ('#' comments)
+  int max_queue = 64;
+  int http_threads = 0;
+  std::string max_body = "8MiB";
+  int read_timeout_s = 10;
+  int write_timeout_s = 30;
+  size_t max_conversations = 10000;
+  std::string log_level = "info";
+  SamplingParams sampling;    // defaults of requests that set nothing
+  EngineFlags engine;
+};
+// The OpenAI-compatible HTTP server (runs until SIGINT or SIGTERM).
+int cmd_serve(const ServeOptions& opt);
+
 // Interactive multi-turn chat on stdin/stdout; every turn reuses the conversation's resident
 // KV, so only the new message is prefilled.
 int cmd_chat(const ChatOptions& opt);

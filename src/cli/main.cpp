@@ -151,6 +151,39 @@ int main(int argc, char** argv) {
   add_engine_options(c_chat, chat.engine);
   add_sampling_options(c_chat, chat.sampling);
 
+  ServeOptions serve;
+  serve.sampling.temperature = 1.0f;  // OpenAI's default
+  serve.sampling.top_p = 1.0f;
+  serve.engine.max_running = 16;
+  auto* c_serve = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server: chat and completions with streaming, multi-turn KV reuse, metrics");
+  c_serve->add_option("-m,--model", serve.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_serve->add_option("--chat-template", serve.chat_template,
+                      "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_serve->add_option("--model-name", serve.model_name, "Model id in /v1/models (default: the file's name)");
+  c_serve->add_option("--host", serve.host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  c_serve->add_option("--port", serve.port, "Port; 0 picks a free one (printed)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  c_serve->add_option("--api-key", serve.api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  c_serve->add_option("--api-key-file", serve.api_key_file, "File of API keys, one per line")
+      ->check(CLI::ExistingFile);
+  c_serve->add_option("--max-queue", serve.max_queue, "Requests that may wait beyond the running ones; more get 429")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_serve->add_option("--http-threads", serve.http_threads,
+                      "Connection workers (0: max running + max queue + 16); each open stream holds one")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_serve->add_option("--max-body", serve.max_body, "Largest request body")->capture_default_str();
+  c_serve->add_option("--read-timeout", serve.read_timeout_s, "Seconds a request's headers or body may stall")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  c_serve->add_option("--write-timeout", serve.write_timeout_s, "Seconds a write to a client may stall")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  c_serve->add_option("--max-conversations", serve.max_conversations,
+                      "Conversation records kept for reuse (least recently used dropped)")->capture_default_str();
+  c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  add_engine_options(c_serve, serve.engine);
+  add_sampling_options(c_serve, serve.sampling);
+
   BenchBatchOptions bb;
   bb.engine.kv_memory = "auto";  // sized for every sequence of the largest concurrency
   auto* c_bb = app.add_subcommand(
@@ -330,6 +363,7 @@ int main(int argc, char** argv) {
   if (*c_tok) return cmd_tokenize(tok);
   if (*c_run) return cmd_run(run);
   if (*c_chat) return cmd_chat(chat);
+  if (*c_serve) return cmd_serve(serve);
   if (*c_bb) return cmd_bench_batch(bb);
   if (*c_prof) return cmd_profile(prof);
   if (*c_bk) return cmd_bench_kv(bk);

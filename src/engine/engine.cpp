@@ -82,27 +82,39 @@ void Engine::wait_idle() {
 }
 
 void Engine::evict_idle_sessions() {
+  run_on_worker([](Scheduler& s) { s.evict_idle_sessions(); });
+}
+
+bool Engine::drop_session(const std::string& id) {
+  bool dropped = false;
+  run_on_worker([&](Scheduler& s) { dropped = s.drop_session(id); });
+  return dropped;
+}
+
+bool Engine::run_on_worker(std::function<void(Scheduler&)> task) {
   std::unique_lock lock(mu_);
-  const uint64_t target = evictions_done_ + 1;
-  evict_requested_ = true;
+  if (stop_) return false;
+  tasks_.push_back(std::move(task));
+  const uint64_t target = ++tasks_queued_;
   wake_.notify_all();
-  evicted_.wait(lock, [&] { return evictions_done_ >= target || stop_; });
+  tasks_ran_.wait(lock, [&] { return tasks_done_ >= target || stop_; });
+  return tasks_done_ >= target;
 }
 
 void Engine::loop() {
   std::vector<std::pair<RequestId, Request>> inbox;
   std::vector<RequestId> cancels;
   for (;;) {
-    bool evict = false;
+    std::vector<std::function<void(Scheduler&)>> tasks;
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [&] {
-        return stop_ || !inbox_.empty() || !cancels_.empty() || evict_requested_ || !scheduler_->idle();
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !scheduler_->idle();
       });
       inbox.swap(inbox_);
       cancels.swap(cancels_);
-      evict = std::exchange(evict_requested_, false);
+      tasks.swap(tasks_);
       stopping = stop_;
     }
     for (auto& [id, req] : inbox) {
@@ -119,14 +131,20 @@ void Engine::loop() {
     inbox.clear();
     for (RequestId id : cancels) scheduler_->cancel(id);
     cancels.clear();
-    if (evict) scheduler_->evict_idle_sessions();
+    for (auto& task : tasks) task(*scheduler_);
+    if (!tasks.empty()) {
+      std::lock_guard lock(mu_);
+      tasks_done_ += tasks.size();
+      stats_ = scheduler_->stats();
+      tasks_ran_.notify_all();
+    }
+    tasks.clear();
     if (stopping) {
       // Every request still pending gets its on_finish (Cancelled) before the engine goes.
       scheduler_->cancel_all();
       std::lock_guard lock(mu_);
       stats_ = scheduler_->stats();
-      ++evictions_done_;
-      evicted_.notify_all();
+      tasks_ran_.notify_all();  // queued tasks are dropped: their callers see stop_
       idle_now_ = true;
       idle_.notify_all();
       return;
@@ -136,10 +154,6 @@ void Engine::loop() {
     stats_ = scheduler_->stats();
     idle_now_ = scheduler_->idle() && inbox_.empty();
     if (idle_now_) idle_.notify_all();
-    if (evict) {
-      ++evictions_done_;
-      evicted_.notify_all();
-    }
   }
 }
 

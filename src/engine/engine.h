@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <string>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,8 +63,16 @@ class Engine {
   void wait_idle();
   // Frees idle session caches (runs on the worker; returns once done).
   void evict_idle_sessions();
+  // Runs `task` on the worker thread between two steps, with exclusive use of the scheduler,
+  // and returns once it has run (or at once, without running it, if the engine is stopping).
+  // For admin work the scheduler is not thread-safe for: dropping a session, inspecting one.
+  // Returns false if the task did not run.
+  bool run_on_worker(std::function<void(Scheduler&)> task);
+  // Drops a session and frees its cache; false if unknown or busy (a request of it is pending).
+  bool drop_session(const std::string& id);
   const SchedulerOptions& options() const { return scheduler_->options(); }
   int threads() const { return pool_.size(); }
+  int64_t context() const { return scheduler_->context(); }  // tokens a sequence may hold
 
  private:
   Engine(int threads) : pool_(threads) {}
@@ -76,9 +86,10 @@ class Engine {
   std::condition_variable wake_;
   std::vector<std::pair<RequestId, Request>> inbox_;
   std::vector<RequestId> cancels_;
-  bool evict_requested_ = false;
-  uint64_t evictions_done_ = 0;
-  std::condition_variable evicted_;
+  std::vector<std::function<void(Scheduler&)>> tasks_;
+  uint64_t tasks_queued_ = 0;
+  uint64_t tasks_done_ = 0;
+  std::condition_variable tasks_ran_;
   std::condition_variable idle_;
   bool idle_now_ = true;  // inbox empty, scheduler idle, snapshot current
   bool stop_ = false;

@@ -140,7 +140,8 @@ PoolStats BlockPool::stats() const {
   s.free_pages = free_pages();
   s.used_pages = used_pages();
   s.page_bytes = page_bytes_;
-  s.allocated_slots = s.used_pages * geometry_.slots_per_page();
+  s.slots_per_page = geometry_.slots_per_page();
+  s.allocated_slots = s.used_pages * s.slots_per_page;
   s.used_slots = used_slots_.load(std::memory_order_relaxed);
   s.wasted_slots = s.allocated_slots - s.used_slots;
   return s;

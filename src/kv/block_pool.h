@@ -64,6 +64,7 @@ struct PoolStats {
   int64_t free_pages = 0;
   size_t page_bytes = 0;
   // One slot = one token of one KV head (its key and value row).
+  int64_t slots_per_page = 0;   // P * G
   int64_t allocated_slots = 0;  // used_pages * P * G
   int64_t used_slots = 0;       // entries actually stored by the caches
   int64_t wasted_slots = 0;     // allocated but holding nothing (partial pages, short heads)

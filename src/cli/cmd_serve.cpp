@@ -1,0 +1,123 @@
+// `tangram serve`: loads a model, starts the engine and the OpenAI-compatible HTTP server, and
+// serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it
+// accepts connections (scripts wait for that line; with --port 0 it gives the port chosen).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <pthread.h>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/chat_prompt.h"
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "common/units.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram::cli {
+namespace {
+
+Result<std::vector<std::string>> read_key_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error("cannot read the API key file {}", path);
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    const auto b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#') continue;
+    keys.push_back(line.substr(b));
+  }
+  if (keys.empty()) return make_error("the API key file {} holds no key", path);
+  return keys;
+}
+
+}  // namespace
+
+int cmd_serve(const ServeOptions& opt) {
+  server::ServerOptions so;
+  so.host = opt.host;
+  so.port = opt.port;
+  so.api_keys = opt.api_keys;
+  if (!opt.api_key_file.empty()) {
+    auto keys = read_key_file(opt.api_key_file);
+    if (!keys) return fail(keys.message());
+    so.api_keys.insert(so.api_keys.end(), keys->begin(), keys->end());
+  }
+  auto body = parse_bytes(opt.max_body);
+  if (!body) return fail("--max-body: " + body.message());
+  so.max_body_bytes = static_cast<size_t>(*body);
+  so.max_queue = opt.max_queue;
+  so.http_threads = opt.http_threads;
+  so.read_timeout_s = opt.read_timeout_s;
+  so.write_timeout_s = opt.write_timeout_s;
+  so.max_conversations = opt.max_conversations;
+  auto level = server::parse_log_level(opt.log_level);
+  if (!level) return fail(level.message());
+  so.log_level = *level;
+  so.defaults = opt.sampling;
+  if (Status st = so.defaults.validate(); !st.ok()) return fail(st.message());
+  so.model_name = opt.model_name.empty() ? std::filesystem::path(opt.model).stem().string() : opt.model_name;
+
+  auto engine_opts = to_engine_options(opt.engine);
+  if (!engine_opts) return fail(engine_opts.message());
+  ModelOptions mo;
+  mo.max_batch = model_batch_for(opt.engine);
+  auto model = Model::load(opt.model, mo);
+  if (!model) return fail(model.message());
+  auto tok = Tokenizer::from_gguf((*model)->gguf());
+  if (!tok) return fail(tok.message());
+  auto tmpl = pick_chat_template(opt.chat_template, **tok);
+  if (!tmpl) return fail(tmpl.message());
+
+  // Signals go to one thread that waits for them; every other thread (engine, HTTP workers)
+  // inherits the blocked mask, so Ctrl-C never interrupts a step half-way.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-write is an error value, not a crash
+
+  auto engine = Engine::create(**model, **tok, *engine_opts);
+  if (!engine) return fail(engine.message());
+  auto server = server::HttpServer::create(**engine, **tok, std::move(*tmpl), so);
+  if (!server) return fail(server.message());
+  auto port = (*server)->bind();
+  if (!port) return fail(port.message());
+
+  const SchedulerOptions& sched = (*engine)->options();
+  const SchedulerStats st = (*engine)->stats();
+  fmt::print(stderr,
+             "tangram serve: {} as '{}' | {} threads | context {} | KV memory {} ({} pages), policy {} | up to {} "
+             "running + {} queued | {}\n",
+             opt.model, so.model_name, (*engine)->threads(), (*engine)->context(),
+             format_bytes(static_cast<double>(sched.kv_memory)), st.pool.total_pages,
+             kv_policy_name(sched.compression.policy), sched.max_running, so.max_queue,
+             so.api_keys.empty() ? "no API key (anyone who can connect may use it)"
+                                 : fmt::format("{} API key(s)", so.api_keys.size()));
+  fmt::print("listening on http://{}:{}\n", so.host, *port);
+  std::fflush(stdout);
+
+  server::HttpServer* raw = server->get();
+  std::thread signal_waiter([raw, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    fmt::print(stderr, "tangram serve: {} received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    raw->stop();
+  });
+  Status served = (*server)->serve();
+  // serve() returned: either stop() ran (the waiter is done) or listening failed; wake the waiter.
+  pthread_kill(signal_waiter.native_handle(), SIGTERM);
+  signal_waiter.join();
+  server->reset();  // cancels and waits for this server's pending requests
+  if (!served.ok()) return fail(served.message());
+  return 0;
+}
+
+}  // namespace tangram::cli

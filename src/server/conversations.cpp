@@ -1,0 +1,160 @@
+#include "server/conversations.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "server/openai_response.h"
+
+namespace tangram::server {
+namespace {
+
+int64_t now_unix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool starts_with(const std::vector<int32_t>& v, const std::vector<int32_t>& prefix) {
+  return prefix.size() <= v.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
+}
+
+ApiError not_available(const std::string& id) {
+  // The same answer whether the id is unknown-but-taken or another key's: nothing leaks.
+  return ApiError{404, fmt::format("session '{}' is not available to this API key; use another id", id),
+                  "invalid_request_error", "session_id", "session_not_found", 0};
+}
+
+}  // namespace
+
+Conversations::Entry* Conversations::find_owned(const std::string& owner, const std::string& id) {
+  auto it = entries_.find(id);
+  return it == entries_.end() || it->second.owner != owner ? nullptr : &it->second;
+}
+
+void Conversations::touch(Entry& e) {
+  e.last_used = now_unix();
+  lru_.splice(lru_.end(), lru_, e.lru);
+}
+
+Conversations::Entry& Conversations::create(const std::string& owner, const std::string& id) {
+  while (entries_.size() >= max_ && !lru_.empty()) {
+    entries_.erase(lru_.front());
+    lru_.pop_front();
+  }
+  Entry& e = entries_[id];
+  e.owner = owner;
+  e.created = e.last_used = now_unix();
+  e.lru = lru_.insert(lru_.end(), id);
+  return e;
+}
+
+std::optional<ApiError> Conversations::pick(const std::string& owner, const std::string& requested_id,
+                                            ResolvedPrompt& out, Entry*& entry) {
+  if (requested_id.empty()) return std::nullopt;
+  auto it = entries_.find(requested_id);
+  if (it != entries_.end() && it->second.owner != owner) return not_available(requested_id);
+  if (it == entries_.end()) {
+    entry = &create(owner, requested_id);
+    out.created = true;
+  } else {
+    entry = &it->second;
+  }
+  out.public_id = requested_id;
+  return std::nullopt;
+}
+
+std::optional<ApiError> Conversations::resolve_text(const std::string& owner, const std::string& requested_id,
+                                                    const std::string& text, bool add_special,
+                                                    const Tokenizer& tok, ResolvedPrompt& out) {
+  std::vector<int32_t> canonical = tok.encode(text, add_special, /*parse_special=*/true);
+  std::lock_guard lock(mu_);
+  Entry* entry = nullptr;
+  if (auto e = pick(owner, requested_id, out, entry)) return e;
+  if (entry == nullptr) {
+    // No id: the caller's conversation with the longest history text that this prompt extends.
+    size_t best = 0;
+    for (auto& [id, e] : entries_) {
+      if (e.owner != owner || e.text.empty() || e.text.size() <= best) continue;
+      if (text.compare(0, e.text.size(), e.text) == 0) {
+        best = e.text.size();
+        entry = &e;
+        out.public_id = id;
+      }
+    }
+    if (entry == nullptr) {
+      out.public_id = random_id("conv-");
+      entry = &create(owner, out.public_id);
+      out.created = true;
+    }
+  }
+  out.engine_session = engine_key(owner, out.public_id);
+  const bool extends = !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
+  if (extends && !starts_with(canonical, entry->tokens)) {
+    out.tokens = entry->tokens;
+    const std::vector<int32_t> rest =
+        tok.encode(std::string_view(text).substr(entry->text.size()), /*add_special=*/false, /*parse_special=*/true);
+    out.tokens.insert(out.tokens.end(), rest.begin(), rest.end());
+    out.spliced = true;
+  } else {
+    out.tokens = std::move(canonical);
+  }
+  touch(*entry);
+  return std::nullopt;
+}
+
+std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner, const std::string& requested_id,
+                                                      std::vector<int32_t> tokens, ResolvedPrompt& out) {
+  std::lock_guard lock(mu_);
+  Entry* entry = nullptr;
+  if (auto e = pick(owner, requested_id, out, entry)) return e;
+  if (entry == nullptr) {
+    size_t best = 0;
+    for (auto& [id, e] : entries_) {
+      if (e.owner != owner || e.tokens.size() <= best || !starts_with(tokens, e.tokens)) continue;
+      best = e.tokens.size();
+      entry = &e;
+      out.public_id = id;
+    }
+    if (entry == nullptr) {
+      out.public_id = random_id("conv-");
+      entry = &create(owner, out.public_id);
+      out.created = true;
+    }
+  }
+  out.engine_session = engine_key(owner, out.public_id);
+  out.tokens = std::move(tokens);
+  touch(*entry);
+  return std::nullopt;
+}
+
+void Conversations::record(const std::string& owner, const std::string& public_id, std::string text,
+                           std::vector<int32_t> tokens) {
+  std::lock_guard lock(mu_);
+  Entry* e = find_owned(owner, public_id);
+  if (e == nullptr) return;  // dropped meanwhile
+  e->text = std::move(text);
+  e->tokens = std::move(tokens);
+  ++e->turns;
+  touch(*e);
+}
+
+std::vector<ConversationInfo> Conversations::list(const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  std::vector<ConversationInfo> out;
+  for (const auto& [id, e] : entries_) {
+    if (e.owner != owner) continue;
+    out.push_back({id, e.turns, static_cast<int64_t>(e.tokens.size()), e.created, e.last_used});
+  }
+  return out;
+}
+
+std::optional<std::string> Conversations::erase(const std::string& owner, const std::string& public_id) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(public_id);
+  if (it == entries_.end() || it->second.owner != owner) return std::nullopt;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+  return engine_key(owner, public_id);
+}
+
+}  // namespace tangram::server

@@ -1,0 +1,587 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "server/chat_page.h"
+#include "server/conversations.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/server_metrics.h"
+
+namespace tangram::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::ordered_json;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What the engine's callbacks (on its worker thread) hand to the HTTP thread of one request.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;  // text produced and not yet sent
+  int64_t tokens = 0;
+  std::optional<RequestResult> result;
+  Clock::time_point received;
+  Clock::time_point first_token;
+  Clock::time_point last_token;
+};
+
+// One generation request as the handlers see it, from parsing to the response.
+struct Generation {
+  bool chat = true;
+  std::string request_id;
+  std::string owner;
+  std::string model;
+  std::string history_text;  // the prompt's text ("" for token prompts): recorded with the reply
+  ResolvedPrompt prompt;
+  GenerationFields fields;
+  std::string echo_prefix;   // completions with echo: the prompt text
+};
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = static_cast<unsigned char>(diff | (a[i] ^ b[i]));
+  return diff == 0;
+}
+
+std::string route_label(const std::string& path) {
+  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/sessions",
+                                        "/health", "/ready", "/metrics", "/"};
+  for (const char* r : kRoutes)
+    if (path == r) return r;
+  if (path.rfind("/v1/sessions/", 0) == 0) return "/v1/sessions/{id}";
+  return "other";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Engine& engine;
+  const Tokenizer& tok;
+  ChatTemplate tmpl;
+  ServerOptions opt;
+  RequestDefaults defaults;
+  httplib::Server http;
+  Conversations conversations;
+  ServerMetrics metrics;
+  AccessLog log;
+  std::atomic<int64_t> pending{0};  // generation requests submitted and not finished
+  std::atomic<bool> ready{false};
+  std::atomic<double> recent_e2e_s{1.0};  // moving mean, for Retry-After
+  int port = 0;
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
+  std::set<RequestId> inflight;  // engine ids of this server's pending requests
+
+  Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
+      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations),
+        log(opt.log_level) {
+    defaults.params = opt.defaults;
+    defaults.vocab_size = tok.n_vocab();
+  }
+
+  // ---- plumbing ----------------------------------------------------------------------------
+
+  void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    res.set_content(dump_json(error_json(e)), "application/json");
+  }
+
+  void send_json(httplib::Response& res, const ordered_json& j) { res.set_content(dump_json(j), "application/json"); }
+
+  // The caller's identity: "k<i>" for the i-th API key, "local" without authentication.
+  std::optional<std::string> owner_of(const httplib::Request& req) const {
+    if (opt.api_keys.empty()) return std::string("local");
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    const std::string key = auth.substr(prefix.size());
+    for (size_t i = 0; i < opt.api_keys.size(); ++i)
+      if (constant_time_equal(key, opt.api_keys[i])) return fmt::format("k{}", i);
+    return std::nullopt;
+  }
+
+  static bool open_path(const std::string& path) {
+    return path == "/health" || path == "/ready" || path == "/metrics" || path == "/" || path == "/favicon.ico";
+  }
+
+  // ---- generation --------------------------------------------------------------------------
+
+  std::optional<ApiError> check_model(const std::string& model) const {
+    if (model.empty() || model == opt.model_name) return std::nullopt;
+    return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}' (GET /v1/models)", model,
+                                     opt.model_name),
+                    "invalid_request_error", "model", "model_not_found", 0};
+  }
+
+  std::optional<ApiError> session_from(const httplib::Request& req, GenerationFields& f) const {
+    const std::string header = req.get_header_value("X-Session-Id");
+    if (header.empty()) return std::nullopt;
+    if (!valid_session_id(header))
+      return bad_request("the X-Session-Id header must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
+                         "invalid_session_id");
+    if (!f.session_id.empty() && f.session_id != header)
+      return bad_request("'session_id' and the X-Session-Id header name different sessions", "session_id",
+                         "invalid_session_id");
+    f.session_id = header;
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> check_length(const Generation& g) const {
+    const auto n = static_cast<int64_t>(g.prompt.tokens.size());
+    const int64_t ctx = engine.context();
+    if (n + 1 > ctx)
+      return bad_request(fmt::format("the prompt is {} tokens, and the context holds {} with at least one to "
+                                     "generate: shorten it by {} tokens",
+                                     n, ctx, n + 1 - ctx),
+                         g.chat ? "messages" : "prompt", "context_length_exceeded");
+    return std::nullopt;
+  }
+
+  ApiError queue_full() {
+    metrics.count_rejected_queue_full();
+    const int retry = std::clamp(static_cast<int>(std::ceil(recent_e2e_s.load())), 1, 60);
+    return ApiError{429,
+                    fmt::format("the server is at capacity ({} requests running or queued); retry in {} s",
+                                pending.load(), retry),
+                    "rate_limit_error", "", "queue_full", retry};
+  }
+
+  // Submits to the engine; the channel then receives the text and the result.
+  std::variant<RequestId, ApiError> submit(const Generation& g, const std::shared_ptr<Channel>& ch) {
+    const int64_t limit = engine.options().max_running + opt.max_queue;
+    if (pending.fetch_add(1) >= limit) {
+      pending.fetch_sub(1);
+      return queue_full();
+    }
+    Request r;
+    r.prompt = g.prompt.tokens;
+    r.params = g.fields.params;
+    r.session_id = g.prompt.engine_session;
+    r.on_token = [ch](const TokenEvent& e) {
+      std::lock_guard lock(ch->mu);
+      const auto now = Clock::now();
+      if (ch->tokens == 0) ch->first_token = now;
+      ch->last_token = now;
+      ++ch->tokens;
+      ch->pending.append(e.text);
+      ch->cv.notify_all();
+    };
+    // Copies what on_finish needs: it may run after the handler has returned (a disconnect).
+    r.on_finish = [this, ch, g](const RequestResult& result) { finished(g, *ch, result); };
+    // Registered before submit so that on_finish (which may run at once) finds the id.
+    std::lock_guard lock(inflight_mu);
+    auto id = engine.submit(std::move(r));
+    if (!id) {
+      pending.fetch_sub(1);
+      return bad_request(id.message(), g.chat ? "messages" : "prompt", "invalid_request");
+    }
+    inflight.insert(*id);
+    return *id;
+  }
+
+  // On the engine's worker thread, once per request.
+  void finished(const Generation& g, Channel& ch, const RequestResult& result) {
+    if (result.finish == FinishReason::Stop || result.finish == FinishReason::Length) {
+      // The conversation now holds the prompt and the reply. Its tokens are kept only when they
+      // are exactly the reply's text (a stop string cuts the text, not the tokens).
+      std::vector<int32_t> tokens = g.prompt.tokens;
+      std::string text = g.history_text;
+      if (!text.empty()) text += result.text;
+      if (tok.decode(result.tokens, /*skip_special=*/false) == result.text)
+        tokens.insert(tokens.end(), result.tokens.begin(), result.tokens.end());
+      else if (!text.empty())
+        text = g.history_text;
+      conversations.record(g.owner, g.prompt.public_id, std::move(text), std::move(tokens));
+    }
+    const auto now = Clock::now();
+    RequestObservation o;
+    {
+      std::lock_guard lock(ch.mu);
+      o.prompt_tokens = result.usage.prompt_tokens;
+      o.cached_tokens = result.usage.cached_tokens;
+      o.completion_tokens = result.usage.completion_tokens;
+      o.queue_s = result.timing.queue_seconds;
+      o.e2e_s = seconds_between(ch.received, now);
+      if (ch.tokens > 0) o.ttft_s = seconds_between(ch.received, ch.first_token);
+      if (ch.tokens > 1) o.tpot_s = seconds_between(ch.first_token, ch.last_token) / static_cast<double>(ch.tokens - 1);
+    }
+    if (result.finish != FinishReason::Error) metrics.observe(o);
+    recent_e2e_s.store(0.8 * recent_e2e_s.load() + 0.2 * o.e2e_s);
+    log.write(result.finish == FinishReason::Error ? LogLevel::Warn : LogLevel::Info, "request",
+              {{"id", g.request_id},
+               {"endpoint", g.chat ? "chat" : "completions"},
+               {"key", g.owner},
+               {"session", g.prompt.public_id},
+               {"stream", g.fields.stream ? "true" : "false"},
+               {"prompt_tokens", std::to_string(o.prompt_tokens)},
+               {"cached_tokens", std::to_string(o.cached_tokens)},
+               {"completion_tokens", std::to_string(o.completion_tokens)},
+               {"queue_ms", fmt::format("{:.1f}", 1e3 * o.queue_s)},
+               {"ttft_ms", o.ttft_s >= 0 ? fmt::format("{:.1f}", 1e3 * o.ttft_s) : "-"},
+               {"tpot_ms", o.tpot_s >= 0 ? fmt::format("{:.2f}", 1e3 * o.tpot_s) : "-"},
+               {"e2e_ms", fmt::format("{:.1f}", 1e3 * o.e2e_s)},
+               {"finish", std::string(finish_reason_name(result.finish))},
+               {"error", result.error}});
+    {
+      std::lock_guard lock(ch.mu);
+      ch.result = result;
+    }
+    ch.cv.notify_all();
+    pending.fetch_sub(1);
+    {
+      std::lock_guard lock(inflight_mu);
+      inflight.erase(result.id);
+    }
+    inflight_cv.notify_all();
+  }
+
+  Usage usage_of(const RequestResult& r) const {
+    return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens};
+  }
+
+  ResponseMeta meta_of(const Generation& g) const {
+    return ResponseMeta{g.request_id, unix_now(), g.model, g.prompt.public_id};
+  }
+
+  void respond_blocking(const Generation& g, const std::shared_ptr<Channel>& ch, httplib::Response& res) {
+    std::unique_lock lock(ch->mu);
+    ch->cv.wait(lock, [&] { return ch->result.has_value(); });
+    const RequestResult r = *ch->result;
+    lock.unlock();
+    if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) {
+      send_error(res, ApiError{500, "generation failed: " + (r.error.empty() ? std::string("cancelled") : r.error),
+                               "server_error", "", "generation_failed", 0});
+      return;
+    }
+    const ResponseMeta m = meta_of(g);
+    if (g.chat)
+      send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
+    else
+      send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
+  }
+
+  void respond_streaming(const Generation& g, std::shared_ptr<Channel> ch, RequestId id, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, g, ch, id](size_t /*offset*/, httplib::DataSink& sink) {
+          const ResponseMeta m = meta_of(g);
+          const bool usage_null = g.fields.include_usage;
+          auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+          auto client_gone = [&] {
+            // Cancel at once so the pages come back; wait (bounded) for the engine to confirm.
+            metrics.count_client_disconnect();
+            engine.cancel(id);
+            std::unique_lock lock(ch->mu);
+            ch->cv.wait_for(lock, std::chrono::seconds(10), [&] { return ch->result.has_value(); });
+            return false;
+          };
+          bool ok = g.chat ? write(sse_event(chat_chunk_json(m, "assistant", "", std::nullopt, usage_null)))
+                           : (g.echo_prefix.empty() ||
+                              write(sse_event(completion_chunk_json(m, g.echo_prefix, std::nullopt, usage_null))));
+          if (!ok) return client_gone();
+          for (;;) {
+            std::string text;
+            std::optional<RequestResult> result;
+            {
+              std::unique_lock lock(ch->mu);
+              const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1),
+                                                [&] { return !ch->pending.empty() || ch->result.has_value(); });
+              text.swap(ch->pending);
+              if (ch->result && text.empty()) result = ch->result;
+              if (!woke) {
+                lock.unlock();
+                // An SSE comment: keeps proxies from timing out and finds clients that left.
+                if (!write(": keep-alive\n\n")) return client_gone();
+                continue;
+              }
+            }
+            if (!text.empty()) {
+              const ordered_json chunk = g.chat ? chat_chunk_json(m, std::nullopt, text, std::nullopt, usage_null)
+                                                : completion_chunk_json(m, text, std::nullopt, usage_null);
+              if (!write(sse_event(chunk))) return client_gone();
+              continue;
+            }
+            if (!result) continue;
+            if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
+              const ApiError e{500, "generation failed: " + (result->error.empty() ? "cancelled" : result->error),
+                               "server_error", "", "generation_failed", 0};
+              write(sse_event(ordered_json(error_json(e))));
+            } else {
+              const ordered_json last = g.chat ? chat_chunk_json(m, std::nullopt, std::nullopt, result->finish, usage_null)
+                                               : completion_chunk_json(m, "", result->finish, usage_null);
+              if (!write(sse_event(last))) return false;
+              if (g.fields.include_usage) {
+                const Usage u = usage_of(*result);
+                write(sse_event(g.chat ? chat_usage_chunk_json(m, u) : completion_usage_chunk_json(m, u)));
+              }
+            }
+            write(std::string(kSseDone));
+            sink.done();
+            return true;
+          }
+        });
+  }
+
+  void run_generation(Generation& g, const httplib::Request& req, httplib::Response& res,
+                      Clock::time_point received) {
+    if (auto e = check_length(g)) return send_error(res, *e);
+    auto ch = std::make_shared<Channel>();
+    ch->received = received;
+    auto submitted = submit(g, ch);
+    if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
+    const RequestId id = std::get<RequestId>(submitted);
+    res.set_header("X-Session-Id", g.prompt.public_id);
+    (void)req;
+    if (g.fields.stream)
+      respond_streaming(g, std::move(ch), id, res);
+    else
+      respond_blocking(g, ch, res);
+  }
+
+  void handle_chat(const httplib::Request& req, httplib::Response& res) {
+    const auto received = Clock::now();
+    Generation g;
+    g.chat = true;
+    g.request_id = random_id("chatcmpl-");
+    res.set_header("X-Request-Id", g.request_id);
+    g.owner = *owner_of(req);  // the pre-routing handler has checked it
+    auto parsed = parse_chat_request(req.body, defaults);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    auto& cr = std::get<ChatCompletionRequest>(parsed);
+    g.fields = std::move(cr.gen);
+    if (auto e = check_model(g.fields.model)) return send_error(res, *e);
+    g.model = opt.model_name;
+    if (auto e = session_from(req, g.fields)) return send_error(res, *e);
+    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+    auto text = tmpl.render(cr.messages, /*add_generation_prompt=*/true, bos, eos);
+    if (!text) return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages", "template_error"));
+    g.history_text = *text;
+    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/false, tok, g.prompt)) return send_error(res, *e);
+    run_generation(g, req, res, received);
+  }
+
+  void handle_completion(const httplib::Request& req, httplib::Response& res) {
+    const auto received = Clock::now();
+    Generation g;
+    g.chat = false;
+    g.request_id = random_id("cmpl-");
+    res.set_header("X-Request-Id", g.request_id);
+    g.owner = *owner_of(req);
+    auto parsed = parse_completion_request(req.body, defaults);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    auto& cr = std::get<CompletionRequest>(parsed);
+    g.fields = std::move(cr.gen);
+    if (auto e = check_model(g.fields.model)) return send_error(res, *e);
+    g.model = opt.model_name;
+    if (auto e = session_from(req, g.fields)) return send_error(res, *e);
+    if (auto* text = std::get_if<std::string>(&cr.prompt)) {
+      // A completion prompt is plain text: a BOS where the model wants one, specials as text.
+      std::optional<ApiError> e;
+      g.history_text = *text;
+      if (cr.echo) g.echo_prefix = *text;
+      e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/true, tok, g.prompt);
+      if (e) return send_error(res, *e);
+    } else {
+      auto& ids = std::get<std::vector<int32_t>>(cr.prompt);
+      if (cr.echo) g.echo_prefix = tok.decode(ids, /*skip_special=*/false);
+      if (auto e = conversations.resolve_tokens(g.owner, g.fields.session_id, std::move(ids), g.prompt))
+        return send_error(res, *e);
+    }
+    run_generation(g, req, res, received);
+  }
+
+  // ---- the rest ------------------------------------------------------------------------------
+
+  void handle_models(const httplib::Request&, httplib::Response& res) {
+    ordered_json m;
+    m["id"] = opt.model_name;
+    m["object"] = "model";
+    m["created"] = unix_now();
+    m["owned_by"] = "tangram";
+    m["context_length"] = engine.context();
+    send_json(res, ordered_json{{"object", "list"}, {"data", ordered_json::array({m})}});
+  }
+
+  void handle_sessions(const httplib::Request& req, httplib::Response& res) {
+    const std::string owner = *owner_of(req);
+    ordered_json data = ordered_json::array();
+    for (const ConversationInfo& c : conversations.list(owner)) {
+      ordered_json j;
+      j["id"] = c.id;
+      j["object"] = "session";
+      j["turns"] = c.turns;
+      j["tokens"] = c.tokens;
+      j["created"] = c.created_unix;
+      j["last_used"] = c.last_used_unix;
+      data.push_back(std::move(j));
+    }
+    send_json(res, ordered_json{{"object", "list"}, {"data", data}});
+  }
+
+  void handle_delete_session(const httplib::Request& req, httplib::Response& res) {
+    const std::string owner = *owner_of(req);
+    const std::string id = req.matches[1];
+    auto key = conversations.erase(owner, id);
+    if (!key) return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
+                                              "invalid_request_error", "session_id", "session_not_found", 0});
+    engine.drop_session(*key);  // false while a request of it runs: its KV then stays until evicted
+    send_json(res, ordered_json{{"id", id}, {"object", "session"}, {"deleted", true}});
+  }
+
+  void handle_metrics(const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.scrape(engine.stats(), pending.load()), "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  void install_routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (open_path(req.path) || owner_of(req)) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, ApiError{401,
+                               "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a key "
+                               "given to the server's --api-key",
+                               "invalid_request_error", "", "invalid_api_key", 0});
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.Post("/v1/chat/completions", [this](const auto& req, auto& res) { handle_chat(req, res); });
+    http.Post("/v1/completions", [this](const auto& req, auto& res) { handle_completion(req, res); });
+    http.Get("/v1/models", [this](const auto& req, auto& res) { handle_models(req, res); });
+    http.Get("/v1/sessions", [this](const auto& req, auto& res) { handle_sessions(req, res); });
+    http.Delete(R"(/v1/sessions/([A-Za-z0-9._:-]{1,128}))",
+                [this](const auto& req, auto& res) { handle_delete_session(req, res); });
+    http.Get("/health", [this](const auto&, auto& res) { send_json(res, ordered_json{{"status", "ok"}}); });
+    http.Get("/ready", [this](const auto&, auto& res) {
+      if (!ready.load()) return send_error(res, ApiError{503, "the server is starting or stopping", "server_error", "", "not_ready", 0});
+      send_json(res, ordered_json{{"status", "ready"}, {"model", opt.model_name}});
+    });
+    http.Get("/metrics", [this](const auto& req, auto& res) { handle_metrics(req, res); });
+    http.Get("/", [](const auto&, auto& res) { res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8"); });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;  // a handler's own error body
+      ApiError e{res.status, fmt::format("no route for {} {}", req.method, req.path), "invalid_request_error", "",
+                 "not_found", 0};
+      if (res.status == 413)
+        e = ApiError{413, fmt::format("the request body is larger than {} bytes", opt.max_body_bytes),
+                     "invalid_request_error", "", "payload_too_large", 0};
+      else if (res.status == 405 || res.status == 400)
+        e = ApiError{res.status, fmt::format("bad request: {} {}", req.method, req.path), "invalid_request_error", "",
+                     res.status == 405 ? "method_not_allowed" : "bad_request", 0};
+      send_error(res, e);
+    });
+    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& ex) {
+        what = ex.what();
+      } catch (...) {
+      }
+      log.write(LogLevel::Error, "exception", {{"what", what}});
+      send_error(res, ApiError{500, "internal error: " + what, "server_error", "", "internal_error", 0});
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      metrics.count_response(route_label(req.path), res.status);
+      const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
+      // Generations that reached the engine are logged when they finish, with their figures.
+      if (generation && res.status == 200) return;
+      log.write(res.status >= 500 ? LogLevel::Warn : (res.status >= 400 ? LogLevel::Info : LogLevel::Debug), "http",
+                {{"id", res.get_header_value("X-Request-Id")},
+                 {"method", req.method},
+                 {"path", req.path},
+                 {"status", std::to_string(res.status)},
+                 {"remote", req.remote_addr}});
+    });
+  }
+};
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tokenizer& tokenizer,
+                                                       ChatTemplate chat_template, ServerOptions options) {
+  if (options.max_queue < 0) return make_error("--max-queue must be >= 0, got {}", options.max_queue);
+  if (options.read_timeout_s < 1 || options.write_timeout_s < 1)
+    return make_error("read and write timeouts must be at least 1 s");
+  for (const std::string& k : options.api_keys)
+    if (k.empty() || k.find_first_of(" \t\r\n") != std::string::npos)
+      return make_error("an API key must be non-empty and hold no whitespace");
+  auto impl = std::make_unique<Impl>(engine, tokenizer, std::move(chat_template), std::move(options));
+  Impl& s = *impl;
+  int threads = s.opt.http_threads;
+  if (threads <= 0) threads = engine.options().max_running + s.opt.max_queue + 16;
+  // Each open stream holds one worker; the queue bound keeps streams below the pool size.
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.http.set_payload_max_length(s.opt.max_body_bytes);
+  s.http.set_read_timeout(s.opt.read_timeout_s, 0);
+  s.http.set_write_timeout(s.opt.write_timeout_s, 0);
+  s.http.set_keep_alive_timeout(s.opt.keep_alive_s);
+  s.http.set_keep_alive_max_count(100);
+  s.install_routes();
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::~HttpServer() {
+  impl_->ready = false;
+  impl_->http.stop();
+  // The engine's callbacks hold `impl_`: cancel what is pending and wait until all are done.
+  std::vector<RequestId> ids;
+  {
+    std::lock_guard lock(impl_->inflight_mu);
+    ids.assign(impl_->inflight.begin(), impl_->inflight.end());
+  }
+  for (RequestId id : ids) impl_->engine.cancel(id);
+  std::unique_lock lock(impl_->inflight_mu);
+  impl_->inflight_cv.wait(lock, [&] { return impl_->inflight.empty(); });
+}
+
+Result<int> HttpServer::bind() {
+  const int port = impl_->opt.port == 0 ? impl_->http.bind_to_any_port(impl_->opt.host)
+                                        : (impl_->http.bind_to_port(impl_->opt.host, impl_->opt.port) ? impl_->opt.port : -1);
+  if (port < 0)
+    return make_error("cannot listen on {}:{} (in use, or not an address of this machine); choose another --host/--port",
+                      impl_->opt.host, impl_->opt.port);
+  impl_->port = port;
+  return port;
+}
+
+Status HttpServer::serve() {
+  impl_->ready = true;
+  if (!impl_->http.listen_after_bind()) {
+    impl_->ready = false;
+    return make_error("the HTTP server stopped with an error");
+  }
+  impl_->ready = false;
+  return Status::Ok();
+}
+
+void HttpServer::stop() {
+  impl_->ready = false;
+  impl_->http.stop();
+}
+
+}  // namespace tangram::server

@@ -1,0 +1,64 @@
+// `tangram serve`: the OpenAI-compatible HTTP server in front of one Engine.
+//
+// Endpoints: POST /v1/chat/completions and /v1/completions (streaming with Server-Sent Events),
+// GET /v1/models, GET /v1/sessions and DELETE /v1/sessions/{id} (the caller's conversations),
+// GET /health (liveness), GET /ready (accepting work), GET /metrics (Prometheus), GET / (a chat
+// page). Every generation goes through the engine's one scheduler (continuous batching); a
+// bounded number of requests may wait, beyond which the server answers 429 with Retry-After.
+// With API keys, every endpoint except /health, /ready, /metrics and / needs
+// "Authorization: Bearer KEY", and conversations belong to the key that made them.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "common/result.h"
+#include "engine/engine.h"
+#include "runtime/sampling_params.h"
+#include "server/access_log.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                     // 0: any free port (bind() returns it)
+  std::vector<std::string> api_keys;   // empty: no authentication
+  std::string model_name = "tangram";  // the id /v1/models lists and requests may name
+  int max_queue = 64;                  // generation requests that may wait beyond the running ones
+  int http_threads = 0;                // connection workers; 0: max_running + max_queue + 16
+  size_t max_body_bytes = size_t{8} << 20;
+  int read_timeout_s = 10;             // per read of a request (headers or body)
+  int write_timeout_s = 30;
+  int keep_alive_s = 5;
+  size_t max_conversations = 10000;    // conversation records kept (least recently used dropped)
+  LogLevel log_level = LogLevel::Info;
+  SamplingParams defaults;             // sampling defaults of a request that sets nothing
+};
+
+class HttpServer {
+ public:
+  // engine, tokenizer must outlive the server. The chat template renders /v1/chat/completions.
+  static Result<std::unique_ptr<HttpServer>> create(Engine& engine, const Tokenizer& tokenizer,
+                                                    ChatTemplate chat_template, ServerOptions options);
+  // Stops listening, cancels this server's pending requests and waits for them.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port (useful with port 0).
+  Result<int> bind();
+  // Serves until stop() (from another thread or a signal handler's helper thread).
+  Status serve();
+  void stop();
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tangram::server

@@ -1,0 +1,304 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace tangram::server {
+namespace {
+
+using nlohmann::json;
+
+// Parses the body as a JSON object, or explains why it is not one.
+std::variant<json, ApiError> parse_object(const std::string& body) {
+  if (body.empty()) return bad_request("the request body is empty; send a JSON object", {}, "invalid_json");
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // nlohmann reports invalid UTF-8 inside strings as a parse error too; its text says so.
+    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), {}, "invalid_json");
+  }
+  if (!j.is_object()) return bad_request("the request body must be a JSON object", {}, "invalid_json");
+  return j;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+ApiError wrong_type(const std::string& field, const char* want, const json& got) {
+  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, type_name(got)), field,
+                     "invalid_type");
+}
+
+// Reads an optional number field into `out`, range-checked to [lo, hi] (finite).
+std::optional<ApiError> read_number(const json& j, const char* field, double lo, double hi, float& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return wrong_type(field, "a number", *it);
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi)
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field,
+                       "out_of_range");
+  out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_int(const json& j, const char* field, int64_t lo, int64_t hi, int64_t& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer()) {  // 1.5, 1e30 (read as a float) and strings are all refused
+    if (it->is_number())
+      return bad_request(fmt::format("'{}' must be an integer in [{}, {}], got {}", field, lo, hi, it->dump()),
+                         field, "out_of_range");
+    return wrong_type(field, "an integer", *it);
+  }
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field, "out_of_range");
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v), field, "out_of_range");
+  out = v;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& j, const char* field, bool& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return wrong_type(field, "a boolean", *it);
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_string(const json& j, const char* field, std::string& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return wrong_type(field, "a string", *it);
+  out = it->get<std::string>();
+  return std::nullopt;
+}
+
+// Features that change the shape or meaning of a response: refused, not ignored.
+std::optional<ApiError> refuse_unsupported(const json& j) {
+  if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return wrong_type("n", "an integer", *it);
+    if (it->get<int64_t>() != 1)
+      return bad_request("only n = 1 is supported (one choice per request)", "n", "unsupported_value");
+  }
+  for (const char* f : {"logprobs", "top_logprobs"}) {
+    auto it = j.find(f);
+    if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    if (std::string(f) == "logprobs" && it->is_number_integer() && it->get<int64_t>() == 0) continue;
+    return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
+  }
+  for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias", "suffix",
+                        "audio", "modalities", "prediction"}) {
+    auto it = j.find(f);
+    if (it == j.end() || it->is_null()) continue;
+    if ((it->is_array() || it->is_object()) && it->empty()) continue;
+    if (std::string(f) == "tool_choice" && it->is_string() && it->get<std::string>() == "none") continue;
+    return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
+  }
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return wrong_type("response_format", "an object", *it);
+    auto t = it->find("type");
+    if (t == it->end() || !t->is_string() || t->get<std::string>() != "text")
+      return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format",
+                         "unsupported_value");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_generation(const json& j, const RequestDefaults& defaults, bool chat,
+                                        GenerationFields& g) {
+  g.params = defaults.params;
+  if (auto e = refuse_unsupported(j)) return e;
+  if (auto e = read_string(j, "model", g.model)) return e;
+  const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  int64_t max_tokens = 0;
+  if (auto e = read_int(j, "max_tokens", 1, kMaxTokens, max_tokens)) return e;
+  if (chat) {
+    int64_t mct = 0;
+    if (auto e = read_int(j, "max_completion_tokens", 1, kMaxTokens, mct)) return e;
+    if (mct > 0) max_tokens = mct;
+  }
+  g.params.max_tokens = static_cast<int>(max_tokens);
+  if (auto e = read_number(j, "temperature", 0, 2, g.params.temperature)) return e;
+  if (auto e = read_number(j, "top_p", 0, 1, g.params.top_p)) return e;
+  if (j.contains("top_p") && !(g.params.top_p > 0.0f))
+    return bad_request("'top_p' must be in (0, 1]; 0 would keep no token", "top_p", "out_of_range");
+  if (auto e = read_number(j, "presence_penalty", -2, 2, g.params.presence_penalty)) return e;
+  if (auto e = read_number(j, "frequency_penalty", -2, 2, g.params.frequency_penalty)) return e;
+  // Extensions that llama.cpp's server also accepts.
+  if (auto e = read_number(j, "min_p", 0, 1, g.params.min_p)) return e;
+  if (auto e = read_number(j, "repeat_penalty", 0.0, 10.0, g.params.repetition_penalty)) return e;
+  if (j.contains("repeat_penalty") && !(g.params.repetition_penalty > 0.0f))
+    return bad_request("'repeat_penalty' must be > 0 (1 = off)", "repeat_penalty", "out_of_range");
+  int64_t top_k = g.params.top_k;
+  if (auto e = read_int(j, "top_k", 0, 1'000'000, top_k)) return e;
+  g.params.top_k = static_cast<int>(top_k);
+  if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return wrong_type("seed", "an integer", *it);
+    g.params.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+    g.params.seed_set = true;
+  }
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    std::vector<std::string> stops;
+    if (it->is_string()) {
+      stops.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      if (it->size() > 4) return bad_request("'stop' holds at most 4 strings", "stop", "out_of_range");
+      for (const json& s : *it) {
+        if (!s.is_string()) return wrong_type("stop[]", "a string", s);
+        stops.push_back(s.get<std::string>());
+      }
+    } else {
+      return wrong_type("stop", "a string or an array of strings", *it);
+    }
+    for (const std::string& s : stops)
+      if (s.empty()) return bad_request("'stop' strings must not be empty", "stop", "out_of_range");
+    g.params.stop = std::move(stops);
+  }
+  if (auto e = read_bool(j, "stream", g.stream)) return e;
+  if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
+    if (!g.stream) return bad_request("'stream_options' is only allowed with \"stream\": true", "stream_options");
+    if (auto e = read_bool(*it, "include_usage", g.include_usage)) return e;
+  }
+  if (auto e = read_string(j, "session_id", g.session_id)) return e;
+  if (!g.session_id.empty() && !valid_session_id(g.session_id))
+    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
+                       "invalid_session_id");
+  if (Status st = g.params.validate(); !st.ok()) return bad_request(st.message());
+  return std::nullopt;
+}
+
+// A message's content: a string, or an array of text parts ({"type": "text", "text": ...}).
+std::variant<std::string, ApiError> read_content(const json& m, size_t index, bool may_be_null) {
+  const std::string field = fmt::format("messages[{}].content", index);
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) {
+    if (may_be_null) return std::string();
+    return bad_request(fmt::format("'{}' is missing", field), field, "missing_field");
+  }
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) return wrong_type(field, "a string or an array of content parts", *it);
+  std::string text;
+  for (const json& part : *it) {
+    if (!part.is_object()) return wrong_type(field + "[]", "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string())
+      return bad_request(fmt::format("each part of '{}' needs a string 'type'", field), field, "missing_field");
+    if (type->get<std::string>() != "text")
+      return bad_request(fmt::format("'{}': only text parts are supported, got a '{}' part", field,
+                                     type->get<std::string>()),
+                         field, "unsupported_value");
+    auto t = part.find("text");
+    if (t == part.end() || !t->is_string()) return bad_request(fmt::format("a text part of '{}' needs a string 'text'", field), field, "missing_field");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+bool valid_session_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::string& body,
+                                                                 const RequestDefaults& defaults) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  ChatCompletionRequest r;
+  if (auto e = read_generation(j, defaults, /*chat=*/true, r.gen)) return *e;
+  auto msgs = j.find("messages");
+  if (msgs == j.end() || msgs->is_null()) return bad_request("'messages' is required", "messages", "missing_field");
+  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string field = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return wrong_type(field, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      return bad_request(fmt::format("'{}.role' is required and must be a string", field), field + ".role",
+                         "missing_field");
+    std::string r_name = role->get<std::string>();
+    if (r_name == "developer") r_name = "system";  // OpenAI's newer name for the system role
+    if (r_name != "system" && r_name != "user" && r_name != "assistant" && r_name != "tool")
+      return bad_request(fmt::format("'{}.role' must be system, developer, user, assistant or tool; got '{}'",
+                                     field, role->get<std::string>()),
+                         field + ".role", "invalid_value");
+    auto content = read_content(m, i, /*may_be_null=*/r_name == "assistant");
+    if (auto* e = std::get_if<ApiError>(&content)) return *e;
+    ChatMessage msg;
+    msg.role = std::move(r_name);
+    msg.content = std::move(std::get<std::string>(content));
+    if (auto name = m.find("name"); name != m.end() && !name->is_null()) {
+      if (!name->is_string()) return wrong_type(field + ".name", "a string", *name);
+      msg.name = name->get<std::string>();
+    }
+    r.messages.push_back(std::move(msg));
+  }
+  bool any_user = false;
+  for (const ChatMessage& m : r.messages) any_user = any_user || m.role == "user";
+  if (!any_user) return bad_request("'messages' must hold at least one user message", "messages", "empty_messages");
+  return r;
+}
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(const std::string& body,
+                                                                   const RequestDefaults& defaults) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  CompletionRequest r;
+  if (auto e = read_generation(j, defaults, /*chat=*/false, r.gen)) return *e;
+  if (r.gen.params.max_tokens == 0 && !j.contains("max_tokens")) r.gen.params.max_tokens = 16;  // OpenAI's default
+  if (auto e = read_bool(j, "echo", r.echo)) return e.value();
+  auto p = j.find("prompt");
+  if (p == j.end() || p->is_null()) return bad_request("'prompt' is required", "prompt", "missing_field");
+  if (p->is_string()) {
+    if (p->get_ref<const std::string&>().empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array()) {
+    if (p->empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+    if ((*p)[0].is_string()) {
+      if (p->size() != 1)
+        return bad_request("only one prompt per request is supported (send a string)", "prompt", "unsupported_value");
+      if ((*p)[0].get_ref<const std::string&>().empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+      r.prompt = (*p)[0].get<std::string>();
+    } else {
+      std::vector<int32_t> ids;
+      for (const json& t : *p) {
+        if (t.is_array()) return bad_request("only one prompt per request is supported", "prompt", "unsupported_value");
+        if (!t.is_number_integer()) return wrong_type("prompt[]", "a token id (integer)", t);
+        const int64_t id = t.get<int64_t>();
+        if (id < 0 || id >= defaults.vocab_size)
+          return bad_request(fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), defaults.vocab_size),
+                             "prompt", "invalid_token");
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      r.prompt = std::move(ids);
+    }
+  } else {
+    return wrong_type("prompt", "a string, an array of strings or an array of token ids", *p);
+  }
+  return r;
+}
+
+}  // namespace tangram::server

@@ -1,0 +1,59 @@
+// Parsing and validation of OpenAI request bodies (/v1/chat/completions, /v1/completions) into
+// what the engine needs. Every field is type- and range-checked here, so a handler never sees a
+// malformed request; the first problem found comes back as an ApiError naming the field.
+//
+// Fields that would change what a client gets back but that Tangram does not implement (n > 1,
+// logprobs, tools, response_format, logit_bias) are refused rather than silently ignored;
+// harmless ones (user, metadata, store, ...) are ignored, as OpenAI-compatible servers do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "runtime/sampling_params.h"
+#include "server/api_error.h"
+
+namespace tangram::server {
+
+struct GenerationFields {
+  std::string model;
+  SamplingParams params;        // max_tokens 0 = up to the context
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  std::string session_id;       // "" = none given (the X-Session-Id header may still give one)
+};
+
+struct ChatCompletionRequest {
+  GenerationFields gen;
+  std::vector<ChatMessage> messages;
+};
+
+struct CompletionRequest {
+  GenerationFields gen;
+  std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids
+  bool echo = false;
+};
+
+// The defaults a request starts from (the server's own; OpenAI's are temperature 1, top_p 1).
+struct RequestDefaults {
+  SamplingParams params;
+  int32_t vocab_size = 0;  // token ids of a token-list prompt must be below it
+};
+
+// Parses a request body. Errors: invalid JSON or UTF-8, a non-object body, wrong types, missing
+// or empty messages/prompt, out-of-range values, unsupported features.
+std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::string& body,
+                                                                 const RequestDefaults& defaults);
+std::variant<CompletionRequest, ApiError> parse_completion_request(const std::string& body,
+                                                                   const RequestDefaults& defaults);
+
+// A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
+bool valid_session_id(const std::string& id);
+
+}  // namespace tangram::server

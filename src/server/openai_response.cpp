@@ -1,0 +1,129 @@
+#include "server/openai_response.h"
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace tangram::server {
+
+using nlohmann::ordered_json;
+
+std::string_view openai_finish_reason(FinishReason r) {
+  return r == FinishReason::Length ? "length" : "stop";
+}
+
+ordered_json usage_json(const Usage& u) {
+  ordered_json j;
+  j["prompt_tokens"] = u.prompt_tokens;
+  j["completion_tokens"] = u.completion_tokens;
+  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  j["prompt_tokens_details"] = ordered_json{{"cached_tokens", u.cached_tokens}};
+  return j;
+}
+
+namespace {
+
+ordered_json head(const ResponseMeta& m, std::string_view object) {
+  ordered_json j;
+  j["id"] = m.id;
+  j["object"] = object;
+  j["created"] = m.created;
+  j["model"] = m.model;
+  j["system_fingerprint"] = "tangram";
+  return j;
+}
+
+void tail(ordered_json& j, const ResponseMeta& m) {
+  if (!m.session_id.empty()) j["session_id"] = m.session_id;
+}
+
+}  // namespace
+
+ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content, FinishReason finish,
+                                  const Usage& u) {
+  ordered_json j = head(m, "chat.completion");
+  ordered_json choice;
+  choice["index"] = 0;
+  choice["message"] = ordered_json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = openai_finish_reason(finish);
+  j["choices"] = ordered_json::array({choice});
+  j["usage"] = usage_json(u);
+  tail(j, m);
+  return j;
+}
+
+ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
+                             std::optional<std::string_view> content, std::optional<FinishReason> finish,
+                             bool with_usage_null) {
+  ordered_json j = head(m, "chat.completion.chunk");
+  ordered_json delta = ordered_json::object();
+  if (role) delta["role"] = *role;
+  if (content) delta["content"] = *content;
+  ordered_json choice;
+  choice["index"] = 0;
+  choice["delta"] = delta;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
+  j["choices"] = ordered_json::array({choice});
+  if (with_usage_null) j["usage"] = nullptr;
+  tail(j, m);
+  return j;
+}
+
+ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u) {
+  ordered_json j = head(m, "chat.completion.chunk");
+  j["choices"] = ordered_json::array();
+  j["usage"] = usage_json(u);
+  tail(j, m);
+  return j;
+}
+
+ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish, const Usage& u) {
+  ordered_json j = head(m, "text_completion");
+  ordered_json choice;
+  choice["text"] = text;
+  choice["index"] = 0;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = openai_finish_reason(finish);
+  j["choices"] = ordered_json::array({choice});
+  j["usage"] = usage_json(u);
+  tail(j, m);
+  return j;
+}
+
+ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text, std::optional<FinishReason> finish,
+                                   bool with_usage_null) {
+  ordered_json j = head(m, "text_completion");
+  ordered_json choice;
+  choice["text"] = text;
+  choice["index"] = 0;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
+  j["choices"] = ordered_json::array({choice});
+  if (with_usage_null) j["usage"] = nullptr;
+  tail(j, m);
+  return j;
+}
+
+ordered_json completion_usage_chunk_json(const ResponseMeta& m, const Usage& u) {
+  ordered_json j = head(m, "text_completion");
+  j["choices"] = ordered_json::array();
+  j["usage"] = usage_json(u);
+  tail(j, m);
+  return j;
+}
+
+std::string dump_json(const ordered_json& j) {
+  // A model can emit bytes that are not valid UTF-8 on their own; replace rather than throw.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string sse_event(const ordered_json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+std::string random_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
+}
+
+}  // namespace tangram::server

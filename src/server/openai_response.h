@@ -1,0 +1,64 @@
+// OpenAI response bodies and Server-Sent Events framing, byte-compatible with what OpenAI's API
+// sends (field order included), so its client libraries parse them unchanged.
+//
+// A streamed chat completion is: one chunk whose delta is {"role": "assistant", "content": ""},
+// content chunks, a chunk with an empty delta and the finish_reason, then (with
+// stream_options.include_usage) a chunk with no choices and the usage, then "data: [DONE]".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/finish_reason.h"
+
+namespace tangram::server {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose KV was reused
+};
+
+// The fields every response of one request shares.
+struct ResponseMeta {
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  std::string session_id;  // Tangram extension: the conversation this turn belongs to
+};
+
+// OpenAI's finish_reason for an engine outcome ("stop" or "length").
+std::string_view openai_finish_reason(FinishReason r);
+
+nlohmann::ordered_json usage_json(const Usage& u);
+
+nlohmann::ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content,
+                                            FinishReason finish, const Usage& u);
+// A chat.completion.chunk. role: the first chunk; content: a content delta; finish: the last
+// choice chunk. with_usage_null: include_usage streams carry "usage": null on every choice chunk.
+nlohmann::ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
+                                       std::optional<std::string_view> content,
+                                       std::optional<FinishReason> finish, bool with_usage_null);
+nlohmann::ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u);
+
+nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish,
+                                       const Usage& u);
+nlohmann::ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text,
+                                             std::optional<FinishReason> finish, bool with_usage_null);
+nlohmann::ordered_json completion_usage_chunk_json(const ResponseMeta& m, const Usage& u);
+
+// "data: <json>\n\n". Invalid UTF-8 in strings is replaced (U+FFFD), never thrown on.
+std::string sse_event(const nlohmann::ordered_json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// JSON text of j with invalid UTF-8 replaced by U+FFFD.
+std::string dump_json(const nlohmann::ordered_json& j);
+
+// A random id with a prefix: "chatcmpl-" + 24 hex digits.
+std::string random_id(std::string_view prefix);
+
+}  // namespace tangram::server
