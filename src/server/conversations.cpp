@@ -90,14 +90,18 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
   out.engine_session = engine_key(owner, out.public_id);
   const bool extends = !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
   if (extends && !starts_with(canonical, entry->tokens)) {
-    out.tokens = entry->tokens;
-    const std::vector<int32_t> rest =
-        tok.encode(std::string_view(text).substr(entry->text.size()), /*add_special=*/false, /*parse_special=*/true);
-    out.tokens.insert(out.tokens.end(), rest.begin(), rest.end());
-    out.spliced = true;
-  } else {
-    out.tokens = std::move(canonical);
+    // Splice: the new part is tokenized as in the canonical tokenization of the whole text
+    // (never on its own: SentencePiece would add a word-start space), after the history's own
+    // tokens. That needs a token boundary where the history text ends, which a turn boundary has.
+    const std::vector<int32_t> history_canonical = tok.encode(entry->text, add_special, /*parse_special=*/true);
+    if (starts_with(canonical, history_canonical)) {
+      out.tokens = entry->tokens;
+      out.tokens.insert(out.tokens.end(), canonical.begin() + static_cast<std::ptrdiff_t>(history_canonical.size()),
+                        canonical.end());
+      out.spliced = true;
+    }
   }
+  if (!out.spliced) out.tokens = std::move(canonical);
   touch(*entry);
   return std::nullopt;
 }

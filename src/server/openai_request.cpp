@@ -16,7 +16,7 @@ std::variant<json, ApiError> parse_object(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     // nlohmann reports invalid UTF-8 inside strings as a parse error too; its text says so.
     return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), {}, "invalid_json");
   }
@@ -141,6 +141,7 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
   if (auto e = read_number(j, "repeat_penalty", 0.0, 10.0, g.params.repetition_penalty)) return e;
   if (j.contains("repeat_penalty") && !(g.params.repetition_penalty > 0.0f))
     return bad_request("'repeat_penalty' must be > 0 (1 = off)", "repeat_penalty", "out_of_range");
+  if (auto e = read_bool(j, "ignore_eos", g.params.ignore_eos)) return e;
   int64_t top_k = g.params.top_k;
   if (auto e = read_int(j, "top_k", 0, 1'000'000, top_k)) return e;
   g.params.top_k = static_cast<int>(top_k);

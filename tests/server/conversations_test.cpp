@@ -1,0 +1,116 @@
+// Conversation records: ownership by API key, reuse by explicit id or by history prefix, and the
+// splice that keeps a reply's own tokens when they are not how its text tokenizes.
+#include <gtest/gtest.h>
+
+#include "server/conversations.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+#include "gguf/gguf_file.h"
+
+namespace tangram::server {
+namespace {
+
+const Tokenizer& tok() {
+  static std::unique_ptr<GgufFile> file = [] {
+    auto f = GgufFile::open(tangram::testing::shared_file("models/stories260K/stories260K.gguf").string());
+    EXPECT_TRUE(f.ok()) << f.message();
+    return f.ok() ? std::move(f).value() : nullptr;
+  }();
+  static std::unique_ptr<Tokenizer> t = [] {
+    auto r = Tokenizer::from_gguf(*file);
+    EXPECT_TRUE(r.ok()) << r.message();
+    return std::move(r).value();
+  }();
+  return *t;
+}
+
+TEST(Conversations, ExplicitIdsBelongToTheirKey) {
+  Conversations c(100);
+  ResolvedPrompt a;
+  ASSERT_FALSE(c.resolve_text("k0", "chat-1", "Once upon a time", false, tok(), a));
+  EXPECT_TRUE(a.created);
+  EXPECT_EQ(a.engine_session, "k0/chat-1");
+  ResolvedPrompt b;
+  auto err = c.resolve_text("k1", "chat-1", "Once upon a time", false, tok(), b);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->status, 404);
+  EXPECT_EQ(err->code, "session_not_found");
+  EXPECT_TRUE(c.list("k1").empty());
+  EXPECT_FALSE(c.erase("k1", "chat-1").has_value());
+  EXPECT_EQ(c.erase("k0", "chat-1").value(), "k0/chat-1");
+}
+
+TEST(Conversations, AnonymousPromptsContinueTheLongestOwnHistory) {
+  Conversations c(100);
+  ResolvedPrompt first;
+  ASSERT_FALSE(c.resolve_text("k0", "", "Once upon a time", false, tok(), first));
+  c.record("k0", first.public_id, "Once upon a time there was", tok().encode("Once upon a time there was", false, true));
+  ResolvedPrompt other;
+  ASSERT_FALSE(c.resolve_text("k0", "", "Once", false, tok(), other));  // not an extension: a new one
+  EXPECT_NE(other.public_id, first.public_id);
+  c.record("k0", other.public_id, "Once", tok().encode("Once", false, true));
+  ResolvedPrompt next;
+  ASSERT_FALSE(c.resolve_text("k0", "", "Once upon a time there was a cat", false, tok(), next));
+  EXPECT_EQ(next.public_id, first.public_id);  // the longer of the two histories it extends
+  EXPECT_FALSE(next.created);
+  ResolvedPrompt stranger;
+  ASSERT_FALSE(c.resolve_text("k1", "", "Once upon a time there was a cat", false, tok(), stranger));
+  EXPECT_NE(stranger.public_id, first.public_id);  // another key's history is never a candidate
+  EXPECT_TRUE(stranger.created);
+}
+
+TEST(Conversations, NonCanonicalHistoryTokensAreKept) {
+  Conversations c(100);
+  const std::string text = "Once upon a time";
+  ResolvedPrompt p;
+  ASSERT_FALSE(c.resolve_text("k0", "s", text, false, tok(), p));
+  // The model "generated" " there" one byte token at a time: not how the text tokenizes.
+  std::vector<int32_t> history = p.tokens;
+  for (char ch : std::string(" there")) {
+    auto piece = tok().token_id(std::string(1, ch));
+    auto byte = tok().token_id(fmt::format("<0x{:02X}>", static_cast<unsigned char>(ch)));
+    ASSERT_TRUE(piece.has_value() || byte.has_value());
+    history.push_back(byte ? *byte : *piece);
+  }
+  c.record("k0", "s", text + " there", history);
+  ResolvedPrompt next;
+  ASSERT_FALSE(c.resolve_text("k0", "s", text + " there was", false, tok(), next));
+  EXPECT_TRUE(next.spliced);
+  ASSERT_GT(next.tokens.size(), history.size());
+  EXPECT_TRUE(std::equal(history.begin(), history.end(), next.tokens.begin()));
+  EXPECT_EQ(tok().decode(next.tokens, false), text + " there was");
+  // A canonical history is extended by the canonical tokenization of the whole text.
+  c.record("k0", "s", text, tok().encode(text, false, true));
+  ResolvedPrompt canon;
+  ASSERT_FALSE(c.resolve_text("k0", "s", text + " there", false, tok(), canon));
+  EXPECT_FALSE(canon.spliced);
+  EXPECT_EQ(canon.tokens, tok().encode(text + " there", false, true));
+}
+
+TEST(Conversations, LeastRecentlyUsedRecordsAreDropped) {
+  Conversations c(2);
+  ResolvedPrompt p;
+  ASSERT_FALSE(c.resolve_text("k0", "a", "x", false, tok(), p));
+  ASSERT_FALSE(c.resolve_text("k0", "b", "x", false, tok(), p));
+  ASSERT_FALSE(c.resolve_text("k0", "a", "x", false, tok(), p));  // a is now the most recent
+  ASSERT_FALSE(c.resolve_text("k0", "c", "x", false, tok(), p));  // drops b
+  std::vector<std::string> ids;
+  for (const auto& i : c.list("k0")) ids.push_back(i.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "c"}));
+}
+
+TEST(Conversations, TokenPromptsMatchByTokenPrefix) {
+  Conversations c(10);
+  ResolvedPrompt p;
+  ASSERT_FALSE(c.resolve_tokens("k0", "", {1, 5, 6}, p));
+  c.record("k0", p.public_id, "", {1, 5, 6, 7});
+  ResolvedPrompt q;
+  ASSERT_FALSE(c.resolve_tokens("k0", "", {1, 5, 6, 7, 8}, q));
+  EXPECT_EQ(q.public_id, p.public_id);
+  ResolvedPrompt r;
+  ASSERT_FALSE(c.resolve_tokens("k0", "", {1, 5, 9}, r));
+  EXPECT_NE(r.public_id, p.public_id);
+}
+
+}  // namespace
+}  // namespace tangram::server

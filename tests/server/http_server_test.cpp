@@ -1,0 +1,383 @@
+// The HTTP server in process, over real loopback sockets, on the real TinyStories model:
+// response shapes, multi-turn reuse against a fresh server, key isolation, back-pressure,
+// disconnects, limits and metrics.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "support/test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram::server {
+namespace {
+
+using nlohmann::json;
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded& stories() {
+  static Loaded l = [] {
+    Loaded x;
+    auto m = Model::load(tangram::testing::shared_file("models/stories260K/stories260K.gguf").string());
+    EXPECT_TRUE(m.ok()) << m.message();
+    x.model = std::move(m).value();
+    auto t = Tokenizer::from_gguf(x.model->gguf());
+    EXPECT_TRUE(t.ok()) << t.message();
+    x.tok = std::move(t).value();
+    return x;
+  }();
+  return l;
+}
+
+// An engine and a server on a free loopback port, serving on a background thread.
+struct Running {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<HttpServer> server;
+  std::thread thread;
+  int port = 0;
+
+  ~Running() {
+    if (server) server->stop();
+    if (thread.joinable()) thread.join();
+    server.reset();
+    engine.reset();
+  }
+  httplib::Client client(int read_timeout_s = 60) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(read_timeout_s, 0);
+    return c;
+  }
+};
+
+std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8) {
+  Loaded& l = stories();
+  auto r = std::make_unique<Running>();
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.scheduler.kv_memory = size_t{32} << 20;
+  eo.scheduler.max_running = max_running;
+  auto e = Engine::create(*l.model, *l.tok, eo);
+  EXPECT_TRUE(e.ok()) << e.message();
+  r->engine = std::move(e).value();
+  auto tmpl = ChatTemplate::builtin("chatml");
+  EXPECT_TRUE(tmpl.ok());
+  so.port = 0;
+  so.model_name = "stories260K";
+  so.log_level = LogLevel::Off;
+  auto s = HttpServer::create(*r->engine, *l.tok, std::move(tmpl).value(), so);
+  EXPECT_TRUE(s.ok()) << s.message();
+  r->server = std::move(s).value();
+  auto port = r->server->bind();
+  EXPECT_TRUE(port.ok()) << port.message();
+  r->port = *port;
+  HttpServer* raw = r->server.get();
+  r->thread = std::thread([raw] { (void)raw->serve(); });
+  // Ready once /ready answers 200.
+  for (int i = 0; i < 500; ++i) {
+    auto res = r->client().Get("/ready");
+    if (res && res->status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return r;
+}
+
+json chat_body(const std::vector<std::pair<std::string, std::string>>& msgs, int max_tokens, bool stream = false) {
+  json m = json::array();
+  for (const auto& [role, content] : msgs) m.push_back({{"role", role}, {"content", content}});
+  json b = {{"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (stream) {
+    b["stream"] = true;
+    b["stream_options"] = {{"include_usage", true}};
+  }
+  return b;
+}
+
+json post_json(httplib::Client& c, const std::string& path, const json& body, int expect_status = 200,
+               const httplib::Headers& headers = {}) {
+  auto res = c.Post(path, headers, body.dump(), "application/json");
+  EXPECT_TRUE(res) << "no response from " << path;
+  if (!res) return {};
+  EXPECT_EQ(res->status, expect_status) << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
+// The data payloads of an SSE body, in order ("[DONE]" included); fails on framing errors.
+std::vector<std::string> sse_payloads(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line: " << body.substr(pos);
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (event.rfind(":", 0) == 0) continue;  // comment (keep-alive)
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    out.push_back(event.substr(6));
+  }
+  return out;
+}
+
+int64_t metric(const std::string& text, const std::string& name) {
+  std::regex re("(^|\\n)" + std::regex_replace(name, std::regex(R"([{}"=\[\]/.])"), R"(\$&)") + " ([0-9.e+-]+)");
+  std::smatch m;
+  if (!std::regex_search(text, m, re)) return -1;
+  return static_cast<int64_t>(std::stod(m[2]));
+}
+
+TEST(HttpServer, ChatStreamingMatchesNonStreaming) {
+  auto s = start();
+  auto c = s->client();
+  const json plain = post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me a story"}}, 24));
+  ASSERT_TRUE(plain.is_object());
+  EXPECT_EQ(plain["object"], "chat.completion");
+  const std::string content = plain["choices"][0]["message"]["content"];
+  EXPECT_FALSE(content.empty());
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 24);
+
+  auto res = c.Post("/v1/chat/completions", chat_body({{"user", "Tell me a story"}}, 24, true).dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  const auto events = sse_payloads(res->body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json first = json::parse(events.front());
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  std::string finish;
+  json usage;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    const json j = json::parse(events[i]);
+    EXPECT_EQ(j["id"], first["id"]);
+    if (j["choices"].empty()) {
+      usage = j["usage"];
+      continue;
+    }
+    const json& ch = j["choices"][0];
+    if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 24);
+  EXPECT_EQ(usage["prompt_tokens"], plain["usage"]["prompt_tokens"]);
+}
+
+TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
+  const std::string q1 = "Tell me a story about a cat", q2 = "What happened next?";
+  json turn1, turn2;
+  {
+    auto s = start();
+    auto c = s->client();
+    turn1 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}}, 400));
+    const std::string a1 = turn1["choices"][0]["message"]["content"];
+    turn2 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+    ASSERT_TRUE(turn2.is_object());
+    EXPECT_EQ(turn2["session_id"], turn1["session_id"]);  // found by its history, no id given
+    const int64_t p1 = turn1["usage"]["prompt_tokens"], n1 = turn1["usage"]["completion_tokens"];
+    // The cache holds prompt and reply; a reply cut by max_tokens lacks its last token's KV.
+    const int64_t expect = turn1["choices"][0]["finish_reason"] == "stop" ? p1 + n1 : p1 + n1 - 1;
+    EXPECT_EQ(turn2["usage"]["prompt_tokens_details"]["cached_tokens"], expect);
+    EXPECT_GT(turn2["usage"]["prompt_tokens"].get<int64_t>(), expect);
+  }
+  auto fresh = start();
+  auto c = fresh->client();
+  const std::string a1 = turn1["choices"][0]["message"]["content"];
+  const json whole = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+  EXPECT_EQ(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(whole["usage"]["prompt_tokens"], turn2["usage"]["prompt_tokens"]);
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], turn2["choices"][0]["message"]["content"]);
+}
+
+TEST(HttpServer, ApiKeysIsolateSessions) {
+  ServerOptions so;
+  so.api_keys = {"key-a", "key-b"};
+  auto s = start(so);
+  auto c = s->client();
+  const httplib::Headers a = {{"Authorization", "Bearer key-a"}, {"X-Session-Id", "secret-chat"}};
+  const httplib::Headers b = {{"Authorization", "Bearer key-b"}, {"X-Session-Id", "secret-chat"}};
+  const json ra = post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, a);
+  const std::string text_a = ra["choices"][0]["message"]["content"];
+  ASSERT_FALSE(text_a.empty());
+  auto rb = c.Post("/v1/chat/completions", b, chat_body({{"user", "Once upon a time"}}, 16).dump(), "application/json");
+  ASSERT_TRUE(rb);
+  EXPECT_EQ(rb->status, 404);
+  EXPECT_EQ(json::parse(rb->body)["error"]["code"], "session_not_found");
+  EXPECT_EQ(rb->body.find(text_a), std::string::npos);
+  // Listing and deleting are per key too.
+  auto list_b = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-b"}});
+  ASSERT_TRUE(list_b);
+  EXPECT_TRUE(json::parse(list_b->body)["data"].empty());
+  auto del_b = c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
+  ASSERT_TRUE(del_b);
+  EXPECT_EQ(del_b->status, 404);
+  auto list_a = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-a"}});
+  ASSERT_TRUE(list_a);
+  EXPECT_EQ(json::parse(list_a->body)["data"][0]["id"], "secret-chat");
+  // No key, a wrong key: 401; the open endpoints stay open.
+  EXPECT_EQ(c.Post("/v1/chat/completions", chat_body({{"user", "x"}}, 4).dump(), "application/json")->status, 401);
+  EXPECT_EQ(c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer nope"}})->status, 401);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  EXPECT_EQ(c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer key-b"}})->status, 200);
+}
+
+TEST(HttpServer, FullQueueAnswers429AndADisconnectCancels) {
+  ServerOptions so;
+  so.max_queue = 0;
+  auto s = start(so, /*max_running=*/1);
+  // A long stream holds the only slot; its client stops reading after the first chunk.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool got_chunk = false, may_leave = false;
+  std::thread holder([&] {
+    httplib::Client c("127.0.0.1", s->port);
+    c.set_read_timeout(60, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      std::unique_lock lock(mu);
+      got_chunk = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return may_leave; });
+      return false;  // the client goes away
+    };
+    (void)c.send(req);
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return got_chunk; }));
+  }
+  auto c = s->client();
+  auto busy = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 429);
+  EXPECT_GE(std::stoi(busy->get_header_value("Retry-After")), 1);
+  EXPECT_EQ(json::parse(busy->body)["error"]["code"], "queue_full");
+  {
+    std::lock_guard lock(mu);
+    may_leave = true;
+  }
+  cv.notify_all();
+  holder.join();
+  // The disconnect cancels the generation well before its 2048-token context is full.
+  for (int i = 0; i < 1000 && s->engine->stats().running + s->engine->stats().waiting > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  s->engine->wait_idle();
+  const std::string m = c.Get("/metrics")->body;
+  EXPECT_EQ(metric(m, "tangram_client_disconnects_total"), 1);
+  EXPECT_EQ(metric(m, "tangram_requests_rejected_queue_full_total"), 1);
+  EXPECT_LT(metric(m, "tangram_generation_tokens_total"), 2000);
+  // The slot is free again, and deleting every session returns every page.
+  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
+  const json sessions = json::parse(c.Get("/v1/sessions")->body);
+  ASSERT_EQ(sessions["data"].size(), 3u);  // the cancelled stream's, the refused one's, the last one's
+  for (const json& ses : sessions["data"])
+    EXPECT_EQ(c.Delete("/v1/sessions/" + ses["id"].get<std::string>())->status, 200);
+  EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
+  EXPECT_EQ(s->engine->stats().pool.used_pages, 0);
+}
+
+TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
+  ServerOptions so;
+  so.max_body_bytes = 1 << 20;
+  so.read_timeout_s = 1;
+  auto s = start(so);
+  auto c = s->client();
+  // A slow-loris client: half a request, then silence.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s->port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string partial = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le";
+  ASSERT_EQ(send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+
+  struct Case {
+    std::string method, path, body;
+    int status;
+  };
+  const std::string huge(2 << 20, 'a');
+  const std::vector<Case> cases = {
+      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}", 400},
+      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"" + huge + "\"}]}", 413},
+      {"POST", "/v1/chat/completions", "nonsense", 400},
+      {"POST", "/v1/completions", "{\"prompt\": [" + std::string("1,", 0) + "99999]}", 400},
+      {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-9"})", 404},
+      {"GET", "/v1/chat/completions", "", 404},
+      {"GET", "/no/such/path", "", 404},
+      {"DELETE", "/v1/sessions/unknown", "", 404},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.method + " " + k.path + " " + k.body.substr(0, 60));
+    httplib::Result res = k.method == "POST" ? c.Post(k.path, k.body, "application/json")
+                          : k.method == "GET" ? c.Get(k.path)
+                                              : c.Delete(k.path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, k.status);
+    const json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.is_object()) << res->body;
+    EXPECT_TRUE(err["error"]["message"].is_string()) << res->body;
+  }
+  // A prompt longer than the context: 400 with the figures.
+  std::vector<int> ids(3000, 5);
+  const json too_long = post_json(c, "/v1/completions", json{{"prompt", ids}}, 400);
+  EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(too_long["error"]["message"].get<std::string>().find("3000"), std::string::npos);
+  // Still serving, while the slow-loris connection is dropped after the read timeout.
+  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 3}})["usage"]["completion_tokens"], 3);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  const ssize_t got = recv(fd, buf, sizeof buf, 0);
+  EXPECT_LE(got, static_cast<ssize_t>(sizeof buf));
+  EXPECT_NE(got, -1) << "the server kept a stalled connection open past its read timeout";
+  close(fd);
+}
+
+TEST(HttpServer, MetricsCountWhatClientsSaw) {
+  auto s = start();
+  auto c = s->client();
+  int64_t completion = 0, prompt = 0;
+  for (int i = 0; i < 3; ++i) {
+    const json r = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 5 + i}});
+    completion += r["usage"]["completion_tokens"].get<int64_t>();
+    prompt += r["usage"]["prompt_tokens"].get<int64_t>();
+  }
+  (void)c.Post("/v1/completions", "{", "application/json");
+  s->engine->wait_idle();
+  const std::string m = c.Get("/metrics")->body;
+  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="200"})"), 3);
+  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="400"})"), 1);
+  EXPECT_EQ(metric(m, "tangram_generation_tokens_total"), completion);
+  EXPECT_EQ(metric(m, "tangram_prompt_tokens_total"), prompt);
+  EXPECT_EQ(metric(m, "tangram_time_to_first_token_seconds_count"), 3);
+  EXPECT_GT(metric(m, "tangram_kv_pages_total"), 0);
+  EXPECT_NE(m.find("# TYPE tangram_request_duration_seconds histogram"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tangram::server
