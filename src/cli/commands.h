@@ -163,6 +163,29 @@ struct BenchOptions {
 // The multi-turn serving benchmark: every KV policy on the same model, workload and KV memory.
 int cmd_bench(const BenchOptions& opt);
 
+struct BenchServeOptions {
+  std::string url;                   // drive this server; empty: start one in process
+  std::string api_key;               // sent as "Authorization: Bearer KEY" (and required by the in-process server)
+  std::string model;                 // a GGUF (its tokenizer re-encodes answers); empty: the generated model
+  std::string preset = "qwen3-4b-attn";
+  std::string type = "q8_0";
+  int layers = 4;                    // layers of the generated model
+  std::string cache_dir;
+  std::string workload = "sharegpt"; // a workload preset, "-quick" variants included
+  int sessions = 0, turns = 0;       // overrides (0: the preset's)
+  uint64_t seed = 1;
+  std::vector<double> rates;         // new conversations per second, open loop; empty: the default list
+  int max_retries = 8;               // 429 retries per request
+  double timeout_s = 600;            // per request
+  int max_queue = 64;                // in-process server: requests waiting beyond the running ones
+  bool quick = false;
+  std::string out_dir = "bench-serve-out";
+  EngineFlags engine;
+};
+// The HTTP serving benchmark: multi-turn clients against `tangram serve` (or any
+// OpenAI-compatible server) at increasing request rates, session reuse on and off.
+int cmd_bench_serve(const BenchServeOptions& opt);
+
 struct BenchKvOptions {
   std::string model;                  // a GGUF; empty: generate from preset/type
   std::string preset = "qwen3-4b-attn";

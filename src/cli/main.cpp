@@ -245,6 +245,44 @@ int main(int argc, char** argv) {
   c_bench->add_option("-o,--out", bench.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
   add_engine_options(c_bench, bench.engine);
 
+  BenchServeOptions bs;
+  bs.engine.max_running = 16;  // as `tangram serve`
+  auto* c_bs = app.add_subcommand(
+      "bench-serve", "HTTP serving benchmark: multi-turn clients at increasing request rates, session reuse on vs off");
+  c_bs->add_option("--url", bs.url,
+                   "Drive this running server (e.g. http://127.0.0.1:8080; start it with the same -m); "
+                   "default: start one in process on a free port");
+  c_bs->add_option("--api-key", bs.api_key, "Send 'Authorization: Bearer KEY'");
+  c_bs->add_option("-m,--model", bs.model,
+                   "GGUF model served in process (with --url: the server's model, for its tokenizer); "
+                   "default: the generated model of --preset/--type/--layers")
+      ->check(CLI::ExistingFile);
+  c_bs->add_option("--preset", bs.preset, "Attention shape of the generated model")->capture_default_str();
+  c_bs->add_option("--type", bs.type, "Weight type of the generated model")->capture_default_str();
+  c_bs->add_option("--layers", bs.layers, "Layers of the generated model (0: the preset's)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--cache-dir", bs.cache_dir, "Where generated models are kept");
+  c_bs->add_option("--workload", bs.workload,
+                   "Preset: sharegpt (short chats), locomo (long histories), scbench (shared context); "
+                   "a -quick suffix shrinks it")->capture_default_str();
+  c_bs->add_option("--sessions", bs.sessions, "Conversations per run (default: the preset's)")
+      ->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--turns", bs.turns, "Turns per conversation (default: the preset's)")->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--seed", bs.seed, "Workload seed")->capture_default_str();
+  c_bs->add_option("--rates", bs.rates,
+                   "New conversations per second (open loop, Poisson), one run per rate and reuse mode "
+                   "(default 0.25,0.5,1,2; with --quick 0.5,2)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  c_bs->add_option("--max-retries", bs.max_retries, "Retries of a request answered 429 (after its Retry-After)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--timeout", bs.timeout_s, "Seconds a request may stall")->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  c_bs->add_option("--max-queue", bs.max_queue, "In-process server: requests that may wait; more get 429")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bs->add_flag("--quick", bs.quick, "A small workload (the -quick preset, 2 rates, 2 layers): about a minute");
+  c_bs->add_option("-o,--out", bs.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
+  add_engine_options(c_bs, bs.engine);
+
   BenchKvOptions bk;
   bk.engine.kv_memory = "4GiB";
   auto* c_bk = app.add_subcommand(
@@ -368,6 +406,7 @@ int main(int argc, char** argv) {
   if (*c_prof) return cmd_profile(prof);
   if (*c_bk) return cmd_bench_kv(bk);
   if (*c_bench) return cmd_bench(bench);
+  if (*c_bs) return cmd_bench_serve(bs);
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
   if (*c_cl) return cmd_cluster(cl);

@@ -24,6 +24,20 @@ ApiError not_available(const std::string& id) {
                   "invalid_request_error", "session_id", "session_not_found", 0};
 }
 
+size_t common_prefix_length(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// [ids.size() + 1] byte offsets in the concatenated pieces where each token prefix ends (0 first).
+// Two tokenizations of texts that share a prefix have a common boundary where these agree.
+std::vector<size_t> token_end_offsets(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  std::vector<size_t> off(ids.size() + 1, 0);
+  for (size_t k = 0; k < ids.size(); ++k) off[k + 1] = off[k] + tok.token_to_piece(ids[k]).size();
+  return off;
+}
+
 }  // namespace
 
 Conversations::Entry* Conversations::find_owned(const std::string& owner, const std::string& id) {
@@ -90,14 +104,26 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
   out.engine_session = engine_key(owner, out.public_id);
   const bool extends = !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
   if (extends && !starts_with(canonical, entry->tokens)) {
-    // Splice: the new part is tokenized as in the canonical tokenization of the whole text
-    // (never on its own: SentencePiece would add a word-start space), after the history's own
-    // tokens. That needs a token boundary where the history text ends, which a turn boundary has.
-    const std::vector<int32_t> history_canonical = tok.encode(entry->text, add_special, /*parse_special=*/true);
-    if (starts_with(canonical, history_canonical)) {
-      out.tokens = entry->tokens;
-      out.tokens.insert(out.tokens.end(), canonical.begin() + static_cast<std::ptrdiff_t>(history_canonical.size()),
-                        canonical.end());
+    // Splice: the history's own tokens up to the last text offset where both they and the
+    // canonical tokenization have a token boundary, then the canonical tokens from there.
+    const std::vector<size_t> oh = token_end_offsets(tok, entry->tokens);
+    const std::vector<size_t> of = token_end_offsets(tok, canonical);
+    size_t i = 0, j = 0, best_i = 0, best_j = 0;
+    while (i < of.size() && j < oh.size()) {
+      if (of[i] == oh[j]) {
+        best_i = i;
+        best_j = j;
+        ++i;
+        ++j;
+      } else if (of[i] < oh[j]) {
+        ++i;
+      } else {
+        ++j;
+      }
+    }
+    if (best_j > common_prefix_length(canonical, entry->tokens)) {
+      out.tokens.assign(entry->tokens.begin(), entry->tokens.begin() + static_cast<std::ptrdiff_t>(best_j));
+      out.tokens.insert(out.tokens.end(), canonical.begin() + static_cast<std::ptrdiff_t>(best_i), canonical.end());
       out.spliced = true;
     }
   }

@@ -207,15 +207,19 @@ struct HttpServer::Impl {
   // On the engine's worker thread, once per request.
   void finished(const Generation& g, Channel& ch, const RequestResult& result) {
     if (result.finish == FinishReason::Stop || result.finish == FinishReason::Length) {
-      // The conversation now holds the prompt and the reply. Its tokens are kept only when they
-      // are exactly the reply's text (a stop string cuts the text, not the tokens).
+      // The conversation now holds the prompt and the reply as the client saw it. Its tokens
+      // are kept as far as they spell that text: a control token the client never saw (or a
+      // stop string cut from the text) ends what a next turn's prompt can reuse.
       std::vector<int32_t> tokens = g.prompt.tokens;
-      std::string text = g.history_text;
-      if (!text.empty()) text += result.text;
-      if (tok.decode(result.tokens, /*skip_special=*/false) == result.text)
-        tokens.insert(tokens.end(), result.tokens.begin(), result.tokens.end());
-      else if (!text.empty())
-        text = g.history_text;
+      std::string text = g.history_text.empty() ? std::string() : g.history_text + result.text;
+      size_t spelled = 0;
+      for (int32_t t : result.tokens) {
+        if (tok.is_control(t)) break;
+        const std::string piece = tok.token_to_piece(t);
+        if (result.text.compare(spelled, piece.size(), piece) != 0) break;
+        spelled += piece.size();
+        tokens.push_back(t);
+      }
       conversations.record(g.owner, g.prompt.public_id, std::move(text), std::move(tokens));
     }
     const auto now = Clock::now();
@@ -482,6 +486,7 @@ struct HttpServer::Impl {
     });
     http.Get("/metrics", [this](const auto& req, auto& res) { handle_metrics(req, res); });
     http.Get("/", [](const auto&, auto& res) { res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8"); });
+    http.Get("/favicon.ico", [](const auto&, auto& res) { res.status = 204; });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error body
       ApiError e{res.status, fmt::format("no route for {} {}", req.method, req.path), "invalid_request_error", "",
@@ -505,8 +510,11 @@ struct HttpServer::Impl {
       log.write(LogLevel::Error, "exception", {{"what", what}});
       send_error(res, ApiError{500, "internal error: " + what, "server_error", "", "internal_error", 0});
     });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // Counted before the response is written, so a client that reads /metrics next sees it.
+    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       metrics.count_response(route_label(req.path), res.status);
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
       // Generations that reached the engine are logged when they finish, with their figures.
       if (generation && res.status == 200) return;

@@ -188,7 +188,7 @@ TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
   {
     auto s = start();
     auto c = s->client();
-    turn1 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}}, 400));
+    turn1 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}}, 60));
     const std::string a1 = turn1["choices"][0]["message"]["content"];
     turn2 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
     ASSERT_TRUE(turn2.is_object());

@@ -1,0 +1,441 @@
+// `tangram bench-serve`: the HTTP serving benchmark. Multi-turn clients (evaluation/http_load.h)
+// drive `tangram serve` (in process on a free port, or a running server with --url) at each
+// request rate, once with session reuse off (a fresh X-Session-Id every turn, so every turn
+// prefills its whole history) and once on (one id per conversation, so later turns reuse the
+// resident KV), on the same seeded workload. Reported per run: completed requests/s, output
+// tokens/s, TTFT p50/p99, TPOT p50, end-to-end p50, the share of prompt tokens served from cache
+// and the 429s; per rate, the on/off ratios. The server's conversations are deleted between runs,
+// so every run starts from the same empty state. Outputs: a table on stdout, report.json (every
+// raw figure, every request), report.md and SVG plots in --out.
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_models.h"
+#include "cli/cli_error.h"
+#include "cli/commands.h"
+#include "common/progress.h"
+#include "common/svg_plot.h"
+#include "common/units.h"
+#include "engine/engine.h"
+#include "evaluation/http_load.h"
+#include "evaluation/metrics.h"
+#include "evaluation/workload.h"
+#include "gguf/gguf_file.h"
+#include "server/http_server.h"
+
+namespace tangram::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// One run: a rate and a reuse mode.
+struct ServeRun {
+  double rate = 0;
+  SessionReuse reuse = SessionReuse::On;
+  HttpLoadRun load;
+  RunMetrics metrics;
+  json engine;  // scheduler counters over the run (in-process server only)
+};
+
+// The server this benchmark drives when no --url is given: an Engine and an HttpServer on
+// 127.0.0.1 and a free port, serving on a background thread until destroyed.
+class InProcessServer {
+ public:
+  static Result<std::unique_ptr<InProcessServer>> start(Model& model, const Tokenizer& tok, const EngineOptions& eo,
+                                                        const BenchServeOptions& opt) {
+    auto s = std::unique_ptr<InProcessServer>(new InProcessServer());
+    TG_ASSIGN(s->engine_, Engine::create(model, tok, eo));
+    // Completions only: the template is never rendered, but the server wants one.
+    auto tmpl = tok.chat_template().empty() ? ChatTemplate::builtin("chatml") : ChatTemplate::parse(tok.chat_template());
+    if (!tmpl) tmpl = ChatTemplate::builtin("chatml");
+    if (!tmpl) return tmpl.error();
+    server::ServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    so.max_queue = opt.max_queue;
+    so.log_level = server::LogLevel::Warn;  // the access log would drown the progress bar
+    if (!opt.api_key.empty()) so.api_keys = {opt.api_key};
+    TG_ASSIGN(s->server_, server::HttpServer::create(*s->engine_, tok, std::move(*tmpl), so));
+    TG_ASSIGN(s->port_, s->server_->bind());
+    server::HttpServer* raw = s->server_.get();
+    s->thread_ = std::thread([raw] { (void)raw->serve(); });
+    return s;
+  }
+  ~InProcessServer() {
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+    server_.reset();  // before the engine it submits to
+    engine_.reset();
+  }
+  int port() const { return port_; }
+  Engine& engine() { return *engine_; }
+
+ private:
+  InProcessServer() = default;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<server::HttpServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+std::string fmt_s(double s) {
+  if (!std::isfinite(s)) return "-";
+  return s < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * s) : fmt::format("{:.2f} s", s);
+}
+
+std::string fmt_ratio(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
+
+double ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b > 0 ? a / b : std::nan(""); }
+
+json null_if_nan(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+// Prompt and cached tokens of the completed requests, per turn index.
+json by_turn(const HttpLoadRun& run) {
+  std::vector<int64_t> n, prompt, cached;
+  for (const auto& r : run.requests) {
+    if (r.record.error || r.record.turn < 0) continue;
+    const auto t = static_cast<size_t>(r.record.turn);
+    if (n.size() <= t) {
+      n.resize(t + 1);
+      prompt.resize(t + 1);
+      cached.resize(t + 1);
+    }
+    ++n[t];
+    prompt[t] += r.record.prompt_tokens;
+    cached[t] += r.record.cached_tokens;
+  }
+  json out = json::array();
+  for (size_t t = 0; t < n.size(); ++t)
+    out.push_back({{"turn", t}, {"requests", n[t]}, {"prompt_tokens", prompt[t]}, {"cached_tokens", cached[t]}});
+  return out;
+}
+
+json request_json(const HttpRequestRecord& r) {
+  const RequestRecord& q = r.record;
+  json j = {{"conversation", q.session}, {"turn", q.turn}, {"session_id", r.session_id},
+            {"status", r.http_status},   {"rejections_429", r.rejections},
+            {"submit_s", q.submit_s},    {"first_token_s", q.first_token_s},
+            {"finish_s", q.finish_s},    {"retry_wait_s", q.queue_s},
+            {"prompt_tokens", q.prompt_tokens}, {"cached_tokens", q.cached_tokens},
+            {"completion_tokens", q.output_tokens}, {"finish_reason", r.finish_reason}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+json engine_delta(const SchedulerStats& a, const SchedulerStats& b) {
+  return {{"prefill_tokens", b.prefill_tokens - a.prefill_tokens},
+          {"decode_tokens", b.decode_tokens - a.decode_tokens},
+          {"preemptions", b.preemptions - a.preemptions},
+          {"session_evictions", b.session_evictions - a.session_evictions},
+          {"steps", b.steps - a.steps}};
+}
+
+}  // namespace
+
+int cmd_bench_serve(const BenchServeOptions& in) {
+  BenchServeOptions opt = in;
+  std::signal(SIGPIPE, SIG_IGN);  // a connection the server drops is an error value, not a crash
+
+  // --- workload ---
+  auto spec_r = workload_preset(opt.workload);
+  if (!spec_r) return fail(spec_r.message());
+  WorkloadSpec spec = *spec_r;
+  if (opt.quick && spec.preset.find("-quick") == std::string::npos) spec = scale_for_quick(spec);
+  if (opt.sessions > 0) spec.sessions = opt.sessions;
+  if (opt.turns > 0) spec.turns = opt.turns;
+  spec.seed = opt.seed;
+  spec.arrival = WorkloadSpec::Arrival::OpenLoop;
+  std::vector<double> rates = opt.rates;
+  if (rates.empty()) rates = opt.quick ? std::vector<double>{0.5, 2.0} : std::vector<double>{0.25, 0.5, 1.0, 2.0};
+  for (double r : rates)
+    if (!(std::isfinite(r) && r > 0)) return fail(fmt::format("--rates: every rate must be > 0, got {}", r));
+  std::sort(rates.begin(), rates.end());
+  rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
+
+  // --- model, tokenizer, server ---
+  const int layers = opt.quick && opt.layers > 2 ? 2 : opt.layers;
+  std::unique_ptr<InProcessServer> local;
+  LoadedModel loaded;
+  std::unique_ptr<GgufFile> vocab_file;
+  std::unique_ptr<Tokenizer> url_tokenizer;
+  const Tokenizer* tok = nullptr;
+  int64_t context = 0;  // the server's context per conversation, when known
+  HttpEndpoint endpoint;
+  std::string target;
+  if (opt.url.empty()) {
+    auto eo = to_engine_options(opt.engine);
+    if (!eo) return fail(eo.message());
+    auto lm = load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? layers : 0, opt.cache_dir,
+                                     opt.engine.threads, model_batch_for(opt.engine));
+    if (!lm) return fail(lm.message());
+    loaded = std::move(lm).value();
+    tok = loaded.tokenizer.get();
+    auto srv = InProcessServer::start(*loaded.model, *tok, *eo, opt);
+    if (!srv) return fail(srv.message());
+    local = std::move(srv).value();
+    context = local->engine().context();
+    target = fmt::format("http://127.0.0.1:{}", local->port());
+  } else {
+    std::string path = opt.model;
+    if (path.empty()) {
+      auto p = cached_synth_model(opt.preset, opt.type, layers, opt.cache_dir, opt.engine.threads);
+      if (!p) return fail(p.message());
+      path = *p;
+    }
+    auto f = GgufFile::open(path);
+    if (!f) return fail(f.message());
+    vocab_file = std::move(f).value();
+    auto t = Tokenizer::from_gguf(*vocab_file);
+    if (!t) return fail(t.message());
+    url_tokenizer = std::move(t).value();
+    tok = url_tokenizer.get();
+    loaded.path = path;
+    target = opt.url;
+  }
+  auto ep = parse_base_url(target);
+  if (!ep) return fail("--url: " + ep.message());
+  endpoint = *ep;
+  spec.vocab = std::max<int32_t>(4, tok->n_vocab());
+  if (loaded.model) spec.vocab = static_cast<int32_t>(std::min<int64_t>(loaded.model->config().vocab, spec.vocab));
+
+  // Nothing of a previous run may linger (a --url server may have been used before).
+  if (auto d = delete_all_sessions(endpoint, opt.api_key); !d)
+    return fail(fmt::format("cannot reach the server at {}: {}", target, d.message()));
+
+  HttpLoadOptions lo;
+  lo.endpoint = endpoint;
+  lo.api_key = opt.api_key;
+  lo.max_429_retries = opt.max_retries;
+  lo.timeout_s = opt.timeout_s;
+  lo.encode_reply = [tok](const std::string& text) { return tok->encode(text, /*add_special=*/false, /*parse_special=*/false); };
+
+  // The conversations of the first rate decide the sizes (the others differ only in arrivals).
+  spec.request_rate = rates.front();
+  auto first = generate_workload(spec);
+  if (!first) return fail(first.message());
+  int64_t planned = 0, longest = 0;
+  for (const auto& c : *first) {
+    planned += static_cast<int64_t>(c.turns.size());
+    int64_t n = 0;
+    for (const auto& t : c.turns) n += static_cast<int64_t>(t.user_tokens.size()) + t.output_tokens;
+    longest = std::max(longest, n);
+  }
+  if (context > 0 && longest + 8 > context)
+    return fail(fmt::format("a conversation reaches {} tokens, past the server's context of {}: shorten the "
+                            "workload (--turns, --workload ...-quick)", longest, context));
+
+  // Warm-up (page in the weights, start the HTTP workers): one short request, then forget it.
+  {
+    HttpLoadOptions w = lo;
+    w.run_tag = fmt::format("bs{}-warmup", getpid());
+    Conversation c;
+    c.id = "warmup";
+    c.turns.push_back(first->front().turns.front());
+    c.turns.back().output_tokens = std::min<int64_t>(4, c.turns.back().output_tokens);
+    auto r = run_http_load(w, {c});
+    if (!r) return fail(r.message());
+    if (r->requests.empty() || !r->requests.front().error.empty())
+      return fail(fmt::format("the warm-up request to {} failed: {}", target,
+                              r->requests.empty() ? "not sent" : r->requests.front().error));
+    if (auto d = delete_all_sessions(endpoint, opt.api_key); !d) return fail(d.message());
+  }
+
+  fmt::print("tangram bench-serve: {} ({}), workload {} ({} sessions x {} turns, first turn {} tokens, follow-ups "
+             "{}, answers {}), rates {} sessions/s, reuse off and on\n",
+             target, loaded.path, spec.preset, spec.sessions, spec.turns, spec.first_turn_tokens,
+             spec.followup_tokens, spec.output_tokens, fmt::join(rates, ", "));
+
+  // --- runs ---
+  std::vector<ServeRun> runs;
+  {
+    ProgressBar bar("bench-serve", planned * static_cast<int64_t>(rates.size()) * 2);
+    int64_t done_before = 0;
+    for (size_t ri = 0; ri < rates.size(); ++ri) {
+      spec.request_rate = rates[ri];
+      auto conversations = generate_workload(spec);
+      if (!conversations) return fail(conversations.message());
+      for (SessionReuse reuse : {SessionReuse::Off, SessionReuse::On}) {
+        HttpLoadOptions o = lo;
+        o.reuse = reuse;
+        o.run_tag = fmt::format("bs{}-r{}-{}", getpid(), ri, session_reuse_name(reuse));
+        SchedulerStats before;
+        if (local) {
+          local->engine().wait_idle();
+          before = local->engine().stats();
+        }
+        auto load = run_http_load(o, *conversations, [&](int64_t d, int64_t) { bar.update(done_before + d); });
+        if (!load) return fail(load.message());
+        done_before += planned;
+        ServeRun run;
+        run.rate = rates[ri];
+        run.reuse = reuse;
+        auto m = compute_run_metrics(request_records(*load), load->wall_s);
+        if (!m) return fail(fmt::format("rate {}, reuse {}: {}", run.rate, session_reuse_name(reuse), m.message()));
+        run.metrics = *m;
+        if (local) {
+          local->engine().wait_idle();
+          run.engine = engine_delta(before, local->engine().stats());
+        }
+        run.load = std::move(load).value();
+        runs.push_back(std::move(run));
+        if (auto d = delete_all_sessions(endpoint, opt.api_key); !d) return fail(d.message());
+      }
+    }
+  }
+
+  // --- report ---
+  json j;
+  j["tool"] = "tangram bench-serve";
+  j["target"] = opt.url.empty() ? "in-process" : opt.url;
+  j["model"] = loaded.path;
+  j["workload"] = {{"preset", spec.preset}, {"sessions", spec.sessions}, {"turns", spec.turns},
+                   {"first_turn_tokens", spec.first_turn_tokens}, {"followup_tokens", spec.followup_tokens},
+                   {"output_tokens", spec.output_tokens}, {"length_jitter", spec.length_jitter},
+                   {"seed", spec.seed}, {"vocab", spec.vocab}, {"planned_requests_per_run", planned}};
+  j["rates"] = rates;
+  if (local) {
+    const SchedulerOptions& so = local->engine().options();
+    j["server"] = {{"threads", local->engine().threads()}, {"context", local->engine().context()},
+                   {"kv_memory_bytes", so.kv_memory}, {"max_running", so.max_running},
+                   {"max_queue", opt.max_queue}, {"kv_policy", std::string(kv_policy_name(so.compression.policy))}};
+  }
+  fmt::print("\n{:>6} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>5} {:>6}\n", "rate", "reuse", "req/s",
+             "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p50", "cached", "429s", "errors");
+  int64_t failed = 0;
+  for (const ServeRun& r : runs) {
+    const RunMetrics& m = r.metrics;
+    failed += static_cast<int64_t>(m.errors) + r.load.skipped;
+    fmt::print("{:>6g} {:>5} {:>8.3f} {:>9.2f} {:>9} {:>9} {:>9} {:>9} {:>6.1f}% {:>5} {:>6}\n", r.rate,
+               session_reuse_name(r.reuse), m.requests_per_s, m.output_tokens_per_s, fmt_s(m.ttft_s.p50),
+               fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50), fmt_s(m.e2e_s.p50),
+               std::isfinite(m.cached_fraction) ? 100.0 * m.cached_fraction : 0.0, r.load.rejected_429,
+               m.errors + static_cast<size_t>(r.load.skipped));
+    json row = {{"rate", r.rate},
+                {"reuse", session_reuse_name(r.reuse)},
+                {"planned", r.load.planned},
+                {"sent", r.load.requests.size()},
+                {"completed", m.completed},
+                {"errors", m.errors},
+                {"skipped", r.load.skipped},
+                {"rejected_429", r.load.rejected_429},
+                {"gave_up_429", r.load.gave_up_429},
+                {"metrics", m},
+                {"by_turn", by_turn(r.load)}};
+    if (!r.engine.is_null()) row["engine"] = r.engine;
+    json reqs = json::array();
+    for (const auto& q : r.load.requests) reqs.push_back(request_json(q));
+    row["requests"] = std::move(reqs);
+    j["runs"].push_back(std::move(row));
+  }
+
+  // The gain from reuse at each rate: on over off.
+  struct Ratio {
+    double rate, ttft_p50, ttft_p99, tokens_per_s, requests_per_s;
+  };
+  std::vector<Ratio> ratios;
+  for (double rate : rates) {
+    const ServeRun* on = nullptr;
+    const ServeRun* off = nullptr;
+    for (const auto& r : runs)
+      if (r.rate == rate) (r.reuse == SessionReuse::On ? on : off) = &r;
+    if (!on || !off) continue;
+    ratios.push_back({rate, ratio(on->metrics.ttft_s.p50, off->metrics.ttft_s.p50),
+                      ratio(on->metrics.ttft_s.p99, off->metrics.ttft_s.p99),
+                      ratio(on->metrics.output_tokens_per_s, off->metrics.output_tokens_per_s),
+                      ratio(on->metrics.requests_per_s, off->metrics.requests_per_s)});
+  }
+  fmt::print("\nGain from session reuse (reuse on / reuse off; TTFT below 1 and throughput above 1 favour reuse):\n");
+  fmt::print("{:>6} {:>13} {:>13} {:>15} {:>13}\n", "rate", "TTFT p50", "TTFT p99", "out tok/s", "req/s");
+  for (const Ratio& x : ratios) {
+    fmt::print("{:>6g} {:>13} {:>13} {:>15} {:>13}\n", x.rate, fmt_ratio(x.ttft_p50), fmt_ratio(x.ttft_p99),
+               fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
+    j["ratios_on_over_off"].push_back({{"rate", x.rate},
+                                       {"ttft_p50", null_if_nan(x.ttft_p50)},
+                                       {"ttft_p99", null_if_nan(x.ttft_p99)},
+                                       {"output_tokens_per_s", null_if_nan(x.tokens_per_s)},
+                                       {"requests_per_s", null_if_nan(x.requests_per_s)}});
+  }
+
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  if (ec) return fail(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
+  const fs::path out(opt.out_dir);
+  {
+    LinePlot p;
+    p.title = "TTFT vs request rate, session reuse on and off";
+    p.x_label = "new conversations per second";
+    p.y_label = "TTFT (s)";
+    p.log2_x = true;
+    for (SessionReuse reuse : {SessionReuse::On, SessionReuse::Off})
+      for (int pct : {50, 99}) {
+        PlotSeries s{fmt::format("reuse {} p{}", session_reuse_name(reuse), pct), {}, {}};
+        for (const auto& r : runs) {
+          const double v = pct == 50 ? r.metrics.ttft_s.p50 : r.metrics.ttft_s.p99;
+          if (r.reuse != reuse || !std::isfinite(v)) continue;
+          s.x.push_back(r.rate);
+          s.y.push_back(v);
+        }
+        p.series.push_back(std::move(s));
+      }
+    if (auto st = write_svg(p, (out / "ttft_vs_rate.svg").string()); !st) return fail(st.message());
+  }
+  {
+    LinePlot p;
+    p.title = "Output throughput vs request rate, session reuse on and off";
+    p.x_label = "new conversations per second";
+    p.y_label = "output tokens/s";
+    p.log2_x = true;
+    for (SessionReuse reuse : {SessionReuse::On, SessionReuse::Off}) {
+      PlotSeries s{fmt::format("reuse {}", session_reuse_name(reuse)), {}, {}};
+      for (const auto& r : runs)
+        if (r.reuse == reuse) {
+          s.x.push_back(r.rate);
+          s.y.push_back(r.metrics.output_tokens_per_s);
+        }
+      p.series.push_back(std::move(s));
+    }
+    if (auto st = write_svg(p, (out / "throughput_vs_rate.svg").string()); !st) return fail(st.message());
+  }
+  std::ofstream(out / "report.json") << j.dump(2) << "\n";
+  {
+    std::ofstream md(out / "report.md");
+    md << "# tangram bench-serve report\n\n"
+       << fmt::format("Server `{}`, model `{}`. Workload `{}`: {} conversations x {} turns per run (first turn {} "
+                      "tokens, follow-ups {}, answers up to {}), open-loop Poisson arrivals; each run once with session "
+                      "reuse off (a fresh X-Session-Id every turn) and once on (one per conversation). Temperature 0.\n\n",
+                      target, loaded.path, spec.preset, spec.sessions, spec.turns, spec.first_turn_tokens,
+                      spec.followup_tokens, spec.output_tokens)
+       << "| rate (conv/s) | reuse | req/s | out tok/s | TTFT p50 | TTFT p99 | TPOT p50 | e2e p50 | cached | 429s | errors |\n"
+       << "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const ServeRun& r : runs) {
+      const RunMetrics& m = r.metrics;
+      md << fmt::format("| {:g} | {} | {:.3f} | {:.2f} | {} | {} | {} | {} | {:.1f}% | {} | {} |\n", r.rate,
+                        session_reuse_name(r.reuse), m.requests_per_s, m.output_tokens_per_s, fmt_s(m.ttft_s.p50),
+                        fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50), fmt_s(m.e2e_s.p50),
+                        std::isfinite(m.cached_fraction) ? 100.0 * m.cached_fraction : 0.0, r.load.rejected_429,
+                        m.errors + static_cast<size_t>(r.load.skipped));
+    }
+    md << "\nReuse on / reuse off:\n\n| rate | TTFT p50 | TTFT p99 | out tok/s | req/s |\n| ---: | ---: | ---: | ---: | ---: |\n";
+    for (const Ratio& x : ratios)
+      md << fmt::format("| {:g} | {} | {} | {} | {} |\n", x.rate, fmt_ratio(x.ttft_p50), fmt_ratio(x.ttft_p99),
+                        fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
+    md << "\nPlots: `ttft_vs_rate.svg`, `throughput_vs_rate.svg`. Every request's figures: `report.json`.\n";
+  }
+  fmt::print("report: {}/report.md, report.json, ttft_vs_rate.svg, throughput_vs_rate.svg\n", opt.out_dir);
+  if (failed > 0)
+    return fail(fmt::format("{} requests failed or were skipped (see the errors in report.json)", failed));
+  return 0;
+}
+
+}  // namespace tangram::cli

@@ -1,0 +1,114 @@
+// `tangram serve` driven by OpenAI's official Node client, and by curl for the raw SSE bytes.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import OpenAI from 'openai';
+import { startServer } from './server.mjs';
+
+let server;
+let client;
+
+before(async () => {
+  server = await startServer(['--kv-memory', '64MiB', '--log-level', 'warn']);
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+after(async () => { await server?.stop(); });
+
+const story = [{ role: 'user', content: 'Tell me a story about a dog' }];
+
+test('chat completion, non-streaming', async () => {
+  const r = await client.chat.completions.create({ model: 'stories260K', messages: story, max_tokens: 20, temperature: 0 });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.equal(r.usage.completion_tokens, 20);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 20);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+});
+
+test('chat completion, streaming, equals the non-streaming answer', async () => {
+  const args = { messages: story, max_tokens: 24, temperature: 0 };
+  const plain = await client.chat.completions.create(args);
+  const stream = await client.chat.completions.create({ ...args, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let role = null;
+  let finish = null;
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.choices.length === 0) continue;
+    const c = chunk.choices[0];
+    if (c.delta.role) role = c.delta.role;
+    if (c.delta.content) text += c.delta.content;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  assert.ok(chunks >= 3);
+  assert.equal(role, 'assistant');
+  assert.equal(text, plain.choices[0].message.content);
+  assert.equal(finish, plain.choices[0].finish_reason);
+  assert.equal(usage.completion_tokens, plain.usage.completion_tokens);
+});
+
+test('completions: text and token prompts, streaming and not', async () => {
+  const r = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 12, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.ok(r.choices[0].text.length > 0);
+  let streamed = '';
+  const s = await client.completions.create({ prompt: 'Once upon a time', max_tokens: 12, temperature: 0, stream: true });
+  for await (const chunk of s) streamed += chunk.choices[0]?.text ?? '';
+  assert.equal(streamed, r.choices[0].text);
+  const ids = await client.completions.create({ prompt: [1, 400, 401], max_tokens: 4, temperature: 0 });
+  assert.equal(ids.usage.prompt_tokens, 3);
+  assert.equal(ids.usage.completion_tokens, 4);
+});
+
+test('models list', async () => {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ['stories260K']);
+});
+
+test('multi-turn: the second turn reuses the first turn prompt and reply', async () => {
+  const q1 = [{ role: 'system', content: 'You tell short stories.' }, { role: 'user', content: 'A story about a bird' }];
+  const t1 = await client.chat.completions.create({ messages: q1, max_tokens: 60, temperature: 0 });
+  const history = [...q1, t1.choices[0].message, { role: 'user', content: 'And then?' }];
+  const t2 = await client.chat.completions.create({ messages: history, max_tokens: 16, temperature: 0 });
+  const expected = t1.usage.prompt_tokens + t1.usage.completion_tokens - (t1.choices[0].finish_reason === 'length' ? 1 : 0);
+  assert.equal(t2.usage.prompt_tokens_details.cached_tokens, expected);
+  // The explicit session id works through the OpenAI client's extra headers too.
+  const t3 = await client.chat.completions.create(
+    { messages: [...history, t2.choices[0].message, { role: 'user', content: 'The end?' }], max_tokens: 8, temperature: 0 },
+    { headers: { 'X-Session-Id': t2.session_id } });
+  assert.ok(t3.usage.prompt_tokens_details.cached_tokens > t2.usage.prompt_tokens);
+});
+
+test('errors arrive as OpenAI error objects through the client', async () => {
+  await assert.rejects(client.chat.completions.create({ messages: [], max_tokens: 4 }),
+    (e) => e.status === 400 && e.error?.param === 'messages');
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages: story }),
+    (e) => e.status === 404 && e.code === 'model_not_found');
+  await assert.rejects(client.chat.completions.create({ messages: story, temperature: 7 }),
+    (e) => e.status === 400 && e.error?.param === 'temperature');
+});
+
+test('raw SSE framing (curl)', () => {
+  const body = JSON.stringify({ messages: story, max_tokens: 6, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const out = execFileSync('curl', ['-sN', '-H', 'Content-Type: application/json', '-d', body, `${server.url}/v1/chat/completions`],
+    { encoding: 'utf8' });
+  assert.ok(out.endsWith('data: [DONE]\n\n'), JSON.stringify(out.slice(-40)));
+  const events = out.split('\n\n').filter((e) => e.length > 0);
+  for (const e of events) assert.match(e, /^(data: |:)/);
+  const data = events.filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+  assert.equal(data.at(-1), '[DONE]');
+  const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+  assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+  const finishIdx = chunks.findIndex((c) => c.choices[0]?.finish_reason);
+  assert.ok(finishIdx > 0);
+  assert.deepEqual(chunks[finishIdx].choices[0].delta, {});
+  assert.equal(chunks.at(-1).choices.length, 0);
+  assert.equal(chunks.at(-1).usage.completion_tokens, 6);
+  for (const c of chunks.slice(0, -1)) assert.equal(c.usage, null);
+});
