@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything Tangram needs on a fresh Debian 12 machine (run as root or with sudo).
+# Installs everything Tangram needs on a fresh Debian 12 machine (run as root or with sudo);
+# with --tests, also what only the test suites use.
 set -euo pipefail
 
 PACKAGES=(
@@ -7,10 +8,16 @@ PACKAGES=(
   libopenblas-openmp-dev        # BLAS for prefill (OpenMP variant nests safely with our pool)
   libpcre2-dev                  # pre-tokeniser regexes (\p{L}, lookahead, JIT)
   nlohmann-json3-dev libfmt-dev libcli11-dev
+  libcpp-httplib-dev prometheus-cpp-dev   # HTTP server (SSE) and Prometheus metrics of `tangram serve`
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece   # reference oracle for the SentencePiece tokenizer tests
   python3 python3-jinja2        # reference Jinja renderer for the chat-template tests
 )
+# Only the tests need these (scripts/test.sh passes --tests).
+TEST_PACKAGES=(
+  curl chromium                 # server end-to-end tests: raw SSE bytes, the chat page in a headless browser
+)
+[ "${1:-}" = "--tests" ] && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -5,14 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh
+./scripts/setup.sh --tests
 ./scripts/oracle-setup.sh
+./scripts/e2e-setup.sh
 
 jobs=$(nproc)
-sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress)
+sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress test_server)
 cmake --preset debug
 cmake --build --preset debug -j "$jobs" --target "${sanitized[@]}"
-ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress)$'
+ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress|server)$'
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"

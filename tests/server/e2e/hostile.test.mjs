@@ -1,0 +1,116 @@
+// Malformed and hostile requests over real sockets: each gets the right status and an OpenAI
+// error object, and the server keeps serving everyone else throughout.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { startServer } from './server.mjs';
+
+let server;
+before(async () => {
+  server = await startServer(['--kv-memory', '64MiB', '--log-level', 'error', '--read-timeout', '2',
+                              '--max-body', '1MiB']);
+});
+after(async () => { await server?.stop(); });
+
+const user = [{ role: 'user', content: 'hi' }];
+const chat = (extra) => JSON.stringify({ messages: user, max_tokens: 4, ...extra });
+
+// [name, path, raw body (string or Buffer), expected status, method]
+const cases = [
+  ['broken JSON', '/v1/chat/completions', '{"messages": [', 400],
+  ['empty body', '/v1/chat/completions', '', 400],
+  ['JSON array body', '/v1/chat/completions', '[1,2,3]', 400],
+  ['JSON null body', '/v1/chat/completions', 'null', 400],
+  ['invalid UTF-8', '/v1/chat/completions', Buffer.concat([Buffer.from('{"messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}]}')]), 400],
+  ['overlong UTF-8', '/v1/chat/completions', Buffer.concat([Buffer.from('{"messages":[{"role":"user","content":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}]}')]), 400],
+  ['lone surrogate escape', '/v1/chat/completions', '{"messages":[{"role":"user","content":"\\ud800"}]}', 400],
+  ['NUL in JSON', '/v1/chat/completions', '{"messages":\u0000[]}', 400],
+  ['missing messages', '/v1/chat/completions', '{"max_tokens": 4}', 400],
+  ['empty messages', '/v1/chat/completions', '{"messages": []}', 400],
+  ['messages as object', '/v1/chat/completions', '{"messages": {"role": "user"}}', 400],
+  ['role missing', '/v1/chat/completions', '{"messages": [{"content": "x"}]}', 400],
+  ['unknown role', '/v1/chat/completions', '{"messages": [{"role": "root", "content": "x"}]}', 400],
+  ['content number', '/v1/chat/completions', '{"messages": [{"role": "user", "content": 12}]}', 400],
+  ['image content', '/v1/chat/completions', '{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}', 400],
+  ['huge max_tokens', '/v1/chat/completions', chat({ max_tokens: 1e300 }), 400],
+  ['max_tokens 2^64', '/v1/chat/completions', '{"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551616}', 400],
+  ['negative max_tokens', '/v1/chat/completions', chat({ max_tokens: -5 }), 400],
+  ['temperature string', '/v1/chat/completions', chat({ temperature: 'warm' }), 400],
+  ['temperature 1e400', '/v1/chat/completions', '{"messages":[{"role":"user","content":"x"}],"temperature":1e400}', 400],
+  ['top_p 0', '/v1/chat/completions', chat({ top_p: 0 }), 400],
+  ['n = 3', '/v1/chat/completions', chat({ n: 3 }), 400],
+  ['tools', '/v1/chat/completions', chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 400],
+  ['stop not strings', '/v1/chat/completions', chat({ stop: [1, 2] }), 400],
+  ['stream not bool', '/v1/chat/completions', chat({ stream: 1 }), 400],
+  ['bad session id', '/v1/chat/completions', chat({ session_id: '../../etc/passwd' }), 400],
+  ['unknown model', '/v1/chat/completions', chat({ model: 'gpt-5' }), 404],
+  ['token ids out of vocabulary', '/v1/completions', '{"prompt": [1, 2, 999999]}', 400],
+  ['prompt longer than the context', '/v1/completions', JSON.stringify({ prompt: new Array(5000).fill(7) }), 400],
+  ['deeply nested JSON', '/v1/chat/completions', '['.repeat(100000) + ']'.repeat(100000), 400],
+  ['10 MB body', '/v1/chat/completions', '{"messages":[{"role":"user","content":"' + 'a'.repeat(10 << 20) + '"}]}', 413],
+  ['unknown route', '/v1/engines', '{}', 404],
+  ['wrong method', '/v1/models', '{}', 404],
+];
+
+test(`${cases.length} malformed requests each get their status and an error object`, async () => {
+  assert.ok(cases.length >= 30);
+  for (const [name, path, body, status] of cases) {
+    const res = await fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    const text = await res.text();
+    assert.equal(res.status, status, `${name}: ${text.slice(0, 200)}`);
+    const j = JSON.parse(text);
+    assert.equal(typeof j.error.message, 'string', name);
+    assert.ok(j.error.message.length > 0, name);
+    // Everyone else is still served.
+    const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+    assert.equal(ok.status, 200, `after ${name}`);
+  }
+});
+
+test('slow-loris headers are dropped after the read timeout while others are served', async () => {
+  const sock = net.connect(server.port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: appl');
+  let reply = '';
+  sock.on('data', (d) => { reply += d; });  // also keeps the socket flowing, so 'close' can fire
+  const closed = new Promise((r) => sock.once('close', r));
+  const ok = await fetch(server.url + '/health');
+  assert.equal(ok.status, 200);
+  const t0 = Date.now();
+  await closed;  // the server gives up on the request after its read timeout (2 s) and hangs up
+  assert.ok(Date.now() - t0 < 30_000);
+  assert.match(reply, /^HTTP\/1\.1 4\d\d /);  // it said so first
+});
+
+test('a client that disconnects mid-stream frees its request at once', async () => {
+  const ctl = new AbortController();
+  const res = await fetch(server.url + '/v1/completions', {
+    method: 'POST', signal: ctl.signal,
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 100000, ignore_eos: true, stream: true }),
+  });
+  const reader = res.body.getReader();
+  await reader.read();  // the first chunk has arrived: it is running
+  ctl.abort();
+  // The server notices on its next write and cancels; the metrics show it.
+  let disconnects = 0;
+  for (let i = 0; i < 200 && disconnects < 1; i++) {
+    const m = await (await fetch(server.url + '/metrics')).text();
+    disconnects = Number(/\ntangram_client_disconnects_total (\d+)/.exec(m)?.[1] ?? 0);
+    if (disconnects < 1) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(disconnects, 1);
+  const m = await (await fetch(server.url + '/metrics')).text();
+  assert.equal(Number(/\ntangram_requests_running (\d+)/.exec(m)[1]), 0);
+  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+  assert.equal(ok.status, 200);
+});
+
+test('half a body, then a hang-up, loses nothing', async () => {
+  const sock = net.connect(server.port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.resume();
+  sock.end('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"messages": [');
+  await new Promise((r) => sock.once('close', r));
+  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+  assert.equal(ok.status, 200);
+});

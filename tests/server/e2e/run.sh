@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI client, curl SSE,
+# hostile requests, 64-client load, the chat page in headless Chromium) against `tangram serve`
+# on the real TinyStories model from ../shared.
+#   run.sh /path/to/tangram
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+bin="${1:?usage: run.sh /path/to/tangram}"
+shared="${TANGRAM_SHARED_DIR:-$root/../shared}"
+model="$shared/models/stories260K/stories260K.gguf"
+if [ ! -f "$model" ]; then
+  echo "server e2e: $model is missing: ../shared must sit beside the repository root (or set TANGRAM_SHARED_DIR)" >&2
+  exit 1
+fi
+if [ ! -d "$here/node_modules/openai" ] || [ ! -d "$here/node_modules/playwright-core" ]; then
+  echo "server e2e: node packages missing: run scripts/e2e-setup.sh" >&2
+  exit 1
+fi
+if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "server e2e: Chromium is missing: run scripts/setup.sh (Debian package chromium)" >&2
+  exit 1
+fi
+cd "$here"
+export TANGRAM_BIN="$bin" TANGRAM_MODEL="$model"
+exec node --test --test-concurrency=1 ./*.test.mjs
