@@ -9,6 +9,7 @@ PACKAGES=(
   libpcre2-dev                  # pre-tokeniser regexes (\p{L}, lookahead, JIT)
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev prometheus-cpp-dev   # HTTP server (SSE) and Prometheus metrics of `tangram serve`
+  libxxhash-dev                 # XXH3 checksums and fingerprints of serialised sessions
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece   # reference oracle for the SentencePiece tokenizer tests
   python3 python3-jinja2        # reference Jinja renderer for the chat-template tests

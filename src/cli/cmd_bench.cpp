@@ -12,12 +12,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_models.h"
+#include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -26,6 +28,7 @@
 #include "compress/cluster.h"
 #include "compress/profile.h"
 #include "evaluation/accuracy.h"
+#include "evaluation/planted_eval.h"
 #include "evaluation/metrics.h"
 #include "evaluation/runner.h"
 #include "evaluation/trace.h"
@@ -44,6 +47,7 @@ struct RunRow {
   RunMetrics metrics;
   AgreementResult accuracy;
   bool accuracy_measured = false;
+  std::optional<PlantedFactsScore> facts;  // planted-facts exact match (real chat models)
 };
 
 std::string fmt_s(double s) { return s < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * s) : fmt::format("{:.2f} s", s); }
@@ -106,22 +110,27 @@ int cmd_bench(const BenchOptions& in) {
     return fail(fmt::format("a conversation reaches {} tokens, past the model's context of {}: shorten the "
                             "workload", longest, cfg.context_length));
 
-  // --- profile (tangram) ---
-  std::string profile_path = opt.profile;
-  if (profile_path.empty())
-    profile_path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
-  auto profile = load_profile(profile_path);
-  if (!profile) return fail(fmt::format("{} (pass --profile; `tangram profile` makes one)", profile.message()));
-  auto fitted = profile_first_layers(*profile, cfg.n_layers);
-  if (!fitted) return fail(fitted.message());
-  if (fitted->n_kv_head != cfg.n_kv_head || fitted->n_layers != cfg.n_layers)
-    return fail(fmt::format("the profile {} is for {} layers x {} KV heads, the model has {} x {}", profile_path,
-                            profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head));
+  // --- profile (tangram only) ---
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) return fail(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
   const std::string fitted_path = (fs::path(opt.out_dir) / "profile.json").string();
-  if (auto st = save_profile(*fitted, fitted_path); !st) return fail(st.message());
+  std::optional<RetentionProfile> fitted;  // the profile cut to the model's layers
+  if (std::find(opt.policies.begin(), opt.policies.end(), "tangram") != opt.policies.end()) {
+    std::string profile_path = opt.profile;
+    if (profile_path.empty())
+      profile_path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
+    auto profile = load_profile(profile_path);
+    if (!profile) return fail(fmt::format("{} (pass --profile; `tangram profile` makes one)", profile.message()));
+    auto cut = profile_first_layers(*profile, cfg.n_layers);
+    if (!cut) return fail(cut.message());
+    fitted = std::move(cut).value();
+    if (fitted->n_kv_head != cfg.n_kv_head || fitted->n_layers != cfg.n_layers)
+      return fail(fmt::format("the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile "
+                              "(`tangram profile` makes one) or leave tangram out of --policies",
+                              profile_path, profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head));
+    if (auto st = save_profile(*fitted, fitted_path); !st) return fail(st.message());
+  }
 
   // --- KV memory: by default enough for `memory_sessions` conversations under full KV ---
   const double kv_token = static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
@@ -164,6 +173,14 @@ int cmd_bench(const BenchOptions& in) {
              loaded->path, cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
              spec.turns, spec.first_turn_tokens, spec.concurrency, format_bytes(static_cast<double>(*parse_bytes(base.kv_memory))),
              plans.size());
+  // Planted facts need a model that follows a chat: on by default with -m only.
+  const int n_facts = opt.facts >= 0 ? opt.facts : (opt.model.empty() ? 0 : 4);
+  std::optional<ChatTemplate> tmpl;
+  if (n_facts > 0) {
+    auto t = pick_chat_template("", tok);
+    if (!t) return fail(t.message());
+    tmpl = std::move(t).value();
+  }
   std::vector<RunRow> rows;
   ThreadPool pool(base.threads);
   {
@@ -206,6 +223,19 @@ int cmd_bench(const BenchOptions& in) {
         } else {
           fmt::print(stderr, "note: accuracy of {} at {} not measured: {}\n", plan.policy, plan.ratio, acc.message());
         }
+      }
+      if (tmpl) {
+        PlantedFactsOptions po;
+        po.seed = opt.seed;
+        po.n_facts = n_facts;
+        po.filler_words = 300;  // shrunk to fit the context by run_planted_facts
+        EngineOptions facts_engine = *eo;
+        facts_engine.threads = base.threads;
+        auto score = run_planted_facts(model, tok, *tmpl, facts_engine, po);
+        if (score)
+          row.facts = *score;
+        else
+          fmt::print(stderr, "note: planted facts of {} at {} not measured: {}\n", plan.policy, plan.ratio, score.message());
       }
       rows.push_back(std::move(row));
     }
@@ -272,6 +302,10 @@ int cmd_bench(const BenchOptions& in) {
                          {"first_divergence", r.accuracy.first_divergence}, {"mean_kl", r.accuracy.mean_kl},
                          {"max_kl", r.accuracy.max_kl}, {"kept_entries", r.accuracy.kept_entries},
                          {"total_entries", r.accuracy.total_entries}};
+    if (r.facts)
+      row["planted_facts"] = {{"questions", r.facts->questions}, {"correct", r.facts->correct},
+                              {"accuracy", r.facts->accuracy()}, {"conversation_tokens", r.facts->conversation_tokens},
+                              {"expected", r.facts->expected}, {"answers", r.facts->answers}};
     row["kv_used_bytes"] = {{"t", r.run.kv_used_bytes.t}, {"v", r.run.kv_used_bytes.value}};
     j["runs"].push_back(row);
   }
@@ -294,6 +328,13 @@ int cmd_bench(const BenchOptions& in) {
       const double y = best_tangram->metrics.output_tokens_per_s / dynamic_same->metrics.output_tokens_per_s;
       verdict += fmt::format("; {:.2f}x dynamic's (target 1.3x: {})", y, y >= 1.3 ? "met" : "NOT met");
     }
+  }
+  if (n_facts > 0) {
+    fmt::print("\nPlanted facts ({} per conversation, exact match of greedy answers, one chat session per policy):\n", n_facts);
+    for (const auto& r : rows)
+      if (r.facts)
+        fmt::print("  {:<8} ratio {:.2f}: {} of {} ({:.0f}%), conversation {} tokens\n", r.policy, r.ratio, r.facts->correct,
+                   r.facts->questions, 100.0 * r.facts->accuracy(), r.facts->conversation_tokens);
   }
   fmt::print("\n{}\n", verdict);
   j["verdict"] = verdict;
@@ -335,7 +376,7 @@ int cmd_bench(const BenchOptions& in) {
     }
     (void)write_svg(p, (out / "kv_memory_over_time.svg").string());
   }
-  {
+  if (fitted) {
     // Wasted slots vs group size for the profile's budgets: contiguous vs clustered grouping.
     LinePlot p;
     p.title = "Wasted KV slots vs head-group size (profile budgets)";
@@ -383,6 +424,17 @@ int cmd_bench(const BenchOptions& in) {
                         jr["attention_imbalance"].get<double>(),
                         jr.contains("accuracy") ? fmt::format("{:.2f}", jr["accuracy"]["token_match_rate"].get<double>()) : "-",
                         jr.contains("accuracy") ? fmt::format("{:.4f}", jr["accuracy"]["mean_kl"].get<double>()) : "-");
+    }
+    bool any_facts = false;
+    for (const auto& jr : j["runs"]) any_facts = any_facts || jr.contains("planted_facts");
+    if (any_facts) {
+      md << "\nPlanted facts (exact match of greedy answers to questions about facts planted earlier in one long chat):\n\n"
+         << "| policy | ratio | correct | questions | accuracy |\n| --- | ---: | ---: | ---: | ---: |\n";
+      for (const auto& jr : j["runs"])
+        if (jr.contains("planted_facts"))
+          md << fmt::format("| {} | {:.2f} | {} | {} | {:.0f}% |\n", jr["policy"].get<std::string>(), jr["ratio"].get<double>(),
+                            jr["planted_facts"]["correct"].get<int64_t>(), jr["planted_facts"]["questions"].get<int64_t>(),
+                            100.0 * jr["planted_facts"]["accuracy"].get<double>());
     }
     md << "\n" << verdict << "\n\nPlots: `throughput_vs_ratio.svg`, `kv_memory_over_time.svg`, `waste_vs_group_size.svg`.\n";
   }

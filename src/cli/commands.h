@@ -156,6 +156,7 @@ struct BenchOptions {
   std::string profile_model = "qwen3-4b-instruct-2507";
   double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
   bool accuracy = true;
+  int facts = -1;                    // planted facts per conversation; -1: 4 with -m (a real model), else 0
   bool quick = false;
   std::string out_dir = "tangram-bench";
   EngineFlags engine;
@@ -169,7 +170,7 @@ struct BenchServeOptions {
   std::string model;                 // a GGUF (its tokenizer re-encodes answers); empty: the generated model
   std::string preset = "qwen3-4b-attn";
   std::string type = "q8_0";
-  int layers = 4;                    // layers of the generated model
+  int layers = 2;                    // layers of the generated model (2: a run of a few minutes on 2 cores)
   std::string cache_dir;
   std::string workload = "sharegpt"; // a workload preset, "-quick" variants included
   int sessions = 0, turns = 0;       // overrides (0: the preset's)

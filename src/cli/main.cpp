@@ -241,6 +241,9 @@ int main(int argc, char** argv) {
                       "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
       ->check(CLI::PositiveNumber);
   c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
+  c_bench->add_option("--facts", bench.facts,
+                      "Planted facts in a long chat, asked back later and scored by exact match, per policy "
+                      "(needs a real chat model: default 4 with -m, else 0 = off)")->check(CLI::Range(-1, 144));
   c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
   c_bench->add_option("-o,--out", bench.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
   add_engine_options(c_bench, bench.engine);
@@ -271,7 +274,7 @@ int main(int argc, char** argv) {
   c_bs->add_option("--seed", bs.seed, "Workload seed")->capture_default_str();
   c_bs->add_option("--rates", bs.rates,
                    "New conversations per second (open loop, Poisson), one run per rate and reuse mode "
-                   "(default 0.25,0.5,1,2; with --quick 0.5,2)")
+                   "(default 0.5,1,2,4; with --quick 1,4)")
       ->delimiter(',')->check(CLI::PositiveNumber);
   c_bs->add_option("--max-retries", bs.max_retries, "Retries of a request answered 429 (after its Retry-After)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -279,7 +282,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 86400.0));
   c_bs->add_option("--max-queue", bs.max_queue, "In-process server: requests that may wait; more get 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_bs->add_flag("--quick", bs.quick, "A small workload (the -quick preset, 2 rates, 2 layers): about a minute");
+  c_bs->add_flag("--quick", bs.quick, "The -quick workload at 2 rates: well under a minute");
   c_bs->add_option("-o,--out", bs.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
   add_engine_options(c_bs, bs.engine);
 
