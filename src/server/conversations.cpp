@@ -77,6 +77,25 @@ std::optional<ApiError> Conversations::pick(const std::string& owner, const std:
   return std::nullopt;
 }
 
+template <typename Extent>
+Conversations::Entry& Conversations::longest_extended(const std::string& owner, ResolvedPrompt& out,
+                                                      const Extent& extent) {
+  Entry* best = nullptr;
+  size_t best_extent = 0;
+  for (auto& [id, e] : entries_) {
+    if (e.owner != owner) continue;
+    if (const size_t x = extent(e); x > best_extent) {
+      best_extent = x;
+      best = &e;
+      out.public_id = id;
+    }
+  }
+  if (best != nullptr) return *best;
+  out.public_id = random_id("conv-");
+  out.created = true;
+  return create(owner, out.public_id);
+}
+
 std::optional<ApiError> Conversations::resolve_text(const std::string& owner, const std::string& requested_id,
                                                     const std::string& text, bool add_special,
                                                     const Tokenizer& tok, ResolvedPrompt& out) {
@@ -86,20 +105,9 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
   if (auto e = pick(owner, requested_id, out, entry)) return e;
   if (entry == nullptr) {
     // No id: the caller's conversation with the longest history text that this prompt extends.
-    size_t best = 0;
-    for (auto& [id, e] : entries_) {
-      if (e.owner != owner || e.text.empty() || e.text.size() <= best) continue;
-      if (text.compare(0, e.text.size(), e.text) == 0) {
-        best = e.text.size();
-        entry = &e;
-        out.public_id = id;
-      }
-    }
-    if (entry == nullptr) {
-      out.public_id = random_id("conv-");
-      entry = &create(owner, out.public_id);
-      out.created = true;
-    }
+    entry = &longest_extended(owner, out, [&](const Entry& e) {
+      return e.text.empty() ? 0 : (text.compare(0, e.text.size(), e.text) == 0 ? e.text.size() : 0);
+    });
   }
   out.engine_session = engine_key(owner, out.public_id);
   const bool extends = !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
@@ -138,18 +146,9 @@ std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner, 
   Entry* entry = nullptr;
   if (auto e = pick(owner, requested_id, out, entry)) return e;
   if (entry == nullptr) {
-    size_t best = 0;
-    for (auto& [id, e] : entries_) {
-      if (e.owner != owner || e.tokens.size() <= best || !starts_with(tokens, e.tokens)) continue;
-      best = e.tokens.size();
-      entry = &e;
-      out.public_id = id;
-    }
-    if (entry == nullptr) {
-      out.public_id = random_id("conv-");
-      entry = &create(owner, out.public_id);
-      out.created = true;
-    }
+    entry = &longest_extended(owner, out, [&](const Entry& e) {
+      return !e.tokens.empty() && starts_with(tokens, e.tokens) ? e.tokens.size() : 0;
+    });
   }
   out.engine_session = engine_key(owner, out.public_id);
   out.tokens = std::move(tokens);

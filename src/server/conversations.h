@@ -81,6 +81,10 @@ class Conversations {
   Entry* find_owned(const std::string& owner, const std::string& id);
   Entry& create(const std::string& owner, const std::string& id);
   void touch(Entry& e);
+  // The caller's conversation with the largest extent(entry) > 0 (how much of it the prompt
+  // extends), or a new anonymous one.
+  template <typename Extent>
+  Entry& longest_extended(const std::string& owner, ResolvedPrompt& out, const Extent& extent);
   std::optional<ApiError> pick(const std::string& owner, const std::string& requested_id, ResolvedPrompt& out,
                                Entry*& entry);
 

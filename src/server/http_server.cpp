@@ -369,50 +369,56 @@ struct HttpServer::Impl {
       respond_blocking(g, ch, res);
   }
 
-  void handle_chat(const httplib::Request& req, httplib::Response& res) {
-    const auto received = Clock::now();
+  // The steps both generation endpoints share: ids, the caller, the model and session fields.
+  Generation start_generation(bool chat, const httplib::Request& req, httplib::Response& res) {
     Generation g;
-    g.chat = true;
-    g.request_id = random_id("chatcmpl-");
+    g.chat = chat;
+    g.request_id = random_id(chat ? "chatcmpl-" : "cmpl-");
     res.set_header("X-Request-Id", g.request_id);
     g.owner = *owner_of(req);  // the pre-routing handler has checked it
+    g.model = opt.model_name;
+    return g;
+  }
+
+  std::optional<ApiError> take_fields(Generation& g, GenerationFields fields, const httplib::Request& req) {
+    g.fields = std::move(fields);
+    if (auto e = check_model(g.fields.model)) return e;
+    return session_from(req, g.fields);
+  }
+
+  void handle_chat(const httplib::Request& req, httplib::Response& res) {
+    const auto received = Clock::now();
+    Generation g = start_generation(/*chat=*/true, req, res);
     auto parsed = parse_chat_request(req.body, defaults);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<ChatCompletionRequest>(parsed);
-    g.fields = std::move(cr.gen);
-    if (auto e = check_model(g.fields.model)) return send_error(res, *e);
-    g.model = opt.model_name;
-    if (auto e = session_from(req, g.fields)) return send_error(res, *e);
+    if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
     auto text = tmpl.render(cr.messages, /*add_generation_prompt=*/true, bos, eos);
-    if (!text) return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages", "template_error"));
+    if (!text)
+      return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages",
+                                         "template_error"));
     g.history_text = *text;
-    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/false, tok, g.prompt)) return send_error(res, *e);
+    // The template writes BOS and the special tokens itself.
+    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/false, tok, g.prompt))
+      return send_error(res, *e);
     run_generation(g, req, res, received);
   }
 
   void handle_completion(const httplib::Request& req, httplib::Response& res) {
     const auto received = Clock::now();
-    Generation g;
-    g.chat = false;
-    g.request_id = random_id("cmpl-");
-    res.set_header("X-Request-Id", g.request_id);
-    g.owner = *owner_of(req);
+    Generation g = start_generation(/*chat=*/false, req, res);
     auto parsed = parse_completion_request(req.body, defaults);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<CompletionRequest>(parsed);
-    g.fields = std::move(cr.gen);
-    if (auto e = check_model(g.fields.model)) return send_error(res, *e);
-    g.model = opt.model_name;
-    if (auto e = session_from(req, g.fields)) return send_error(res, *e);
+    if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
     if (auto* text = std::get_if<std::string>(&cr.prompt)) {
-      // A completion prompt is plain text: a BOS where the model wants one, specials as text.
-      std::optional<ApiError> e;
+      // A completion prompt gets a BOS where the vocabulary asks for one, as llama.cpp does.
       g.history_text = *text;
       if (cr.echo) g.echo_prefix = *text;
-      e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/true, tok, g.prompt);
-      if (e) return send_error(res, *e);
+      if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/true, tok, g.prompt))
+        return send_error(res, *e);
     } else {
       auto& ids = std::get<std::vector<int32_t>>(cr.prompt);
       if (cr.echo) g.echo_prefix = tok.decode(ids, /*skip_special=*/false);
