@@ -353,6 +353,87 @@ void PagedKvCache::truncate(int64_t n_tokens) {
   release_unused_pages();
 }
 
+Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> heads) {
+  if (pages_held_ != 0 || used_slots_ != 0 ||
+      std::any_of(layer_positions_.begin(), layer_positions_.end(), [](int64_t n) { return n != 0; }))
+    return make_error("KV cache restore: the cache is not empty");
+  if (n_positions < 0 || n_positions > capacity_)
+    return make_error("KV cache restore: {} positions outside [0, {}]", n_positions, capacity_);
+  if (heads.size() != heads_.size())
+    return make_error("KV cache restore: {} heads given, the cache has {}", heads.size(), heads_.size());
+  for (int l = 0; l < shape_.n_layers; ++l)
+    for (int h = 0; h < shape_.n_kv_head; ++h) {
+      const HeadRestore& r = heads[sz(l) * sz(shape_.n_kv_head) + sz(h)];
+      const auto n_kept = static_cast<int64_t>(r.kept_pos.size());
+      bool ascending = true;
+      for (size_t i = 0; i < r.kept_pos.size(); ++i)
+        ascending = ascending && r.kept_pos[i] >= 0 && (i == 0 || r.kept_pos[i] > r.kept_pos[i - 1]);
+      if (r.length < n_kept || r.tail_pos0 < 0 || r.tail_pos0 > n_positions ||
+          r.length - n_kept > n_positions - r.tail_pos0)
+        return make_error("KV cache restore: layer {} head {} holds {} entries ({} kept, tail from "
+                          "position {}) in {} positions",
+                          l, h, r.length, n_kept, r.tail_pos0, n_positions);
+      if (!ascending || (n_kept > 0 && r.kept_pos.back() >= r.tail_pos0))
+        return make_error("KV cache restore: layer {} head {} positions are not strictly ascending "
+                          "below {}", l, h, r.tail_pos0);
+      if (r.length > 0 && (r.keys == nullptr || r.values == nullptr))
+        return make_error("KV cache restore: layer {} head {} has no rows", l, h);
+    }
+  // Pages per flat group: its longest head.
+  const int64_t P = pool_->geometry().page_tokens;
+  std::vector<int64_t> group_pages(pages_.size(), 0);
+  int64_t needed = 0;
+  for (size_t fg = 0; fg < pages_.size(); ++fg) {
+    const int layer = map_->layer_of(static_cast<int>(fg));
+    int64_t longest = 0;
+    for (const int h : map_->members(static_cast<int>(fg)))
+      longest = std::max(longest, heads[sz(layer) * sz(shape_.n_kv_head) + sz(h)].length);
+    group_pages[fg] = ceil_div(longest, P);
+    needed += group_pages[fg];
+  }
+  // Host memory first (the only other step that may fail), then the pages.
+  std::vector<std::vector<int32_t>> kept(heads_.size());
+  try {
+    for (size_t i = 0; i < heads.size(); ++i) kept[i].assign(heads[i].kept_pos.begin(), heads[i].kept_pos.end());
+    for (size_t fg = 0; fg < pages_.size(); ++fg) pages_[fg].reserve(sz(group_pages[fg]));
+  } catch (const std::bad_alloc&) {
+    return make_error("KV cache restore: out of host memory for page tables");
+  }
+  if (needed > pool_->free_pages())
+    return make_error("KV cache restore: the session needs {} pages, the pool has {} free", needed,
+                      pool_->free_pages());
+  std::vector<PageId> fresh;
+  TG_TRY(pool_->allocate(needed, fresh));
+  size_t next = 0;
+  for (size_t fg = 0; fg < pages_.size(); ++fg)
+    for (int64_t i = 0; i < group_pages[fg]; ++i) pages_[fg].push_back(fresh[next++]);
+  pages_held_ = needed;
+  // Rows: one copy per page a head touches (a column's slots are contiguous within a page).
+  const size_t kb = pool_->geometry().key_row_bytes();
+  const size_t vb = pool_->geometry().value_row_bytes();
+  int64_t stored = 0;
+  for (int l = 0; l < shape_.n_layers; ++l)
+    for (int h = 0; h < shape_.n_kv_head; ++h) {
+      const size_t i = sz(l) * sz(shape_.n_kv_head) + sz(h);
+      const HeadRestore& r = heads[i];
+      for (int64_t e = 0; e < r.length;) {
+        const int64_t count = std::min(r.length - e, P - e % P);
+        std::memcpy(key_row(l, h, e), r.keys + sz(e) * kb, sz(count) * kb);
+        std::memcpy(value_row(l, h, e), r.values + sz(e) * vb, sz(count) * vb);
+        e += count;
+      }
+      HeadState& hs = heads_[i];
+      hs.length = r.length;
+      hs.kept_pos.swap(kept[i]);
+      hs.tail_pos0 = r.tail_pos0;
+      stored += r.length;
+    }
+  std::fill(layer_positions_.begin(), layer_positions_.end(), n_positions);
+  reserved_positions_ = n_positions;
+  change_used_slots(stored);
+  return Status::Ok();
+}
+
 void PagedKvCache::change_used_slots(int64_t delta) {
   used_slots_ += delta;
   pool_->add_used_slots(delta);

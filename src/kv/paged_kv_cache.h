@@ -42,6 +42,10 @@ class PagedKvCache final : public KvCache {
   KvType type() const override { return pool_->geometry().type; }
   int64_t capacity() const override { return capacity_; }
   int64_t n_positions() const override { return layer_positions_.back(); }
+  // Positions written to one layer (equal on every layer between forward steps); 0 if invalid.
+  int64_t layer_positions(int layer) const {
+    return layer >= 0 && layer < shape_.n_layers ? layer_positions_[static_cast<size_t>(layer)] : 0;
+  }
   int64_t length(int layer, int kv_head) const override;
   // Allocates, all or nothing, the pages every group needs to append up to n_total positions
   // (its longest head plus the positions not yet written). Error (nothing changed) past
@@ -90,6 +94,23 @@ class PagedKvCache final : public KvCache {
   // the reserved positions need. Returns the number of pages released.
   int64_t release_unused_pages(int layer);
   int64_t release_unused_pages();
+
+  // --- Restore (a serialised session coming back, see session_codec.h) ---
+  // One head's saved state, as head_view() describes it, with its rows packed.
+  struct HeadRestore {
+    int64_t length = 0;                 // entries
+    std::span<const int32_t> kept_pos;  // [n_kept] ascending positions of entries [0, n_kept)
+    int64_t tail_pos0 = 0;              // position of entry n_kept (consecutive from there)
+    const uint8_t* keys = nullptr;      // [length][key_row_bytes] in the pool's element type
+    const uint8_t* values = nullptr;    // [length][value_row_bytes]
+  };
+  // Fills an empty cache with n_positions positions on every layer and the given heads,
+  // [n_layers][n_kv_head], taking every group's pages from the pool in one allocation. All or
+  // nothing: an error, and nothing changed, when the cache already holds positions, a head's
+  // state is inconsistent (n_kept > length, positions not strictly ascending, not below
+  // tail_pos0, or reaching past n_positions), n_positions exceeds capacity, or the pool has too
+  // few free pages.
+  Status restore(int64_t n_positions, std::span<const HeadRestore> heads);
 
  private:
   struct HeadState {
