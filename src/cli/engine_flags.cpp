@@ -22,6 +22,13 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   s.step_tokens = f.step_tokens;
   s.max_running = f.max_running;
   s.max_context = f.ctx;
+  auto host = parse_bytes(f.kv_host_memory);
+  if (!host) return make_error("--kv-host-memory: {}", host.message());
+  s.kv_host_memory = static_cast<size_t>(*host);
+  auto disk = parse_bytes(f.kv_disk_max);
+  if (!disk) return make_error("--kv-disk-max: {}", disk.message());
+  s.kv_disk_bytes = static_cast<uint64_t>(*disk);
+  s.kv_disk_dir = f.kv_disk;
   CompressionOptions& c = s.compression;
   TG_ASSIGN(c.policy, parse_kv_policy(f.kv_policy));
   TG_ASSIGN(c.level, parse_budget_level(f.kv_level));

@@ -12,6 +12,9 @@ namespace tangram::cli {
 
 struct EngineFlags {
   std::string kv_memory = "1GiB";  // size of the KV page arena
+  std::string kv_host_memory = "0";  // host spill area for idle sessions' KV (0: none)
+  std::string kv_disk;               // directory of the disk tier ("" = none)
+  std::string kv_disk_max = "8GiB";  // its size cap
   int page_tokens = 16;            // P
   int page_group_size = -1;        // G; 0 = all KV heads of a layer (unified); -1 = the policy's
   std::string kv_type = "f16";     // f16 | f32

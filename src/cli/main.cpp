@@ -51,6 +51,13 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
   c->add_option("-c,--ctx", e.ctx, "Positions per conversation (default: the model's context)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("-t,--threads", e.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-host-memory", e.kv_host_memory,
+                "Host memory for idle sessions' KV moved out of the pool (restored, not recomputed); 0 = none")
+      ->capture_default_str();
+  c->add_option("--kv-disk", e.kv_disk,
+                "Directory for sessions' KV on disk: written after every turn, read back after a restart");
+  c->add_option("--kv-disk-max", e.kv_disk_max, "Size cap of --kv-disk (least recently used deleted first)")
+      ->capture_default_str();
   c->add_option("--kv-policy", e.kv_policy,
                 "KV compression: full (none), uniform, dynamic (run-time budgets), tangram "
                 "(deterministic budgets from --kv-profile, head-group pages, ahead-of-time split)")

@@ -336,6 +336,11 @@ uint64_t SessionDiskStore::bytes() const {
   return bytes_;
 }
 
+int64_t SessionDiskStore::sessions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(entries_.size());
+}
+
 int64_t SessionDiskStore::evictions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return evictions_;

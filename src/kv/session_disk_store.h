@@ -75,6 +75,7 @@ class SessionDiskStore {
   std::vector<SessionFileInfo> list() const;
 
   uint64_t bytes() const;
+  int64_t sessions() const;  // how many are stored
   uint64_t max_bytes() const { return max_bytes_; }
   int64_t evictions() const;
   const DiskStoreOpenReport& open_report() const { return open_report_; }

@@ -1,6 +1,10 @@
 #include "scheduler/scheduler.h"
 
+#include "kv/session_codec.h"
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <new>
 
 #include "common/units.h"
@@ -52,6 +56,24 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
                                         : c.context_length;
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
+  if (options.kv_host_memory > 0 || !options.kv_disk_dir.empty()) {
+    TG_ASSIGN(s->tiers_, SessionTiers::create(options.kv_host_memory, options.kv_disk_dir, options.kv_disk_bytes));
+    const CompressionOptions& co = options.compression;
+    // The policy's settings and profile decide which entries a compressed cache holds.
+    std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio, co.alpha, co.sink,
+                                     co.window, co.chunk, co.scorer.name);
+    for (const std::string& f : {co.profile, co.cluster_map}) {
+      if (f.empty()) continue;
+      std::ifstream in(f, std::ios::binary);
+      std::ostringstream bytes;
+      bytes << in.rdbuf();
+      policy += bytes.str();
+    }
+    s->fingerprint_ = SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type, bytes_fingerprint(policy),
+                                         group_map_fingerprint(*s->map_)};
+    // Sessions a previous run left on disk: known again, restored on their next turn.
+    for (const std::string& id : s->tiers_->disk_ids()) s->sessions_.get_or_create(id, /*anonymous=*/false);
+  }
   // The tangram policy splits decode attention ahead of time; the others plan every step.
   model.set_attention_split(options.attention_split.value_or(
       options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
@@ -168,6 +190,7 @@ Status Scheduler::attach_cache(Sequence& s) {
   if (session != nullptr) {
     s.session_id = session->id;
     session->busy = true;
+    if (!session->cache) restore_session(*session);
   }
   if (session != nullptr && session->cache) {
     const size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
@@ -339,9 +362,77 @@ void Scheduler::compress_sequence(Sequence& s) {
   counters_.heads_pressured += rep->pressured_heads;
 }
 
+int64_t Scheduler::evict_one() {
+  if (!tiers_) return sessions_.evict_lru();
+  Session* victim = sessions_.lru_idle_resident();
+  if (victim == nullptr) return -1;
+  const auto t0 = Clock::now();
+  if (encode_session_into(*victim->cache, victim->tokens, fingerprint_, spill_buffer_).ok())
+    tiers_->offload(victim->id, spill_buffer_);
+  tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
+  const int64_t pages = victim->cache->pages_held();
+  victim->cache.reset();
+  sessions_.count_eviction();
+  return pages;
+}
+
+bool Scheduler::restore_session(Session& session) {
+  if (!tiers_ || session.cache || !tiers_->contains(session.id)) return false;
+  const auto t0 = Clock::now();
+  std::optional<std::string> blob = tiers_->fetch(session.id);
+  if (!blob) return false;
+  // Room for the session as if uncompressed (an upper bound); idle sessions move down for it.
+  auto summary = inspect_session(*blob);
+  if (!summary) {
+    ++tiers_->counters().restore_failures;
+    tiers_->erase(session.id);
+    return false;
+  }
+  auto probe = PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_);
+  const auto n = static_cast<int64_t>(summary->tokens.size());
+  if (!probe || n > context_ || !make_room((*probe)->pages_needed(n), nullptr, /*may_preempt=*/false)) {
+    tiers_->offload(session.id, std::move(*blob));  // not now: it stays in a tier
+    return false;
+  }
+  probe->reset();
+  auto decoded = decode_session(*blob, fingerprint_, *pool_, map_, model_.kv_shape(), context_);
+  tiers_->counters().restore_seconds += seconds_between(t0, Clock::now());
+  if (!decoded) {
+    // Another model or policy, or a damaged blob: never served; the turn is recomputed.
+    ++tiers_->counters().restore_failures;
+    tiers_->erase(session.id);
+    return false;
+  }
+  ++tiers_->counters().restores;
+  session.cache = std::move(decoded->cache);
+  session.tokens = std::move(decoded->tokens);
+  return true;
+}
+
+void Scheduler::persist_session(const Session& session) {
+  if (!tiers_ || !tiers_->has_disk() || !session.cache) return;
+  const auto t0 = Clock::now();
+  if (encode_session_into(*session.cache, session.tokens, fingerprint_, spill_buffer_).ok())
+    (void)tiers_->persist(session.id, spill_buffer_);
+  tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
+}
+
+int64_t Scheduler::evict_idle_sessions() {
+  int64_t freed = 0;
+  for (int64_t p; (p = evict_one()) >= 0;) freed += p;
+  return freed;
+}
+
+bool Scheduler::drop_session(const std::string& id) {
+  const Session* s = sessions_.find(id);
+  if (s != nullptr && s->busy) return false;
+  if (tiers_) tiers_->erase(id);
+  return sessions_.erase(id);
+}
+
 bool Scheduler::make_room(int64_t pages, const Sequence* keep, bool may_preempt) {
   while (pool_->free_pages() < pages) {
-    if (sessions_.evict_lru() >= 0) continue;
+    if (evict_one() >= 0) continue;
     if (!may_preempt || running_.empty() || running_.back().get() == keep) return false;
     // running_ is in rank order, so the back is the lowest-ranked sequence, below `keep`.
     auto victim = std::move(running_.back());
@@ -415,6 +506,7 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
     s->cache->truncate(s->cache->n_positions());  // hands back pages reserved beyond the end
     session->tokens.assign(s->tokens.begin(), s->tokens.begin() + s->cache->n_positions());
     session->cache = std::move(s->cache);
+    persist_session(*session);
   } else if (session != nullptr) {
     session->tokens.clear();
   }
@@ -609,6 +701,7 @@ SchedulerStats Scheduler::stats() const {
   st.resident_sessions = sessions_.resident();
   st.session_evictions = sessions_.evictions();
   st.pool = pool_->stats();
+  if (tiers_) st.tiers = tiers_->stats();
   return st;
 }
 

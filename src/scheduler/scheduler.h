@@ -41,11 +41,13 @@
 #include "kv/block_pool.h"
 #include "kv/head_group_map.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/session_fingerprint.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
 #include "scheduler/request.h"
 #include "scheduler/session_store.h"
+#include "scheduler/session_tiers.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -65,6 +67,12 @@ struct SchedulerOptions {
   size_t max_sessions = 1024;          // session entries remembered
   bool prefault = true;                // touch the arena up front (no page faults later)
   CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
+  // Tiers below the resident pool for idle sessions' KV (see session_tiers.h): a host-memory
+  // spill area (0: none) and a disk directory ("" = none), written through after every turn so
+  // a crash loses at most the turn in flight, and read back at start-up.
+  size_t kv_host_memory = 0;
+  std::string kv_disk_dir;
+  uint64_t kv_disk_bytes = uint64_t{8} << 30;
   // How attention work is split across threads; empty: the policy's (tangram ahead of time,
   // the others planned every step).
   std::optional<AttentionSplit> attention_split;
@@ -91,6 +99,7 @@ struct SchedulerStats {
   int64_t heads_compressed = 0;
   int64_t heads_pressured = 0;         // tangram: run-time share above the head's budget
   PoolStats pool;
+  SessionTierStats tiers;
 };
 
 class Scheduler {
@@ -126,8 +135,10 @@ class Scheduler {
   void run_until_idle();
 
   // Frees the caches of all idle sessions (tests, admin).
-  int64_t evict_idle_sessions() { return sessions_.evict_all_idle(); }
-  bool drop_session(const std::string& id) { return sessions_.erase(id); }
+  // With tiers, the caches move down a tier rather than being dropped.
+  int64_t evict_idle_sessions();
+  // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
+  bool drop_session(const std::string& id);
   const Session* session(const std::string& id) { return sessions_.find(id); }
 
   SchedulerStats stats() const;
@@ -172,6 +183,14 @@ class Scheduler {
   // Frees pages until `pages` are free: idle sessions first, then running sequences ranked
   // below `keep` (from the lowest). False when that is not enough.
   bool make_room(int64_t pages, const Sequence* keep, bool may_preempt);
+  // Frees the least recently used idle session's cache, moving it down a tier first when
+  // there are tiers; returns the pages freed, or -1 when no idle session holds a cache.
+  int64_t evict_one();
+  // Brings an evicted session's KV back from a tier into the pool; false (recompute) if it is in
+  // none, does not decode (counted), or does not fit.
+  bool restore_session(Session& session);
+  // Writes a session at rest to the disk tier (after a turn).
+  void persist_session(const Session& session);
   void preempt(Sequence& s);
   // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).
   Status attach_cache(Sequence& s);
@@ -211,6 +230,9 @@ class Scheduler {
   std::unique_ptr<Compressor> compressor_;
   std::vector<int32_t> repeat_prompt_;  // "repeat the context" tokens of the reconstruction pass
   SessionStore sessions_;
+  std::unique_ptr<SessionTiers> tiers_;  // null: evicted sessions are recomputed
+  SessionFingerprint fingerprint_;       // what a tier's blob must match to be restored
+  std::string spill_buffer_;             // reused encoding buffer (saves page faults)
   std::vector<int32_t> eos_ids_;
 
   std::deque<std::unique_ptr<Sequence>> waiting_;  // in rank order

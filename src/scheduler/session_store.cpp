@@ -57,10 +57,15 @@ Session* SessionStore::match_prefix(const std::vector<int32_t>& prompt, int64_t 
   return best;
 }
 
-int64_t SessionStore::evict_lru() {
+Session* SessionStore::lru_idle_resident() {
   Session* victim = nullptr;
   for (auto& [id, s] : sessions_)
     if (!s.busy && s.cache && (victim == nullptr || s.last_used < victim->last_used)) victim = &s;
+  return victim;
+}
+
+int64_t SessionStore::evict_lru() {
+  Session* victim = lru_idle_resident();
   if (victim == nullptr) return -1;
   const int64_t pages = victim->cache->pages_held();
   victim->cache.reset();

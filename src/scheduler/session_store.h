@@ -46,6 +46,9 @@ class SessionStore {
   // Drops the cache of the least recently used idle resident session; returns the pages it
   // freed, or -1 when no idle session holds a cache.
   int64_t evict_lru();
+  // The session evict_lru() would take (null if none), and the count of an eviction done by hand.
+  Session* lru_idle_resident();
+  void count_eviction() { ++evictions_; }
   // Drops the cache of every idle session; returns pages freed.
   int64_t evict_all_idle();
   bool erase(const std::string& id);  // false if unknown or busy

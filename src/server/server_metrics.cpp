@@ -75,6 +75,22 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   pages_freed_ = &counter(r, "tangram_kv_compression_pages_freed_total", "KV pages returned by compression");
   prefill_tokens_ = &counter(r, "tangram_prefill_tokens_total", "Prompt and recomputed tokens run");
   decode_tokens_ = &counter(r, "tangram_decode_tokens_total", "Decode tokens run");
+  auto& tier_sessions = prometheus::BuildGauge()
+                            .Name("tangram_kv_tier_sessions")
+                            .Help("Idle sessions whose KV is held by a tier below the pool")
+                            .Register(r);
+  tier_sessions_host_ = &tier_sessions.Add({{"tier", "host"}});
+  tier_sessions_disk_ = &tier_sessions.Add({{"tier", "disk"}});
+  auto& tier_bytes =
+      prometheus::BuildGauge().Name("tangram_kv_tier_bytes").Help("Bytes of session KV held by each tier").Register(r);
+  tier_bytes_host_ = &tier_bytes.Add({{"tier", "host"}});
+  tier_bytes_disk_ = &tier_bytes.Add({{"tier", "disk"}});
+  offloads_ = &counter(r, "tangram_kv_offloads_total", "Sessions' KV moved out of the pool into a tier");
+  restores_ = &counter(r, "tangram_kv_restores_total", "Sessions' KV restored from a tier instead of recomputed");
+  restore_failures_ = &counter(r, "tangram_kv_restore_failures_total",
+                               "Tier blobs refused on restore (other model or policy, damaged): recomputed");
+  offload_seconds_ = &counter(r, "tangram_kv_offload_seconds_total", "Time spent encoding and storing session KV");
+  restore_seconds_ = &counter(r, "tangram_kv_restore_seconds_total", "Time spent fetching and decoding session KV");
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -120,6 +136,17 @@ std::string ServerMetrics::scrape(const SchedulerStats& s, int64_t http_inflight
     advance(pages_freed_, s.pages_freed, last_.pages_freed);
     advance(prefill_tokens_, s.prefill_tokens, last_.prefill_tokens);
     advance(decode_tokens_, s.decode_tokens, last_.decode_tokens);
+    tier_sessions_host_->Set(static_cast<double>(s.tiers.host_sessions));
+    tier_sessions_disk_->Set(static_cast<double>(s.tiers.disk_sessions));
+    tier_bytes_host_->Set(static_cast<double>(s.tiers.host_bytes));
+    tier_bytes_disk_->Set(static_cast<double>(s.tiers.disk_bytes));
+    advance(offloads_, s.tiers.offloads, last_.tiers.offloads);
+    advance(restores_, s.tiers.restores, last_.tiers.restores);
+    advance(restore_failures_, s.tiers.restore_failures, last_.tiers.restore_failures);
+    if (s.tiers.offload_seconds > last_.tiers.offload_seconds)
+      offload_seconds_->Increment(s.tiers.offload_seconds - last_.tiers.offload_seconds);
+    if (s.tiers.restore_seconds > last_.tiers.restore_seconds)
+      restore_seconds_->Increment(s.tiers.restore_seconds - last_.tiers.restore_seconds);
     last_ = s;
   }
   return prometheus::TextSerializer().Serialize(registry_->Collect());

@@ -80,6 +80,15 @@ class ServerMetrics {
   prometheus::Counter* compressions_;
   prometheus::Counter* pages_freed_;
   prometheus::Counter* prefill_tokens_;
+  prometheus::Gauge* tier_sessions_host_;
+  prometheus::Gauge* tier_sessions_disk_;
+  prometheus::Gauge* tier_bytes_host_;
+  prometheus::Gauge* tier_bytes_disk_;
+  prometheus::Counter* offloads_;
+  prometheus::Counter* restores_;
+  prometheus::Counter* restore_failures_;
+  prometheus::Counter* offload_seconds_;
+  prometheus::Counter* restore_seconds_;
   prometheus::Counter* decode_tokens_;
   SchedulerStats last_;  // the counters' values at the previous scrape
 };

@@ -60,6 +60,11 @@ export function startServer(extraArgs = []) {
       resolve({
         url: match[1],
         port,
+        // kill -9: no chance to clean up (crash tests).
+        async kill() {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+          return exited;
+        },
         async stop() {
           if (child.exitCode !== null || child.signalCode !== null) return exited;
           child.kill('SIGTERM');

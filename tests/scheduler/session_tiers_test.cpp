@@ -1,0 +1,159 @@
+// Sessions whose KV leaves the pool: moved to host memory or disk under memory pressure and
+// restored on their next turn (not recomputed), surviving a restart through the disk tier, and a
+// damaged file recomputed, never served. Each second turn is checked against a scheduler with
+// memory to spare and no tiers, on the same requests one at a time (same batch shapes, so the
+// same floating-point sums: tokens must be equal).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "scheduler_test_util.h"
+
+namespace tangram::testing {
+namespace {
+
+constexpr int kSessions = 6;
+constexpr int kGen = 8;
+
+SchedulerOptions base_options() {
+  SchedulerOptions o;
+  o.kv_memory = 16u << 20;
+  o.kv_type = KvType::F16;
+  o.prefault = false;
+  o.page_tokens = 8;
+  return o;
+}
+
+// Runs one request alone; returns its result.
+RequestResult run_one(Scheduler& s, std::vector<int32_t> prompt, const std::string& session) {
+  Request r = greedy_request(std::move(prompt), kGen);
+  r.session_id = session;
+  RequestResult out;
+  r.on_finish = [&](const RequestResult& res) { out = res; };
+  auto id = s.submit(std::move(r));
+  EXPECT_TRUE(id.ok()) << id.message();
+  s.run_until_idle();
+  return out;
+}
+
+struct Conversations {
+  std::vector<std::vector<int32_t>> first;   // [kSessions] turn-1 prompts
+  std::vector<std::vector<int32_t>> second;  // [kSessions] turn-2 prompts (turn 1 + reply + more)
+  std::vector<std::vector<int32_t>> replies; // [kSessions] turn-2 outputs
+};
+
+// Turn 1 of every session, then turn 2 of every session.
+Conversations play(Scheduler& s, int64_t vocab, bool turn2 = true, Conversations* given = nullptr) {
+  Conversations c;
+  for (int i = 0; i < kSessions; ++i) {
+    c.first.push_back(prompt_of(40 + 4 * i, static_cast<uint32_t>(300 + i), vocab));
+    if (given == nullptr) {
+      const RequestResult r = run_one(s, c.first.back(), "chat-" + std::to_string(i));
+      std::vector<int32_t> next = c.first.back();
+      next.insert(next.end(), r.tokens.begin(), r.tokens.end());
+      const auto more = prompt_of(12, static_cast<uint32_t>(400 + i), vocab);
+      next.insert(next.end(), more.begin(), more.end());
+      c.second.push_back(next);
+    }
+  }
+  if (given != nullptr) c.second = given->second;
+  if (turn2)
+    for (int i = 0; i < kSessions; ++i) c.replies.push_back(run_one(s, c.second[static_cast<size_t>(i)], "chat-" + std::to_string(i)).tokens);
+  return c;
+}
+
+size_t pool_bytes_for(const ModelConfig& c, int sessions) {
+  // Pages of 8 positions for every KV head of every layer; a session reaches about 70 positions.
+  const size_t page_bytes = 8 * (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) * 2 *
+                            static_cast<size_t>(c.n_kv_head);
+  return page_bytes * static_cast<size_t>(c.n_layers) * 10 * static_cast<size_t>(sessions);
+}
+
+TEST(SessionTiers, HostSpillRestoresInsteadOfRecomputing) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok()) << roomy.message();
+  const Conversations ref = play(**roomy, c.vocab);
+
+  SchedulerOptions o = base_options();
+  o.kv_memory = pool_bytes_for(c, 2);  // about two sessions resident
+  o.kv_host_memory = 64u << 20;
+  auto tight = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(tight.ok()) << tight.message();
+  const Conversations got = play(**tight, c.vocab);
+  const SchedulerStats st = (*tight)->stats();
+  EXPECT_GE(st.tiers.offloads, kSessions - 2);
+  EXPECT_GE(st.tiers.restores, kSessions - 2);
+  EXPECT_EQ(st.tiers.restore_failures, 0);
+  for (int i = 0; i < kSessions; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got.second[static_cast<size_t>(i)], ref.second[static_cast<size_t>(i)]);  // same turn-1 replies
+    EXPECT_EQ(got.replies[static_cast<size_t>(i)], ref.replies[static_cast<size_t>(i)]);
+  }
+  // Without tiers the same pool recomputes instead: the restored turns above reused their KV.
+  SchedulerOptions none = o;
+  none.kv_host_memory = 0;
+  auto plain = Scheduler::create(*tm.model, *tm.tokenizer, pool, none);
+  ASSERT_TRUE(plain.ok());
+  const Conversations p = play(**plain, c.vocab);
+  EXPECT_EQ(p.replies, ref.replies);
+  EXPECT_GT((*plain)->stats().prefill_tokens, st.prefill_tokens);
+}
+
+TEST(SessionTiers, DiskTierSurvivesARestartAndRefusesDamage) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok());
+  Conversations ref = play(**roomy, c.vocab);
+
+  const auto dir = temp_dir() / "sessions";
+  SchedulerOptions o = base_options();
+  o.kv_disk_dir = dir.string();
+  {
+    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    ASSERT_TRUE(before.ok()) << before.message();
+    (void)play(**before, c.vocab, /*turn2=*/false);  // turn 1 only, then the "crash"
+  }
+  // Damage one session file: flip a byte in the middle.
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".kvs") files.push_back(f.path());
+  ASSERT_EQ(files.size(), static_cast<size_t>(kSessions));
+  std::sort(files.begin(), files.end());
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::filesystem::file_size(files[0]);
+    f.seekg(static_cast<std::streamoff>(size / 2));
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x40);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write(&b, 1);
+  }
+  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(after.ok()) << after.message();
+  int reused = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    SCOPED_TRACE(i);
+    const RequestResult r = run_one(**after, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+    EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
+    if (r.usage.cached_tokens > 0) {
+      ++reused;
+      EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
+    }
+  }
+  const SchedulerStats st = (*after)->stats();
+  EXPECT_EQ(reused, kSessions - 1);  // every session but the damaged one came back from disk
+  EXPECT_EQ(st.tiers.restores, kSessions - 1);
+  EXPECT_EQ(st.tiers.restore_failures, 1);
+}
+
+}  // namespace
+}  // namespace tangram::testing
