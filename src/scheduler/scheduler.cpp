@@ -423,6 +423,14 @@ int64_t Scheduler::evict_idle_sessions() {
   return freed;
 }
 
+std::string Scheduler::session_tier(const std::string& id) const {
+  const Session* s = sessions_.find(id);
+  if (s != nullptr && s->busy) return "running";
+  if (s != nullptr && s->cache) return "resident";
+  if (tiers_) return tiers_->where(id);
+  return "none";
+}
+
 bool Scheduler::drop_session(const std::string& id) {
   const Session* s = sessions_.find(id);
   if (s != nullptr && s->busy) return false;

@@ -139,6 +139,9 @@ class Scheduler {
   int64_t evict_idle_sessions();
   // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
   bool drop_session(const std::string& id);
+  // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
+  // or "none" (recomputed on its next turn, or unknown).
+  std::string session_tier(const std::string& id) const;
   const Session* session(const std::string& id) { return sessions_.find(id); }
 
   SchedulerStats stats() const;

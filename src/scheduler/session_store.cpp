@@ -16,6 +16,11 @@ Session* SessionStore::find(const std::string& id) {
   return it == sessions_.end() ? nullptr : &it->second;
 }
 
+const Session* SessionStore::find(const std::string& id) const {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
 Session& SessionStore::get_or_create(const std::string& id, bool anonymous) {
   if (Session* s = find(id)) return *s;
   // Past the cap, forget the least recently used idle entries (their caches go with them).

@@ -32,6 +32,7 @@ class SessionStore {
   explicit SessionStore(size_t max_sessions) : max_sessions_(max_sessions) {}
 
   Session* find(const std::string& id);
+  const Session* find(const std::string& id) const;
   // Finds or creates the entry (may drop the least recently used idle entries past the cap).
   Session& get_or_create(const std::string& id, bool anonymous);
   // A fresh anonymous id.

@@ -59,6 +59,12 @@ bool SessionTiers::contains(const std::string& id) const {
   return host_.count(id) > 0 || (disk_ && disk_->contains(id));
 }
 
+std::string SessionTiers::where(const std::string& id) const {
+  if (host_.count(id) > 0) return "host";
+  if (disk_ && disk_->contains(id)) return "disk";
+  return "none";
+}
+
 void SessionTiers::erase(const std::string& id) {
   if (auto it = host_.find(id); it != host_.end()) {
     host_used_ -= it->second.first.size();

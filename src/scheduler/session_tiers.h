@@ -49,6 +49,8 @@ class SessionTiers {
   // Takes a session's blob out of the host tier, or reads it from disk (which keeps its copy).
   std::optional<std::string> fetch(const std::string& id);
   bool contains(const std::string& id) const;
+  // "host", "disk" or "none".
+  std::string where(const std::string& id) const;
   void erase(const std::string& id);
   bool has_disk() const { return disk_ != nullptr; }
   // Ids of the sessions on disk (found at start-up, for example), most recently used first.

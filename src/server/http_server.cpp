@@ -442,8 +442,14 @@ struct HttpServer::Impl {
 
   void handle_sessions(const httplib::Request& req, httplib::Response& res) {
     const std::string owner = *owner_of(req);
+    const std::vector<ConversationInfo> list = conversations.list(owner);
+    std::vector<std::string> tiers(list.size(), "none");
+    engine.run_on_worker([&](Scheduler& s) {
+      for (size_t i = 0; i < list.size(); ++i) tiers[i] = s.session_tier(Conversations::engine_key(owner, list[i].id));
+    });
     ordered_json data = ordered_json::array();
-    for (const ConversationInfo& c : conversations.list(owner)) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const ConversationInfo& c = list[i];
       ordered_json j;
       j["id"] = c.id;
       j["object"] = "session";
@@ -451,6 +457,7 @@ struct HttpServer::Impl {
       j["tokens"] = c.tokens;
       j["created"] = c.created_unix;
       j["last_used"] = c.last_used_unix;
+      j["tier"] = tiers[i];  // where its KV is: running, resident, host, disk, none (recomputed)
       data.push_back(std::move(j));
     }
     send_json(res, ordered_json{{"object", "list"}, {"data", data}});
