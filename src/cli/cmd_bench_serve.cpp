@@ -157,14 +157,13 @@ int cmd_bench_serve(const BenchServeOptions& in) {
   spec.seed = opt.seed;
   spec.arrival = WorkloadSpec::Arrival::OpenLoop;
   std::vector<double> rates = opt.rates;
-  if (rates.empty()) rates = opt.quick ? std::vector<double>{0.5, 2.0} : std::vector<double>{0.25, 0.5, 1.0, 2.0};
+  if (rates.empty()) rates = opt.quick ? std::vector<double>{1.0, 4.0} : std::vector<double>{0.5, 1.0, 2.0, 4.0};
   for (double r : rates)
     if (!(std::isfinite(r) && r > 0)) return fail(fmt::format("--rates: every rate must be > 0, got {}", r));
   std::sort(rates.begin(), rates.end());
   rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
 
   // --- model, tokenizer, server ---
-  const int layers = opt.quick && opt.layers > 2 ? 2 : opt.layers;
   std::unique_ptr<InProcessServer> local;
   LoadedModel loaded;
   std::unique_ptr<GgufFile> vocab_file;
@@ -176,7 +175,7 @@ int cmd_bench_serve(const BenchServeOptions& in) {
   if (opt.url.empty()) {
     auto eo = to_engine_options(opt.engine);
     if (!eo) return fail(eo.message());
-    auto lm = load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? layers : 0, opt.cache_dir,
+    auto lm = load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0, opt.cache_dir,
                                      opt.engine.threads, model_batch_for(opt.engine));
     if (!lm) return fail(lm.message());
     loaded = std::move(lm).value();
@@ -186,10 +185,20 @@ int cmd_bench_serve(const BenchServeOptions& in) {
     local = std::move(srv).value();
     context = local->engine().context();
     target = fmt::format("http://127.0.0.1:{}", local->port());
+    endpoint = *parse_base_url(target);
   } else {
+    target = opt.url;
+    auto ep = parse_base_url(target);
+    if (!ep) return fail("--url: " + ep.message());
+    endpoint = *ep;
+  }
+  // Reachable, and nothing of an earlier run lingers (a --url server may have served before).
+  if (auto d = delete_all_sessions(endpoint, opt.api_key); !d)
+    return fail(fmt::format("cannot use the server at {}: {}", target, d.message()));
+  if (!local) {  // only the tokenizer of the server's model is needed here
     std::string path = opt.model;
     if (path.empty()) {
-      auto p = cached_synth_model(opt.preset, opt.type, layers, opt.cache_dir, opt.engine.threads);
+      auto p = cached_synth_model(opt.preset, opt.type, opt.layers, opt.cache_dir, opt.engine.threads);
       if (!p) return fail(p.message());
       path = *p;
     }
@@ -201,24 +210,16 @@ int cmd_bench_serve(const BenchServeOptions& in) {
     url_tokenizer = std::move(t).value();
     tok = url_tokenizer.get();
     loaded.path = path;
-    target = opt.url;
   }
-  auto ep = parse_base_url(target);
-  if (!ep) return fail("--url: " + ep.message());
-  endpoint = *ep;
   spec.vocab = std::max<int32_t>(4, tok->n_vocab());
   if (loaded.model) spec.vocab = static_cast<int32_t>(std::min<int64_t>(loaded.model->config().vocab, spec.vocab));
-
-  // Nothing of a previous run may linger (a --url server may have been used before).
-  if (auto d = delete_all_sessions(endpoint, opt.api_key); !d)
-    return fail(fmt::format("cannot reach the server at {}: {}", target, d.message()));
 
   HttpLoadOptions lo;
   lo.endpoint = endpoint;
   lo.api_key = opt.api_key;
   lo.max_429_retries = opt.max_retries;
   lo.timeout_s = opt.timeout_s;
-  lo.encode_reply = [tok](const std::string& text) { return tok->encode(text, /*add_special=*/false, /*parse_special=*/false); };
+  lo.encode_reply = [tok](const std::string& text) { return encode_continuation(*tok, text); };
 
   // The conversations of the first rate decide the sizes (the others differ only in arrivals).
   spec.request_rate = rates.front();
@@ -413,7 +414,10 @@ int cmd_bench_serve(const BenchServeOptions& in) {
     md << "# tangram bench-serve report\n\n"
        << fmt::format("Server `{}`, model `{}`. Workload `{}`: {} conversations x {} turns per run (first turn {} "
                       "tokens, follow-ups {}, answers up to {}), open-loop Poisson arrivals; each run once with session "
-                      "reuse off (a fresh X-Session-Id every turn) and once on (one per conversation). Temperature 0.\n\n",
+                      "reuse off (a fresh X-Session-Id every turn) and once on (one per conversation). Temperature 0. "
+                      "Measured by the client: TTFT = request sent to the first streamed text, TPOT = the rest of "
+                      "the stream per further token, throughput = completed output tokens / run time; cached = "
+                      "prompt tokens the server reports as served from the conversation's resident KV.\n\n",
                       target, loaded.path, spec.preset, spec.sessions, spec.turns, spec.first_turn_tokens,
                       spec.followup_tokens, spec.output_tokens)
        << "| rate (conv/s) | reuse | req/s | out tok/s | TTFT p50 | TTFT p99 | TPOT p50 | e2e p50 | cached | 429s | errors |\n"

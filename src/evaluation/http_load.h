@@ -35,6 +35,7 @@
 #include "common/result.h"
 #include "evaluation/metrics.h"
 #include "evaluation/workload.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tangram {
 
@@ -62,6 +63,13 @@ double retry_wait_s(std::string_view retry_after, double fallback_s, double max_
 
 // The tokens an answer's text adds to the conversation's history.
 using ReplyEncoder = std::function<std::vector<int32_t>(const std::string& reply_text)>;
+
+// The tokens of text that continues earlier tokens: encode() without BOS or special-token
+// parsing. SentencePiece vocabularies with add_space_prefix prepend a space to what they encode,
+// while a continuation's leading space is already the text's own ("abc" after "x" streams as
+// " abc"), so that space is dropped first: the result then equals the generated tokens whenever
+// the text is what they decode to.
+std::vector<int32_t> encode_continuation(const Tokenizer& tok, std::string_view text);
 
 struct HttpLoadOptions {
   HttpEndpoint endpoint;
@@ -106,7 +114,8 @@ Result<HttpLoadRun> run_http_load(const HttpLoadOptions& options, const std::vec
 std::vector<RequestRecord> request_records(const HttpLoadRun& run);
 
 // Forgets every conversation the server keeps for this API key: GET /v1/sessions, then
-// DELETE /v1/sessions/{id} for each. Returns how many were deleted.
+// DELETE /v1/sessions/{id} for each. Returns how many were deleted (0 from a server without
+// that API, which answers 404). Errors: no connection, or another failed answer.
 Result<int64_t> delete_all_sessions(const HttpEndpoint& endpoint, const std::string& api_key,
                                     double timeout_s = 30);
 

@@ -562,6 +562,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   s.http.set_write_timeout(s.opt.write_timeout_s, 0);
   s.http.set_keep_alive_timeout(s.opt.keep_alive_s);
   s.http.set_keep_alive_max_count(100);
+  s.http.set_tcp_nodelay(true);  // a stream's chunks leave at once, not after the client's delayed ACK
   s.install_routes();
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
