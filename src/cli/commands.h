@@ -108,6 +108,21 @@ struct BenchModelOptions {
 };
 int cmd_bench_model(const BenchModelOptions& opt);
 
+struct BenchRestoreOptions {
+  std::string model;                   // benchmark this file; empty: generate from preset/type/layers
+  std::string preset = "qwen3-4b-attn";
+  std::string type = "q8_0";
+  int layers = 8;
+  std::string cache_dir;
+  std::vector<int64_t> contexts{2048, 8192};
+  std::string disk_dir;                // where the disk tier is measured (default: a temp folder)
+  std::string json_out;
+  bool quick = false;
+  EngineFlags engine;
+};
+// Time to bring an idle session back from the host-memory and disk tiers against re-prefilling it.
+int cmd_bench_restore(const BenchRestoreOptions& opt);
+
 struct BenchBatchOptions {
   std::string model;                   // benchmark this file; empty: generate from preset/type
   std::string preset = "qwen3-4b-attn";

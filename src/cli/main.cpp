@@ -191,6 +191,20 @@ int main(int argc, char** argv) {
   add_engine_options(c_serve, serve.engine);
   add_sampling_options(c_serve, serve.sampling);
 
+  BenchRestoreOptions br;
+  auto* c_br = app.add_subcommand(
+      "bench-restore", "Time to restore an idle session from host memory and from disk vs re-prefilling it");
+  c_br->add_option("-m,--model", br.model, "Benchmark this GGUF instead of the generated default")->check(CLI::ExistingFile);
+  c_br->add_option("--preset", br.preset, "Attention shape of the generated model")->capture_default_str();
+  c_br->add_option("--type", br.type, "Weight type of the generated model")->capture_default_str();
+  c_br->add_option("--layers", br.layers, "Layers of the generated model")->capture_default_str();
+  c_br->add_option("--cache-dir", br.cache_dir, "Where generated models are kept");
+  c_br->add_option("--contexts", br.contexts, "Session lengths in tokens")->capture_default_str()->delimiter(',');
+  c_br->add_option("--disk-dir", br.disk_dir, "Folder for the disk tier (default: a temporary one)");
+  c_br->add_option("--json", br.json_out, "Write the figures as JSON");
+  c_br->add_flag("--quick", br.quick, "Contexts 512 and 1024");
+  add_engine_options(c_br, br.engine);
+
   BenchBatchOptions bb;
   bb.engine.kv_memory = "auto";  // sized for every sequence of the largest concurrency
   auto* c_bb = app.add_subcommand(
@@ -412,6 +426,7 @@ int main(int argc, char** argv) {
   if (*c_run) return cmd_run(run);
   if (*c_chat) return cmd_chat(chat);
   if (*c_serve) return cmd_serve(serve);
+  if (*c_br) return cmd_bench_restore(br);
   if (*c_bb) return cmd_bench_batch(bb);
   if (*c_prof) return cmd_profile(prof);
   if (*c_bk) return cmd_bench_kv(bk);

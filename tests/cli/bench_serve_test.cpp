@@ -17,23 +17,9 @@
 namespace tangram {
 namespace {
 
-struct Ran {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Ran = testing::CommandRun;
 
-Ran run_binary(const std::string& args) {
-  const std::string cmd = std::string("'") + TANGRAM_BINARY + "' " + args + " 2>&1";
-  Ran r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+Ran run_binary(const std::string& args) { return testing::run_tangram(args); }
 
 TEST(CliBenchServe, HelpNamesTheOptions) {
   const auto r = run_binary("bench-serve --help");

@@ -16,4 +16,11 @@ std::filesystem::path temp_dir();
 // Whole file as a string.
 std::string read_file(const std::filesystem::path& p);
 
+// Runs the tangram binary built with the tests (TANGRAM_BINARY) with `args` (shell words).
+struct CommandRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+CommandRun run_tangram(const std::string& args);
+
 }  // namespace tangram::testing
