@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -49,20 +50,17 @@ void print_stats(const SchedulerStats& st) {
 int cmd_chat(const ChatOptions& opt) {
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  ModelOptions mo;
-  mo.max_batch = model_batch_for(opt.engine);
-  auto model = Model::load(opt.model, mo);
-  if (!model) return fail(model.message());
-  auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail(tok.message());
-  const Tokenizer& tokenizer = **tok;
+  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
+  if (!loaded) return fail(loaded.message());
+  Model& model = *loaded->model;
+  const Tokenizer& tokenizer = *loaded->tokenizer;
   auto tmpl = pick_chat_template(opt.chat_template, tokenizer);
   if (!tmpl) return fail(tmpl.message());
-  auto engine = Engine::create(**model, tokenizer, *engine_opts);
+  auto engine = Engine::create(model, tokenizer, *engine_opts);
   if (!engine) return fail(engine.message());
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
-  const ModelConfig& c = (*model)->config();
+  const ModelConfig& c = model.config();
   const SchedulerStats st0 = (*engine)->stats();
   const SchedulerOptions& so = (*engine)->options();
   if (!opt.quiet) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -66,13 +67,11 @@ int cmd_serve(const ServeOptions& opt) {
 
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  ModelOptions mo;
-  mo.max_batch = model_batch_for(opt.engine);
-  auto model = Model::load(opt.model, mo);
-  if (!model) return fail(model.message());
-  auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail(tok.message());
-  auto tmpl = pick_chat_template(opt.chat_template, **tok);
+  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
+  if (!loaded) return fail(loaded.message());
+  Model& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
+  auto tmpl = pick_chat_template(opt.chat_template, tok);
   if (!tmpl) return fail(tmpl.message());
 
   // Signals go to one thread that waits for them; every other thread (engine, HTTP workers)
@@ -84,9 +83,9 @@ int cmd_serve(const ServeOptions& opt) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-write is an error value, not a crash
 
-  auto engine = Engine::create(**model, **tok, *engine_opts);
+  auto engine = Engine::create(model, tok, *engine_opts);
   if (!engine) return fail(engine.message());
-  auto server = server::HttpServer::create(**engine, **tok, std::move(*tmpl), so);
+  auto server = server::HttpServer::create(**engine, tok, std::move(*tmpl), so);
   if (!server) return fail(server.message());
   auto port = (*server)->bind();
   if (!port) return fail(port.message());

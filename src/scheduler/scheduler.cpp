@@ -388,13 +388,13 @@ bool Scheduler::restore_session(Session& session) {
     tiers_->erase(session.id);
     return false;
   }
-  auto probe = PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_);
   const auto n = static_cast<int64_t>(summary->tokens.size());
-  if (!probe || n > context_ || !make_room((*probe)->pages_needed(n), nullptr, /*may_preempt=*/false)) {
+  const int64_t P = options_.page_tokens;
+  const int64_t uncompressed_pages = map_->total_groups() * ((n + P - 1) / P);
+  if (n > context_ || !make_room(uncompressed_pages, nullptr, /*may_preempt=*/false)) {
     tiers_->offload(session.id, std::move(*blob));  // not now: it stays in a tier
     return false;
   }
-  probe->reset();
   auto decoded = decode_session(*blob, fingerprint_, *pool_, map_, model_.kv_shape(), context_);
   tiers_->counters().restore_seconds += seconds_between(t0, Clock::now());
   if (!decoded) {
