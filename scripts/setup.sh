@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libcpp-httplib-dev prometheus-cpp-dev   # HTTP server (SSE) and Prometheus metrics of `tangram serve`
   libxxhash-dev                 # XXH3 checksums and fingerprints of serialised sessions
+  libhiredis-dev                # Redis client for the shared session tier (--kv-redis)
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece   # reference oracle for the SentencePiece tokenizer tests
   python3 python3-jinja2        # reference Jinja renderer for the chat-template tests
@@ -18,7 +19,13 @@ PACKAGES=(
 TEST_PACKAGES=(
   curl chromium                 # server end-to-end tests: raw SSE bytes, the chat page in a headless browser
 )
-[ "${1:-}" = "--tests" ] && PACKAGES+=("${TEST_PACKAGES[@]}")
+# The scale-out deployment (scripts/cluster.sh) and its test: Redis as the shared session tier,
+# HAProxy as the session-affine load balancer.
+CLUSTER_PACKAGES=(redis-server haproxy)
+case "${1:-}" in
+  --tests) PACKAGES+=("${TEST_PACKAGES[@]}" "${CLUSTER_PACKAGES[@]}") ;;
+  --cluster) PACKAGES+=("${CLUSTER_PACKAGES[@]}") ;;
+esac
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/units.h"
+#include "kv/session_redis_store.h"
 
 namespace tangram::cli {
 
@@ -29,6 +30,11 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   if (!disk) return make_error("--kv-disk-max: {}", disk.message());
   s.kv_disk_bytes = static_cast<uint64_t>(*disk);
   s.kv_disk_dir = f.kv_disk;
+  if (!f.kv_redis.empty()) TG_TRY(parse_redis_url(f.kv_redis));  // a typo fails at start-up, not per turn
+  s.kv_redis = f.kv_redis;
+  s.kv_redis_prefix = f.kv_redis_prefix;
+  s.kv_redis_ttl_seconds = f.kv_redis_ttl;
+  s.kv_idle_offload_seconds = f.kv_idle_offload;
   CompressionOptions& c = s.compression;
   TG_ASSIGN(c.policy, parse_kv_policy(f.kv_policy));
   TG_ASSIGN(c.level, parse_budget_level(f.kv_level));

@@ -15,6 +15,10 @@ struct EngineFlags {
   std::string kv_host_memory = "0";  // host spill area for idle sessions' KV (0: none)
   std::string kv_disk;               // directory of the disk tier ("" = none)
   std::string kv_disk_max = "8GiB";  // its size cap
+  std::string kv_redis;              // shared tier address ("" = none)
+  std::string kv_redis_prefix;       // its key prefix ("" = derived from the fingerprints)
+  int64_t kv_redis_ttl = 0;          // expiry of a stored session, seconds (0 = none)
+  double kv_idle_offload = 0;        // seconds idle before a session leaves the pool (0 = off)
   int page_tokens = 16;            // P
   int page_group_size = -1;        // G; 0 = all KV heads of a layer (unified); -1 = the policy's
   std::string kv_type = "f16";     // f16 | f32

@@ -58,6 +58,17 @@ void add_engine_options(CLI::App* c, EngineFlags& e) {
                 "Directory for sessions' KV on disk: written after every turn, read back after a restart");
   c->add_option("--kv-disk-max", e.kv_disk_max, "Size cap of --kv-disk (least recently used deleted first)")
       ->capture_default_str();
+  c->add_option("--kv-redis", e.kv_redis,
+                "Redis shared by replicas for sessions' KV (host:port or redis://[:password@]host:port/db): "
+                "written after every turn, read by whichever replica serves the next one");
+  c->add_option("--kv-redis-prefix", e.kv_redis_prefix,
+                "Key prefix in --kv-redis (default: tangram:<fingerprint of model and KV policy>:)");
+  c->add_option("--kv-redis-ttl", e.kv_redis_ttl, "Expiry of a session in --kv-redis, seconds (0 = none)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-idle-offload", e.kv_idle_offload,
+                "Move a session's KV out of the pool to the tiers after this many idle seconds (0 = only when "
+                "memory is needed)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--kv-policy", e.kv_policy,
                 "KV compression: full (none), uniform, dynamic (run-time budgets), tangram "
                 "(deterministic budgets from --kv-profile, head-group pages, ahead-of-time split)")

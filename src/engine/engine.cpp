@@ -109,9 +109,14 @@ void Engine::loop() {
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] {
+      auto ready = [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !scheduler_->idle();
-      });
+      };
+      // With idle offload on, wake up now and then to move idle sessions down a tier.
+      if (const auto period = scheduler_->next_idle_offload())
+        wake_.wait_for(lock, *period, ready);
+      else
+        wake_.wait(lock, ready);
       inbox.swap(inbox_);
       cancels.swap(cancels_);
       tasks.swap(tasks_);
@@ -132,7 +137,8 @@ void Engine::loop() {
     for (RequestId id : cancels) scheduler_->cancel(id);
     cancels.clear();
     for (auto& task : tasks) task(*scheduler_);
-    if (!tasks.empty()) {
+    const bool offloaded = scheduler_->offload_idle_sessions() > 0;
+    if (!tasks.empty() || offloaded) {
       std::lock_guard lock(mu_);
       tasks_done_ += tasks.size();
       stats_ = scheduler_->stats();

@@ -50,14 +50,20 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
   TG_TRY(geometry.validate());
 
   std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
+  if (!s->options_.warn)
+    s->options_.warn = [](const std::string& m) { fmt::print(stderr, "level=warn event=kv_tier msg=\"{}\"\n", m); };
   s->options_.page_group_size = G;
   s->options_.max_running = static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
   s->context_ = options.max_context > 0 ? std::min(options.max_context, c.context_length)
                                         : c.context_length;
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
-  if (options.kv_host_memory > 0 || !options.kv_disk_dir.empty()) {
-    TG_ASSIGN(s->tiers_, SessionTiers::create(options.kv_host_memory, options.kv_disk_dir, options.kv_disk_bytes));
+  const bool tiered = options.kv_host_memory > 0 || !options.kv_disk_dir.empty() || !options.kv_redis.empty();
+  if (options.kv_idle_offload_seconds < 0) return make_error("--kv-idle-offload must be 0 (off) or positive seconds");
+  if (options.kv_idle_offload_seconds > 0 && !tiered)
+    return make_error("--kv-idle-offload needs a tier to move idle sessions to: give --kv-host-memory, --kv-disk or "
+                      "--kv-redis");
+  if (tiered) {
     const CompressionOptions& co = options.compression;
     // The policy's settings and profile decide which entries a compressed cache holds.
     std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio, co.alpha, co.sink,
@@ -71,6 +77,23 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
     }
     s->fingerprint_ = SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type, bytes_fingerprint(policy),
                                          group_map_fingerprint(*s->map_)};
+    SessionTierOptions to;
+    to.host_bytes = options.kv_host_memory;
+    to.disk_dir = options.kv_disk_dir;
+    to.disk_bytes = options.kv_disk_bytes;
+    if (!options.kv_redis.empty()) {
+      RedisStoreOptions ro;
+      TG_ASSIGN(ro.endpoint, parse_redis_url(options.kv_redis));
+      // Replicas of one deployment (same model, KV type, policy and layout) share a namespace.
+      const SessionFingerprint& f = s->fingerprint_;
+      const uint64_t ns = bytes_fingerprint(fmt::format("{:016x} {} {:016x} {:016x}", f.model,
+                                                        static_cast<int>(f.kv_type), f.profile, f.group_map));
+      ro.key_prefix = options.kv_redis_prefix.empty() ? fmt::format("tangram:{:016x}:", ns) : options.kv_redis_prefix;
+      ro.ttl_seconds = options.kv_redis_ttl_seconds;
+      ro.warn = s->options_.warn;
+      to.redis = std::move(ro);
+    }
+    TG_ASSIGN(s->tiers_, SessionTiers::create(std::move(to)));
     // Sessions a previous run left on disk: known again, restored on their next turn.
     for (const std::string& id : s->tiers_->disk_ids()) s->sessions_.get_or_create(id, /*anonymous=*/false);
   }
@@ -366,23 +389,51 @@ int64_t Scheduler::evict_one() {
   if (!tiers_) return sessions_.evict_lru();
   Session* victim = sessions_.lru_idle_resident();
   if (victim == nullptr) return -1;
+  return offload_session(*victim);
+}
+
+int64_t Scheduler::offload_session(Session& victim) {
   const auto t0 = Clock::now();
-  if (encode_session_into(*victim->cache, victim->tokens, fingerprint_, spill_buffer_).ok())
-    tiers_->offload(victim->id, spill_buffer_);
+  if (encode_session_into(*victim.cache, victim.tokens, fingerprint_, spill_buffer_).ok())
+    tiers_->offload(victim.id, spill_buffer_);
   tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
-  const int64_t pages = victim->cache->pages_held();
-  victim->cache.reset();
+  const int64_t pages = victim.cache->pages_held();
+  victim.cache.reset();
   sessions_.count_eviction();
   return pages;
 }
 
+int64_t Scheduler::offload_idle_sessions() {
+  if (!tiers_ || options_.kv_idle_offload_seconds <= 0) return 0;
+  const auto cutoff = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(options_.kv_idle_offload_seconds));
+  int64_t moved = 0;
+  for (Session* s : sessions_.idle_resident_before(cutoff)) {
+    offload_session(*s);
+    ++moved;
+  }
+  return moved;
+}
+
+std::optional<std::chrono::steady_clock::duration> Scheduler::next_idle_offload() const {
+  if (!tiers_ || options_.kv_idle_offload_seconds <= 0) return std::nullopt;
+  // Checked at a tenth of the idle time (at least every second), so a session moves within
+  // about 10% of its deadline without the engine scanning sessions on every wake-up.
+  const double period = std::min(1.0, options_.kv_idle_offload_seconds / 10);
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period));
+}
+
 bool Scheduler::restore_session(Session& session) {
-  if (!tiers_ || session.cache || !tiers_->contains(session.id)) return false;
+  if (!tiers_ || session.cache) return false;
   const auto t0 = Clock::now();
-  std::optional<std::string> blob = tiers_->fetch(session.id);
-  if (!blob) return false;
+  std::optional<SessionTiers::Fetched> fetched = tiers_->fetch(session.id);
+  if (!fetched) {
+    if (!session.tokens.empty()) ++tiers_->counters().recomputes;
+    return false;
+  }
+  std::string& blob = fetched->blob;
   // Room for the session as if uncompressed (an upper bound); idle sessions move down for it.
-  auto summary = inspect_session(*blob);
+  auto summary = inspect_session(blob);
   if (!summary) {
     ++tiers_->counters().restore_failures;
     tiers_->erase(session.id);
@@ -392,25 +443,29 @@ bool Scheduler::restore_session(Session& session) {
   const int64_t P = options_.page_tokens;
   const int64_t uncompressed_pages = map_->total_groups() * ((n + P - 1) / P);
   if (n > context_ || !make_room(uncompressed_pages, nullptr, /*may_preempt=*/false)) {
-    tiers_->offload(session.id, std::move(*blob));  // not now: it stays in a tier
+    if (std::string_view(fetched->tier) == "host") tiers_->offload(session.id, std::move(blob));  // stays in a tier
     return false;
   }
-  auto decoded = decode_session(*blob, fingerprint_, *pool_, map_, model_.kv_shape(), context_);
+  auto decoded = decode_session(blob, fingerprint_, *pool_, map_, model_.kv_shape(), context_);
   tiers_->counters().restore_seconds += seconds_between(t0, Clock::now());
   if (!decoded) {
     // Another model or policy, or a damaged blob: never served; the turn is recomputed.
     ++tiers_->counters().restore_failures;
+    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id, fetched->tier, decoded.message()));
     tiers_->erase(session.id);
     return false;
   }
-  ++tiers_->counters().restores;
+  SessionTierStats& c = tiers_->counters();
+  ++c.restores;
+  const std::string_view tier = fetched->tier;
+  ++(tier == "host" ? c.restores_host : tier == "disk" ? c.restores_disk : c.restores_redis);
   session.cache = std::move(decoded->cache);
   session.tokens = std::move(decoded->tokens);
   return true;
 }
 
 void Scheduler::persist_session(const Session& session) {
-  if (!tiers_ || !tiers_->has_disk() || !session.cache) return;
+  if (!tiers_ || !tiers_->writes_through() || !session.cache) return;
   const auto t0 = Clock::now();
   if (encode_session_into(*session.cache, session.tokens, fingerprint_, spill_buffer_).ok())
     (void)tiers_->persist(session.id, spill_buffer_);
@@ -423,7 +478,7 @@ int64_t Scheduler::evict_idle_sessions() {
   return freed;
 }
 
-std::string Scheduler::session_tier(const std::string& id) const {
+std::string Scheduler::session_tier(const std::string& id) {
   const Session* s = sessions_.find(id);
   if (s != nullptr && s->busy) return "running";
   if (s != nullptr && s->cache) return "resident";
@@ -521,6 +576,7 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   if (session != nullptr) {
     session->busy = false;
     session->last_used = ++tick_;
+    session->idle_since = now;
     r.session_id = session->id;
   }
   s->cache.reset();

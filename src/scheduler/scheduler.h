@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,17 @@ struct SchedulerOptions {
   size_t kv_host_memory = 0;
   std::string kv_disk_dir;
   uint64_t kv_disk_bytes = uint64_t{8} << 30;
+  // The shared tier: a Redis address ("" = none; see session_redis_store.h), its key prefix
+  // ("" = "tangram:<fingerprint of model, KV type and policy>:", so deployments of different
+  // models never meet) and the expiry of a stored session (0: none).
+  std::string kv_redis;
+  std::string kv_redis_prefix;
+  int64_t kv_redis_ttl_seconds = 0;
+  // Idle sessions move down a tier after this long without a turn (0: only under memory
+  // pressure). Needs a tier.
+  double kv_idle_offload_seconds = 0;
+  // Where tier warnings go (Redis lost or back); default: a logfmt line on stderr.
+  std::function<void(const std::string&)> warn;
   // How attention work is split across threads; empty: the policy's (tangram ahead of time,
   // the others planned every step).
   std::optional<AttentionSplit> attention_split;
@@ -137,11 +149,16 @@ class Scheduler {
   // Frees the caches of all idle sessions (tests, admin).
   // With tiers, the caches move down a tier rather than being dropped.
   int64_t evict_idle_sessions();
+  // Moves the caches of sessions idle for at least kv_idle_offload_seconds down a tier; returns
+  // how many moved. Cheap when there is nothing to do (Engine calls it between steps).
+  int64_t offload_idle_sessions();
+  // How long until offload_idle_sessions() may have work (nullopt: never; it is off).
+  std::optional<std::chrono::steady_clock::duration> next_idle_offload() const;
   // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
   bool drop_session(const std::string& id);
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
-  // or "none" (recomputed on its next turn, or unknown).
-  std::string session_tier(const std::string& id) const;
+  // "redis", or "none" (recomputed on its next turn, or unknown).
+  std::string session_tier(const std::string& id);
   const Session* session(const std::string& id) { return sessions_.find(id); }
 
   SchedulerStats stats() const;
@@ -189,6 +206,9 @@ class Scheduler {
   // Frees the least recently used idle session's cache, moving it down a tier first when
   // there are tiers; returns the pages freed, or -1 when no idle session holds a cache.
   int64_t evict_one();
+  // Moves an idle resident session's cache down a tier (encoded first) and frees its pages;
+  // returns the pages freed.
+  int64_t offload_session(Session& victim);
   // Brings an evicted session's KV back from a tier into the pool; false (recompute) if it is in
   // none, does not decode (counted), or does not fit.
   bool restore_session(Session& session);

@@ -69,6 +69,14 @@ Session* SessionStore::lru_idle_resident() {
   return victim;
 }
 
+std::vector<Session*> SessionStore::idle_resident_before(std::chrono::steady_clock::time_point cutoff) {
+  std::vector<Session*> out;
+  for (auto& [id, s] : sessions_)
+    if (!s.busy && s.cache && s.idle_since < cutoff) out.push_back(&s);
+  std::sort(out.begin(), out.end(), [](const Session* a, const Session* b) { return a->last_used < b->last_used; });
+  return out;
+}
+
 int64_t SessionStore::evict_lru() {
   Session* victim = lru_idle_resident();
   if (victim == nullptr) return -1;

@@ -8,6 +8,7 @@
 // cache, so its next turn is prefilled from its full prompt, transparently).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@ struct Session {
   std::unique_ptr<PagedKvCache> cache;  // null: evicted, or lent to a running request
   bool busy = false;                    // a request of this session is queued or running
   uint64_t last_used = 0;               // scheduler tick of the last return
+  std::chrono::steady_clock::time_point idle_since{};  // time of the last return
 };
 
 class SessionStore {
@@ -49,6 +51,8 @@ class SessionStore {
   int64_t evict_lru();
   // The session evict_lru() would take (null if none), and the count of an eviction done by hand.
   Session* lru_idle_resident();
+  // Idle resident sessions whose last return was before `cutoff`, least recently used first.
+  std::vector<Session*> idle_resident_before(std::chrono::steady_clock::time_point cutoff);
   void count_eviction() { ++evictions_; }
   // Drops the cache of every idle session; returns pages freed.
   int64_t evict_all_idle();

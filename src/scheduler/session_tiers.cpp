@@ -2,19 +2,27 @@
 
 namespace tangram {
 
-Result<std::unique_ptr<SessionTiers>> SessionTiers::create(size_t host_bytes, const std::filesystem::path& disk_dir,
-                                                           uint64_t disk_bytes) {
+Result<std::unique_ptr<SessionTiers>> SessionTiers::create(SessionTierOptions options) {
   auto t = std::make_unique<SessionTiers>();
-  t->host_cap_ = host_bytes;
-  if (!disk_dir.empty()) {
-    TG_ASSIGN(t->disk_, SessionDiskStore::open(disk_dir, disk_bytes));
+  t->host_cap_ = options.host_bytes;
+  if (!options.disk_dir.empty()) {
+    TG_ASSIGN(t->disk_, SessionDiskStore::open(options.disk_dir, options.disk_bytes));
+  }
+  if (options.redis) {
+    TG_ASSIGN(t->redis_, SessionRedisStore::open(std::move(*options.redis)));
   }
   return t;
 }
 
 void SessionTiers::offload(const std::string& id, std::string blob) {
-  erase(id);
+  // Drop the local copies only: Redis's (written through after the turn) is this same state.
+  if (auto it = host_.find(id); it != host_.end()) {
+    host_used_ -= it->second.first.size();
+    host_lru_.erase(it->second.second);
+    host_.erase(it);
+  }
   ++counters_.offloads;
+  if (redis_ && unpublished_.count(id) > 0 && redis_->put(id, blob).ok()) unpublished_.erase(id);
   if (blob.size() <= host_cap_) {
     while (host_used_ + blob.size() > host_cap_ && !host_lru_.empty()) {
       // Demote the least recently used blob to disk (or drop it).
@@ -36,32 +44,46 @@ void SessionTiers::offload(const std::string& id, std::string blob) {
 }
 
 Status SessionTiers::persist(const std::string& id, std::string_view blob) {
-  if (!disk_) return Status::Ok();
-  return disk_->put(id, blob);
+  Status result;
+  if (disk_) result = disk_->put(id, blob);
+  if (redis_) {
+    Status st = redis_->put(id, blob);
+    if (st.ok()) {
+      unpublished_.erase(id);
+    } else {
+      unpublished_.insert(id);
+      if (result.ok()) result = st;
+    }
+  }
+  return result;
 }
 
-std::optional<std::string> SessionTiers::fetch(const std::string& id) {
+std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) {
   if (auto it = host_.find(id); it != host_.end()) {
-    std::string blob = std::move(it->second.first);
-    host_used_ -= blob.size();
+    Fetched f{std::move(it->second.first), "host"};
+    host_used_ -= f.blob.size();
     host_lru_.erase(it->second.second);
     host_.erase(it);
-    return blob;
+    return f;
   }
   if (disk_ && disk_->contains(id)) {
     auto blob = disk_->get(id);
-    if (blob) return std::move(blob).value();
+    if (blob) return Fetched{std::move(blob).value(), "disk"};
+  }
+  if (redis_) {
+    auto blob = redis_->get(id);
+    if (blob && blob->has_value()) return Fetched{std::move(**blob), "redis"};
   }
   return std::nullopt;
 }
 
-bool SessionTiers::contains(const std::string& id) const {
-  return host_.count(id) > 0 || (disk_ && disk_->contains(id));
-}
-
-std::string SessionTiers::where(const std::string& id) const {
+std::string SessionTiers::where(const std::string& id) {
   if (host_.count(id) > 0) return "host";
   if (disk_ && disk_->contains(id)) return "disk";
+  if (redis_) {
+    auto in = redis_->contains(id);
+    if (in && *in) return "redis";
+  }
   return "none";
 }
 
@@ -72,6 +94,8 @@ void SessionTiers::erase(const std::string& id) {
     host_.erase(it);
   }
   if (disk_) (void)disk_->erase(id);
+  if (redis_) (void)redis_->erase(id);
+  unpublished_.erase(id);
 }
 
 std::vector<std::string> SessionTiers::disk_ids() const {
@@ -88,6 +112,10 @@ SessionTierStats SessionTiers::stats() const {
   if (disk_) {
     s.disk_sessions = disk_->sessions();
     s.disk_bytes = static_cast<int64_t>(disk_->bytes());
+  }
+  if (redis_) {
+    s.redis_enabled = true;
+    s.redis = redis_->stats();
   }
   return s;
 }

@@ -1,10 +1,17 @@
 // Where idle sessions' KV goes when the resident pool needs their pages: a host-memory spill
-// area (bounded, least recently used first out) and, optionally, a local disk directory
-// (bounded, crash-safe). A session moved down is restored on its next turn by decoding its blob
-// into the pool, instead of being recomputed from its tokens.
+// area (bounded, least recently used first out), optionally a local disk directory (bounded,
+// crash-safe), and optionally a Redis server shared by every replica of a deployment. A session
+// moved down is restored on its next turn by decoding its blob into the pool, instead of being
+// recomputed from its tokens.
 //
 // Blobs are session_codec's serialised form (checksummed, fingerprinted): a blob that no longer
 // decodes (another model, a corrupt file) is dropped and the turn is recomputed.
+//
+// Lookups go host, then disk, then Redis. After every turn the session is written through to
+// disk and Redis (persist), so a crash, or the death of the whole replica, loses at most the
+// turn in flight. A local copy may be older than Redis's when another replica served later
+// turns: that is safe (a restored cache is only used for the prefix its tokens share with the
+// new prompt), just less reuse.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +20,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/result.h"
 #include "kv/session_disk_store.h"
+#include "kv/session_redis_store.h"
 
 namespace tangram {
+
+struct SessionTierOptions {
+  size_t host_bytes = 0;              // the spill area's cap (0: none)
+  std::filesystem::path disk_dir;     // empty: no disk tier
+  uint64_t disk_bytes = uint64_t{8} << 30;
+  std::optional<RedisStoreOptions> redis;  // none: no shared tier
+};
 
 struct SessionTierStats {
   int64_t host_sessions = 0;
@@ -27,32 +43,43 @@ struct SessionTierStats {
   int64_t disk_bytes = 0;
   int64_t offloads = 0;        // blobs put into a tier
   int64_t demotions = 0;       // host -> disk moves
-  int64_t dropped = 0;         // blobs that fit no tier (their sessions will be recomputed)
+  int64_t dropped = 0;         // blobs that fit no local tier (recomputed unless Redis has them)
   int64_t restores = 0;        // blobs decoded back into the pool
+  int64_t restores_host = 0;   // ... of which from each tier
+  int64_t restores_disk = 0;
+  int64_t restores_redis = 0;
   int64_t restore_failures = 0;  // blobs refused on restore (fingerprint, corruption): recomputed
+  int64_t recomputes = 0;      // evicted sessions whose next turn found them in no tier
   double offload_seconds = 0;  // encoding and storing
   double restore_seconds = 0;  // fetching and decoding
+  bool redis_enabled = false;
+  RedisStoreStats redis;
 };
 
 class SessionTiers {
  public:
-  // host_bytes: the spill area's cap (0: none). disk_dir empty: no disk tier.
-  static Result<std::unique_ptr<SessionTiers>> create(size_t host_bytes, const std::filesystem::path& disk_dir,
-                                                      uint64_t disk_bytes);
+  static Result<std::unique_ptr<SessionTiers>> create(SessionTierOptions options);
 
   // Stores a session's blob: in host memory when it fits (demoting least recently used blobs to
-  // disk, or dropping them without a disk tier), else on disk, else nowhere (counted).
+  // disk, or dropping them without a disk tier), else on disk, else nowhere (counted). With Redis,
+  // a session whose last write-through did not reach it is published there too.
   void offload(const std::string& id, std::string blob);
-  // Writes the blob to disk only (write-through after a turn, so a crash loses at most the turn
-  // in flight). No-op without a disk tier.
+  // Writes the blob through to disk and Redis (after a turn, so a crash loses at most the turn in
+  // flight). Errors of either are returned (the first); the other is still written.
   Status persist(const std::string& id, std::string_view blob);
-  // Takes a session's blob out of the host tier, or reads it from disk (which keeps its copy).
-  std::optional<std::string> fetch(const std::string& id);
-  bool contains(const std::string& id) const;
-  // "host", "disk" or "none".
-  std::string where(const std::string& id) const;
+  struct Fetched {
+    std::string blob;
+    const char* tier = "";  // "host", "disk" or "redis"
+  };
+  // Takes a session's blob out of the host tier, or reads it from disk or Redis (which keep
+  // their copies). Nullopt when no tier has it (or Redis is unreachable).
+  std::optional<Fetched> fetch(const std::string& id);
+  // "host", "disk", "redis" or "none" (asks Redis when the local tiers lack it).
+  std::string where(const std::string& id);
   void erase(const std::string& id);
   bool has_disk() const { return disk_ != nullptr; }
+  bool has_redis() const { return redis_ != nullptr; }
+  bool writes_through() const { return disk_ != nullptr || redis_ != nullptr; }
   // Ids of the sessions on disk (found at start-up, for example), most recently used first.
   std::vector<std::string> disk_ids() const;
 
@@ -65,6 +92,8 @@ class SessionTiers {
   std::list<std::string> host_lru_;  // front = least recently used
   std::map<std::string, std::pair<std::string, std::list<std::string>::iterator>> host_;
   std::unique_ptr<SessionDiskStore> disk_;
+  std::unique_ptr<SessionRedisStore> redis_;
+  std::set<std::string> unpublished_;  // sessions whose latest state Redis did not take
   SessionTierStats counters_;
 };
 

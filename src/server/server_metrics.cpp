@@ -86,7 +86,21 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   tier_bytes_host_ = &tier_bytes.Add({{"tier", "host"}});
   tier_bytes_disk_ = &tier_bytes.Add({{"tier", "disk"}});
   offloads_ = &counter(r, "tangram_kv_offloads_total", "Sessions' KV moved out of the pool into a tier");
-  restores_ = &counter(r, "tangram_kv_restores_total", "Sessions' KV restored from a tier instead of recomputed");
+  auto& restores = prometheus::BuildCounter()
+                      .Name("tangram_kv_restores_total")
+                      .Help("Sessions' KV restored from a tier instead of recomputed, by the tier it came from")
+                      .Register(r);
+  restores_host_ = &restores.Add({{"tier", "host"}});
+  restores_disk_ = &restores.Add({{"tier", "disk"}});
+  restores_redis_ = &restores.Add({{"tier", "redis"}});
+  recomputes_ = &counter(r, "tangram_kv_recomputes_total",
+                         "Sessions whose KV had left the pool and was in no tier: their next turn recomputed it");
+  redis_up_ = &gauge(r, "tangram_kv_redis_up", "1 while the shared Redis tier is connected (0 when down or not used)");
+  redis_writes_ = &counter(r, "tangram_kv_redis_writes_total", "Sessions written to the shared Redis tier");
+  redis_bytes_written_ = &counter(r, "tangram_kv_redis_written_bytes_total", "Bytes written to the shared Redis tier");
+  redis_hits_ = &counter(r, "tangram_kv_redis_hits_total", "Session lookups found in the shared Redis tier");
+  redis_errors_ = &counter(r, "tangram_kv_redis_errors_total",
+                           "Shared Redis tier calls that failed (down, timeout, refused): local tiers served instead");
   restore_failures_ = &counter(r, "tangram_kv_restore_failures_total",
                                "Tier blobs refused on restore (other model or policy, damaged): recomputed");
   offload_seconds_ = &counter(r, "tangram_kv_offload_seconds_total", "Time spent encoding and storing session KV");
@@ -141,7 +155,15 @@ std::string ServerMetrics::scrape(const SchedulerStats& s, int64_t http_inflight
     tier_bytes_host_->Set(static_cast<double>(s.tiers.host_bytes));
     tier_bytes_disk_->Set(static_cast<double>(s.tiers.disk_bytes));
     advance(offloads_, s.tiers.offloads, last_.tiers.offloads);
-    advance(restores_, s.tiers.restores, last_.tiers.restores);
+    advance(restores_host_, s.tiers.restores_host, last_.tiers.restores_host);
+    advance(restores_disk_, s.tiers.restores_disk, last_.tiers.restores_disk);
+    advance(restores_redis_, s.tiers.restores_redis, last_.tiers.restores_redis);
+    advance(recomputes_, s.tiers.recomputes, last_.tiers.recomputes);
+    redis_up_->Set(s.tiers.redis.connected ? 1 : 0);
+    advance(redis_writes_, s.tiers.redis.puts, last_.tiers.redis.puts);
+    advance(redis_bytes_written_, s.tiers.redis.bytes_put, last_.tiers.redis.bytes_put);
+    advance(redis_hits_, s.tiers.redis.hits, last_.tiers.redis.hits);
+    advance(redis_errors_, s.tiers.redis.errors, last_.tiers.redis.errors);
     advance(restore_failures_, s.tiers.restore_failures, last_.tiers.restore_failures);
     if (s.tiers.offload_seconds > last_.tiers.offload_seconds)
       offload_seconds_->Increment(s.tiers.offload_seconds - last_.tiers.offload_seconds);

@@ -85,7 +85,15 @@ class ServerMetrics {
   prometheus::Gauge* tier_bytes_host_;
   prometheus::Gauge* tier_bytes_disk_;
   prometheus::Counter* offloads_;
-  prometheus::Counter* restores_;
+  prometheus::Counter* restores_host_;
+  prometheus::Counter* restores_disk_;
+  prometheus::Counter* restores_redis_;
+  prometheus::Counter* recomputes_;
+  prometheus::Gauge* redis_up_;
+  prometheus::Counter* redis_writes_;
+  prometheus::Counter* redis_bytes_written_;
+  prometheus::Counter* redis_hits_;
+  prometheus::Counter* redis_errors_;
   prometheus::Counter* restore_failures_;
   prometheus::Counter* offload_seconds_;
   prometheus::Counter* restore_seconds_;

@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "scheduler_test_util.h"
+#include "support/redis_server.h"
 
 namespace tangram::testing {
 namespace {
@@ -153,6 +155,119 @@ TEST(SessionTiers, DiskTierSurvivesARestartAndRefusesDamage) {
   EXPECT_EQ(reused, kSessions - 1);  // every session but the damaged one came back from disk
   EXPECT_EQ(st.tiers.restores, kSessions - 1);
   EXPECT_EQ(st.tiers.restore_failures, 1);
+}
+
+// Two replicas (schedulers over the same model) sharing one Redis: turn 1 of every session on
+// the first, turn 2 on the second, which restores each from Redis with the first's cache.
+TEST(SessionTiers, RedisTierHandsSessionsToAnotherReplica) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok());
+  const Conversations ref = play(**roomy, c.vocab);
+
+  RedisServer redis(temp_dir());
+  ASSERT_TRUE(redis.start());
+  SchedulerOptions o = base_options();
+  o.kv_redis = redis.address();
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& m) { warnings.push_back(m); };
+  auto replica_a = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(replica_a.ok()) << replica_a.message();
+  (void)play(**replica_a, c.vocab, /*turn2=*/false);
+  EXPECT_EQ((*replica_a)->stats().tiers.redis.puts, kSessions);  // written through after each turn
+  replica_a->reset();  // the replica dies
+
+  auto replica_b = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(replica_b.ok());
+  for (int i = 0; i < kSessions; ++i) {
+    SCOPED_TRACE(i);
+    const std::string id = "chat-" + std::to_string(i);
+    EXPECT_EQ((*replica_b)->session_tier(id), "redis");
+    const RequestResult r = run_one(**replica_b, ref.second[static_cast<size_t>(i)], id);
+    EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
+    EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
+  }
+  const SchedulerStats st = (*replica_b)->stats();
+  EXPECT_EQ(st.tiers.restores_redis, kSessions);
+  EXPECT_EQ(st.tiers.restore_failures, 0);
+  EXPECT_TRUE(warnings.empty());
+
+  // A session deleted on one replica is gone from Redis for all.
+  EXPECT_TRUE((*replica_b)->drop_session("chat-0"));
+  auto replica_c = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(replica_c.ok());
+  EXPECT_EQ((*replica_c)->session_tier("chat-0"), "none");
+  EXPECT_EQ((*replica_c)->session_tier("chat-1"), "redis");
+}
+
+// Redis going away mid-conversation: turns are still served (recomputed, or from local tiers),
+// with one warning; when it is back, sessions are shared again.
+TEST(SessionTiers, LostRedisDegradesToLocalTiers) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok());
+  const Conversations ref = play(**roomy, c.vocab);
+
+  RedisServer redis(temp_dir());
+  ASSERT_TRUE(redis.start());
+  SchedulerOptions o = base_options();
+  o.kv_memory = pool_bytes_for(c, 2);  // about two sessions resident
+  o.kv_host_memory = 64u << 20;
+  o.kv_redis = redis.address();
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& m) { warnings.push_back(m); };
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(s.ok());
+  (void)play(**s, c.vocab, /*turn2=*/false);
+  redis.stop();
+  for (int i = 0; i < kSessions; ++i) {
+    SCOPED_TRACE(i);
+    const RequestResult r = run_one(**s, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+    EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
+    EXPECT_GT(r.usage.cached_tokens, 0);  // resident or from the host tier
+  }
+  const SchedulerStats st = (*s)->stats();
+  EXPECT_FALSE(st.tiers.redis.connected);
+  EXPECT_GT(st.tiers.redis.errors, 0);
+  ASSERT_GE(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("local tiers"), std::string::npos) << warnings[0];
+}
+
+// --kv-idle-offload: a session idle past the limit leaves the pool for the host tier (its pages
+// free) and its next turn restores it.
+TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  SchedulerOptions o = base_options();
+  o.kv_idle_offload_seconds = 0.2;
+  EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o).ok()) << "idle offload without a tier";
+  o.kv_host_memory = 64u << 20;
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok());
+  const Conversations ref = play(**roomy, c.vocab);
+
+  (void)play(**s, c.vocab, /*turn2=*/false);
+  EXPECT_EQ((*s)->offload_idle_sessions(), 0) << "nobody idle long enough yet";
+  const int64_t used = (*s)->stats().pool.used_pages;
+  EXPECT_GT(used, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*s)->offload_idle_sessions(), kSessions);
+  EXPECT_EQ((*s)->stats().pool.used_pages, 0);
+  EXPECT_EQ((*s)->session_tier("chat-0"), "host");
+  const RequestResult r = run_one(**s, ref.second[0], "chat-0");
+  EXPECT_EQ(r.tokens, ref.replies[0]);
+  EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[0].size()) + kGen - 1);
+  EXPECT_EQ((*s)->stats().tiers.restores_host, 1);
 }
 
 }  // namespace
