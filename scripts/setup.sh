@@ -21,7 +21,7 @@ TEST_PACKAGES=(
 )
 # The scale-out deployment (scripts/cluster.sh) and its test: Redis as the shared session tier,
 # HAProxy as the session-affine load balancer.
-CLUSTER_PACKAGES=(redis-server haproxy)
+CLUSTER_PACKAGES=(redis-server haproxy curl)
 case "${1:-}" in
   --tests) PACKAGES+=("${TEST_PACKAGES[@]}" "${CLUSTER_PACKAGES[@]}") ;;
   --cluster) PACKAGES+=("${CLUSTER_PACKAGES[@]}") ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI client, curl SSE,
-# hostile requests, 64-client load, the chat page in headless Chromium) against `tangram serve`
+# hostile requests, 64-client load, the chat page in headless Chromium, kill -9 with --kv-disk,
+# scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
 # on the real TinyStories model from ../shared.
 #   run.sh /path/to/tangram
 set -euo pipefail
@@ -21,6 +22,9 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "server e2e: Chromium is missing: run scripts/setup.sh (Debian package chromium)" >&2
   exit 1
 fi
+for tool in redis-server haproxy curl; do
+  command -v "$tool" >/dev/null || { echo "server e2e: $tool is missing: run scripts/setup.sh --tests" >&2; exit 1; }
+done
 cd "$here"
 export TANGRAM_BIN="$bin" TANGRAM_MODEL="$model"
 exec node --test --test-concurrency=1 ./*.test.mjs
