@@ -71,6 +71,8 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
   namespace fs = std::filesystem;
   const fs::path disk = opt.disk_dir.empty() ? fs::temp_directory_path() / fmt::format("tangram-restore-{}", ::getpid())
                                              : fs::path(opt.disk_dir);
+  if (opt.workload_only && opt.workload.sessions == 0) return fail("--workload-only needs --sessions N");
+  if (opt.workload_only) opt.contexts.clear();
   std::vector<Row> rows;
   ProgressBar bar("bench-restore", static_cast<int64_t>(opt.contexts.size()) * 3);
   for (const int64_t n : opt.contexts) {
@@ -154,11 +156,13 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
     bar.add(1);
     rows.push_back(row);
   }
+  bar.finish();
   const SchedulerOptions so = to_engine_options(opt.engine)->scheduler;
-  fmt::print("\ntangram bench-restore: {} | KV policy {} at ratio {} | KV {}\n\n", loaded->path,
+  fmt::print("\ntangram bench-restore: {} | KV policy {} at ratio {} | KV {}\n", loaded->path,
              kv_policy_name(so.compression.policy), so.compression.ratio, kv_type_name(so.kv_type));
-  fmt::print("{:>8} {:>10} {:>11} {:>11} {:>9} {:>11} {:>9} {:>10} {:>10}\n", "context", "session KV", "re-prefill",
-             "host", "x faster", "disk", "x faster", "offload", "TTFT host");
+  if (!rows.empty())
+    fmt::print("\n{:>8} {:>10} {:>11} {:>11} {:>9} {:>11} {:>9} {:>10} {:>10}\n", "context", "session KV", "re-prefill",
+               "host", "x faster", "disk", "x faster", "offload", "TTFT host");
   nlohmann::json j = nlohmann::json::array();
   for (const Row& r : rows) {
     fmt::print("{:>8} {:>10} {:>9.1f}ms {:>9.2f}ms {:>8.1f}x {:>9.2f}ms {:>8.1f}x {:>8.2f}ms {:>8.1f}ms\n", r.context,
@@ -169,9 +173,22 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
                  {"reprefill_s", r.reprefill_s}, {"host_restore_s", r.host_restore_s}, {"host_ttft_s", r.host_ttft_s},
                  {"disk_restore_s", r.disk_restore_s}, {"disk_ttft_s", r.disk_ttft_s}, {"offload_s", r.offload_s}});
   }
-  fmt::print("\nre-prefill: time to first token of the next turn without the session; host / disk: the "
-             "scheduler's restore time (fetch, checks, decode into the pool). Goal: 10x faster than re-prefill.\n");
-  if (!opt.json_out.empty()) std::ofstream(opt.json_out) << j.dump(2) << "\n";
+  if (!rows.empty())
+    fmt::print("\nre-prefill: time to first token of the next turn without the session; host / disk: the "
+               "scheduler's restore time (fetch, checks, decode into the pool). Goal: 10x faster than re-prefill.\n");
+  nlohmann::json workload;
+  if (opt.workload.sessions > 0) {
+    OversubscribedOptions w = opt.workload;
+    if (w.disk_dir.empty() && !opt.disk_dir.empty()) w.disk_dir = opt.disk_dir;
+    auto figures = run_oversubscribed(model, tok, opt.engine, w);
+    if (!figures) return fail(figures.message());
+    workload = std::move(*figures);
+  }
+  if (!opt.json_out.empty()) {
+    nlohmann::json out = {{"restore", j}};
+    if (!workload.is_null()) out["oversubscribed"] = workload;
+    std::ofstream(opt.json_out) << out.dump(2) << "\n";
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_oversubscribed.h"
 #include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
 
@@ -118,6 +119,8 @@ struct BenchRestoreOptions {
   std::string disk_dir;                // where the disk tier is measured (default: a temp folder)
   std::string json_out;
   bool quick = false;
+  bool workload_only = false;          // skip the per-context restore table (with --sessions)
+  OversubscribedOptions workload;      // --sessions > 0: also the oversubscribed multi-turn workload
   EngineFlags engine;
 };
 // Time to bring an idle session back from the host-memory and disk tiers against re-prefilling it.

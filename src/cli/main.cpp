@@ -214,6 +214,24 @@ int main(int argc, char** argv) {
   c_br->add_option("--disk-dir", br.disk_dir, "Folder for the disk tier (default: a temporary one)");
   c_br->add_option("--json", br.json_out, "Write the figures as JSON");
   c_br->add_flag("--quick", br.quick, "Contexts 512 and 1024");
+  c_br->add_option("--sessions", br.workload.sessions,
+                   "Also run an oversubscribed multi-turn workload of this many conversations (e.g. 40) with "
+                   "no tiers, the host tier and the disk tier")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_br->add_option("--oversubscription", br.workload.oversubscription,
+                   "Conversations per conversation the KV pool holds resident")->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
+  c_br->add_option("--turns", br.workload.turns, "Turns per conversation")->capture_default_str()
+      ->check(CLI::Range(2, 100));
+  c_br->add_option("--first-tokens", br.workload.first_tokens, "First turn's prompt tokens")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_br->add_option("--followup-tokens", br.workload.followup_tokens, "New tokens of each later turn")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c_br->add_option("--gen-tokens", br.workload.gen_tokens, "Tokens generated per turn")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_br->add_option("--concurrency", br.workload.concurrency, "Turns in flight at once")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c_br->add_flag("--workload-only", br.workload_only, "Only the --sessions workload, not the per-context table");
   add_engine_options(c_br, br.engine);
 
   BenchBatchOptions bb;
