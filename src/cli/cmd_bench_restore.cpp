@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -74,11 +75,12 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
   if (opt.workload_only && opt.workload.sessions == 0) return fail("--workload-only needs --sessions N");
   if (opt.workload_only) opt.contexts.clear();
   std::vector<Row> rows;
-  ProgressBar bar("bench-restore", static_cast<int64_t>(opt.contexts.size()) * 3);
+  std::optional<ProgressBar> bar;
+  if (!opt.contexts.empty()) bar.emplace("bench-restore", static_cast<int64_t>(opt.contexts.size()) * 3);
   for (const int64_t n : opt.contexts) {
     if (n + 2 > model.config().context_length) {
       fmt::print(stderr, "note: context {} skipped: the model holds {}\n", n, model.config().context_length);
-      bar.add(3);
+      bar->add(3);
       continue;
     }
     std::mt19937 rng(static_cast<uint32_t>(n));
@@ -106,7 +108,7 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
       const SessionTierStats before = (*engine)->stats().tiers;
       row.offload_s = before.offload_seconds;
       row.blob_bytes = before.host_bytes;
-      bar.add(1);
+      bar->add(1);
       auto again = run(**engine, next, "fresh");  // no session: everything recomputed
       if (!again) return fail(again.message());
       row.reprefill_s = again->timing.prefill_seconds;
@@ -119,7 +121,7 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
                                 after.restores, t2->usage.cached_tokens));
       row.host_restore_s = after.restore_seconds - before.restore_seconds;
       row.host_ttft_s = t2->timing.prefill_seconds;
-      bar.add(1);
+      bar->add(1);
     }
     // Disk tier, across a restart.
     std::error_code ec;
@@ -153,10 +155,10 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
       row.disk_ttft_s = t2->timing.prefill_seconds;
     }
     fs::remove_all(disk, ec);
-    bar.add(1);
+    bar->add(1);
     rows.push_back(row);
   }
-  bar.finish();
+  if (bar) bar->finish();
   const SchedulerOptions so = to_engine_options(opt.engine)->scheduler;
   fmt::print("\ntangram bench-restore: {} | KV policy {} at ratio {} | KV {}\n", loaded->path,
              kv_policy_name(so.compression.policy), so.compression.ratio, kv_type_name(so.kv_type));

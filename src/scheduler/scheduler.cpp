@@ -468,8 +468,12 @@ void Scheduler::persist_session(const Session& session) {
   if (!tiers_ || !tiers_->writes_through() || !session.cache) return;
   const auto t0 = Clock::now();
   if (encode_session_into(*session.cache, session.tokens, fingerprint_, spill_buffer_).ok())
-    (void)tiers_->persist(session.id, spill_buffer_);
+    tiers_->persist(session.id, spill_buffer_);  // a copy: the writer thread stores it
   tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
+}
+
+void Scheduler::flush_tiers() {
+  if (tiers_) tiers_->flush();
 }
 
 int64_t Scheduler::evict_idle_sessions() {

@@ -154,6 +154,9 @@ class Scheduler {
   int64_t offload_idle_sessions();
   // How long until offload_idle_sessions() may have work (nullopt: never; it is off).
   std::optional<std::chrono::steady_clock::duration> next_idle_offload() const;
+  // Waits until every session written through after its turn is on disk and in Redis (the
+  // writes run on a background thread; tests, benchmarks).
+  void flush_tiers();
   // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
   bool drop_session(const std::string& id);
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
@@ -212,7 +215,7 @@ class Scheduler {
   // Brings an evicted session's KV back from a tier into the pool; false (recompute) if it is in
   // none, does not decode (counted), or does not fit.
   bool restore_session(Session& session);
-  // Writes a session at rest to the disk tier (after a turn).
+  // Queues a session at rest to be written through to disk and Redis (after a turn).
   void persist_session(const Session& session);
   void preempt(Sequence& s);
   // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).

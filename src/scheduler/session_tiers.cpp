@@ -1,5 +1,7 @@
 #include "scheduler/session_tiers.h"
 
+#include <chrono>
+
 namespace tangram {
 
 Result<std::unique_ptr<SessionTiers>> SessionTiers::create(SessionTierOptions options) {
@@ -11,7 +13,81 @@ Result<std::unique_ptr<SessionTiers>> SessionTiers::create(SessionTierOptions op
   if (options.redis) {
     TG_ASSIGN(t->redis_, SessionRedisStore::open(std::move(*options.redis)));
   }
+  {
+    std::lock_guard io(t->io_mu_);
+    t->snapshot_io_stats();
+  }
+  if (t->writes_through()) t->writer_ = std::thread([raw = t.get()] { raw->writer_loop(); });
   return t;
+}
+
+SessionTiers::~SessionTiers() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (writer_.joinable()) writer_.join();  // the writer drains the queue first
+}
+
+void SessionTiers::snapshot_io_stats() {
+  if (disk_) {
+    disk_sessions_ = disk_->sessions();
+    disk_bytes_ = static_cast<int64_t>(disk_->bytes());
+  }
+  if (redis_) redis_stats_ = redis_->stats();
+}
+
+void SessionTiers::writer_loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping, and everything is written
+    auto it = pending_.begin();
+    const std::string id = it->first;
+    const std::string blob = std::move(it->second);
+    pending_.erase(it);
+    writing_ = id;
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    bool disk_ok = true, redis_ok = true;
+    {
+      std::lock_guard io(io_mu_);
+      if (disk_) disk_ok = disk_->put(id, blob).ok();
+      if (redis_) redis_ok = redis_->put(id, blob).ok();
+      snapshot_io_stats();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lock.lock();
+    writing_.clear();
+    write_seconds_ += seconds;
+    write_errors_ += (disk_ok ? 0 : 1) + (redis_ok ? 0 : 1);
+    if (redis_) {
+      if (redis_ok)
+        unpublished_.erase(id);
+      else
+        unpublished_.insert(id);
+    }
+    done_.notify_all();
+  }
+}
+
+void SessionTiers::persist(const std::string& id, std::string blob) {
+  if (!writes_through()) return;
+  {
+    std::lock_guard lock(mu_);
+    pending_[id] = std::move(blob);  // a newer state replaces a queued one
+  }
+  wake_.notify_one();
+}
+
+void SessionTiers::wait_unless_writing(std::unique_lock<std::mutex>& lock, const std::string& id) {
+  done_.wait(lock, [&] { return writing_ != id; });
+}
+
+void SessionTiers::flush() {
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return pending_.empty() && writing_.empty(); });
 }
 
 void SessionTiers::offload(const std::string& id, std::string blob) {
@@ -22,15 +98,23 @@ void SessionTiers::offload(const std::string& id, std::string blob) {
     host_.erase(it);
   }
   ++counters_.offloads;
-  if (redis_ && unpublished_.count(id) > 0 && redis_->put(id, blob).ok()) unpublished_.erase(id);
+  bool republish = false;
+  {
+    std::lock_guard lock(mu_);
+    republish = redis_ && unpublished_.count(id) > 0 && pending_.count(id) == 0;
+  }
+  if (republish) persist(id, blob);  // its last write-through did not reach Redis
   if (blob.size() <= host_cap_) {
     while (host_used_ + blob.size() > host_cap_ && !host_lru_.empty()) {
       // Demote the least recently used blob to disk (or drop it).
       auto it = host_.find(host_lru_.front());
-      if (disk_ && disk_->put(it->first, it->second.first).ok())
-        ++counters_.demotions;
-      else
-        ++counters_.dropped;
+      bool demoted = false;
+      if (disk_) {
+        std::lock_guard io(io_mu_);
+        demoted = disk_->put(it->first, it->second.first).ok();
+        snapshot_io_stats();
+      }
+      ++(demoted ? counters_.demotions : counters_.dropped);
       host_used_ -= it->second.first.size();
       host_lru_.pop_front();
       host_.erase(it);
@@ -40,22 +124,13 @@ void SessionTiers::offload(const std::string& id, std::string blob) {
     host_.emplace(id, std::make_pair(std::move(blob), std::prev(host_lru_.end())));
     return;
   }
-  if (!disk_ || !disk_->put(id, blob).ok()) ++counters_.dropped;
-}
-
-Status SessionTiers::persist(const std::string& id, std::string_view blob) {
-  Status result;
-  if (disk_) result = disk_->put(id, blob);
-  if (redis_) {
-    Status st = redis_->put(id, blob);
-    if (st.ok()) {
-      unpublished_.erase(id);
-    } else {
-      unpublished_.insert(id);
-      if (result.ok()) result = st;
-    }
+  bool stored = false;
+  if (disk_) {
+    std::lock_guard io(io_mu_);
+    stored = disk_->put(id, blob).ok();
+    snapshot_io_stats();
   }
-  return result;
+  if (!stored) ++counters_.dropped;
 }
 
 std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) {
@@ -66,12 +141,20 @@ std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) 
     host_.erase(it);
     return f;
   }
+  {
+    // Queued for the writer: still in host memory, and the newest state.
+    std::unique_lock lock(mu_);
+    if (auto it = pending_.find(id); it != pending_.end()) return Fetched{it->second, "host"};
+    wait_unless_writing(lock, id);
+  }
+  std::lock_guard io(io_mu_);  // also waits for a write of this id in progress
   if (disk_ && disk_->contains(id)) {
     auto blob = disk_->get(id);
     if (blob) return Fetched{std::move(blob).value(), "disk"};
   }
   if (redis_) {
     auto blob = redis_->get(id);
+    snapshot_io_stats();
     if (blob && blob->has_value()) return Fetched{std::move(**blob), "redis"};
   }
   return std::nullopt;
@@ -79,9 +162,16 @@ std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) 
 
 std::string SessionTiers::where(const std::string& id) {
   if (host_.count(id) > 0) return "host";
+  {
+    std::unique_lock lock(mu_);
+    if (pending_.count(id) > 0) return disk_ ? "disk" : "redis";  // as good as written
+    wait_unless_writing(lock, id);
+  }
+  std::lock_guard io(io_mu_);
   if (disk_ && disk_->contains(id)) return "disk";
   if (redis_) {
     auto in = redis_->contains(id);
+    snapshot_io_stats();
     if (in && *in) return "redis";
   }
   return "none";
@@ -93,9 +183,16 @@ void SessionTiers::erase(const std::string& id) {
     host_lru_.erase(it->second.second);
     host_.erase(it);
   }
+  {
+    std::unique_lock lock(mu_);
+    pending_.erase(id);
+    unpublished_.erase(id);
+    wait_unless_writing(lock, id);  // a write already under way lands first, then is deleted
+  }
+  std::lock_guard io(io_mu_);
   if (disk_) (void)disk_->erase(id);
   if (redis_) (void)redis_->erase(id);
-  unpublished_.erase(id);
+  snapshot_io_stats();
 }
 
 std::vector<std::string> SessionTiers::disk_ids() const {
@@ -109,13 +206,18 @@ SessionTierStats SessionTiers::stats() const {
   SessionTierStats s = counters_;
   s.host_sessions = static_cast<int64_t>(host_.size());
   s.host_bytes = static_cast<int64_t>(host_used_);
-  if (disk_) {
-    s.disk_sessions = disk_->sessions();
-    s.disk_bytes = static_cast<int64_t>(disk_->bytes());
+  std::lock_guard lock(mu_);
+  for (const auto& [id, blob] : pending_) {
+    ++s.host_sessions;
+    s.host_bytes += static_cast<int64_t>(blob.size());
   }
+  s.disk_sessions = disk_sessions_;
+  s.disk_bytes = disk_bytes_;
+  s.write_seconds = write_seconds_;
+  s.write_errors = write_errors_;
   if (redis_) {
     s.redis_enabled = true;
-    s.redis = redis_->stats();
+    s.redis = redis_stats_;
   }
   return s;
 }

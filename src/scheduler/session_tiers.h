@@ -9,7 +9,13 @@
 //
 // Lookups go host, then disk, then Redis. After every turn the session is written through to
 // disk and Redis (persist), so a crash, or the death of the whole replica, loses at most the
-// turn in flight. A local copy may be older than Redis's when another replica served later
+// turn in flight (and a turn that finished within the few milliseconds its write takes).
+//
+// Write-behind: persist() only queues the blob; a writer thread does the disk write (fsync) and
+// the Redis SET, so the engine thread never waits on them. A queued blob is the session's
+// newest state: fetch() and where() see it, a newer persist() replaces it, erase() cancels it,
+// and destruction writes whatever is still queued. Disk and Redis calls of both threads are
+// serialised; stats() reads snapshots and never waits on I/O. A local copy may be older than Redis's when another replica served later
 // turns: that is safe (a restored cache is only used for the prefix its tokens share with the
 // new prompt), just less reuse.
 #pragma once
@@ -21,6 +27,9 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 
 #include "common/result.h"
@@ -52,6 +61,8 @@ struct SessionTierStats {
   int64_t recomputes = 0;      // evicted sessions whose next turn found them in no tier
   double offload_seconds = 0;  // encoding and storing
   double restore_seconds = 0;  // fetching and decoding
+  double write_seconds = 0;    // the writer thread's disk and Redis writes (off the engine thread)
+  int64_t write_errors = 0;    // write-throughs that failed (disk full, Redis down)
   bool redis_enabled = false;
   RedisStoreStats redis;
 };
@@ -59,14 +70,20 @@ struct SessionTierStats {
 class SessionTiers {
  public:
   static Result<std::unique_ptr<SessionTiers>> create(SessionTierOptions options);
+  SessionTiers() = default;
+  ~SessionTiers();
+  SessionTiers(const SessionTiers&) = delete;
+  SessionTiers& operator=(const SessionTiers&) = delete;
 
   // Stores a session's blob: in host memory when it fits (demoting least recently used blobs to
   // disk, or dropping them without a disk tier), else on disk, else nowhere (counted). With Redis,
   // a session whose last write-through did not reach it is published there too.
   void offload(const std::string& id, std::string blob);
-  // Writes the blob through to disk and Redis (after a turn, so a crash loses at most the turn in
-  // flight). Errors of either are returned (the first); the other is still written.
-  Status persist(const std::string& id, std::string_view blob);
+  // Queues the blob to be written through to disk and Redis (after a turn, so a crash loses at
+  // most the turn in flight). No-op without either.
+  void persist(const std::string& id, std::string blob);
+  // Waits until every queued write is done (tests, benchmarks, shutdown).
+  void flush();
   struct Fetched {
     std::string blob;
     const char* tier = "";  // "host", "disk" or "redis"
@@ -87,14 +104,33 @@ class SessionTiers {
   SessionTierStats& counters() { return counters_; }
 
  private:
+  void writer_loop();
+  // Waits while the writer is writing `id` (so a read or delete after it sees the write).
+  void wait_unless_writing(std::unique_lock<std::mutex>& lock, const std::string& id);
+  // Refreshes the disk and Redis figures stats() reports. Caller holds io_mu_.
+  void snapshot_io_stats();
+
   size_t host_cap_ = 0;
   size_t host_used_ = 0;
   std::list<std::string> host_lru_;  // front = least recently used
   std::map<std::string, std::pair<std::string, std::list<std::string>::iterator>> host_;
   std::unique_ptr<SessionDiskStore> disk_;
   std::unique_ptr<SessionRedisStore> redis_;
+  SessionTierStats counters_;  // engine-thread counters
+
+  // Write-behind queue (guarded by mu_).
+  mutable std::mutex mu_;
+  std::condition_variable wake_, done_;
+  std::map<std::string, std::string> pending_;  // id -> newest blob not yet written
+  std::string writing_;                         // id being written now ("" = none)
+  bool stop_ = false;
   std::set<std::string> unpublished_;  // sessions whose latest state Redis did not take
-  SessionTierStats counters_;
+  int64_t write_errors_ = 0;
+  double write_seconds_ = 0;
+  int64_t disk_sessions_ = 0, disk_bytes_ = 0;  // snapshots for stats()
+  RedisStoreStats redis_stats_;
+  std::mutex io_mu_;  // serialises disk_ and redis_ calls between the writer and the engine thread
+  std::thread writer_;
 };
 
 }  // namespace tangram

@@ -177,6 +177,7 @@ TEST(SessionTiers, RedisTierHandsSessionsToAnotherReplica) {
   auto replica_a = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(replica_a.ok()) << replica_a.message();
   (void)play(**replica_a, c.vocab, /*turn2=*/false);
+  (*replica_a)->flush_tiers();
   EXPECT_EQ((*replica_a)->stats().tiers.redis.puts, kSessions);  // written through after each turn
   replica_a->reset();  // the replica dies
 
@@ -268,6 +269,37 @@ TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
   EXPECT_EQ(r.tokens, ref.replies[0]);
   EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[0].size()) + kGen - 1);
   EXPECT_EQ((*s)->stats().tiers.restores_host, 1);
+}
+
+// Write-behind: persist() returns at once and the writer thread stores the blob; the newest
+// state always wins, an erase is final even against a queued or running write, and destruction
+// writes whatever is still queued.
+TEST(SessionTiers, WriteBehindKeepsTheNewestStateAndErasesForGood) {
+  const auto dir = temp_dir() / "kv";
+  {
+    SessionTierOptions o;
+    o.disk_dir = dir;
+    auto tiers = SessionTiers::create(o);
+    ASSERT_TRUE(tiers.ok()) << tiers.message();
+    SessionTiers& t = **tiers;
+    for (int i = 0; i <= 50; ++i) {
+      t.persist("a", std::string(4096, 'a') + std::to_string(i));
+      t.persist("b", std::string(4096, 'b') + std::to_string(i));
+      auto a = t.fetch("a");  // queued or written: either way the newest
+      ASSERT_TRUE(a.has_value());
+      EXPECT_EQ(a->blob, std::string(4096, 'a') + std::to_string(i));
+    }
+    t.erase("b");
+    t.flush();
+    EXPECT_EQ(t.where("b"), "none");
+    EXPECT_EQ(t.where("a"), "disk");
+    t.persist("c", "last words");  // still queued when the tiers go
+  }
+  auto disk = SessionDiskStore::open(dir, 1 << 20);
+  ASSERT_TRUE(disk.ok()) << disk.message();
+  EXPECT_EQ((*disk)->get("a").value(), std::string(4096, 'a') + "50");
+  EXPECT_FALSE((*disk)->contains("b"));
+  EXPECT_EQ((*disk)->get("c").value(), "last words");
 }
 
 }  // namespace
