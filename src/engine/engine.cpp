@@ -112,8 +112,8 @@ void Engine::loop() {
       auto ready = [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !scheduler_->idle();
       };
-      // With idle offload on, wake up now and then to move idle sessions down a tier.
-      if (const auto period = scheduler_->next_idle_offload())
+      // With tiers, wake up now and then to move idle sessions down a tier and refresh stats_.
+      if (const auto period = scheduler_->housekeeping_period())
         wake_.wait_for(lock, *period, ready);
       else
         wake_.wait(lock, ready);

@@ -163,6 +163,11 @@ Status Scheduler::submit_with_id(RequestId id, Request request) {
   s->submitted = Clock::now();
   s->request = std::move(request);
   next_id_ = std::max(next_id_, id + 1);
+  if (tiers_ && !s->request.session_id.empty()) {
+    // Its KV is read from disk or Redis while the request waits, not at admission.
+    const Session* session = sessions_.find(s->request.session_id);
+    if (session == nullptr || (!session->cache && !session->busy)) tiers_->prefetch(s->request.session_id);
+  }
   insert_waiting(std::move(s));
   return Status::Ok();
 }
@@ -403,9 +408,9 @@ int64_t Scheduler::offload_session(Session& victim) {
   return pages;
 }
 
-int64_t Scheduler::offload_idle_sessions() {
+int64_t Scheduler::offload_idle_sessions(Clock::time_point now) {
   if (!tiers_ || options_.kv_idle_offload_seconds <= 0) return 0;
-  const auto cutoff = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+  const auto cutoff = now - std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(options_.kv_idle_offload_seconds));
   int64_t moved = 0;
   for (Session* s : sessions_.idle_resident_before(cutoff)) {
@@ -415,11 +420,11 @@ int64_t Scheduler::offload_idle_sessions() {
   return moved;
 }
 
-std::optional<std::chrono::steady_clock::duration> Scheduler::next_idle_offload() const {
-  if (!tiers_ || options_.kv_idle_offload_seconds <= 0) return std::nullopt;
-  // Checked at a tenth of the idle time (at least every second), so a session moves within
-  // about 10% of its deadline without the engine scanning sessions on every wake-up.
-  const double period = std::min(1.0, options_.kv_idle_offload_seconds / 10);
+std::optional<std::chrono::steady_clock::duration> Scheduler::housekeeping_period() const {
+  if (!tiers_ || (options_.kv_idle_offload_seconds <= 0 && !tiers_->writes_through())) return std::nullopt;
+  // Idle offload is checked at a tenth of the idle time (at least every second), so a session
+  // moves within about 10% of its deadline without the engine scanning sessions on every wake-up.
+  const double period = options_.kv_idle_offload_seconds > 0 ? std::min(1.0, options_.kv_idle_offload_seconds / 10) : 1.0;
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period));
 }
 

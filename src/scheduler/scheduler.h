@@ -151,9 +151,10 @@ class Scheduler {
   int64_t evict_idle_sessions();
   // Moves the caches of sessions idle for at least kv_idle_offload_seconds down a tier; returns
   // how many moved. Cheap when there is nothing to do (Engine calls it between steps).
-  int64_t offload_idle_sessions();
-  // How long until offload_idle_sessions() may have work (nullopt: never; it is off).
-  std::optional<std::chrono::steady_clock::duration> next_idle_offload() const;
+  int64_t offload_idle_sessions(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // How often the driving thread should wake up while idle, for offload_idle_sessions() and so
+  // that stats() catches up with the tiers' background I/O (nullopt: never needed).
+  std::optional<std::chrono::steady_clock::duration> housekeeping_period() const;
   // Waits until every session written through after its turn is on disk and in Redis (the
   // writes run on a background thread; tests, benchmarks).
   void flush_tiers();

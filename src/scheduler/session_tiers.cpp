@@ -1,5 +1,6 @@
 #include "scheduler/session_tiers.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace tangram {
@@ -17,7 +18,7 @@ Result<std::unique_ptr<SessionTiers>> SessionTiers::create(SessionTierOptions op
     std::lock_guard io(t->io_mu_);
     t->snapshot_io_stats();
   }
-  if (t->writes_through()) t->writer_ = std::thread([raw = t.get()] { raw->writer_loop(); });
+  if (t->writes_through()) t->writer_ = std::thread([raw = t.get()] { raw->io_loop(); });
   return t;
 }
 
@@ -38,10 +39,42 @@ void SessionTiers::snapshot_io_stats() {
   if (redis_) redis_stats_ = redis_->stats();
 }
 
-void SessionTiers::writer_loop() {
+void SessionTiers::io_loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    wake_.wait(lock, [&] { return stop_ || !pending_.empty() || !to_read_.empty(); });
+    if (!to_read_.empty()) {
+      // Reads first: a request is waiting on them.
+      const std::string id = std::move(to_read_.front());
+      to_read_.pop_front();
+      if (pending_.count(id) > 0 || prefetched_.count(id) > 0) continue;
+      reading_ = id;
+      read_cancelled_ = false;
+      lock.unlock();
+      std::optional<Fetched> got;
+      {
+        std::lock_guard io(io_mu_);
+        if (disk_ && disk_->contains(id)) {
+          auto blob = disk_->get(id);
+          if (blob) got = Fetched{std::move(blob).value(), "disk"};
+        }
+        if (!got && redis_) {
+          auto blob = redis_->get(id);
+          if (blob && blob->has_value()) got = Fetched{std::move(**blob), "redis"};
+        }
+        snapshot_io_stats();
+      }
+      lock.lock();
+      if (!read_cancelled_) {
+        if (got)
+          prefetched_.emplace(id, std::move(*got));
+        else
+          absent_.insert(id);  // in no tier: the admission need not look again
+      }
+      reading_.clear();
+      done_.notify_all();
+      continue;
+    }
     if (pending_.empty()) return;  // stopping, and everything is written
     auto it = pending_.begin();
     const std::string id = it->first;
@@ -72,17 +105,37 @@ void SessionTiers::writer_loop() {
   }
 }
 
+void SessionTiers::forget_prefetch(const std::string& id) {
+  prefetched_.erase(id);
+  absent_.erase(id);
+  to_read_.erase(std::remove(to_read_.begin(), to_read_.end(), id), to_read_.end());
+  if (reading_ == id) read_cancelled_ = true;  // the read in flight is not kept
+}
+
+void SessionTiers::prefetch(const std::string& id) {
+  if (!writes_through() || host_.count(id) > 0) return;
+  {
+    std::lock_guard lock(mu_);
+    absent_.erase(id);  // looked for afresh: another replica may have written it since
+    if (pending_.count(id) > 0 || prefetched_.count(id) > 0 || reading_ == id) return;
+    to_read_.push_back(id);
+    ++prefetches_;
+  }
+  wake_.notify_one();
+}
+
 void SessionTiers::persist(const std::string& id, std::string blob) {
   if (!writes_through()) return;
   {
     std::lock_guard lock(mu_);
     pending_[id] = std::move(blob);  // a newer state replaces a queued one
+    forget_prefetch(id);
   }
   wake_.notify_one();
 }
 
 void SessionTiers::wait_unless_writing(std::unique_lock<std::mutex>& lock, const std::string& id) {
-  done_.wait(lock, [&] { return writing_ != id; });
+  done_.wait(lock, [&] { return writing_ != id && reading_ != id; });
 }
 
 void SessionTiers::flush() {
@@ -102,6 +155,7 @@ void SessionTiers::offload(const std::string& id, std::string blob) {
   {
     std::lock_guard lock(mu_);
     republish = redis_ && unpublished_.count(id) > 0 && pending_.count(id) == 0;
+    forget_prefetch(id);
   }
   if (republish) persist(id, blob);  // its last write-through did not reach Redis
   if (blob.size() <= host_cap_) {
@@ -145,7 +199,14 @@ std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) 
     // Queued for the writer: still in host memory, and the newest state.
     std::unique_lock lock(mu_);
     if (auto it = pending_.find(id); it != pending_.end()) return Fetched{it->second, "host"};
-    wait_unless_writing(lock, id);
+    wait_unless_writing(lock, id);  // also lets a read-ahead of it land
+    if (auto it = prefetched_.find(id); it != prefetched_.end()) {
+      Fetched f = std::move(it->second);
+      prefetched_.erase(it);
+      ++prefetch_hits_;
+      return f;
+    }
+    if (absent_.erase(id) > 0) return std::nullopt;  // the read-ahead found it nowhere
   }
   std::lock_guard io(io_mu_);  // also waits for a write of this id in progress
   if (disk_ && disk_->contains(id)) {
@@ -187,6 +248,7 @@ void SessionTiers::erase(const std::string& id) {
     std::unique_lock lock(mu_);
     pending_.erase(id);
     unpublished_.erase(id);
+    forget_prefetch(id);
     wait_unless_writing(lock, id);  // a write already under way lands first, then is deleted
   }
   std::lock_guard io(io_mu_);
@@ -214,6 +276,8 @@ SessionTierStats SessionTiers::stats() const {
   s.disk_sessions = disk_sessions_;
   s.disk_bytes = disk_bytes_;
   s.write_seconds = write_seconds_;
+  s.prefetches = prefetches_;
+  s.prefetch_hits = prefetch_hits_;
   s.write_errors = write_errors_;
   if (redis_) {
     s.redis_enabled = true;

@@ -15,12 +15,18 @@
 // the Redis SET, so the engine thread never waits on them. A queued blob is the session's
 // newest state: fetch() and where() see it, a newer persist() replaces it, erase() cancels it,
 // and destruction writes whatever is still queued. Disk and Redis calls of both threads are
-// serialised; stats() reads snapshots and never waits on I/O. A local copy may be older than Redis's when another replica served later
+// serialised; stats() reads snapshots and never waits on I/O.
+//
+// Read-ahead: prefetch() asks the same thread to read a session from disk or Redis while its
+// request waits in the queue, so that the restore at admission only decodes (no I/O on the
+// engine thread). Reads go before writes. A prefetched blob is dropped when the session is
+// written, offloaded or erased meanwhile (it would be stale). A local copy may be older than Redis's when another replica served later
 // turns: that is safe (a restored cache is only used for the prefix its tokens share with the
 // new prompt), just less reuse.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <list>
 #include <map>
@@ -61,6 +67,8 @@ struct SessionTierStats {
   int64_t recomputes = 0;      // evicted sessions whose next turn found them in no tier
   double offload_seconds = 0;  // encoding and storing
   double restore_seconds = 0;  // fetching and decoding
+  int64_t prefetches = 0;      // sessions read ahead while their request waited
+  int64_t prefetch_hits = 0;   // restores served from a read-ahead (no I/O at admission)
   double write_seconds = 0;    // the writer thread's disk and Redis writes (off the engine thread)
   int64_t write_errors = 0;    // write-throughs that failed (disk full, Redis down)
   bool redis_enabled = false;
@@ -84,6 +92,9 @@ class SessionTiers {
   void persist(const std::string& id, std::string blob);
   // Waits until every queued write is done (tests, benchmarks, shutdown).
   void flush();
+  // Reads the session from disk or Redis in the background (no-op if it is in host memory, or
+  // there is neither tier).
+  void prefetch(const std::string& id);
   struct Fetched {
     std::string blob;
     const char* tier = "";  // "host", "disk" or "redis"
@@ -104,8 +115,10 @@ class SessionTiers {
   SessionTierStats& counters() { return counters_; }
 
  private:
-  void writer_loop();
-  // Waits while the writer is writing `id` (so a read or delete after it sees the write).
+  void io_loop();
+  // Drops a read-ahead of id (stale after a write, offload or erase). Caller holds mu_.
+  void forget_prefetch(const std::string& id);
+  // Waits while the I/O thread is writing or reading `id` (so what follows sees its result).
   void wait_unless_writing(std::unique_lock<std::mutex>& lock, const std::string& id);
   // Refreshes the disk and Redis figures stats() reports. Caller holds io_mu_.
   void snapshot_io_stats();
@@ -123,6 +136,12 @@ class SessionTiers {
   std::condition_variable wake_, done_;
   std::map<std::string, std::string> pending_;  // id -> newest blob not yet written
   std::string writing_;                         // id being written now ("" = none)
+  std::deque<std::string> to_read_;             // prefetch requests, in order
+  std::map<std::string, Fetched> prefetched_;   // read ahead, not yet taken
+  std::set<std::string> absent_;                // read ahead and found in no tier
+  std::string reading_;                         // id being read now ("" = none)
+  bool read_cancelled_ = false;                 // the read in flight went stale: not kept
+  int64_t prefetches_ = 0, prefetch_hits_ = 0;
   bool stop_ = false;
   std::set<std::string> unpublished_;  // sessions whose latest state Redis did not take
   int64_t write_errors_ = 0;

@@ -248,7 +248,7 @@ TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
   ThreadPool pool(2);
   const ModelConfig& c = tm.model->config();
   SchedulerOptions o = base_options();
-  o.kv_idle_offload_seconds = 0.2;
+  o.kv_idle_offload_seconds = 600;
   EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o).ok()) << "idle offload without a tier";
   o.kv_host_memory = 64u << 20;
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
@@ -258,17 +258,60 @@ TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
   const Conversations ref = play(**roomy, c.vocab);
 
   (void)play(**s, c.vocab, /*turn2=*/false);
-  EXPECT_EQ((*s)->offload_idle_sessions(), 0) << "nobody idle long enough yet";
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ((*s)->offload_idle_sessions(now), 0) << "nobody idle long enough yet";
   const int64_t used = (*s)->stats().pool.used_pages;
   EXPECT_GT(used, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ((*s)->offload_idle_sessions(), kSessions);
+  EXPECT_EQ((*s)->offload_idle_sessions(now + std::chrono::seconds(601)), kSessions);
   EXPECT_EQ((*s)->stats().pool.used_pages, 0);
   EXPECT_EQ((*s)->session_tier("chat-0"), "host");
   const RequestResult r = run_one(**s, ref.second[0], "chat-0");
   EXPECT_EQ(r.tokens, ref.replies[0]);
   EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[0].size()) + kGen - 1);
   EXPECT_EQ((*s)->stats().tiers.restores_host, 1);
+}
+
+// Read-ahead: turns queued behind others have their sessions read from disk by the I/O thread
+// while they wait, and the restore at admission takes the blob already in memory.
+TEST(SessionTiers, QueuedTurnsReadTheirSessionsAhead) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  const ModelConfig& c = tm.model->config();
+  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+  ASSERT_TRUE(roomy.ok());
+  const Conversations ref = play(**roomy, c.vocab);
+
+  SchedulerOptions o = base_options();
+  o.kv_disk_dir = (temp_dir() / "sessions").string();
+  o.max_running = 1;  // one turn at a time: the others wait in the queue
+  {
+    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    ASSERT_TRUE(before.ok()) << before.message();
+    (void)play(**before, c.vocab, /*turn2=*/false);
+  }
+  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(after.ok()) << after.message();
+  std::vector<RequestResult> got(kSessions);
+  for (int i = 0; i < kSessions; ++i) {
+    Request r = greedy_request(ref.second[static_cast<size_t>(i)], kGen);
+    r.session_id = "chat-" + std::to_string(i);
+    r.on_finish = [&got, i](const RequestResult& res) { got[static_cast<size_t>(i)] = res; };
+    ASSERT_TRUE((*after)->submit(std::move(r)).ok());
+  }
+  (*after)->run_until_idle();
+  for (int i = 0; i < kSessions; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[static_cast<size_t>(i)].tokens, ref.replies[static_cast<size_t>(i)]);
+    EXPECT_EQ(got[static_cast<size_t>(i)].usage.cached_tokens,
+              static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
+  }
+  const SchedulerStats st = (*after)->stats();
+  EXPECT_EQ(st.tiers.prefetches, kSessions);
+  EXPECT_EQ(st.tiers.restores_disk, kSessions);
+  // The turns that waited behind a whole other turn found their blob read already.
+  EXPECT_GE(st.tiers.prefetch_hits, 1);
+  EXPECT_LE(st.tiers.prefetch_hits, kSessions);
 }
 
 // Write-behind: persist() returns at once and the writer thread stores the blob; the newest

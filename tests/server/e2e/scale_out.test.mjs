@@ -136,8 +136,14 @@ test('a replica dies mid-stream; its conversations continue on another from Redi
     const more = [...histories[1].messages, { role: 'assistant', content: histories[1].expected }, { role: 'user', content: 'Thanks!' }];
     const r = await chat(cluster.url, 's1', more, 8);
     assert.ok(r.usage.prompt_tokens_details.cached_tokens > 0);
-    const after = await (await fetch(`${survivor}/metrics`)).text();
+    // The write-through after that turn runs in the background: wait for it to find Redis gone.
+    let after = '';
+    for (let i = 0; i < 100 && !/tangram_kv_redis_up 0/.test(after); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await (await fetch(`${survivor}/metrics`)).text();
+    }
     assert.match(after, /tangram_kv_redis_up 0/);
+    assert.match(after, /tangram_kv_redis_errors_total [1-9]/);
   } finally {
     await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
