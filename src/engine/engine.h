@@ -70,6 +70,11 @@ class Engine {
   bool run_on_worker(std::function<void(Scheduler&)> task);
   // Drops a session and frees its cache; false if unknown or busy (a request of it is pending).
   bool drop_session(const std::string& id);
+  // Waits (bounded) until a finished turn's session is written through to disk and Redis (see
+  // SessionTiers); true when it is or there is nothing to write. Any thread; never the worker's.
+  bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {
+    return scheduler_->wait_session_written(id, timeout);
+  }
   const SchedulerOptions& options() const { return scheduler_->options(); }
   int threads() const { return pool_.size(); }
   int64_t context() const { return scheduler_->context(); }  // tokens a sequence may hold

@@ -15,7 +15,7 @@ namespace {
 constexpr std::string_view kMagic = "TGKVSESS";
 constexpr std::string_view kTrailerMagic = "TGKVTAIL";
 constexpr size_t kHeaderFields = 80;    // header bytes before its checksum
-constexpr size_t kHeaderBytes = 88;
+constexpr size_t kHeaderBytes = kSessionHeaderBytes;
 constexpr size_t kBlockPrefix = 16;     // i32 layer, i32 group, u64 payload_bytes
 constexpr size_t kHeadFields = 28;      // i32 kv_head, i64 length, i64 n_kept, i64 tail_pos0
 constexpr size_t kChecksumBytes = 8;
@@ -294,6 +294,12 @@ Result<SessionSummary> inspect_session(std::string_view bytes) {
   s.n_groups = h.n_groups;
   TG_ASSIGN(s.tokens, read_tokens(r, h.n_positions));
   return s;
+}
+
+Result<size_t> session_summary_bytes(std::string_view header) {
+  ByteReader r(header);
+  TG_ASSIGN(const Header h, read_header(r, header));
+  return kHeaderBytes + sz(h.n_positions) * sizeof(int32_t) + sizeof(uint64_t);
 }
 
 Result<DecodedSession> decode_session(std::string_view bytes, const SessionFingerprint& expected,

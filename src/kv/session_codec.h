@@ -93,4 +93,9 @@ struct SessionSummary {
 };
 Result<SessionSummary> inspect_session(std::string_view bytes);
 
+// How many bytes from a blob's start inspect_session reads (header and token block), from the
+// first kSessionHeaderBytes of it (the header, checksum verified).
+inline constexpr size_t kSessionHeaderBytes = 88;
+Result<size_t> session_summary_bytes(std::string_view header);
+
 }  // namespace tangram

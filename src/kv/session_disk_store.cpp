@@ -265,7 +265,13 @@ Status SessionDiskStore::put(std::string_view id, std::string_view blob) {
   return Status::Ok();
 }
 
-Result<std::string> SessionDiskStore::get(std::string_view id) {
+Result<std::string> SessionDiskStore::get(std::string_view id) { return read(id, SIZE_MAX, /*touch=*/true); }
+
+Result<std::string> SessionDiskStore::peek(std::string_view id, size_t max_bytes) {
+  return read(id, max_bytes, /*touch=*/false);
+}
+
+Result<std::string> SessionDiskStore::read(std::string_view id, size_t max_bytes, bool touch) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = entries_.find(id);
   if (it == entries_.end()) return make_error("session disk store: no session with that id");
@@ -289,11 +295,12 @@ Result<std::string> SessionDiskStore::get(std::string_view id) {
   const uint64_t offset = kFrameFixed + id.size();
   std::string blob;
   try {
-    blob.resize(file_bytes - offset);
+    blob.resize(static_cast<size_t>(std::min<uint64_t>(file_bytes - offset, max_bytes)));
   } catch (const std::bad_alloc&) {
     return make_error("session disk store: out of host memory for {} bytes", file_bytes - offset);
   }
   TG_TRY(read_at(fd.get(), blob.data(), blob.size(), offset, path));
+  if (!touch) return blob;
   // Most recently used, in memory and (for the next start) in the file's mtime.
   const int64_t now = now_ns();
   const timespec times[2] = {to_timespec(now), to_timespec(now)};

@@ -68,6 +68,9 @@ class SessionDiskStore {
   // The blob stored for id, marking it most recently used. Errors: unknown id, or a file that is
   // gone or whose frame is damaged (the entry is then dropped and the file removed).
   Result<std::string> get(std::string_view id);
+  // The first max_bytes of the blob (all of it if shorter), without marking it used: for reading
+  // a session's header and tokens at start-up. Errors as get().
+  Result<std::string> peek(std::string_view id, size_t max_bytes);
   // Deletes a session; false if there was none.
   Result<bool> erase(std::string_view id);
   bool contains(std::string_view id) const;
@@ -94,6 +97,7 @@ class SessionDiskStore {
 
   SessionDiskStore(std::filesystem::path dir, uint64_t max_bytes, int lock_fd);
   Status scan();
+  Result<std::string> read(std::string_view id, size_t max_bytes, bool touch);
   // Deletes LRU sessions other than `keep` until `incoming` more bytes fit. Caller holds mu_.
   Status evict_for(uint64_t incoming, std::string_view keep);
   Status remove_entry(std::map<std::string, Entry, std::less<>>::iterator it);

@@ -95,7 +95,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
     }
     TG_ASSIGN(s->tiers_, SessionTiers::create(std::move(to)));
     // Sessions a previous run left on disk: known again, restored on their next turn.
-    for (const std::string& id : s->tiers_->disk_ids()) s->sessions_.get_or_create(id, /*anonymous=*/false);
+    for (auto& [id, tokens] : s->tiers_->disk_sessions())
+      s->sessions_.get_or_create(id, /*anonymous=*/false).tokens = std::move(tokens);
   }
   // The tangram policy splits decode attention ahead of time; the others plan every step.
   model.set_attention_split(options.attention_split.value_or(
@@ -475,6 +476,18 @@ void Scheduler::persist_session(const Session& session) {
   if (encode_session_into(*session.cache, session.tokens, fingerprint_, spill_buffer_).ok())
     tiers_->persist(session.id, spill_buffer_);  // a copy: the writer thread stores it
   tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
+}
+
+std::vector<std::pair<std::string, std::vector<int32_t>>> Scheduler::named_sessions() const {
+  std::vector<std::pair<std::string, std::vector<int32_t>>> out;
+  sessions_.for_each([&](const Session& s) {
+    if (!s.anonymous) out.emplace_back(s.id, s.tokens);
+  });
+  return out;
+}
+
+bool Scheduler::wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {
+  return tiers_ == nullptr || tiers_->wait_written(id, timeout);  // tiers_ is fixed after create()
 }
 
 void Scheduler::flush_tiers() {

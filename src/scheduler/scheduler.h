@@ -155,9 +155,15 @@ class Scheduler {
   // How often the driving thread should wake up while idle, for offload_idle_sessions() and so
   // that stats() catches up with the tiers' background I/O (nullopt: never needed).
   std::optional<std::chrono::steady_clock::duration> housekeeping_period() const;
+  // Every session named by its caller (not made up for an anonymous request), with the tokens its
+  // KV holds or held: after a restart with a disk tier, the sessions found on disk.
+  std::vector<std::pair<std::string, std::vector<int32_t>>> named_sessions() const;
   // Waits until every session written through after its turn is on disk and in Redis (the
   // writes run on a background thread; tests, benchmarks).
   void flush_tiers();
+  // Waits (bounded) until the session's state after its last turn is on disk and in Redis; true
+  // when it is or there is nothing to write. Thread-safe (any thread may call it).
+  bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const;
   // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
   bool drop_session(const std::string& id);
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",

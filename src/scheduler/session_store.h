@@ -58,6 +58,10 @@ class SessionStore {
   int64_t evict_all_idle();
   bool erase(const std::string& id);  // false if unknown or busy
 
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [id, s] : sessions_) f(s);
+  }
   size_t size() const { return sessions_.size(); }
   size_t resident() const;
   int64_t evictions() const { return evictions_; }

@@ -1,5 +1,7 @@
 #include "scheduler/session_tiers.h"
 
+#include "kv/session_codec.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -138,6 +140,11 @@ void SessionTiers::wait_unless_writing(std::unique_lock<std::mutex>& lock, const
   done_.wait(lock, [&] { return writing_ != id && reading_ != id; });
 }
 
+bool SessionTiers::wait_written(const std::string& id, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return done_.wait_for(lock, timeout, [&] { return pending_.count(id) == 0 && writing_ != id; });
+}
+
 void SessionTiers::flush() {
   std::unique_lock lock(mu_);
   done_.wait(lock, [&] { return pending_.empty() && writing_.empty(); });
@@ -257,11 +264,19 @@ void SessionTiers::erase(const std::string& id) {
   snapshot_io_stats();
 }
 
-std::vector<std::string> SessionTiers::disk_ids() const {
-  std::vector<std::string> ids;
-  if (disk_)
-    for (const auto& f : disk_->list()) ids.push_back(f.id);
-  return ids;
+std::vector<std::pair<std::string, std::vector<int32_t>>> SessionTiers::disk_sessions() {
+  std::vector<std::pair<std::string, std::vector<int32_t>>> out;
+  if (!disk_) return out;
+  std::lock_guard io(io_mu_);
+  for (const auto& f : disk_->list()) {
+    std::vector<int32_t> tokens;
+    if (auto head = disk_->peek(f.id, kSessionHeaderBytes); head.ok())
+      if (auto n = session_summary_bytes(*head); n.ok())
+        if (auto prefix = disk_->peek(f.id, *n); prefix.ok())
+          if (auto summary = inspect_session(*prefix); summary.ok()) tokens = std::move(summary->tokens);
+    out.emplace_back(f.id, std::move(tokens));
+  }
+  return out;
 }
 
 SessionTierStats SessionTiers::stats() const {

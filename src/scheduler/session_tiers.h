@@ -25,6 +25,7 @@
 // new prompt), just less reuse.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -92,6 +93,10 @@ class SessionTiers {
   void persist(const std::string& id, std::string blob);
   // Waits until every queued write is done (tests, benchmarks, shutdown).
   void flush();
+  // Waits (at most `timeout`) until the session's newest state is written; true when it is (or
+  // nothing was queued). Thread-safe: the server calls it before it answers a turn, so that a
+  // turn whose answer the client has seen is on disk and in Redis.
+  bool wait_written(const std::string& id, std::chrono::milliseconds timeout);
   // Reads the session from disk or Redis in the background (no-op if it is in host memory, or
   // there is neither tier).
   void prefetch(const std::string& id);
@@ -108,8 +113,10 @@ class SessionTiers {
   bool has_disk() const { return disk_ != nullptr; }
   bool has_redis() const { return redis_ != nullptr; }
   bool writes_through() const { return disk_ != nullptr || redis_ != nullptr; }
-  // Ids of the sessions on disk (found at start-up, for example), most recently used first.
-  std::vector<std::string> disk_ids() const;
+  // The sessions on disk (found at start-up, for example), most recently used first, with their
+  // token histories (read from each file's header and token block only; empty when unreadable:
+  // such a file is refused at its restore).
+  std::vector<std::pair<std::string, std::vector<int32_t>>> disk_sessions();
 
   SessionTierStats stats() const;
   SessionTierStats& counters() { return counters_; }

@@ -167,6 +167,25 @@ void Conversations::record(const std::string& owner, const std::string& public_i
   touch(*e);
 }
 
+size_t Conversations::restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
+                              const Tokenizer& tok) {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [key, tokens] : sessions) {
+    const size_t slash = key.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == key.size() || tokens.empty()) continue;
+    const std::string id = key.substr(slash + 1);
+    if (entries_.count(id) > 0) continue;
+    Entry& e = create(key.substr(0, slash), id);
+    e.tokens = tokens;
+    // The rendered chat a history came from decodes back to itself (special tokens included),
+    // so the next turn's prompt text extends it.
+    e.text = tok.decode(tokens, /*skip_special=*/false);
+    ++n;
+  }
+  return n;
+}
+
 std::vector<ConversationInfo> Conversations::list(const std::string& owner) const {
   std::lock_guard lock(mu_);
   std::vector<ConversationInfo> out;

@@ -59,6 +59,12 @@ class Conversations {
   void record(const std::string& owner, const std::string& public_id, std::string text,
               std::vector<int32_t> tokens);
 
+  // Re-creates conversations from the engine's named sessions (after a restart with a disk tier):
+  // each key "<owner>/<id>" becomes a conversation of that owner whose history text is its
+  // tokens decoded, so that the next turn finds it by id or by the prompt's text. Keys of another
+  // shape, and ids already known, are skipped. Returns how many were restored.
+  size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions, const Tokenizer& tok);
+
   std::vector<ConversationInfo> list(const std::string& owner) const;
   // Forgets a conversation of `owner`; returns its engine session key, or nullopt if `owner` has
   // no such conversation.

@@ -272,6 +272,14 @@ struct HttpServer::Impl {
     return ResponseMeta{g.request_id, unix_now(), g.model, g.prompt.public_id};
   }
 
+  // A turn is answered once its session is written through (disk, Redis), so a crash after the
+  // client has its answer never loses that turn. The write runs on the tiers' I/O thread; this
+  // HTTP worker waits for it (milliseconds), the engine does not.
+  void wait_durable(const Generation& g) {
+    if (!engine.wait_session_written(g.prompt.engine_session, std::chrono::seconds(5)))
+      log.write(LogLevel::Warn, "session_write_slow", {{"session", g.prompt.public_id}});
+  }
+
   void respond_blocking(const Generation& g, const std::shared_ptr<Channel>& ch, httplib::Response& res) {
     std::unique_lock lock(ch->mu);
     ch->cv.wait(lock, [&] { return ch->result.has_value(); });
@@ -282,6 +290,7 @@ struct HttpServer::Impl {
                                "server_error", "", "generation_failed", 0});
       return;
     }
+    wait_durable(g);
     const ResponseMeta m = meta_of(g);
     if (g.chat)
       send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
@@ -338,6 +347,7 @@ struct HttpServer::Impl {
                                "server_error", "", "generation_failed", 0};
               write(sse_event(ordered_json(error_json(e))));
             } else {
+              wait_durable(g);
               const ordered_json last = g.chat ? chat_chunk_json(m, std::nullopt, std::nullopt, result->finish, usage_null)
                                                : completion_chunk_json(m, "", result->finish, usage_null);
               if (!write(sse_event(last))) return false;
@@ -564,6 +574,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   s.http.set_keep_alive_max_count(100);
   s.http.set_tcp_nodelay(true);  // a stream's chunks leave at once, not after the client's delayed ACK
   s.install_routes();
+  // Conversations a previous run left in the disk tier continue, by id or by their text.
+  std::vector<std::pair<std::string, std::vector<int32_t>>> named;
+  engine.run_on_worker([&](Scheduler& sch) { named = sch.named_sessions(); });
+  if (const size_t restored = s.conversations.restore(named, tokenizer); restored > 0)
+    s.log.write(LogLevel::Info, "sessions_restored", {{"conversations", std::to_string(restored)}});
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

@@ -285,8 +285,20 @@ TEST(SessionCodec, InspectReadsHeaderAndTokensOnly) {
   EXPECT_EQ(s->fingerprint.kv_type, KvType::F16);
   EXPECT_EQ(s->shape.head_dim_v, kSessionShape.head_dim_v);
   EXPECT_EQ(s->n_groups, r.map->total_groups());
+  // The header alone says how much of the blob inspect needs: that prefix is enough.
+  auto need = session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes));
+  ASSERT_TRUE(need.ok()) << need.message();
+  EXPECT_EQ(*need, kSessionHeaderBytes + 4 * r.tokens.size() + 8);
+  auto from_prefix = inspect_session(std::string_view(blob).substr(0, *need));
+  ASSERT_TRUE(from_prefix.ok()) << from_prefix.message();
+  EXPECT_EQ(from_prefix->tokens, r.tokens);
+  EXPECT_FALSE(inspect_session(std::string_view(blob).substr(0, *need - 1)).ok());
+  EXPECT_FALSE(session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes - 1)).ok());
   blob[90] ^= 1;
   EXPECT_FALSE(inspect_session(blob).ok());
+  blob[90] ^= 1;
+  blob[20] ^= 1;  // header checksum
+  EXPECT_FALSE(session_summary_bytes(blob).ok());
 }
 
 }  // namespace

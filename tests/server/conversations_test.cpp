@@ -40,6 +40,32 @@ TEST(Conversations, ExplicitIdsBelongToTheirKey) {
   EXPECT_EQ(c.erase("k0", "chat-1").value(), "k0/chat-1");
 }
 
+// After a restart, the engine's sessions on disk become conversations again: found by id (same
+// key only) and by a prompt that extends their decoded history.
+TEST(Conversations, RestoredFromEngineSessions) {
+  Conversations c(100);
+  const std::string history = "Once upon a time there was a cat";
+  const auto tokens = tok().encode(history, false, true);
+  const size_t n = c.restore({{"k0/conv-a", tokens}, {"local/chat-7", tokens}, {"no-slash", tokens},
+                              {"k1/empty", {}}, {"/x", tokens}},
+                             tok());
+  EXPECT_EQ(n, 2u);
+  ASSERT_EQ(c.list("k0").size(), 1u);
+  EXPECT_EQ(c.list("k0")[0].tokens, static_cast<int64_t>(tokens.size()));
+  EXPECT_TRUE(c.list("k1").empty());
+  ResolvedPrompt by_text;
+  ASSERT_FALSE(c.resolve_text("k0", "", history + " named Tom", false, tok(), by_text));
+  EXPECT_EQ(by_text.public_id, "conv-a");
+  EXPECT_FALSE(by_text.created);
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), by_text.tokens.begin()));
+  ResolvedPrompt by_id;
+  ASSERT_FALSE(c.resolve_text("local", "chat-7", history + ".", false, tok(), by_id));
+  EXPECT_FALSE(by_id.created);
+  ResolvedPrompt stranger;
+  EXPECT_TRUE(c.resolve_text("k1", "conv-a", history, false, tok(), stranger).has_value());
+  EXPECT_EQ(c.restore({{"k0/conv-a", tokens}}, tok()), 0u);  // known already
+}
+
 TEST(Conversations, AnonymousPromptsContinueTheLongestOwnHistory) {
   Conversations c(100);
   ResolvedPrompt first;
