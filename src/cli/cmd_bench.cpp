@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_models.h"
+#include "cli/bench_rate_sweep.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -336,6 +337,36 @@ int cmd_bench(const BenchOptions& in) {
         fmt::print("  {:<8} ratio {:.2f}: {} of {} ({:.0f}%), conversation {} tokens\n", r.policy, r.ratio, r.facts->correct,
                    r.facts->questions, 100.0 * r.facts->accuracy(), r.facts->conversation_tokens);
   }
+  // TTFT vs request rate: full and tangram, open loop at each --rates.
+  std::optional<RateSweep> sweep;
+  if (!opt.rates.empty() && !opt.trace.empty()) {
+    fmt::print(stderr, "note: --rates needs a generated workload (a trace has its own arrival times); skipped\n");
+  } else if (!opt.rates.empty() && full && best_tangram) {
+    std::vector<std::pair<std::string, SchedulerOptions>> policies;
+    for (const RunRow* r : {full, best_tangram}) {
+      EngineFlags f = base;
+      f.kv_policy = r->policy;
+      f.kv_ratio = r->ratio;
+      f.kv_profile = r->policy == "tangram" ? fitted_path : "";
+      f.page_group_size = r->policy == "tangram" ? r->group_size : 0;
+      auto eo = to_engine_options(f);
+      if (!eo) return fail(eo.message());
+      policies.emplace_back(r->policy, eo->scheduler);
+    }
+    auto s = run_rate_sweep(model, tok, pool, spec, opt.rates, policies);
+    if (!s) return fail(s.message());
+    sweep = std::move(s).value();
+    fmt::print("\n{:<8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "policy", "rate/s", "req/s", "out tok/s",
+               "TTFT p50", "TTFT p99", "queue p99", "saturated");
+    for (const auto& pt : sweep->points)
+      fmt::print("{:<8} {:>7.3f} {:>9.3f} {:>9.2f} {:>10} {:>10} {:>10} {:>10}\n", pt.policy, pt.rate,
+                 pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s, fmt_s(pt.metrics.ttft_s.p50),
+                 fmt_s(pt.metrics.ttft_s.p99), fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
+    verdict += (verdict.empty() ? "" : "; ") + sweep->verdict;
+    j["rate_sweep"] = rate_sweep_json(*sweep);
+  } else if (!opt.rates.empty()) {
+    fmt::print(stderr, "note: --rates compares full and tangram: put both in --policies\n");
+  }
   fmt::print("\n{}\n", verdict);
   j["verdict"] = verdict;
 
@@ -400,6 +431,7 @@ int cmd_bench(const BenchOptions& in) {
     p.series = {contiguous, clustered};
     (void)write_svg(p, (out / "waste_vs_group_size.svg").string());
   }
+  if (sweep) (void)write_rate_sweep_svg(*sweep, (out / "ttft_vs_rate.svg").string());
   std::ofstream(out / "report.json") << j.dump(2) << "\n";
   {
     std::ofstream md(out / "report.md");
@@ -436,7 +468,17 @@ int cmd_bench(const BenchOptions& in) {
                             jr["planted_facts"]["correct"].get<int64_t>(), jr["planted_facts"]["questions"].get<int64_t>(),
                             100.0 * jr["planted_facts"]["accuracy"].get<double>());
     }
-    md << "\n" << verdict << "\n\nPlots: `throughput_vs_ratio.svg`, `kv_memory_over_time.svg`, `waste_vs_group_size.svg`.\n";
+    if (sweep) {
+      md << "\nTTFT against request rate (open loop, new conversations per second):\n\n"
+         << "| policy | rate/s | req/s | out tok/s | TTFT p50 | TTFT p99 | queue p99 | saturated |\n"
+         << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+      for (const auto& pt : sweep->points)
+        md << fmt::format("| {} | {:.3f} | {:.3f} | {:.2f} | {} | {} | {} | {} |\n", pt.policy, pt.rate,
+                          pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s, fmt_s(pt.metrics.ttft_s.p50),
+                          fmt_s(pt.metrics.ttft_s.p99), fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
+    }
+    md << "\n" << verdict << "\n\nPlots: `throughput_vs_ratio.svg`, `kv_memory_over_time.svg`, `waste_vs_group_size.svg`"
+       << (sweep ? ", `ttft_vs_rate.svg`" : "") << ".\n";
   }
   fmt::print("report: {}/report.md, report.json and SVG plots\n", opt.out_dir);
   return 0;

@@ -164,6 +164,7 @@ struct BenchOptions {
   int sessions = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
   int64_t first_turn_tokens = 0;
   double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
+  std::vector<double> rates;         // also sweep these open-loop rates with full and tangram (TTFT vs rate)
   uint64_t seed = 1;
   std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
   std::vector<double> ratios{0.25};

@@ -277,6 +277,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")->check(CLI::NonNegativeNumber);
   c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rates", bench.rates,
+                      "Also run full and tangram open loop at each of these rates (new conversations per second): "
+                      "TTFT vs request rate, ttft_vs_rate.svg")
+      ->delimiter(',');
   c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
   c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
   c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');

@@ -194,11 +194,11 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = (dir / "bench-out").string();
   r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof + "' --sessions 3 --turns 2 "
-                  "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 -o '" + out + "'");
+                  "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 --rates 200,2 -o '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "x full")) << r.output;
   for (const char* f : {"report.json", "report.md", "throughput_vs_ratio.svg", "kv_memory_over_time.svg",
-                        "waste_vs_group_size.svg"})
+                        "waste_vs_group_size.svg", "ttft_vs_rate.svg"})
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / f)) << f;
   const auto j = nlohmann::json::parse(testing::read_file(std::filesystem::path(out) / "report.json"), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
@@ -220,6 +220,20 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   EXPECT_EQ(policies["dynamic"], 2);
   EXPECT_EQ(policies["tangram"], 2);
   EXPECT_TRUE(contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
+  // The rate sweep: full and tangram at both rates (sorted), every turn served, the verdict says.
+  const auto& sweep = j["rate_sweep"];
+  ASSERT_EQ(sweep.size(), 4u) << j.dump();
+  const char* order[][2] = {{"full", "2"}, {"full", "200"}, {"tangram", "2"}, {"tangram", "200"}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(sweep[i]["policy"], order[i][0]);
+    EXPECT_EQ(sweep[i]["rate"].get<double>(), std::stod(order[i][1]));
+    EXPECT_EQ(sweep[i]["requests"].get<int64_t>(), 6);
+    EXPECT_LE(sweep[i]["ttft_s"]["p50"].get<double>(), sweep[i]["ttft_s"]["p99"].get<double>());
+    if (i % 2 == 0) {
+      EXPECT_FALSE(sweep[i]["saturated"].get<bool>()) << "a policy's lowest rate is its baseline";
+    }
+  }
+  EXPECT_TRUE(contains(j["verdict"].get<std::string>(), "TTFT vs rate")) << j["verdict"];
 }
 
 TEST(Cli, MkmodelEmbedsARealVocabulary) {
