@@ -72,14 +72,24 @@ size_t pool_bytes_for(const ModelConfig& c, int sessions) {
   return page_bytes * static_cast<size_t>(c.n_layers) * 10 * static_cast<size_t>(sessions);
 }
 
-TEST(SessionTiers, HostSpillRestoresInsteadOfRecomputing) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+// Every test: the model, two threads, and the reference conversations played on a scheduler with
+// memory to spare and no tiers.
+class TieredScheduler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tm = synth_model("tiny-qwen3");
+    ASSERT_TRUE(tm.model && tm.tokenizer);
+    auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
+    ASSERT_TRUE(roomy.ok()) << roomy.message();
+    ref = play(**roomy, tm.model->config().vocab);
+  }
+  TestModel tm;
+  ThreadPool pool{2};
+  Conversations ref;
+};
+
+TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
   const ModelConfig& c = tm.model->config();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok()) << roomy.message();
-  const Conversations ref = play(**roomy, c.vocab);
 
   SchedulerOptions o = base_options();
   o.kv_memory = pool_bytes_for(c, 2);  // about two sessions resident
@@ -106,14 +116,8 @@ TEST(SessionTiers, HostSpillRestoresInsteadOfRecomputing) {
   EXPECT_GT((*plain)->stats().prefill_tokens, st.prefill_tokens);
 }
 
-TEST(SessionTiers, DiskTierSurvivesARestartAndRefusesDamage) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
   const ModelConfig& c = tm.model->config();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok());
-  Conversations ref = play(**roomy, c.vocab);
 
   const auto dir = temp_dir() / "sessions";
   SchedulerOptions o = base_options();
@@ -159,14 +163,8 @@ TEST(SessionTiers, DiskTierSurvivesARestartAndRefusesDamage) {
 
 // Two replicas (schedulers over the same model) sharing one Redis: turn 1 of every session on
 // the first, turn 2 on the second, which restores each from Redis with the first's cache.
-TEST(SessionTiers, RedisTierHandsSessionsToAnotherReplica) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
   const ModelConfig& c = tm.model->config();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok());
-  const Conversations ref = play(**roomy, c.vocab);
 
   RedisServer redis(temp_dir());
   ASSERT_TRUE(redis.start());
@@ -206,14 +204,8 @@ TEST(SessionTiers, RedisTierHandsSessionsToAnotherReplica) {
 
 // Redis going away mid-conversation: turns are still served (recomputed, or from local tiers),
 // with one warning; when it is back, sessions are shared again.
-TEST(SessionTiers, LostRedisDegradesToLocalTiers) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+TEST_F(TieredScheduler, LostRedisDegradesToLocalTiers) {
   const ModelConfig& c = tm.model->config();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok());
-  const Conversations ref = play(**roomy, c.vocab);
 
   RedisServer redis(temp_dir());
   ASSERT_TRUE(redis.start());
@@ -242,10 +234,7 @@ TEST(SessionTiers, LostRedisDegradesToLocalTiers) {
 
 // --kv-idle-offload: a session idle past the limit leaves the pool for the host tier (its pages
 // free) and its next turn restores it.
-TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+TEST_F(TieredScheduler, IdleSessionsMoveDownAfterTheirTime) {
   const ModelConfig& c = tm.model->config();
   SchedulerOptions o = base_options();
   o.kv_idle_offload_seconds = 600;
@@ -253,9 +242,6 @@ TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
   o.kv_host_memory = 64u << 20;
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(s.ok()) << s.message();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok());
-  const Conversations ref = play(**roomy, c.vocab);
 
   (void)play(**s, c.vocab, /*turn2=*/false);
   const auto now = std::chrono::steady_clock::now();
@@ -273,14 +259,8 @@ TEST(SessionTiers, IdleSessionsMoveDownAfterTheirTime) {
 
 // Read-ahead: turns queued behind others have their sessions read from disk by the I/O thread
 // while they wait, and the restore at admission takes the blob already in memory.
-TEST(SessionTiers, QueuedTurnsReadTheirSessionsAhead) {
-  TestModel tm = synth_model("tiny-qwen3");
-  ASSERT_TRUE(tm.model && tm.tokenizer);
-  ThreadPool pool(2);
+TEST_F(TieredScheduler, QueuedTurnsReadTheirSessionsAhead) {
   const ModelConfig& c = tm.model->config();
-  auto roomy = Scheduler::create(*tm.model, *tm.tokenizer, pool, base_options());
-  ASSERT_TRUE(roomy.ok());
-  const Conversations ref = play(**roomy, c.vocab);
 
   SchedulerOptions o = base_options();
   o.kv_disk_dir = (temp_dir() / "sessions").string();
@@ -317,7 +297,7 @@ TEST(SessionTiers, QueuedTurnsReadTheirSessionsAhead) {
 // Write-behind: persist() returns at once and the writer thread stores the blob; the newest
 // state always wins, an erase is final even against a queued or running write, and destruction
 // writes whatever is still queued.
-TEST(SessionTiers, WriteBehindKeepsTheNewestStateAndErasesForGood) {
+TEST(SessionTierQueue, WriteBehindKeepsTheNewestStateAndErasesForGood) {
   const auto dir = temp_dir() / "kv";
   {
     SessionTierOptions o;
