@@ -326,6 +326,12 @@ bool SessionDiskStore::contains(std::string_view id) const {
   return entries_.find(id) != entries_.end();
 }
 
+uint64_t SessionDiskStore::size_of(std::string_view id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? 0 : it->second.bytes;
+}
+
 std::vector<SessionFileInfo> SessionDiskStore::list() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<uint64_t, SessionFileInfo>> v;

@@ -74,6 +74,8 @@ class SessionDiskStore {
   // Deletes a session; false if there was none.
   Result<bool> erase(std::string_view id);
   bool contains(std::string_view id) const;
+  // The size of id's file (frame and blob), or 0 when there is none.
+  uint64_t size_of(std::string_view id) const;
   // Every session, most recently used first.
   std::vector<SessionFileInfo> list() const;
 

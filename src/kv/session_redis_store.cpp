@@ -179,6 +179,13 @@ Result<bool> SessionRedisStore::contains(std::string_view id) {
   return r->type == REDIS_REPLY_INTEGER && r->integer > 0;
 }
 
+Result<int64_t> SessionRedisStore::size_of(std::string_view id) {
+  if (Status st = connection(); !st.ok()) return st.error();
+  Reply r = command(ctx_, {"STRLEN", key(id)});
+  if (!r) return fail(fmt::format("STRLEN failed: {}", ctx_->errstr));
+  return r->type == REDIS_REPLY_INTEGER ? static_cast<int64_t>(r->integer) : int64_t{0};
+}
+
 Result<bool> SessionRedisStore::erase(std::string_view id) {
   if (Status st = connection(); !st.ok()) return st.error();
   Reply r = command(ctx_, {"DEL", key(id)});

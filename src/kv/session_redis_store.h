@@ -72,6 +72,8 @@ class SessionRedisStore {
   // The blob stored for id; nullopt when there is none.
   Result<std::optional<std::string>> get(std::string_view id);
   Result<bool> contains(std::string_view id);
+  // Bytes stored for id (0: none).
+  Result<int64_t> size_of(std::string_view id);
   // Deletes a session; false if there was none.
   Result<bool> erase(std::string_view id);
 

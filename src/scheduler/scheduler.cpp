@@ -500,12 +500,17 @@ int64_t Scheduler::evict_idle_sessions() {
   return freed;
 }
 
-std::string Scheduler::session_tier(const std::string& id) {
+SessionTiers::Location Scheduler::session_location(const std::string& id) {
   const Session* s = sessions_.find(id);
-  if (s != nullptr && s->busy) return "running";
-  if (s != nullptr && s->cache) return "resident";
+  const auto page_bytes = static_cast<int64_t>(pool_->geometry().page_bytes());
+  if (s != nullptr && s->busy) {
+    for (const auto& q : running_)
+      if (q->session_id == id && q->cache) return {"running", q->cache->pages_held() * page_bytes};
+    return {"running", 0};
+  }
+  if (s != nullptr && s->cache) return {"resident", s->cache->pages_held() * page_bytes};
   if (tiers_) return tiers_->where(id);
-  return "none";
+  return {};
 }
 
 bool Scheduler::drop_session(const std::string& id) {

@@ -168,7 +168,10 @@ class Scheduler {
   bool drop_session(const std::string& id);
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
   // "redis", or "none" (recomputed on its next turn, or unknown).
-  std::string session_tier(const std::string& id);
+  std::string session_tier(const std::string& id) { return session_location(id).tier; }
+  // The tier and the bytes of a session's KV there: pages held while resident or running, the
+  // serialised size in a tier below.
+  SessionTiers::Location session_location(const std::string& id);
   const Session* session(const std::string& id) { return sessions_.find(id); }
 
   SchedulerStats stats() const;

@@ -228,21 +228,22 @@ std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) 
   return std::nullopt;
 }
 
-std::string SessionTiers::where(const std::string& id) {
-  if (host_.count(id) > 0) return "host";
+SessionTiers::Location SessionTiers::where(const std::string& id) {
+  if (auto it = host_.find(id); it != host_.end()) return {"host", static_cast<int64_t>(it->second.first.size())};
   {
     std::unique_lock lock(mu_);
-    if (pending_.count(id) > 0) return disk_ ? "disk" : "redis";  // as good as written
+    if (auto it = pending_.find(id); it != pending_.end())  // as good as written
+      return {disk_ ? "disk" : "redis", static_cast<int64_t>(it->second.size())};
     wait_unless_writing(lock, id);
   }
   std::lock_guard io(io_mu_);
-  if (disk_ && disk_->contains(id)) return "disk";
+  if (disk_ && disk_->contains(id)) return {"disk", static_cast<int64_t>(disk_->size_of(id))};
   if (redis_) {
-    auto in = redis_->contains(id);
+    auto bytes = redis_->size_of(id);
     snapshot_io_stats();
-    if (in && *in) return "redis";
+    if (bytes && *bytes > 0) return {"redis", *bytes};
   }
-  return "none";
+  return {};
 }
 
 void SessionTiers::erase(const std::string& id) {

@@ -107,8 +107,12 @@ class SessionTiers {
   // Takes a session's blob out of the host tier, or reads it from disk or Redis (which keep
   // their copies). Nullopt when no tier has it (or Redis is unreachable).
   std::optional<Fetched> fetch(const std::string& id);
-  // "host", "disk", "redis" or "none" (asks Redis when the local tiers lack it).
-  std::string where(const std::string& id);
+  struct Location {
+    std::string tier = "none";  // "host", "disk", "redis" or "none"
+    int64_t bytes = 0;          // the serialised session's size there
+  };
+  // Where a session is (asks Redis when the local tiers lack it).
+  Location where(const std::string& id);
   void erase(const std::string& id);
   bool has_disk() const { return disk_ != nullptr; }
   bool has_redis() const { return redis_ != nullptr; }

@@ -453,9 +453,9 @@ struct HttpServer::Impl {
   void handle_sessions(const httplib::Request& req, httplib::Response& res) {
     const std::string owner = *owner_of(req);
     const std::vector<ConversationInfo> list = conversations.list(owner);
-    std::vector<std::string> tiers(list.size(), "none");
+    std::vector<SessionTiers::Location> where(list.size());
     engine.run_on_worker([&](Scheduler& s) {
-      for (size_t i = 0; i < list.size(); ++i) tiers[i] = s.session_tier(Conversations::engine_key(owner, list[i].id));
+      for (size_t i = 0; i < list.size(); ++i) where[i] = s.session_location(Conversations::engine_key(owner, list[i].id));
     });
     ordered_json data = ordered_json::array();
     for (size_t i = 0; i < list.size(); ++i) {
@@ -467,7 +467,8 @@ struct HttpServer::Impl {
       j["tokens"] = c.tokens;
       j["created"] = c.created_unix;
       j["last_used"] = c.last_used_unix;
-      j["tier"] = tiers[i];  // where its KV is: running, resident, host, disk, none (recomputed)
+      j["tier"] = where[i].tier;  // where its KV is: running, resident, host, disk, redis, none (recomputed)
+      j["kv_bytes"] = where[i].bytes;  // pool pages it holds, or its serialised size in the tier
       data.push_back(std::move(j));
     }
     send_json(res, ordered_json{{"object", "list"}, {"data", data}});

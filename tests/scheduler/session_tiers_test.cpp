@@ -185,6 +185,7 @@ TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
     SCOPED_TRACE(i);
     const std::string id = "chat-" + std::to_string(i);
     EXPECT_EQ((*replica_b)->session_tier(id), "redis");
+    EXPECT_GT((*replica_b)->session_location(id).bytes, 0);
     const RequestResult r = run_one(**replica_b, ref.second[static_cast<size_t>(i)], id);
     EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
     EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
@@ -251,6 +252,7 @@ TEST_F(TieredScheduler, IdleSessionsMoveDownAfterTheirTime) {
   EXPECT_EQ((*s)->offload_idle_sessions(now + std::chrono::seconds(601)), kSessions);
   EXPECT_EQ((*s)->stats().pool.used_pages, 0);
   EXPECT_EQ((*s)->session_tier("chat-0"), "host");
+  EXPECT_GT((*s)->session_location("chat-0").bytes, 0);
   const RequestResult r = run_one(**s, ref.second[0], "chat-0");
   EXPECT_EQ(r.tokens, ref.replies[0]);
   EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[0].size()) + kGen - 1);
@@ -314,8 +316,9 @@ TEST(SessionTierQueue, WriteBehindKeepsTheNewestStateAndErasesForGood) {
     }
     t.erase("b");
     t.flush();
-    EXPECT_EQ(t.where("b"), "none");
-    EXPECT_EQ(t.where("a"), "disk");
+    EXPECT_EQ(t.where("b").tier, "none");
+    EXPECT_EQ(t.where("a").tier, "disk");
+    EXPECT_EQ(t.where("a").bytes, static_cast<int64_t>(12 + 1 + 4096 + 2));  // frame + blob "aaa...50"
     t.persist("c", "last words");  // still queued when the tiers go
   }
   auto disk = SessionDiskStore::open(dir, 1 << 20);

@@ -232,7 +232,10 @@ TEST(HttpServer, ApiKeysIsolateSessions) {
   EXPECT_EQ(del_b->status, 404);
   auto list_a = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-a"}});
   ASSERT_TRUE(list_a);
-  EXPECT_EQ(json::parse(list_a->body)["data"][0]["id"], "secret-chat");
+  const json listed_a = json::parse(list_a->body)["data"][0];
+  EXPECT_EQ(listed_a["id"], "secret-chat");
+  EXPECT_EQ(listed_a["tier"], "resident");
+  EXPECT_GT(listed_a["kv_bytes"].get<int64_t>(), 0);  // the pages it holds
   // No key, a wrong key: 401; the open endpoints stay open.
   EXPECT_EQ(c.Post("/v1/chat/completions", chat_body({{"user", "x"}}, 4).dump(), "application/json")->status, 401);
   EXPECT_EQ(c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer nope"}})->status, 401);
