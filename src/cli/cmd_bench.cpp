@@ -23,6 +23,7 @@
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "cli/restore_probe.h"
 #include "common/progress.h"
 #include "common/svg_plot.h"
 #include "common/units.h"
@@ -337,6 +338,30 @@ int cmd_bench(const BenchOptions& in) {
         fmt::print("  {:<8} ratio {:.2f}: {} of {} ({:.0f}%), conversation {} tokens\n", r.policy, r.ratio, r.facts->correct,
                    r.facts->questions, 100.0 * r.facts->accuracy(), r.facts->conversation_tokens);
   }
+  // Time to restore an idle conversation (its first message, compressed by the best tangram run's
+  // policy) from the host tier, against re-prefilling it.
+  std::optional<HostRestoreTiming> restore;
+  if (best_tangram && !opt.trace.empty()) {
+    // A trace has no single first-message length: nothing to measure.
+  } else if (best_tangram) {
+    EngineFlags f = base;
+    f.kv_policy = best_tangram->policy;
+    f.kv_ratio = best_tangram->ratio;
+    f.kv_profile = fitted_path;
+    f.page_group_size = best_tangram->group_size;
+    auto t = measure_host_restore(model, tok, f, spec.first_turn_tokens, static_cast<uint32_t>(opt.seed));
+    if (!t) return fail(t.message());
+    restore = *t;
+    fmt::print("\ntime to restore a {}-token conversation (tangram {:.2f}, {} serialised): {:.1f} ms from host memory "
+               "against {} to re-prefill it ({:.0f}x)\n",
+               restore->context, best_tangram->ratio, format_bytes(static_cast<double>(restore->session_bytes)),
+               1e3 * restore->host_restore_s, fmt_s(restore->reprefill_s),
+               restore->reprefill_s / std::max(restore->host_restore_s, 1e-9));
+    j["restore"] = {{"context", restore->context}, {"session_bytes", restore->session_bytes},
+                    {"host_restore_s", restore->host_restore_s}, {"reprefill_s", restore->reprefill_s},
+                    {"host_ttft_s", restore->host_ttft_s}, {"offload_s", restore->offload_s}};
+  }
+
   // TTFT vs request rate: full and tangram, open loop at each --rates.
   std::optional<RateSweep> sweep;
   if (!opt.rates.empty() && !opt.trace.empty()) {
@@ -477,6 +502,12 @@ int cmd_bench(const BenchOptions& in) {
                           pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s, fmt_s(pt.metrics.ttft_s.p50),
                           fmt_s(pt.metrics.ttft_s.p99), fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
     }
+    if (restore)
+      md << fmt::format("\nTime to restore an idle {}-token conversation (tangram, {} serialised) from host memory: "
+                        "{:.1f} ms, against {} to re-prefill it ({:.0f}x).\n",
+                        restore->context, format_bytes(static_cast<double>(restore->session_bytes)),
+                        1e3 * restore->host_restore_s, fmt_s(restore->reprefill_s),
+                        restore->reprefill_s / std::max(restore->host_restore_s, 1e-9));
     md << "\n" << verdict << "\n\nPlots: `throughput_vs_ratio.svg`, `kv_memory_over_time.svg`, `waste_vs_group_size.svg`"
        << (sweep ? ", `ttft_vs_rate.svg`" : "") << ".\n";
   }

@@ -20,6 +20,7 @@
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "cli/restore_probe.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "engine/engine.h"
@@ -90,46 +91,23 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
     Row row;
     row.context = n;
     // Host tier, and re-prefill on the same engine.
+    auto host = measure_host_restore(model, tok, opt.engine, n, static_cast<uint32_t>(n));
+    if (!host) return fail(host.message());
+    row.prefill_s = host->prefill_s;
+    row.reprefill_s = host->reprefill_s;
+    row.host_restore_s = host->host_restore_s;
+    row.host_ttft_s = host->host_ttft_s;
+    row.offload_s = host->offload_s;
+    row.blob_bytes = host->session_bytes;
+    bar->add(2);
     EngineFlags f = opt.engine;
-    f.kv_host_memory = "64GiB";  // the spill area only holds what is put there
-    f.kv_disk.clear();
-    auto eo = to_engine_options(f);
-    if (!eo) return fail(eo.message());
-    {
-      auto engine = Engine::create(model, tok, *eo);
-      if (!engine) return fail(engine.message());
-      auto t1 = run(**engine, prompt, "s");
-      if (!t1) return fail(t1.message());
-      row.prefill_s = t1->timing.prefill_seconds;
-      std::vector<int32_t> next = prompt;
-      next.insert(next.end(), t1->tokens.begin(), t1->tokens.end());
-      next.push_back(d(rng));
-      (*engine)->evict_idle_sessions();  // into the host tier
-      const SessionTierStats before = (*engine)->stats().tiers;
-      row.offload_s = before.offload_seconds;
-      row.blob_bytes = before.host_bytes;
-      bar->add(1);
-      auto again = run(**engine, next, "fresh");  // no session: everything recomputed
-      if (!again) return fail(again.message());
-      row.reprefill_s = again->timing.prefill_seconds;
-      auto t2 = run(**engine, next, "s");
-      if (!t2) return fail(t2.message());
-      (*engine)->wait_idle();  // the stats snapshot then includes the last step
-      const SessionTierStats after = (*engine)->stats().tiers;
-      if (after.restores != 1 || t2->usage.cached_tokens != n)
-        return fail(fmt::format("context {}: the host tier did not restore the session (restores {}, cached {})", n,
-                                after.restores, t2->usage.cached_tokens));
-      row.host_restore_s = after.restore_seconds - before.restore_seconds;
-      row.host_ttft_s = t2->timing.prefill_seconds;
-      bar->add(1);
-    }
     // Disk tier, across a restart.
     std::error_code ec;
     fs::remove_all(disk, ec);
     f.kv_host_memory = std::string(1, '0');  // no host tier (a literal here trips a GCC 12 -Wrestrict false positive)
     f.kv_disk = disk.string();
     f.kv_disk_max = "64GiB";
-    eo = to_engine_options(f);
+    auto eo = to_engine_options(f);
     if (!eo) return fail(eo.message());
     std::vector<int32_t> next;
     {

@@ -234,6 +234,11 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
     }
   }
   EXPECT_TRUE(contains(j["verdict"].get<std::string>(), "TTFT vs rate")) << j["verdict"];
+  // Time to restore a conversation from the host tier, against re-prefilling it.
+  EXPECT_EQ(j["restore"]["context"].get<int64_t>(), 96);
+  EXPECT_GT(j["restore"]["session_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(j["restore"]["host_restore_s"].get<double>(), 0.0);
+  EXPECT_GT(j["restore"]["reprefill_s"].get<double>(), 0.0);
 }
 
 TEST(Cli, MkmodelEmbedsARealVocabulary) {

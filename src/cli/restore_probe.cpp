@@ -1,0 +1,60 @@
+#include "cli/restore_probe.h"
+
+#include <random>
+
+#include "engine/engine.h"
+
+namespace tangram::cli {
+namespace {
+
+Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, const std::string& session) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.session_id = session;
+  r.params.temperature = 0;
+  r.params.max_tokens = 1;
+  r.params.ignore_eos = true;
+  TG_ASSIGN(RequestResult out, e.generate(std::move(r)));
+  if (out.finish == FinishReason::Error) return make_error("{}", out.error);
+  return out;
+}
+
+}  // namespace
+
+Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
+                                               int64_t n_tokens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(std::min<int64_t>(model.config().vocab, 32000) - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(n_tokens));
+  for (auto& t : prompt) t = d(rng);
+  EngineFlags f = flags;
+  f.kv_host_memory = "64GiB";  // the spill area only holds what is put there
+  f.kv_disk.clear();
+  f.kv_redis.clear();
+  TG_ASSIGN(EngineOptions eo, to_engine_options(f));
+  TG_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(model, tok, eo));
+  HostRestoreTiming t;
+  t.context = n_tokens;
+  TG_ASSIGN(RequestResult t1, one_token_turn(*engine, prompt, "s"));
+  t.prefill_s = t1.timing.prefill_seconds;
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), t1.tokens.begin(), t1.tokens.end());
+  next.push_back(d(rng));
+  engine->evict_idle_sessions();  // into the host tier
+  const SessionTierStats before = engine->stats().tiers;
+  t.offload_s = before.offload_seconds;
+  t.session_bytes = before.host_bytes;
+  TG_ASSIGN(RequestResult again, one_token_turn(*engine, next, "fresh"));  // no session: all recomputed
+  t.reprefill_s = again.timing.prefill_seconds;
+  TG_ASSIGN(RequestResult t2, one_token_turn(*engine, next, "s"));
+  engine->wait_idle();  // the stats snapshot then includes the last step
+  const SessionTierStats after = engine->stats().tiers;
+  if (after.restores != 1 || t2.usage.cached_tokens != n_tokens)
+    return make_error("context {}: the host tier did not restore the session (restores {}, cached {})", n_tokens,
+                      after.restores, t2.usage.cached_tokens);
+  t.host_restore_s = after.restore_seconds - before.restore_seconds;
+  t.host_ttft_s = t2.timing.prefill_seconds;
+  return t;
+}
+
+}  // namespace tangram::cli

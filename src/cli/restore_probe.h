@@ -1,0 +1,32 @@
+// What it costs to bring an idle conversation back from the host-memory tier against recomputing
+// it: a session of n tokens is prefilled (and compressed by the flags' KV policy), moved to the
+// host tier, then its next turn is run once without it (re-prefill) and once restoring it. Shared
+// by `tangram bench-restore` (per context length) and `tangram bench` (its report's
+// time-to-restore figure).
+#pragma once
+
+#include <cstdint>
+
+#include "cli/engine_flags.h"
+#include "common/result.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tangram::cli {
+
+struct HostRestoreTiming {
+  int64_t context = 0;
+  double prefill_s = 0;       // first turn (prefill and compression)
+  double reprefill_s = 0;     // next turn without the session: time to first token
+  double host_restore_s = 0;  // the scheduler's restore time (fetch, checks, decode into the pool)
+  double host_ttft_s = 0;     // next turn's time to first token with the restore
+  double offload_s = 0;       // encoding into the host tier
+  int64_t session_bytes = 0;  // the serialised session
+};
+
+// Errors: the engine cannot be built from the flags, a turn fails, or the next turn did not
+// restore the whole session.
+Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
+                                               int64_t n_tokens, uint32_t seed);
+
+}  // namespace tangram::cli
