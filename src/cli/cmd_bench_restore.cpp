@@ -40,22 +40,6 @@ struct Row {
   int64_t blob_bytes = 0;
 };
 
-Request turn(std::vector<int32_t> prompt, const std::string& session) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.session_id = session;
-  r.params.temperature = 0;
-  r.params.max_tokens = 1;
-  r.params.ignore_eos = true;
-  return r;
-}
-
-Result<RequestResult> run(Engine& e, std::vector<int32_t> prompt, const std::string& session) {
-  TG_ASSIGN(RequestResult r, e.generate(turn(std::move(prompt), session)));
-  if (r.finish == FinishReason::Error) return make_error("{}", r.error);
-  return r;
-}
-
 }  // namespace
 
 int cmd_bench_restore(const BenchRestoreOptions& in) {
@@ -113,7 +97,7 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
     {
       auto engine = Engine::create(model, tok, *eo);
       if (!engine) return fail(engine.message());
-      auto t1 = run(**engine, prompt, "s");
+      auto t1 = one_token_turn(**engine, prompt, "s");
       if (!t1) return fail(t1.message());
       next = prompt;
       next.insert(next.end(), t1->tokens.begin(), t1->tokens.end());
@@ -122,7 +106,7 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
     {
       auto engine = Engine::create(model, tok, *eo);
       if (!engine) return fail(engine.message());
-      auto t2 = run(**engine, next, "s");
+      auto t2 = one_token_turn(**engine, next, "s");
       if (!t2) return fail(t2.message());
       (*engine)->wait_idle();
       const SessionTierStats st = (*engine)->stats().tiers;

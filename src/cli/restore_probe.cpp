@@ -5,7 +5,6 @@
 #include "engine/engine.h"
 
 namespace tangram::cli {
-namespace {
 
 Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, const std::string& session) {
   Request r;
@@ -18,8 +17,6 @@ Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, con
   if (out.finish == FinishReason::Error) return make_error("{}", out.error);
   return out;
 }
-
-}  // namespace
 
 Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
                                                int64_t n_tokens, uint32_t seed) {

@@ -9,6 +9,7 @@
 
 #include "cli/engine_flags.h"
 #include "common/result.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,6 +24,10 @@ struct HostRestoreTiming {
   double offload_s = 0;       // encoding into the host tier
   int64_t session_bytes = 0;  // the serialised session
 };
+
+// One greedy token of `prompt` as a turn of `session` (a session's next turn, timed by the
+// scheduler). Errors: the request failed.
+Result<RequestResult> one_token_turn(Engine& engine, std::vector<int32_t> prompt, const std::string& session);
 
 // Errors: the engine cannot be built from the flags, a turn fails, or the next turn did not
 // restore the whole session.

@@ -473,8 +473,10 @@ bool Scheduler::restore_session(Session& session) {
 void Scheduler::persist_session(const Session& session) {
   if (!tiers_ || !tiers_->writes_through() || !session.cache) return;
   const auto t0 = Clock::now();
-  if (encode_session_into(*session.cache, session.tokens, fingerprint_, spill_buffer_).ok())
-    tiers_->persist(session.id, spill_buffer_);  // a copy: the writer thread stores it
+  // A blob of its own (not spill_buffer_): the I/O thread keeps it until it is written.
+  std::string blob;
+  if (encode_session_into(*session.cache, session.tokens, fingerprint_, blob).ok())
+    tiers_->persist(session.id, std::move(blob));
   tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
 }
 
