@@ -66,9 +66,14 @@ std::string render_svg(const LinePlot& plot) {
                      W - R, py(y));
     o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", L - 6, py(y) + 4, y);
   }
-  // x ticks at the data points of the first series (or evenly).
+  // x ticks at the data points of the first series, or evenly when those are many (a time series).
   std::vector<double> xt;
   if (!plot.series.empty()) xt = plot.series.front().x;
+  if (xt.size() > 10 && !plot.log2_x) {
+    xt.clear();
+    const double xstep = nice_step(x1 - x0, 6);
+    for (double x = std::ceil(x0 / xstep) * xstep; x <= x1 + xstep * 1e-9; x += xstep) xt.push_back(x);
+  }
   for (double x : xt)
     o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", px(x), H - B + 18, x);
   o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);

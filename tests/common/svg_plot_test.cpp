@@ -1,0 +1,55 @@
+// SVG line plots: x ticks at the data points when there are few, evenly spaced when there are
+// many (a time series), so labels never pile up.
+#include "common/svg_plot.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace tangram {
+namespace {
+
+size_t count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string render(const LinePlot& p) {
+  const auto path = (testing::temp_dir() / "p.svg").string();
+  EXPECT_TRUE(write_svg(p, path).ok());
+  return testing::read_file(path);
+}
+
+// x tick labels sit on one baseline below the axis.
+constexpr const char* kXTick = "y=\"368\" text-anchor=\"middle\">";
+
+TEST(SvgPlot, FewPointsAreTickedWhereTheyAre) {
+  LinePlot p;
+  p.series.push_back({"a", {0.1, 0.25, 0.5, 2}, {1, 2, 3, 4}});
+  const std::string svg = render(p);
+  EXPECT_EQ(count(svg, kXTick), 4u);
+  EXPECT_NE(svg.find(std::string(kXTick) + "0.25<"), std::string::npos);
+}
+
+TEST(SvgPlot, ATimeSeriesGetsEvenTicks) {
+  LinePlot p;
+  PlotSeries s{"kv", {}, {}};
+  for (int i = 0; i < 200; ++i) {
+    s.x.push_back(0.37 * i);
+    s.y.push_back(i % 17);
+  }
+  p.series.push_back(s);
+  const std::string svg = render(p);
+  const size_t ticks = count(svg, kXTick);
+  EXPECT_GE(ticks, 4u);
+  EXPECT_LE(ticks, 12u);
+  EXPECT_NE(svg.find(std::string(kXTick) + "0<"), std::string::npos);
+  EXPECT_EQ(svg.find(std::string(kXTick) + "0.37<"), std::string::npos) << "not every point";
+}
+
+}  // namespace
+}  // namespace tangram
