@@ -2,10 +2,6 @@
 // and clean errors (non-zero exit, a message, no crash) for bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,23 +14,7 @@
 namespace tangram {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-RunResult run_tangram(const std::string& args) {
-  const std::string cmd = std::string("'") + TANGRAM_BINARY + "' " + args + " 2>&1";
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using testing::run_tangram;  // the binary with these arguments; exit code and output
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
