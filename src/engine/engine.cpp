@@ -123,6 +123,10 @@ void Engine::loop() {
       stopping = stop_;
     }
     for (auto& [id, req] : inbox) {
+      if (req.on_finish)
+        req.on_finish = [this, user = std::move(req.on_finish)](const RequestResult& r) {
+          finished_.emplace_back(user, r);
+        };
       Request keep_callbacks = req;  // submit_with_id consumes the request even on error
       if (Status st = scheduler_->submit_with_id(id, std::move(req)); !st.ok()) {
         // Checked in submit(); reaching here means a duplicate id, which cannot happen.
@@ -136,6 +140,7 @@ void Engine::loop() {
     inbox.clear();
     for (RequestId id : cancels) scheduler_->cancel(id);
     cancels.clear();
+    if (!finished_.empty()) publish_and_deliver();  // cancelled requests hear of it before the step
     for (auto& task : tasks) task(*scheduler_);
     const bool offloaded = scheduler_->offload_idle_sessions() > 0;
     if (!tasks.empty() || offloaded) {
@@ -148,19 +153,29 @@ void Engine::loop() {
     if (stopping) {
       // Every request still pending gets its on_finish (Cancelled) before the engine goes.
       scheduler_->cancel_all();
+      publish_and_deliver();
       std::lock_guard lock(mu_);
-      stats_ = scheduler_->stats();
       tasks_ran_.notify_all();  // queued tasks are dropped: their callers see stop_
       idle_now_ = true;
       idle_.notify_all();
       return;
     }
     if (!scheduler_->idle()) scheduler_->step();
+    publish_and_deliver();
     std::lock_guard lock(mu_);
-    stats_ = scheduler_->stats();
     idle_now_ = scheduler_->idle() && inbox_.empty();
     if (idle_now_) idle_.notify_all();
   }
+}
+
+void Engine::publish_and_deliver() {
+  {
+    std::lock_guard lock(mu_);
+    stats_ = scheduler_->stats();
+  }
+  std::vector<std::pair<std::function<void(const RequestResult&)>, RequestResult>> done;
+  done.swap(finished_);
+  for (auto& [callback, result] : done) callback(result);
 }
 
 }  // namespace tangram

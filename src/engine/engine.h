@@ -82,6 +82,13 @@ class Engine {
  private:
   Engine(int threads) : pool_(threads) {}
   void loop();
+  // Refreshes the stats snapshot, then runs the on_finish callbacks the scheduler produced since
+  // the last call. In that order, so anything a client reads after its answer (the metrics'
+  // running count, the pool's pages) already counts that request as finished.
+  void publish_and_deliver();
+
+  // on_finish callbacks held back by the worker until the snapshot includes them (worker only).
+  std::vector<std::pair<std::function<void(const RequestResult&)>, RequestResult>> finished_;
 
   ThreadPool pool_;
   std::unique_ptr<Scheduler> scheduler_;

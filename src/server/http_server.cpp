@@ -251,16 +251,16 @@ struct HttpServer::Impl {
                {"e2e_ms", fmt::format("{:.1f}", 1e3 * o.e2e_s)},
                {"finish", std::string(finish_reason_name(result.finish))},
                {"error", result.error}});
+    // Everything a client can read once it has its answer (metrics, the in-flight gauge, its
+    // conversation) is settled before the channel wakes the HTTP worker that answers it.
+    pending.fetch_sub(1);
     {
       std::lock_guard lock(ch.mu);
       ch.result = result;
     }
     ch.cv.notify_all();
-    pending.fetch_sub(1);
-    {
-      std::lock_guard lock(inflight_mu);
-      inflight.erase(result.id);
-    }
+    std::lock_guard lock(inflight_mu);  // last: the destructor may free *this once it is empty
+    inflight.erase(result.id);
     inflight_cv.notify_all();
   }
 
