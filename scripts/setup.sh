@@ -8,7 +8,8 @@ PACKAGES=(
   libopenblas-openmp-dev        # BLAS for prefill (OpenMP variant nests safely with our pool)
   libpcre2-dev                  # pre-tokeniser regexes (\p{L}, lookahead, JIT)
   nlohmann-json3-dev libfmt-dev libcli11-dev
-  libcpp-httplib-dev prometheus-cpp-dev   # HTTP server (SSE) and Prometheus metrics of `tangram serve`
+  libcpp-httplib-dev prometheus-cpp-dev   # HTTP client of `tangram bench-serve`; Prometheus metrics of `tangram serve`
+  zlib1g-dev                    # gzip/deflate request bodies (inflated within --max-body)
   libxxhash-dev                 # XXH3 checksums and fingerprints of serialised sessions
   libhiredis-dev                # Redis client for the shared session tier (--kv-redis)
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 ./scripts/e2e-setup.sh
 
 jobs=$(nproc)
-sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress test_server)
+sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress test_http test_server)
 cmake --preset debug
 cmake --build --preset debug -j "$jobs" --target "${sanitized[@]}"
-ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress|server)$'
+ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress|http|server)$'
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"

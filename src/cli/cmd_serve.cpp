@@ -55,6 +55,12 @@ int cmd_serve(const ServeOptions& opt) {
   so.max_body_bytes = static_cast<size_t>(*body);
   so.max_queue = opt.max_queue;
   so.http_threads = opt.http_threads;
+  auto header_bytes = parse_bytes(opt.max_header_bytes);
+  if (!header_bytes || *header_bytes < 1024) return fail("--max-header-bytes: give at least 1KiB");
+  so.max_header_bytes = static_cast<size_t>(*header_bytes);
+  so.max_headers = opt.max_headers;
+  so.max_connections = opt.max_connections;
+  so.max_connections_per_ip = opt.max_connections_per_ip;
   so.read_timeout_s = opt.read_timeout_s;
   so.write_timeout_s = opt.write_timeout_s;
   so.max_conversations = opt.max_conversations;

@@ -66,6 +66,10 @@ struct ServeOptions {
   std::string max_body = "8MiB";
   int read_timeout_s = 10;
   int write_timeout_s = 30;
+  size_t max_connections = 1024;
+  size_t max_connections_per_ip = 256;
+  size_t max_headers = 100;
+  std::string max_header_bytes = "64KiB";
   size_t max_conversations = 10000;
   std::string log_level = "info";
   SamplingParams sampling;    // defaults of requests that set nothing

@@ -190,11 +190,24 @@ int main(int argc, char** argv) {
   c_serve->add_option("--http-threads", serve.http_threads,
                       "Connection workers (0: max running + max queue + 16); each open stream holds one")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_serve->add_option("--max-body", serve.max_body, "Largest request body")->capture_default_str();
-  c_serve->add_option("--read-timeout", serve.read_timeout_s, "Seconds a request's headers or body may stall")
+  c_serve->add_option("--max-body", serve.max_body,
+                      "Largest request body, counted after chunked and gzip/deflate decoding (413 beyond)")
+      ->capture_default_str();
+  c_serve->add_option("--max-headers", serve.max_headers, "Most header fields in a request (431 beyond)")
+      ->capture_default_str()->check(CLI::Range(8, 10000));
+  c_serve->add_option("--max-header-bytes", serve.max_header_bytes, "Largest header block of a request (431 beyond)")
+      ->capture_default_str();
+  c_serve->add_option("--read-timeout", serve.read_timeout_s,
+                      "Seconds a whole request (headers and body) may take to arrive, from its first byte (408 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 3600));
   c_serve->add_option("--write-timeout", serve.write_timeout_s, "Seconds a write to a client may stall")
       ->capture_default_str()->check(CLI::Range(1, 3600));
+  c_serve->add_option("--max-connections", serve.max_connections,
+                      "Open connections at once (503 beyond; also kept below the file descriptor limit)")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  c_serve->add_option("--max-connections-per-ip", serve.max_connections_per_ip,
+                      "Open connections at once from one client address (503 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
   c_serve->add_option("--max-conversations", serve.max_conversations,
                       "Conversation records kept for reuse (least recently used dropped)")->capture_default_str();
   c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")->capture_default_str()

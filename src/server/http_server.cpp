@@ -1,7 +1,5 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "http/http_server_core.h"
 #include "server/api_error.h"
 #include "server/chat_page.h"
 #include "server/conversations.h"
@@ -78,13 +77,15 @@ std::string route_label(const std::string& path) {
 
 }  // namespace
 
+http::ServerCoreOptions core_options(const ServerOptions& o, const Engine& engine);
+
 struct HttpServer::Impl {
   Engine& engine;
   const Tokenizer& tok;
   ChatTemplate tmpl;
   ServerOptions opt;
   RequestDefaults defaults;
-  httplib::Server http;
+  http::ServerCore http;
   Conversations conversations;
   ServerMetrics metrics;
   AccessLog log;
@@ -97,28 +98,30 @@ struct HttpServer::Impl {
   std::set<RequestId> inflight;  // engine ids of this server's pending requests
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
-      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations),
-        log(opt.log_level) {
+      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), http(core_options(opt, e)),
+        conversations(opt.max_conversations), log(opt.log_level) {
     defaults.params = opt.defaults;
     defaults.vocab_size = tok.n_vocab();
   }
 
   // ---- plumbing ----------------------------------------------------------------------------
 
-  void send_error(httplib::Response& res, const ApiError& e) {
+  void send_error(http::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     res.set_content(dump_json(error_json(e)), "application/json");
   }
 
-  void send_json(httplib::Response& res, const ordered_json& j) { res.set_content(dump_json(j), "application/json"); }
+  void send_json(http::Response& res, const ordered_json& j) { res.set_content(dump_json(j), "application/json"); }
 
-  // The caller's identity: "k<i>" for the i-th API key, "local" without authentication.
-  std::optional<std::string> owner_of(const httplib::Request& req) const {
+  // The caller's identity: "k<i>" for the i-th API key, "local" without authentication. The
+  // header must be exactly "Bearer <key>" (scheme in any case, one space, nothing after the key).
+  std::optional<std::string> owner_of(const http::Request& req) const {
     if (opt.api_keys.empty()) return std::string("local");
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    const std::string auth = req.header("Authorization");
+    constexpr std::string_view prefix = "Bearer ";
+    if (auth.size() <= prefix.size() || !http::iequals(std::string_view(auth).substr(0, prefix.size()), prefix))
+      return std::nullopt;
     const std::string key = auth.substr(prefix.size());
     for (size_t i = 0; i < opt.api_keys.size(); ++i)
       if (constant_time_equal(key, opt.api_keys[i])) return fmt::format("k{}", i);
@@ -138,8 +141,8 @@ struct HttpServer::Impl {
                     "invalid_request_error", "model", "model_not_found", 0};
   }
 
-  std::optional<ApiError> session_from(const httplib::Request& req, GenerationFields& f) const {
-    const std::string header = req.get_header_value("X-Session-Id");
+  std::optional<ApiError> session_from(const http::Request& req, GenerationFields& f) const {
+    const std::string header = req.header("X-Session-Id");
     if (header.empty()) return std::nullopt;
     if (!valid_session_id(header))
       return bad_request("the X-Session-Id header must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
@@ -280,9 +283,23 @@ struct HttpServer::Impl {
       log.write(LogLevel::Warn, "session_write_slow", {{"session", g.prompt.public_id}});
   }
 
-  void respond_blocking(const Generation& g, const std::shared_ptr<Channel>& ch, httplib::Response& res) {
+  void respond_blocking(const Generation& g, const std::shared_ptr<Channel>& ch, RequestId id,
+                        const http::Request& req, http::Response& res) {
+    // Nothing is written until the answer is complete, so a client that hangs up is found by
+    // looking at its socket while waiting (a few times a second), and its request cancelled.
     std::unique_lock lock(ch->mu);
-    ch->cv.wait(lock, [&] { return ch->result.has_value(); });
+    while (!ch->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return ch->result.has_value(); })) {
+      lock.unlock();
+      const bool gone = req.peer_closed();
+      lock.lock();
+      if (gone && !ch->result) {
+        lock.unlock();
+        cancel_abandoned(*ch, id);
+        res.status = 499;  // nginx's "client closed request", for the counters
+        res.abandon = true;
+        return;
+      }
+    }
     const RequestResult r = *ch->result;
     lock.unlock();
     if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) {
@@ -298,72 +315,74 @@ struct HttpServer::Impl {
       send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
   }
 
-  void respond_streaming(const Generation& g, std::shared_ptr<Channel> ch, RequestId id, httplib::Response& res) {
+  void respond_streaming(const Generation& g, std::shared_ptr<Channel> ch, RequestId id, http::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, g, ch, id](size_t /*offset*/, httplib::DataSink& sink) {
-          const ResponseMeta m = meta_of(g);
-          const bool usage_null = g.fields.include_usage;
-          auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-          auto client_gone = [&] {
-            // Cancel at once so the pages come back; wait (bounded) for the engine to confirm.
-            metrics.count_client_disconnect();
-            engine.cancel(id);
-            std::unique_lock lock(ch->mu);
-            ch->cv.wait_for(lock, std::chrono::seconds(10), [&] { return ch->result.has_value(); });
-            return false;
-          };
-          bool ok = g.chat ? write(sse_event(chat_chunk_json(m, "assistant", "", std::nullopt, usage_null)))
-                           : (g.echo_prefix.empty() ||
-                              write(sse_event(completion_chunk_json(m, g.echo_prefix, std::nullopt, usage_null))));
-          if (!ok) return client_gone();
-          for (;;) {
-            std::string text;
-            std::optional<RequestResult> result;
-            {
-              std::unique_lock lock(ch->mu);
-              const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1),
-                                                [&] { return !ch->pending.empty() || ch->result.has_value(); });
-              text.swap(ch->pending);
-              if (ch->result && text.empty()) result = ch->result;
-              if (!woke) {
-                lock.unlock();
-                // An SSE comment: keeps proxies from timing out and finds clients that left.
-                if (!write(": keep-alive\n\n")) return client_gone();
-                continue;
-              }
-            }
-            if (!text.empty()) {
-              const ordered_json chunk = g.chat ? chat_chunk_json(m, std::nullopt, text, std::nullopt, usage_null)
-                                                : completion_chunk_json(m, text, std::nullopt, usage_null);
-              if (!write(sse_event(chunk))) return client_gone();
-              continue;
-            }
-            if (!result) continue;
-            if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
-              const ApiError e{500, "generation failed: " + (result->error.empty() ? "cancelled" : result->error),
-                               "server_error", "", "generation_failed", 0};
-              write(sse_event(ordered_json(error_json(e))));
-            } else {
-              wait_durable(g);
-              const ordered_json last = g.chat ? chat_chunk_json(m, std::nullopt, std::nullopt, result->finish, usage_null)
-                                               : completion_chunk_json(m, "", result->finish, usage_null);
-              if (!write(sse_event(last))) return false;
-              if (g.fields.include_usage) {
-                const Usage u = usage_of(*result);
-                write(sse_event(g.chat ? chat_usage_chunk_json(m, u) : completion_usage_chunk_json(m, u)));
-              }
-            }
-            write(std::string(kSseDone));
-            sink.done();
-            return true;
+    res.set_stream("text/event-stream", [this, g, ch, id](http::StreamSink& sink) {
+      const ResponseMeta m = meta_of(g);
+      const bool usage_null = g.fields.include_usage;
+      auto write = [&](const std::string& s) { return sink.write(s); };
+      auto client_gone = [&] { cancel_abandoned(*ch, id); };
+      bool ok = g.chat ? write(sse_event(chat_chunk_json(m, "assistant", "", std::nullopt, usage_null)))
+                       : (g.echo_prefix.empty() ||
+                          write(sse_event(completion_chunk_json(m, g.echo_prefix, std::nullopt, usage_null))));
+      if (!ok) return client_gone();
+      for (;;) {
+        std::string text;
+        std::optional<RequestResult> result;
+        {
+          std::unique_lock lock(ch->mu);
+          const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1),
+                                            [&] { return !ch->pending.empty() || ch->result.has_value(); });
+          text.swap(ch->pending);
+          if (ch->result && text.empty()) result = ch->result;
+          if (!woke) {
+            lock.unlock();
+            // An SSE comment: keeps proxies from timing out and finds clients that left.
+            if (!write(": keep-alive\n\n")) return client_gone();
+            continue;
           }
-        });
+        }
+        if (!text.empty()) {
+          const ordered_json chunk = g.chat ? chat_chunk_json(m, std::nullopt, text, std::nullopt, usage_null)
+                                            : completion_chunk_json(m, text, std::nullopt, usage_null);
+          if (!write(sse_event(chunk))) return client_gone();
+          continue;
+        }
+        if (!result) continue;
+        if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
+          const ApiError e{500, "generation failed: " + (result->error.empty() ? "cancelled" : result->error),
+                           "server_error", "", "generation_failed", 0};
+          write(sse_event(ordered_json(error_json(e))));
+        } else {
+          wait_durable(g);
+          const ordered_json last = g.chat ? chat_chunk_json(m, std::nullopt, std::nullopt, result->finish, usage_null)
+                                           : completion_chunk_json(m, "", result->finish, usage_null);
+          if (!write(sse_event(last))) return;
+          if (g.fields.include_usage) {
+            const Usage u = usage_of(*result);
+            write(sse_event(g.chat ? chat_usage_chunk_json(m, u) : completion_usage_chunk_json(m, u)));
+          }
+        }
+        write(std::string(kSseDone));
+        return;
+      }
+    });
   }
 
-  void run_generation(Generation& g, const httplib::Request& req, httplib::Response& res,
+  // The client of a running request left: cancel it so its pages come back, and count the
+  // disconnect once the engine has confirmed (bounded), so a client that reads /metrics after
+  // seeing the disconnect counted also sees the request gone.
+  void cancel_abandoned(Channel& ch, RequestId id) {
+    engine.cancel(id);
+    {
+      std::unique_lock lock(ch.mu);
+      ch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return ch.result.has_value(); });
+    }
+    metrics.count_client_disconnect();
+  }
+
+  void run_generation(Generation& g, const http::Request& req, http::Response& res,
                       Clock::time_point received) {
     if (auto e = check_length(g)) return send_error(res, *e);
     auto ch = std::make_shared<Channel>();
@@ -372,15 +391,14 @@ struct HttpServer::Impl {
     if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
     const RequestId id = std::get<RequestId>(submitted);
     res.set_header("X-Session-Id", g.prompt.public_id);
-    (void)req;
     if (g.fields.stream)
       respond_streaming(g, std::move(ch), id, res);
     else
-      respond_blocking(g, ch, res);
+      respond_blocking(g, ch, id, req, res);
   }
 
   // The steps both generation endpoints share: ids, the caller, the model and session fields.
-  Generation start_generation(bool chat, const httplib::Request& req, httplib::Response& res) {
+  Generation start_generation(bool chat, const http::Request& req, http::Response& res) {
     Generation g;
     g.chat = chat;
     g.request_id = random_id(chat ? "chatcmpl-" : "cmpl-");
@@ -390,13 +408,13 @@ struct HttpServer::Impl {
     return g;
   }
 
-  std::optional<ApiError> take_fields(Generation& g, GenerationFields fields, const httplib::Request& req) {
+  std::optional<ApiError> take_fields(Generation& g, GenerationFields fields, const http::Request& req) {
     g.fields = std::move(fields);
     if (auto e = check_model(g.fields.model)) return e;
     return session_from(req, g.fields);
   }
 
-  void handle_chat(const httplib::Request& req, httplib::Response& res) {
+  void handle_chat(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
     Generation g = start_generation(/*chat=*/true, req, res);
     auto parsed = parse_chat_request(req.body, defaults);
@@ -416,7 +434,7 @@ struct HttpServer::Impl {
     run_generation(g, req, res, received);
   }
 
-  void handle_completion(const httplib::Request& req, httplib::Response& res) {
+  void handle_completion(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
     Generation g = start_generation(/*chat=*/false, req, res);
     auto parsed = parse_completion_request(req.body, defaults);
@@ -440,7 +458,7 @@ struct HttpServer::Impl {
 
   // ---- the rest ------------------------------------------------------------------------------
 
-  void handle_models(const httplib::Request&, httplib::Response& res) {
+  void handle_models(const http::Request&, http::Response& res) {
     ordered_json m;
     m["id"] = opt.model_name;
     m["object"] = "model";
@@ -450,7 +468,7 @@ struct HttpServer::Impl {
     send_json(res, ordered_json{{"object", "list"}, {"data", ordered_json::array({m})}});
   }
 
-  void handle_sessions(const httplib::Request& req, httplib::Response& res) {
+  void handle_sessions(const http::Request& req, http::Response& res) {
     const std::string owner = *owner_of(req);
     const std::vector<ConversationInfo> list = conversations.list(owner);
     std::vector<SessionTiers::Location> where(list.size());
@@ -474,9 +492,9 @@ struct HttpServer::Impl {
     send_json(res, ordered_json{{"object", "list"}, {"data", data}});
   }
 
-  void handle_delete_session(const httplib::Request& req, httplib::Response& res) {
+  void handle_delete_session(const http::Request& req, http::Response& res) {
     const std::string owner = *owner_of(req);
-    const std::string id = req.matches[1];
+    const std::string id = req.params.at(0);
     auto key = conversations.erase(owner, id);
     if (!key) return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
                                               "invalid_request_error", "session_id", "session_not_found", 0});
@@ -484,73 +502,113 @@ struct HttpServer::Impl {
     send_json(res, ordered_json{{"id", id}, {"object", "session"}, {"deleted", true}});
   }
 
-  void handle_metrics(const httplib::Request&, httplib::Response& res) {
+  void handle_metrics(const http::Request&, http::Response& res) {
     res.set_content(metrics.scrape(engine.stats(), pending.load()), "text/plain; version=0.0.4; charset=utf-8");
   }
 
+  // Answers every request before its route: authentication, and refusing ambiguous headers.
+  bool check_request(const http::Request& req, http::Response& res) {
+    for (const char* once : {"Authorization", "X-Session-Id", "Content-Type"})
+      if (req.header_count(once) > 1) {
+        send_error(res, bad_request(fmt::format("the request carries the header {} more than once", once), "",
+                                    "ambiguous_header"));
+        return true;
+      }
+    if (open_path(req.path) || owner_of(req)) return false;
+    send_error(res, ApiError{401,
+                             "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a key "
+                             "given to the server's --api-key",
+                             "invalid_request_error", "", "invalid_api_key", 0});
+    return true;
+  }
+
+  // The body of an error the HTTP core answers by itself (no route, a limit, a timeout).
+  void fill_core_error(const http::Request& req, http::Response& res, const std::string& message) {
+    const int status = res.status;
+    std::string code = "bad_request";
+    switch (status) {
+      case 404: code = "not_found"; break;
+      case 405: code = "method_not_allowed"; break;
+      case 408: code = "request_timeout"; break;
+      case 413: code = "payload_too_large"; break;
+      case 414: code = "uri_too_long"; break;
+      case 415: code = "unsupported_content_encoding"; break;
+      case 431: code = "headers_too_large"; break;
+      case 500: code = "internal_error"; break;
+      case 501: code = "not_implemented"; break;
+      case 503: code = "too_many_connections"; break;
+      case 505: code = "http_version_not_supported"; break;
+      default: break;
+    }
+    if (status >= 500 && status != 503 && status != 505)
+      log.write(LogLevel::Error, "http_error", {{"path", req.path}, {"what", message}});
+    const int retry = res.header("Retry-After").empty() ? 0 : 1;
+    send_error(res, ApiError{status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code, retry});
+  }
+
+  // Counted before the response is written, so a client that reads /metrics next sees it.
+  void count_and_log(const http::Request& req, const http::Response& res) {
+    metrics.count_response(route_label(req.path), res.status);
+    const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
+    // Generations that reached the engine are logged when they finish, with their figures.
+    if (generation && (res.status == 200 || res.status == 499)) return;
+    log.write(res.status >= 500 ? LogLevel::Warn : (res.status >= 400 ? LogLevel::Info : LogLevel::Debug), "http",
+              {{"id", res.header("X-Request-Id")},
+               {"method", req.method},
+               {"path", req.path},
+               {"status", std::to_string(res.status)},
+               {"remote", req.remote_addr}});
+  }
+
   void install_routes() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (open_path(req.path) || owner_of(req)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, ApiError{401,
-                               "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a key "
-                               "given to the server's --api-key",
-                               "invalid_request_error", "", "invalid_api_key", 0});
-      return httplib::Server::HandlerResponse::Handled;
+    using http::Lane;
+    http.set_before([this](const http::Request& req, http::Response& res) { return check_request(req, res); });
+    http.set_after([this](const http::Request& req, const http::Response& res) { count_and_log(req, res); });
+    http.set_error_filler([this](const http::Request& req, http::Response& res, const std::string& message) {
+      fill_core_error(req, res, message);
     });
-    http.Post("/v1/chat/completions", [this](const auto& req, auto& res) { handle_chat(req, res); });
-    http.Post("/v1/completions", [this](const auto& req, auto& res) { handle_completion(req, res); });
-    http.Get("/v1/models", [this](const auto& req, auto& res) { handle_models(req, res); });
-    http.Get("/v1/sessions", [this](const auto& req, auto& res) { handle_sessions(req, res); });
-    http.Delete(R"(/v1/sessions/([A-Za-z0-9._:-]{1,128}))",
-                [this](const auto& req, auto& res) { handle_delete_session(req, res); });
-    http.Get("/health", [this](const auto&, auto& res) { send_json(res, ordered_json{{"status", "ok"}}); });
-    http.Get("/ready", [this](const auto&, auto& res) {
-      if (!ready.load()) return send_error(res, ApiError{503, "the server is starting or stopping", "server_error", "", "not_ready", 0});
+    // Generations may run (and stream) for minutes: they get the work lane; everything else is
+    // answered from the control lane, so health checks and metrics never wait behind them.
+    http.route("POST", "/v1/chat/completions", Lane::Work, [this](auto& req, auto& res) { handle_chat(req, res); });
+    http.route("POST", "/v1/completions", Lane::Work, [this](auto& req, auto& res) { handle_completion(req, res); });
+    http.route("GET", "/v1/models", Lane::Control, [this](auto& req, auto& res) { handle_models(req, res); });
+    http.route("GET", "/v1/sessions", Lane::Control, [this](auto& req, auto& res) { handle_sessions(req, res); });
+    http.route("DELETE", "/v1/sessions/:id", Lane::Control, [this](auto& req, auto& res) {
+      if (!valid_session_id(req.params.at(0)))
+        return send_error(res, bad_request("a session id is 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
+                                           "invalid_session_id"));
+      handle_delete_session(req, res);
+    });
+    http.route("GET", "/health", Lane::Control, [this](auto&, auto& res) { send_json(res, ordered_json{{"status", "ok"}}); });
+    http.route("GET", "/ready", Lane::Control, [this](auto&, auto& res) {
+      if (!ready.load())
+        return send_error(res, ApiError{503, "the server is starting or stopping", "server_error", "", "not_ready", 0});
       send_json(res, ordered_json{{"status", "ready"}, {"model", opt.model_name}});
     });
-    http.Get("/metrics", [this](const auto& req, auto& res) { handle_metrics(req, res); });
-    http.Get("/", [](const auto&, auto& res) { res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8"); });
-    http.Get("/favicon.ico", [](const auto&, auto& res) { res.status = 204; });
-    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;  // a handler's own error body
-      ApiError e{res.status, fmt::format("no route for {} {}", req.method, req.path), "invalid_request_error", "",
-                 "not_found", 0};
-      if (res.status == 413)
-        e = ApiError{413, fmt::format("the request body is larger than {} bytes", opt.max_body_bytes),
-                     "invalid_request_error", "", "payload_too_large", 0};
-      else if (res.status == 405 || res.status == 400)
-        e = ApiError{res.status, fmt::format("bad request: {} {}", req.method, req.path), "invalid_request_error", "",
-                     res.status == 405 ? "method_not_allowed" : "bad_request", 0};
-      send_error(res, e);
+    http.route("GET", "/metrics", Lane::Control, [this](auto& req, auto& res) { handle_metrics(req, res); });
+    http.route("GET", "/", Lane::Control, [](auto&, auto& res) {
+      res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
     });
-    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& ex) {
-        what = ex.what();
-      } catch (...) {
-      }
-      log.write(LogLevel::Error, "exception", {{"what", what}});
-      send_error(res, ApiError{500, "internal error: " + what, "server_error", "", "internal_error", 0});
-    });
-    // Counted before the response is written, so a client that reads /metrics next sees it.
-    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      metrics.count_response(route_label(req.path), res.status);
-    });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
-      // Generations that reached the engine are logged when they finish, with their figures.
-      if (generation && res.status == 200) return;
-      log.write(res.status >= 500 ? LogLevel::Warn : (res.status >= 400 ? LogLevel::Info : LogLevel::Debug), "http",
-                {{"id", res.get_header_value("X-Request-Id")},
-                 {"method", req.method},
-                 {"path", req.path},
-                 {"status", std::to_string(res.status)},
-                 {"remote", req.remote_addr}});
-    });
+    http.route("GET", "/favicon.ico", Lane::Control, [](auto&, auto& res) { res.status = 204; });
   }
 };
+
+http::ServerCoreOptions core_options(const ServerOptions& o, const Engine& engine) {
+  http::ServerCoreOptions c;
+  c.host = o.host;
+  c.port = o.port;
+  c.limits.max_body = o.max_body_bytes;
+  c.limits.max_headers = o.max_headers;
+  c.limits.max_header_bytes = o.max_header_bytes;
+  c.read_timeout_s = o.read_timeout_s;
+  c.write_timeout_s = o.write_timeout_s;
+  c.keep_alive_s = o.keep_alive_s;
+  // Each open stream holds one work thread; the queue bound keeps streams below the pool size.
+  c.work_threads = o.http_threads > 0 ? o.http_threads : engine.options().max_running + o.max_queue + 16;
+  c.max_connections = o.max_connections;
+  c.max_connections_per_ip = o.max_connections_per_ip;
+  return c;
+}
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -559,21 +617,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   if (options.max_queue < 0) return make_error("--max-queue must be >= 0, got {}", options.max_queue);
   if (options.read_timeout_s < 1 || options.write_timeout_s < 1)
     return make_error("read and write timeouts must be at least 1 s");
+  if (options.max_connections < 1 || options.max_connections_per_ip < 1)
+    return make_error("--max-connections and --max-connections-per-ip must be at least 1");
   for (const std::string& k : options.api_keys)
     if (k.empty() || k.find_first_of(" \t\r\n") != std::string::npos)
       return make_error("an API key must be non-empty and hold no whitespace");
   auto impl = std::make_unique<Impl>(engine, tokenizer, std::move(chat_template), std::move(options));
   Impl& s = *impl;
-  int threads = s.opt.http_threads;
-  if (threads <= 0) threads = engine.options().max_running + s.opt.max_queue + 16;
-  // Each open stream holds one worker; the queue bound keeps streams below the pool size.
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  s.http.set_payload_max_length(s.opt.max_body_bytes);
-  s.http.set_read_timeout(s.opt.read_timeout_s, 0);
-  s.http.set_write_timeout(s.opt.write_timeout_s, 0);
-  s.http.set_keep_alive_timeout(s.opt.keep_alive_s);
-  s.http.set_keep_alive_max_count(100);
-  s.http.set_tcp_nodelay(true);  // a stream's chunks leave at once, not after the client's delayed ACK
   s.install_routes();
   // Conversations a previous run left in the disk tier continue, by id or by their text.
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
@@ -598,23 +648,16 @@ HttpServer::~HttpServer() {
 }
 
 Result<int> HttpServer::bind() {
-  const int port = impl_->opt.port == 0 ? impl_->http.bind_to_any_port(impl_->opt.host)
-                                        : (impl_->http.bind_to_port(impl_->opt.host, impl_->opt.port) ? impl_->opt.port : -1);
-  if (port < 0)
-    return make_error("cannot listen on {}:{} (in use, or not an address of this machine); choose another --host/--port",
-                      impl_->opt.host, impl_->opt.port);
+  TG_ASSIGN(const int port, impl_->http.bind());
   impl_->port = port;
   return port;
 }
 
 Status HttpServer::serve() {
   impl_->ready = true;
-  if (!impl_->http.listen_after_bind()) {
-    impl_->ready = false;
-    return make_error("the HTTP server stopped with an error");
-  }
+  Status st = impl_->http.serve();
   impl_->ready = false;
-  return Status::Ok();
+  return st;
 }
 
 void HttpServer::stop() {

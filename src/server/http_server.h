@@ -30,8 +30,12 @@ struct ServerOptions {
   std::string model_name = "tangram";  // the id /v1/models lists and requests may name
   int max_queue = 64;                  // generation requests that may wait beyond the running ones
   int http_threads = 0;                // connection workers; 0: max_running + max_queue + 16
-  size_t max_body_bytes = size_t{8} << 20;
-  int read_timeout_s = 10;             // per read of a request (headers or body)
+  size_t max_body_bytes = size_t{8} << 20;  // of the decoded body (after chunking and gzip)
+  size_t max_headers = 100;            // header fields of a request (431 beyond)
+  size_t max_header_bytes = 64 * 1024;  // all of a request's header lines together (431 beyond)
+  size_t max_connections = 1024;       // open at once (503 beyond; kept below the fd limit)
+  size_t max_connections_per_ip = 256; // open at once from one client address
+  int read_timeout_s = 10;             // for a whole request, head and body, from its first byte
   int write_timeout_s = 30;
   int keep_alive_s = 5;
   size_t max_conversations = 10000;    // conversation records kept (least recently used dropped)

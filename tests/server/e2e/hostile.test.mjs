@@ -49,7 +49,7 @@ const cases = [
   ['deeply nested JSON', '/v1/chat/completions', '['.repeat(100000) + ']'.repeat(100000), 400],
   ['10 MB body', '/v1/chat/completions', '{"messages":[{"role":"user","content":"' + 'a'.repeat(10 << 20) + '"}]}', 413],
   ['unknown route', '/v1/engines', '{}', 404],
-  ['wrong method', '/v1/models', '{}', 404],
+  ['wrong method', '/v1/models', '{}', 405],
 ];
 
 test(`${cases.length} malformed requests each get their status and an error object`, async () => {

@@ -27,11 +27,15 @@ export function startServer(extraArgs = []) {
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   let output = '';  // the last of stdout and stderr, for the error message of a failed start
+  let log = '';     // stderr (the server's log), up to 4 MB, for tests that read it
   const keep = (text) => {
     output = (output + text).slice(-4000);
     if (verbose) process.stderr.write(text);
   };
-  child.stderr.setEncoding('utf8').on('data', keep);
+  child.stderr.setEncoding('latin1').on('data', (text) => {
+    if (log.length < (4 << 20)) log += text;
+    keep(text);
+  });
 
   return new Promise((resolve, reject) => {
     let stdoutLine = '';
@@ -60,6 +64,8 @@ export function startServer(extraArgs = []) {
       resolve({
         url: match[1],
         port,
+        pid: child.pid,
+        log: () => log,
         // kill -9: no chance to clean up (crash tests).
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
