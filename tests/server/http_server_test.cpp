@@ -330,7 +330,7 @@ TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
       {"POST", "/v1/chat/completions", "nonsense", 400},
       {"POST", "/v1/completions", "{\"prompt\": [" + std::string("1,", 0) + "99999]}", 400},
       {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-9"})", 404},
-      {"GET", "/v1/chat/completions", "", 404},
+      {"GET", "/v1/chat/completions", "", 405},  // the route exists for POST: 405 with Allow
       {"GET", "/no/such/path", "", 404},
       {"DELETE", "/v1/sessions/unknown", "", 404},
   };
