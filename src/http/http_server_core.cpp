@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -192,6 +193,7 @@ struct ServerCore::Impl {
   int epoll_fd = -1;
   int wake_fd = -1;
   std::atomic<bool> stopping{false};
+  std::optional<Clock::time_point> accept_paused_until;  // reactor only
   WorkerPool work_pool, control_pool;
   std::unordered_map<int, std::shared_ptr<Conn>> reading;  // reactor only
 
@@ -239,7 +241,13 @@ struct ServerCore::Impl {
       const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR) continue;
-        return;  // EAGAIN, or out of descriptors (the backlog keeps them until there is room)
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: the backlog keeps the connections; stop watching the listening
+          // socket for a moment rather than spin on it.
+          epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+        }
+        return;
       }
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // stream chunks leave at once
@@ -452,8 +460,7 @@ struct ServerCore::Impl {
     }
     if (after) after(req, res);
     ++c->served;
-    const bool keep = req.keep_alive() && c->served < opt.keep_alive_max_requests && !stopping.load() &&
-                      req.header_count("Expect") == 0;  // a refused Expect leaves its body unread
+    const bool keep = req.keep_alive() && c->served < opt.keep_alive_max_requests && !stopping.load();
     if (write_response(*c, req, res, keep) && keep)
       give_back(c);
     else
@@ -567,6 +574,13 @@ struct ServerCore::Impl {
         }
       }
       expire();
+      if (accept_paused_until && Clock::now() >= *accept_paused_until) {
+        accept_paused_until.reset();
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = listen_fd;
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+      }
     }
     shut_down();
     return Status::Ok();
