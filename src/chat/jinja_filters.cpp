@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "chat/jinja_access.h"
 #include "chat/jinja_builtins.h"
@@ -181,7 +182,7 @@ std::optional<double> parse_py_float(const std::string& text) {
   const std::string lower = py_lower(clean);
   const std::string body = (lower[0] == '+' || lower[0] == '-') ? lower.substr(1) : lower;
   if (body == "inf" || body == "infinity" || body == "nan") {
-    const double x = body == "nan" ? NAN : INFINITY;
+    const double x = body == "nan" ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
     return lower[0] == '-' ? -x : x;
   }
   for (char c : body)
