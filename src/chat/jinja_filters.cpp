@@ -432,7 +432,7 @@ Result<Value> min_or_max(Interpreter& in, const Value& v, const CallArgs& args, 
 Result<Value> f_max(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, true); }
 Result<Value> f_min(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, false); }
 
-Result<Value> f_replace(Interpreter&, const Value& v, const CallArgs& args) {
+Result<Value> f_replace(Interpreter& in, const Value& v, const CallArgs& args) {
   TG_ASSIGN(Bound a, bind_args(args, "replace", {"old", "new", "count"}));
   if (!a[0] || !a[1]) return make_error("replace() needs old and new strings");
   int64_t count = -1;
@@ -440,7 +440,9 @@ Result<Value> f_replace(Interpreter&, const Value& v, const CallArgs& args) {
     if (!a[2]->is_int()) return make_error("replace() count must be an integer");
     count = a[2]->as_int();
   }
-  return Value::string(py_replace(soft_str(v), soft_str(*a[0]), soft_str(*a[1]), count));
+  TG_ASSIGN(std::string out, py_replace(soft_str(v), soft_str(*a[0]), soft_str(*a[1]), count,
+                                        in.limits().max_output_bytes));
+  return Value::string(std::move(out));
 }
 
 Result<Value> f_reverse(Interpreter& in, const Value& v, const CallArgs& args) {
