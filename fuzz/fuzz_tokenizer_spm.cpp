@@ -1,7 +1,7 @@
 // Tokenizer, the SentencePiece BPE vocabulary of stories260K (512 tokens, byte fallback, add_space_prefix):
 // arbitrary bytes encoded with and without BOS/EOS and special-token parsing, every id decoded
-// back, and decode(encode(x)) == x checked where tokenizer.h promises it (plain text, special
-// tokens not parsed). The first input byte picks the flags; the rest is the text.
+// back, and decode(encode(x)) == x checked where tokenizer.h promises it (plain text without
+// U+2581, special tokens not parsed). The first input byte picks the flags; the rest is the text.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,7 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<int32_t> ids = tok.encode(text, add_special, parse_special);
   for (int32_t id : ids) TG_FUZZ_CHECK(id >= 0 && id < tok.n_vocab());
   const std::string decoded = tok.decode(ids, skip_special);
-  if (!add_special && !parse_special) TG_FUZZ_CHECK(decoded == text);
+  // SPM spells the space "▁" and decodes a literal one as a space (tokenizer.h).
+  if (!add_special && !parse_special && text.find("\xe2\x96\x81") == std::string_view::npos)
+    TG_FUZZ_CHECK(decoded == text);
 
   // Ids from the input itself, valid or not, as a client's token-list prompt gives them.
   std::vector<int32_t> raw;
