@@ -221,6 +221,13 @@ TEST(JinjaInterpreter, RuntimeGuards) {
   EXPECT_NE(r.message().find("rendered output exceeds"), std::string::npos) << r.message();
   r = render("{{ 'a' * 100000000000 }}", empty);
   EXPECT_FALSE(r.ok());
+  // Repeating a list copies its strings (found by fuzz/fuzz_jinja).
+  r = render("{{ (['a' * 60000000] * 1000) | length }}", empty);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("list repetition exceeds"), std::string::npos) << r.message();
+  r = render("{{ (['ab', [1, 2]] * 3) | length }}", empty);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(*r, "6");
   // replace() builds one string from few steps: 1e5 replacements of 1e5 bytes would be 10 GB
   // (found by fuzz/fuzz_jinja).
   for (const char* t : {"{{ ('a' * 100000).replace('a', 'b' * 100000) }}",
