@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "chat/jinja_access.h"
 #include "chat/jinja_builtins.h"
@@ -181,7 +182,7 @@ std::optional<double> parse_py_float(const std::string& text) {
   const std::string lower = py_lower(clean);
   const std::string body = (lower[0] == '+' || lower[0] == '-') ? lower.substr(1) : lower;
   if (body == "inf" || body == "infinity" || body == "nan") {
-    const double x = body == "nan" ? NAN : INFINITY;
+    const double x = body == "nan" ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
     return lower[0] == '-' ? -x : x;
   }
   for (char c : body)
@@ -431,7 +432,7 @@ Result<Value> min_or_max(Interpreter& in, const Value& v, const CallArgs& args, 
 Result<Value> f_max(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, true); }
 Result<Value> f_min(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, false); }
 
-Result<Value> f_replace(Interpreter&, const Value& v, const CallArgs& args) {
+Result<Value> f_replace(Interpreter& in, const Value& v, const CallArgs& args) {
   TG_ASSIGN(Bound a, bind_args(args, "replace", {"old", "new", "count"}));
   if (!a[0] || !a[1]) return make_error("replace() needs old and new strings");
   int64_t count = -1;
@@ -439,7 +440,9 @@ Result<Value> f_replace(Interpreter&, const Value& v, const CallArgs& args) {
     if (!a[2]->is_int()) return make_error("replace() count must be an integer");
     count = a[2]->as_int();
   }
-  return Value::string(py_replace(soft_str(v), soft_str(*a[0]), soft_str(*a[1]), count));
+  TG_ASSIGN(std::string out, py_replace(soft_str(v), soft_str(*a[0]), soft_str(*a[1]), count,
+                                        in.limits().max_output_bytes));
+  return Value::string(std::move(out));
 }
 
 Result<Value> f_reverse(Interpreter& in, const Value& v, const CallArgs& args) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "chat/jinja_builtins.h"
+#include "chat/jinja_interpreter.h"
 #include "chat/jinja_unicode.h"
 
 namespace tangram::jinja {
@@ -67,7 +68,8 @@ bool all_code_points(const std::string& s, Pred pred) {
   return std::all_of(cps.begin(), cps.end(), pred);
 }
 
-Result<Value> string_method(const std::string& s, std::string_view name, const CallArgs& args) {
+// max_bytes bounds any string a method builds (the interpreter's output limit).
+Result<Value> string_method(const std::string& s, std::string_view name, const CallArgs& args, size_t max_bytes) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     TG_ASSIGN(auto a, bind_args(args, name, {"chars"}));
     TG_ASSIGN(const std::string* chars, optional_string(a[0], "chars"));
@@ -95,7 +97,8 @@ Result<Value> string_method(const std::string& s, std::string_view name, const C
     if (!a[0] || !a[1] || !a[0]->is_string() || !a[1]->is_string())
       return make_error("replace() takes two str arguments");
     TG_ASSIGN(int64_t count, optional_int(a[2], -1, "count"));
-    return Value::string(py_replace(s, a[0]->as_string(), a[1]->as_string(), count));
+    TG_ASSIGN(std::string out, py_replace(s, a[0]->as_string(), a[1]->as_string(), count, max_bytes));
+    return Value::string(std::move(out));
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     TG_ASSIGN(auto a, bind_args(args, name, {}));
@@ -173,7 +176,7 @@ Result<Value> dict_method(const Value& obj, std::string_view name, const CallArg
 
 // Markup's wrapped str methods: string arguments are escaped (except for the split family) and
 // the result is Markup again.
-Result<Value> markup_method(const Value& obj, std::string_view name, const CallArgs& args) {
+Result<Value> markup_method(const Value& obj, std::string_view name, const CallArgs& args, size_t max_bytes) {
   CallArgs escaped = args;
   const bool splits = name == "split" || name == "rsplit" || name == "splitlines";  // no escaping
   for (Value& v : escaped.positional)
@@ -181,7 +184,7 @@ Result<Value> markup_method(const Value& obj, std::string_view name, const CallA
   for (auto& kv : escaped.keyword)
     if (!splits && kv.second.is_string() && !kv.second.is_markup())
       kv.second = Value::markup(html_escape(kv.second.as_string()));
-  TG_ASSIGN(Value r, string_method(obj.as_string(), name, escaped));
+  TG_ASSIGN(Value r, string_method(obj.as_string(), name, escaped, max_bytes));
   if (r.is_string()) return Value::markup(r.as_string());
   if (r.is_list()) {  // split/rsplit/splitlines give lists of Markup
     List parts;
@@ -206,9 +209,10 @@ MethodKind method_kind(const Value& obj, std::string_view name) {
   return MethodKind::kNone;
 }
 
-Result<Value> call_method(Interpreter& /*in*/, const Value& obj, std::string_view name, const CallArgs& args) {
-  if (obj.is_markup() && contains(kMarkupPreservingMethods, name)) return markup_method(obj, name, args);
-  if (obj.is_string()) return string_method(obj.as_string(), name, args);
+Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name, const CallArgs& args) {
+  const size_t max_bytes = in.limits().max_output_bytes;
+  if (obj.is_markup() && contains(kMarkupPreservingMethods, name)) return markup_method(obj, name, args, max_bytes);
+  if (obj.is_string()) return string_method(obj.as_string(), name, args, max_bytes);
   if (obj.is_dict()) return dict_method(obj, name, args);
   return make_error("'{}' object has no method '{}'", type_name(obj), name);
 }

@@ -28,8 +28,11 @@ Result<Value> repeat(const Value& seq, int64_t times, size_t max_bytes) {
     return seq.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
   }
   const List& items = seq.as_list();
-  if (!items.empty() && n > max_bytes / (items.size() * sizeof(Value)))
-    return make_error("list repetition exceeds the size limit");
+  // A Value holds its string by value, so each copy of the list copies its strings' bytes too
+  // (["a" * 60000000] * 1000 would be 60 GB); nested lists and dicts are shared.
+  size_t item_bytes = 0;
+  for (const Value& v : items) item_bytes += sizeof(Value) + (v.is_string() ? v.as_string().size() : 0);
+  if (item_bytes > 0 && n > max_bytes / item_bytes) return make_error("list repetition exceeds the size limit");
   List out;
   out.reserve(items.size() * n);
   for (uint64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());

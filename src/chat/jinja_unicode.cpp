@@ -250,14 +250,19 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   return lines;
 }
 
-std::string py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
+Result<std::string> py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count,
+                               size_t max_bytes) {
   std::string out;
+  // Checked before each append, so the string never grows past the limit.
+  const auto too_long = [&](size_t more) { return more > max_bytes || out.size() > max_bytes - more; };
+  const auto fail = [&] { return make_error("replace() result exceeds {} bytes", max_bytes); };
   if (from.empty()) {
     // Python inserts `to` between code points and at both ends.
     const std::u32string cps = decode_utf8(s);
     int64_t done = 0;
     for (size_t i = 0; i <= cps.size(); ++i) {
       if (count < 0 || done < count) {
+        if (too_long(to.size() + 4)) return fail();
         out += to;
         ++done;
       }
@@ -270,11 +275,13 @@ std::string py_replace(std::string_view s, std::string_view from, std::string_vi
   while (count < 0 || done < count) {
     const size_t hit = s.find(from, start);
     if (hit == std::string_view::npos) break;
+    if (too_long(hit - start + to.size())) return fail();
     out.append(s.substr(start, hit - start));
     out.append(to);
     start = hit + from.size();
     ++done;
   }
+  if (too_long(s.size() - start)) return fail();
   out.append(s.substr(start));
   return out;
 }

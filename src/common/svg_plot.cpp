@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,7 @@ std::string render_svg(const LinePlot& plot) {
   constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50;
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   auto fx = [&](double x) { return plot.log2_x ? std::log2(std::max(x, 1e-9)) : x; };
-  double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y1 = 0;
   for (const auto& s : plot.series)
     for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
       x0 = std::min(x0, fx(s.x[i]));

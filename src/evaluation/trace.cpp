@@ -1,7 +1,9 @@
 #include "evaluation/trace.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <unordered_map>
 
@@ -144,26 +146,34 @@ Status save_trace(const std::vector<Conversation>& conversations, const std::str
   return Status::Ok();
 }
 
-Result<std::vector<Conversation>> load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("trace {}: cannot open for reading", path);
+Result<std::vector<Conversation>> parse_trace(std::string_view text, const std::string& name) {
   std::vector<Conversation> out;
   std::unordered_map<std::string, size_t> seen;  // id -> line number
-  std::string line;
   size_t line_no = 0;
-  while (std::getline(in, line)) {
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string line(text.substr(start, end - start));
+    start = end + 1;
     ++line_no;
     if (is_blank(line)) continue;
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return make_error("{}:{}: not valid JSON", path, line_no);
+    if (j.is_discarded()) return make_error("{}:{}: not valid JSON", name, line_no);
     Result<Conversation> c = parse_conversation(j, line_no);
-    if (!c.ok()) return make_error("{}:{}: {}", path, line_no, c.message());
+    if (!c.ok()) return make_error("{}:{}: {}", name, line_no, c.message());
     if (auto [it, inserted] = seen.emplace(c->id, line_no); !inserted)
-      return make_error("{}:{}: id '{}' already used on line {}", path, line_no, c->id, it->second);
+      return make_error("{}:{}: id '{}' already used on line {}", name, line_no, c->id, it->second);
     out.push_back(std::move(c).value());
   }
-  if (in.bad()) return make_error("trace {}: read failed after line {}", path, line_no);
   return out;
+}
+
+Result<std::vector<Conversation>> load_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("trace {}: cannot open for reading", path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error("trace {}: read failed", path);
+  return parse_trace(text, path);
 }
 
 }  // namespace tangram

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -32,5 +33,7 @@ namespace tangram {
 Status save_trace(const std::vector<Conversation>& conversations, const std::string& path);
 // Reads a JSONL trace; the first malformed line is reported with its line number.
 Result<std::vector<Conversation>> load_trace(const std::string& path);
+// The same from the file's text; `name` stands in for the path in messages.
+Result<std::vector<Conversation>> parse_trace(std::string_view text, const std::string& name);
 
 }  // namespace tangram

@@ -71,7 +71,8 @@ inline float fp16_to_fp32(uint16_t h) {
 
 inline uint16_t fp32_to_fp16(float f) {
 #if defined(__F16C__)
-  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+  // _cvtss_sh spelled out: clang's macro for it is a C99 compound literal (-Wpedantic).
+  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
 #else
   return fp32_to_fp16_portable(f);
 #endif

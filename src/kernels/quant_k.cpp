@@ -106,7 +106,8 @@ FitSums fit_sums(const float* x, int n, float inv, float offset, float lo, float
     sx = _mm256_add_ps(sx, xv);
     sqx = _mm256_fmadd_ps(q, xv, sqx);
   }
-  return {simd::hsum(sq), simd::hsum(sqq), simd::hsum(sx), simd::hsum(sqx)};
+  return {static_cast<double>(simd::hsum(sq)), static_cast<double>(simd::hsum(sqq)),
+          static_cast<double>(simd::hsum(sx)), static_cast<double>(simd::hsum(sqx))};
 #else
   float sq[kLanes] = {}, sqq[kLanes] = {}, sx[kLanes] = {}, sqx[kLanes] = {};
   for (int i = 0; i < n; i += kLanes) {

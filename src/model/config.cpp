@@ -121,7 +121,7 @@ Result<ModelConfig> read_model_config(const GgufFile& g) {
     return make_error("{}: rope.dimension_count {} is odd", g.path(), rope_dim);
   TG_ASSIGN(const double rope_base, r.optional_float("rope.freq_base", 10000.0, 1.0, 1e12));
   TG_ASSIGN(const double eps, r.optional_float("attention.layer_norm_rms_epsilon",
-                                                info->default_eps, 0.0, 1.0));
+                                                static_cast<double>(info->default_eps), 0.0, 1.0));
   TG_ASSIGN(const int64_t ctx, r.required_int("context_length", 1, kMaxContext));
 
   c.n_layers = static_cast<int>(n_layers);

@@ -4,7 +4,8 @@
 // Invalid UTF-8 input never fails: SPM encodes each malformed byte as its <0xNN> byte token (UNK
 // when the vocabulary has none); byte-level BPE encodes malformed bytes through their byte-level
 // tokens. Either way decode(encode(x)) gives x back byte for byte when the vocabulary has byte
-// tokens. Ids outside the vocabulary decode to nothing.
+// tokens, except that SPM decodes a literal U+2581 ("▁", its own spelling of the space) as a
+// space, as SentencePiece and llama.cpp do. Ids outside the vocabulary decode to nothing.
 #pragma once
 
 #include <cstdint>

@@ -221,6 +221,22 @@ TEST(JinjaInterpreter, RuntimeGuards) {
   EXPECT_NE(r.message().find("rendered output exceeds"), std::string::npos) << r.message();
   r = render("{{ 'a' * 100000000000 }}", empty);
   EXPECT_FALSE(r.ok());
+  // Repeating a list copies its strings (found by fuzz/fuzz_jinja).
+  r = render("{{ (['a' * 60000000] * 1000) | length }}", empty);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("list repetition exceeds"), std::string::npos) << r.message();
+  r = render("{{ (['ab', [1, 2]] * 3) | length }}", empty);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(*r, "6");
+  // replace() builds one string from few steps: 1e5 replacements of 1e5 bytes would be 10 GB
+  // (found by fuzz/fuzz_jinja).
+  for (const char* t : {"{{ ('a' * 100000).replace('a', 'b' * 100000) }}",
+                        "{{ ('a' * 100000) | replace('a', 'b' * 100000) }}",
+                        "{{ ('a' * 100000).replace('', 'b' * 100000) }}"}) {
+    r = render(t, empty);
+    ASSERT_FALSE(r.ok()) << t;
+    EXPECT_NE(r.message().find("replace() result exceeds"), std::string::npos) << r.message();
+  }
 
   // Values can't nest without bound through namespace assignment, nor hold namespaces.
   r = render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}", empty);

@@ -46,9 +46,14 @@ TEST(JinjaUnicode, CaseMapping) {
 }
 
 TEST(JinjaUnicode, Replace) {
-  EXPECT_EQ(py_replace("aaa", "", "-", -1), "-a-a-a-");
-  EXPECT_EQ(py_replace("aaa", "", "-", 2), "-a-aa");
-  EXPECT_EQ(py_replace("abcabc", "b", "XX", 1), "aXXcabc");
+  EXPECT_EQ(py_replace("aaa", "", "-", -1, 100).value(), "-a-a-a-");
+  EXPECT_EQ(py_replace("aaa", "", "-", 2, 100).value(), "-a-aa");
+  EXPECT_EQ(py_replace("abcabc", "b", "XX", 1, 100).value(), "aXXcabc");
+  // The result may not grow past the limit, whichever way it grows.
+  EXPECT_EQ(py_replace("abcabc", "b", "XX", -1, 8).value(), "aXXcaXXc");
+  EXPECT_FALSE(py_replace("abcabc", "b", "XX", -1, 7).ok());
+  EXPECT_FALSE(py_replace("aaaa", "", "--", -1, 9).ok());
+  EXPECT_FALSE(py_replace(std::string(100, 'x'), "y", "z", -1, 99).ok());
 }
 
 TEST(JinjaValue, PythonFloatRepr) {

@@ -1,0 +1,62 @@
+// OpenAI request parser: arbitrary bytes as the body of /v1/chat/completions and /v1/completions.
+// A body is either refused with an ApiError (whose JSON the server must be able to send) or
+// parsed into a request whose values the engine accepts without further checks; a parsed chat
+// request is rendered with a built-in template, as the server does next.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "chat/chat_template.h"
+#include "fuzz_support.h"
+#include "server/openai_request.h"
+
+using namespace tangram;
+using namespace tangram::server;
+
+namespace {
+
+void check_error(const ApiError& e) {
+  TG_FUZZ_CHECK(e.status >= 400 && e.status < 600);
+  TG_FUZZ_CHECK(!e.message.empty());
+  // The server sends this body; user bytes quoted in the message may be invalid UTF-8.
+  const std::string body = error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  TG_FUZZ_CHECK(!body.empty());
+}
+
+void check_fields(const GenerationFields& gen) {
+  TG_FUZZ_CHECK(gen.params.validate().ok());
+  TG_FUZZ_CHECK(gen.session_id.empty() || valid_session_id(gen.session_id));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const ChatTemplate chatml = ChatTemplate::builtin("chatml").value();
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  RequestDefaults defaults;
+  defaults.vocab_size = 512;
+
+  auto chat = parse_chat_request(body, defaults);
+  if (const auto* e = std::get_if<ApiError>(&chat)) {
+    check_error(*e);
+  } else {
+    const auto& req = std::get<ChatCompletionRequest>(chat);
+    check_fields(req.gen);
+    TG_FUZZ_CHECK(!req.messages.empty());
+    (void)chatml.render(req.messages, true, "<s>", "</s>");
+  }
+
+  auto completion = parse_completion_request(body, defaults);
+  if (const auto* e = std::get_if<ApiError>(&completion)) {
+    check_error(*e);
+  } else {
+    const auto& req = std::get<CompletionRequest>(completion);
+    check_fields(req.gen);
+    if (const auto* ids = std::get_if<std::vector<int32_t>>(&req.prompt)) {
+      TG_FUZZ_CHECK(!ids->empty());
+      for (int32_t id : *ids) TG_FUZZ_CHECK(id >= 0 && id < defaults.vocab_size);
+    }
+  }
+  return 0;
+}
