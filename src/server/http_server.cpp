@@ -85,6 +85,7 @@ struct HttpServer::Impl {
   ServerOptions opt;
   RequestDefaults defaults;
   httplib::Server http;
+  std::vector<std::string> owner_ids;  // the owner of each --api-key, in order
   Conversations conversations;
   ServerMetrics metrics;
   AccessLog log;
@@ -97,8 +98,9 @@ struct HttpServer::Impl {
   std::set<RequestId> inflight;  // engine ids of this server's pending requests
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
-      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations),
+      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
         log(opt.log_level) {
+    for (size_t i = 0; i < opt.api_keys.size(); ++i) owner_ids.push_back(fmt::format("k{}", i));
     defaults.params = opt.defaults;
     defaults.vocab_size = tok.n_vocab();
   }
@@ -121,7 +123,7 @@ struct HttpServer::Impl {
     if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
     const std::string key = auth.substr(prefix.size());
     for (size_t i = 0; i < opt.api_keys.size(); ++i)
-      if (constant_time_equal(key, opt.api_keys[i])) return fmt::format("k{}", i);
+      if (constant_time_equal(key, opt.api_keys[i])) return owner_ids[i];
     return std::nullopt;
   }
 
@@ -195,7 +197,11 @@ struct HttpServer::Impl {
     r.on_finish = [this, ch, g](const RequestResult& result) { finished(g, *ch, result); };
     // Registered before submit so that on_finish (which may run at once) finds the id.
     std::lock_guard lock(inflight_mu);
-    auto id = engine.submit(std::move(r));
+    Result<RequestId> id = make_error("not submitted");
+    if (auto gone = conversations.submit_if_current(g.owner, g.prompt, [&] { id = engine.submit(std::move(r)); })) {
+      pending.fetch_sub(1);
+      return *gone;  // deleted since it was resolved
+    }
     if (!id) {
       pending.fetch_sub(1);
       return bad_request(id.message(), g.chat ? "messages" : "prompt", "invalid_request");
@@ -220,7 +226,9 @@ struct HttpServer::Impl {
         spelled += piece.size();
         tokens.push_back(t);
       }
-      conversations.record(g.owner, g.prompt.public_id, std::move(text), std::move(tokens));
+      conversations.record(g.owner, g.prompt, std::move(text), std::move(tokens));
+    } else {
+      conversations.abandon(g.owner, g.prompt);
     }
     const auto now = Clock::now();
     RequestObservation o;
@@ -365,11 +373,16 @@ struct HttpServer::Impl {
 
   void run_generation(Generation& g, const httplib::Request& req, httplib::Response& res,
                       Clock::time_point received) {
-    if (auto e = check_length(g)) return send_error(res, *e);
+    // A request refused here leaves no conversation record behind (nor one to evict others).
+    auto refuse = [&](const ApiError& e) {
+      conversations.abandon(g.owner, g.prompt);
+      send_error(res, e);
+    };
+    if (auto e = check_length(g)) return refuse(*e);
     auto ch = std::make_shared<Channel>();
     ch->received = received;
     auto submitted = submit(g, ch);
-    if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
+    if (auto* e = std::get_if<ApiError>(&submitted)) return refuse(*e);
     const RequestId id = std::get<RequestId>(submitted);
     res.set_header("X-Session-Id", g.prompt.public_id);
     (void)req;
@@ -477,10 +490,12 @@ struct HttpServer::Impl {
   void handle_delete_session(const httplib::Request& req, httplib::Response& res) {
     const std::string owner = *owner_of(req);
     const std::string id = req.matches[1];
-    auto key = conversations.erase(owner, id);
-    if (!key) return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
-                                              "invalid_request_error", "session_id", "session_not_found", 0});
-    engine.drop_session(*key);  // false while a request of it runs: its KV then stays until evicted
+    if (!conversations.erase(owner, id))
+      return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
+                                      "invalid_request_error", "session_id", "session_not_found", 0});
+    // The erase queued the engine's drop (a turn still running is cancelled, every page freed,
+    // every tier's copy erased); the answer waits for it, so the delete is final once answered.
+    engine.wait_tasks();
     send_json(res, ordered_json{{"id", id}, {"object", "session"}, {"deleted", true}});
   }
 
@@ -578,7 +593,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   // Conversations a previous run left in the disk tier continue, by id or by their text.
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
   engine.run_on_worker([&](Scheduler& sch) { named = sch.named_sessions(); });
-  if (const size_t restored = s.conversations.restore(named, tokenizer); restored > 0)
+  // Only sessions of the keys given now: one whose key is gone stays unreachable.
+  std::set<std::string> owners(s.owner_ids.begin(), s.owner_ids.end());
+  if (owners.empty()) owners.insert("local");
+  if (const size_t restored = s.conversations.restore(named, tokenizer, owners); restored > 0)
     s.log.write(LogLevel::Info, "sessions_restored", {{"conversations", std::to_string(restored)}});
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

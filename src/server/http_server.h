@@ -34,7 +34,7 @@ struct ServerOptions {
   int read_timeout_s = 10;             // per read of a request (headers or body)
   int write_timeout_s = 30;
   int keep_alive_s = 5;
-  size_t max_conversations = 10000;    // conversation records kept (least recently used dropped)
+  size_t max_conversations = 10000;    // conversation records kept per API key (its least recently used dropped)
   LogLevel log_level = LogLevel::Info;
   SamplingParams defaults;             // sampling defaults of a request that sets nothing
 };
