@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/sha256.h"
 #include "server/api_error.h"
 #include "server/chat_page.h"
 #include "server/conversations.h"
@@ -60,6 +61,15 @@ struct Generation {
   std::string echo_prefix;   // completions with echo: the prompt text
 };
 
+// The owner id of an API key: a digest of the key itself, never its position in --api-key, so
+// that a conversation (its engine key, disk file and Redis key) stays with its key across
+// restarts and replicas whatever the list, and a key that is gone owns nothing anyone can reach.
+// 128 bits of SHA-256 (domain-separated): collision-free in practice, and the key is not
+// recoverable from logs, file headers or Redis keys.
+std::string owner_id(const std::string& api_key) {
+  return "key-" + sha256_hex("tangram-owner\n" + api_key).substr(0, 32);
+}
+
 bool constant_time_equal(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -85,7 +95,7 @@ struct HttpServer::Impl {
   ServerOptions opt;
   RequestDefaults defaults;
   httplib::Server http;
-  std::vector<std::string> owner_ids;  // the owner of each --api-key, in order
+  std::vector<std::string> owner_ids;  // owner_id of each --api-key, in order
   Conversations conversations;
   ServerMetrics metrics;
   AccessLog log;
@@ -100,7 +110,7 @@ struct HttpServer::Impl {
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
       : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
         log(opt.log_level) {
-    for (size_t i = 0; i < opt.api_keys.size(); ++i) owner_ids.push_back(fmt::format("k{}", i));
+    for (const std::string& k : opt.api_keys) owner_ids.push_back(owner_id(k));
     defaults.params = opt.defaults;
     defaults.vocab_size = tok.n_vocab();
   }
@@ -115,7 +125,7 @@ struct HttpServer::Impl {
 
   void send_json(httplib::Response& res, const ordered_json& j) { res.set_content(dump_json(j), "application/json"); }
 
-  // The caller's identity: "k<i>" for the i-th API key, "local" without authentication.
+  // The caller's identity: its API key's owner_id, "local" without authentication.
   std::optional<std::string> owner_of(const httplib::Request& req) const {
     if (opt.api_keys.empty()) return std::string("local");
     const std::string auth = req.get_header_value("Authorization");

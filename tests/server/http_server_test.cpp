@@ -421,6 +421,35 @@ TEST(HttpServer, FailedRequestsLeaveNothingAndTheLimitIsPerKey) {
   EXPECT_EQ(s->engine->stats().sessions, 6u);
 }
 
+// Owners are digests of the keys, not their positions: with key A removed from the list, B keeps
+// its own conversations (found on disk) and never gets A's.
+TEST(HttpServer, RemovingAKeyHandsItsSessionsToNoOne) {
+  const std::string dir = (tangram::testing::temp_dir() / "kv-owners").string();
+  const auto as = [](const std::string& key, const std::string& id) {
+    return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
+  };
+  const json story = json{{"prompt", "Once upon a time there was a little girl"}, {"max_tokens", 4}};
+  {
+    ServerOptions so;
+    so.api_keys = {"key-a", "key-b"};
+    auto s = start(so, 8, dir);
+    auto c = s->client();
+    (void)post_json(c, "/v1/completions", story, 200, as("key-a", "a-chat"));
+    (void)post_json(c, "/v1/completions", story, 200, as("key-b", "b-chat"));
+  }
+  ServerOptions so;
+  so.api_keys = {"key-b"};
+  auto s = start(so, 8, dir);
+  auto c = s->client();
+  const json listed = json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"];
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["id"], "b-chat");
+  const json b = post_json(c, "/v1/completions", story, 200, as("key-b", "b-chat"));
+  EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+  const json a = post_json(c, "/v1/completions", story, 200, as("key-b", "a-chat"));
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);  // a new conversation of B's
+}
+
 TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   ServerOptions so;
   so.max_body_bytes = 1 << 20;
