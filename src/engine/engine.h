@@ -77,6 +77,11 @@ class Engine {
   void drop_session_later(const std::string& id);
   // Returns once every task queued before this call (run_on_worker, drop_session_later) has run.
   void wait_tasks();
+  // Tasks queued so far (tests: to know that another thread's task is queued).
+  uint64_t tasks_queued() const {
+    std::lock_guard lock(mu_);
+    return tasks_queued_;
+  }
   // Waits (bounded) until a finished turn's session is written through to disk and Redis (see
   // SessionTiers); true when it is or there is nothing to write. Any thread; never the worker's.
   bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {

@@ -363,9 +363,40 @@ TEST(HttpServer, DeletingARunningSessionIsFinal) {
                     json{{"prompt", "Once upon a time there was"}, {"max_tokens", 100000}, {"ignore_eos", true},
                          {"stream", true}});
     ASSERT_TRUE(held.wait_first_chunk());
-    auto del = c.Delete("/v1/sessions/doomed");
-    ASSERT_TRUE(del);
-    EXPECT_EQ(del->status, 200);
+    // The turn must still be running when the delete lands: the worker is held in a task (no
+    // step runs) until the DELETE's own engine task is queued behind it.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool frozen = false, thaw = false;
+    std::thread freezer([&] {
+      s->engine->run_on_worker([&](Scheduler&) {
+        std::unique_lock lock(mu);
+        frozen = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return thaw; });
+      });
+    });
+    uint64_t queued = 0;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return frozen; });
+      queued = s->engine->tasks_queued();
+    }
+    EXPECT_EQ(s->engine->stats().running, 1);  // still generating (a 2048-token context at most)
+    int del_status = 0;
+    std::thread deleter([&] {
+      auto del = s->client().Delete("/v1/sessions/doomed");
+      if (del) del_status = del->status;
+    });
+    while (s->engine->tasks_queued() == queued) std::this_thread::yield();  // the DELETE's drop is queued
+    {
+      std::lock_guard lock(mu);
+      thaw = true;
+    }
+    cv.notify_all();
+    freezer.join();
+    deleter.join();
+    EXPECT_EQ(del_status, 200);
     // Answered once the turn is cancelled and its pages are back.
     EXPECT_EQ(s->engine->stats().pool.used_pages, 0);
     EXPECT_EQ(s->engine->stats().sessions, 0u);
