@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "server/conversations.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -147,7 +149,7 @@ TEST(Conversations, TheLimitIsPerKey) {
   Conversations c(2, [&](const std::string& key) { forgotten.push_back(key); });
   turn(c, "A", "a1");
   turn(c, "A", "a2");
-  for (int i = 0; i < 25; ++i) turn(c, "B", "b" + std::to_string(i));
+  for (int i = 0; i < 25; ++i) turn(c, "B", fmt::format("b{}", i));
   EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"a1", "a2"}));
   EXPECT_EQ(ids_of(c, "B"), (std::vector<std::string>{"b23", "b24"}));
   EXPECT_EQ(forgotten.size(), 23u);
@@ -163,7 +165,7 @@ TEST(Conversations, FailedRequestsLeaveNothing) {
   turn(c, "A", "a2");
   for (int i = 0; i < 5; ++i) {
     ResolvedPrompt p;
-    ASSERT_FALSE(c.resolve_text("A", "new-" + std::to_string(i), "x", false, tok(), p));
+    ASSERT_FALSE(c.resolve_text("A", fmt::format("new-{}", i), "x", false, tok(), p));
     EXPECT_TRUE(p.created);
     c.abandon("A", p);
   }

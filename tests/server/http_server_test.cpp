@@ -16,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -429,18 +430,18 @@ TEST(HttpServer, FailedRequestsLeaveNothingAndTheLimitIsPerKey) {
     return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
   };
   for (int i = 0; i < 3; ++i)
-    (void)post_json(c, "/v1/completions", json{{"prompt", "Once upon a time " + std::to_string(i)}, {"max_tokens", 4}},
-                    200, as("key-a", "a" + std::to_string(i)));
+    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("Once upon a time {}", i)}, {"max_tokens", 4}},
+                    200, as("key-a", fmt::format("a{}", i)));
   const std::vector<int> too_long(3000, 5);
   for (int i = 0; i < 25; ++i) {
-    const json e = post_json(c, "/v1/completions", json{{"prompt", too_long}}, 400, as("key-b", "b" + std::to_string(i)));
+    const json e = post_json(c, "/v1/completions", json{{"prompt", too_long}}, 400, as("key-b", fmt::format("b{}", i)));
     EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
   }
   EXPECT_TRUE(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].empty());
   EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-a", "x"))->body)["data"].size(), 3u);
   for (int i = 0; i < 5; ++i)
-    (void)post_json(c, "/v1/completions", json{{"prompt", "The dog " + std::to_string(i)}, {"max_tokens", 4}}, 200,
-                    as("key-b", "b" + std::to_string(i)));
+    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("The dog {}", i)}, {"max_tokens", 4}}, 200,
+                    as("key-b", fmt::format("b{}", i)));
   EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].size(), 3u);
   // A keeps its reuse.
   const json a0 = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time 0 and"}, {"max_tokens", 2}}, 200,
