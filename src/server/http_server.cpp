@@ -108,7 +108,9 @@ struct HttpServer::Impl {
   std::set<RequestId> inflight;  // engine ids of this server's pending requests
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
-      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
+      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)),
+        // A record that goes takes its KV with it; queued, as it runs under the records' lock.
+        conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
         log(opt.log_level) {
     for (const std::string& k : opt.api_keys) owner_ids.push_back(owner_id(k));
     defaults.params = opt.defaults;
