@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
                       "Open connections at once from one client address (503 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1000000));
   c_serve->add_option("--max-conversations", serve.max_conversations,
-                      "Conversation records kept for reuse (least recently used dropped)")->capture_default_str();
+                      "Conversation records kept for reuse per API key (its least recently used dropped, with its KV)")->capture_default_str();
   c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
   add_engine_options(c_serve, serve.engine);

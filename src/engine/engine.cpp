@@ -24,10 +24,13 @@ Engine::~Engine() {
 
 Result<RequestId> Engine::submit(Request request) {
   TG_TRY(scheduler_->validate(request));  // reads only state fixed at creation
-  const RequestId id = next_id_.fetch_add(1);
+  RequestId id = 0;
   {
+    // The id is taken under the lock that queues it, so ids follow the inbox's order (which
+    // drop_session_later relies on).
     std::lock_guard lock(mu_);
     if (stop_) return make_error("the engine is shutting down");
+    id = next_id_.fetch_add(1);
     inbox_.emplace_back(id, std::move(request));
     idle_now_ = false;
   }
@@ -87,8 +90,25 @@ void Engine::evict_idle_sessions() {
 
 bool Engine::drop_session(const std::string& id) {
   bool dropped = false;
-  run_on_worker([&](Scheduler& s) { dropped = s.drop_session(id); });
+  const RequestId before = next_id_.load();
+  run_on_worker([&](Scheduler& s) { dropped = s.drop_session(id, before); });
   return dropped;
+}
+
+void Engine::drop_session_later(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (stop_) return;
+  // Ids are handed out in submission order, so this bound tells the requests submitted before
+  // this call from later ones.
+  tasks_.push_back([id, before = next_id_.load()](Scheduler& s) { s.drop_session(id, before); });
+  ++tasks_queued_;
+  wake_.notify_all();
+}
+
+void Engine::wait_tasks() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = tasks_queued_;
+  tasks_ran_.wait(lock, [&] { return tasks_done_ >= target || stop_; });
 }
 
 bool Engine::run_on_worker(std::function<void(Scheduler&)> task) {

@@ -68,8 +68,20 @@ class Engine {
   // For admin work the scheduler is not thread-safe for: dropping a session, inspecting one.
   // Returns false if the task did not run.
   bool run_on_worker(std::function<void(Scheduler&)> task);
-  // Drops a session and frees its cache; false if unknown or busy (a request of it is pending).
+  // Drops a session for good (Scheduler::drop_session): the requests of it submitted so far are
+  // cancelled, its pages freed, its tier copies erased; returns once done. False if unknown.
   bool drop_session(const std::string& id);
+  // The same, queued without waiting (any thread, also the worker's own callbacks, and under
+  // locks the worker may need). It cancels the session's requests submitted before this call
+  // only: a request submitted after it (a new conversation under the same id) is left alone.
+  void drop_session_later(const std::string& id);
+  // Returns once every task queued before this call (run_on_worker, drop_session_later) has run.
+  void wait_tasks();
+  // Tasks queued so far (tests: to know that another thread's task is queued).
+  uint64_t tasks_queued() const {
+    std::lock_guard lock(mu_);
+    return tasks_queued_;
+  }
   // Waits (bounded) until a finished turn's session is written through to disk and Redis (see
   // SessionTiers); true when it is or there is nothing to write. Any thread; never the worker's.
   bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {

@@ -515,11 +515,34 @@ SessionTiers::Location Scheduler::session_location(const std::string& id) {
   return {};
 }
 
-bool Scheduler::drop_session(const std::string& id) {
-  const Session* s = sessions_.find(id);
-  if (s != nullptr && s->busy) return false;
+bool Scheduler::drop_session(const std::string& id, RequestId cancel_before) {
+  // A deleted conversation must not outlive its delete through a turn still running: the turn is
+  // cancelled here and its pages freed, instead of returning them to the session and writing
+  // the session to disk and Redis after the delete.
+  auto of_session = [&](const std::unique_ptr<Sequence>& q) {
+    return q->id < cancel_before && (q->session_id == id || q->request.session_id == id);
+  };
+  std::vector<std::unique_ptr<Sequence>> cancelled;
+  auto take = [&](auto& queue) {
+    for (auto it = queue.begin(); it != queue.end();)
+      if (of_session(*it)) {
+        cancelled.push_back(std::move(*it));
+        it = queue.erase(it);
+      } else {
+        ++it;
+      }
+  };
+  take(running_);
+  take(waiting_);
+  const bool known = sessions_.find(id) != nullptr || !cancelled.empty();
+  for (auto& q : cancelled) {
+    q->session_dropped = true;
+    finish(std::move(q), FinishReason::Cancelled, "the session was deleted");
+  }
   if (tiers_) tiers_->erase(id);
-  return sessions_.erase(id);
+  // Busy only with a request submitted after cancel_before; that one starts it afresh.
+  if (const Session* s = sessions_.find(id); s != nullptr && !s->busy) sessions_.erase(id);
+  return known;
 }
 
 bool Scheduler::make_room(int64_t pages, const Sequence* keep, bool may_preempt) {
@@ -593,7 +616,7 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
 
   // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
   Session* session = s->session_id.empty() ? nullptr : sessions_.find(s->session_id);
-  if (s->cache && options_.keep_sessions && reason != FinishReason::Error) {
+  if (s->cache && options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped) {
     if (session == nullptr) session = &sessions_.get_or_create(sessions_.new_anonymous_id(), true);
     s->cache->truncate(s->cache->n_positions());  // hands back pages reserved beyond the end
     session->tokens.assign(s->tokens.begin(), s->tokens.begin() + s->cache->n_positions());

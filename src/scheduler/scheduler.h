@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -164,8 +165,13 @@ class Scheduler {
   // Waits (bounded) until the session's state after its last turn is on disk and in Redis; true
   // when it is or there is nothing to write. Thread-safe (any thread may call it).
   bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const;
-  // Forgets a session everywhere (resident and in the tiers); false if unknown or busy.
-  bool drop_session(const std::string& id);
+  // Forgets a session everywhere, for good: its pending requests with ids below `cancel_before`
+  // are cancelled first (they finish with FinishReason::Cancelled and their KV goes back to the
+  // pool, not to the session, so nothing of it is written to a tier afterwards), then its cache,
+  // its entry and its copies in every tier (host, disk, Redis; a queued write is cancelled) go.
+  // Requests of the id submitted later (a new conversation under the same id) are left alone.
+  // False if nothing of the session was known.
+  bool drop_session(const std::string& id, RequestId cancel_before = std::numeric_limits<RequestId>::max());
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
   // "redis", or "none" (recomputed on its next turn, or unknown).
   std::string session_tier(const std::string& id) { return session_location(id).tier; }
@@ -205,6 +211,7 @@ class Scheduler {
     int64_t capture_rows = 0;
     bool admitted_once = false;
     bool first_token_done = false;
+    bool session_dropped = false;  // its session was deleted: its KV must not return to it
     Clock::time_point submitted, admitted, first_token;
   };
 

@@ -18,12 +18,6 @@ bool starts_with(const std::vector<int32_t>& v, const std::vector<int32_t>& pref
   return prefix.size() <= v.size() && std::equal(prefix.begin(), prefix.end(), v.begin());
 }
 
-ApiError not_available(const std::string& id) {
-  // The same answer whether the id is unknown-but-taken or another key's: nothing leaks.
-  return ApiError{404, fmt::format("session '{}' is not available to this API key; use another id", id),
-                  "invalid_request_error", "session_id", "session_not_found", 0};
-}
-
 size_t common_prefix_length(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -40,26 +34,62 @@ std::vector<size_t> token_end_offsets(const Tokenizer& tok, const std::vector<in
 
 }  // namespace
 
+ApiError Conversations::not_available(const std::string& id) {
+  // The same answer whether the id is unknown-but-taken or another key's: nothing leaks.
+  return ApiError{404, fmt::format("session '{}' is not available to this API key; use another id", id),
+                  "invalid_request_error", "session_id", "session_not_found", 0};
+}
+
 Conversations::Entry* Conversations::find_owned(const std::string& owner, const std::string& id) {
   auto it = entries_.find(id);
   return it == entries_.end() || it->second.owner != owner ? nullptr : &it->second;
 }
 
+Conversations::Entry* Conversations::find_held(const std::string& owner, const ResolvedPrompt& p) {
+  Entry* e = find_owned(owner, p.public_id);
+  return e != nullptr && p.serial != 0 && e->serial == p.serial ? e : nullptr;
+}
+
 void Conversations::touch(Entry& e) {
   e.last_used = now_unix();
-  lru_.splice(lru_.end(), lru_, e.lru);
+  std::list<std::string>& lru = lru_[e.owner];
+  lru.splice(lru.end(), lru, e.lru);
+}
+
+void Conversations::hold(Entry& e, ResolvedPrompt& out) {
+  ++e.holders;
+  out.serial = e.serial;
+  touch(e);
+}
+
+void Conversations::remove(std::map<std::string, Entry>::iterator it) {
+  const std::string key = engine_key(it->second.owner, it->first);
+  // An owner's list stays when empty (owners are the server's keys: few), so that trim()'s
+  // reference to it stays valid while it evicts.
+  lru_[it->second.owner].erase(it->second.lru);
+  entries_.erase(it);
+  if (forget_) forget_(key);
 }
 
 Conversations::Entry& Conversations::create(const std::string& owner, const std::string& id) {
-  while (entries_.size() >= max_ && !lru_.empty()) {
-    entries_.erase(lru_.front());
-    lru_.pop_front();
-  }
+  std::list<std::string>& owned = lru_[owner];
   Entry& e = entries_[id];
   e.owner = owner;
   e.created = e.last_used = now_unix();
-  e.lru = lru_.insert(lru_.end(), id);
+  e.serial = next_serial_++;
+  e.lru = owned.insert(owned.end(), id);
   return e;
+}
+
+void Conversations::trim(const std::string& owner, const std::string& keep) {
+  // Only the owner's own records count and go: another key's traffic never evicts these. A
+  // record a request holds is skipped (its turn is running); while those fill the limit the
+  // owner exceeds it by the requests it has in flight (bounded by the server's queue).
+  std::list<std::string>& owned = lru_[owner];
+  for (auto victim = owned.begin(); owned.size() > max_ && victim != owned.end();) {
+    auto it = entries_.find(*victim++);
+    if (it->second.holders == 0 && it->first != keep) remove(it);
+  }
 }
 
 std::optional<ApiError> Conversations::pick(const std::string& owner, const std::string& requested_id,
@@ -136,7 +166,7 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
     }
   }
   if (!out.spliced) out.tokens = std::move(canonical);
-  touch(*entry);
+  hold(*entry, out);
   return std::nullopt;
 }
 
@@ -152,31 +182,49 @@ std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner, 
   }
   out.engine_session = engine_key(owner, out.public_id);
   out.tokens = std::move(tokens);
-  touch(*entry);
+  hold(*entry, out);
   return std::nullopt;
 }
 
-void Conversations::record(const std::string& owner, const std::string& public_id, std::string text,
+void Conversations::record(const std::string& owner, const ResolvedPrompt& p, std::string text,
                            std::vector<int32_t> tokens) {
   std::lock_guard lock(mu_);
-  Entry* e = find_owned(owner, public_id);
-  if (e == nullptr) return;  // dropped meanwhile
+  Entry* e = find_held(owner, p);
+  if (e == nullptr) return;  // deleted meanwhile (the delete also dropped its KV)
   e->text = std::move(text);
   e->tokens = std::move(tokens);
   ++e->turns;
+  --e->holders;
   touch(*e);
+  // Only now, with a turn that succeeded, may a new record push out an older one: a request
+  // that fails never costs its key a conversation.
+  trim(owner, p.public_id);
+}
+
+void Conversations::abandon(const std::string& owner, const ResolvedPrompt& p) {
+  std::lock_guard lock(mu_);
+  Entry* e = find_held(owner, p);
+  if (e == nullptr) return;
+  --e->holders;
+  // A record with no turn and no history came from failed requests only: it goes, with any KV a
+  // cancelled first turn left in the engine.
+  if (e->holders == 0 && e->turns == 0 && e->tokens.empty()) remove(entries_.find(p.public_id));
 }
 
 size_t Conversations::restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
-                              const Tokenizer& tok) {
+                              const Tokenizer& tok, const std::set<std::string>& owners) {
   std::lock_guard lock(mu_);
   size_t n = 0;
   for (const auto& [key, tokens] : sessions) {
     const size_t slash = key.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == key.size() || tokens.empty()) continue;
-    const std::string id = key.substr(slash + 1);
-    if (entries_.count(id) > 0) continue;
-    Entry& e = create(key.substr(0, slash), id);
+    const std::string owner = key.substr(0, slash), id = key.substr(slash + 1);
+    if (owners.count(owner) == 0 || entries_.count(id) > 0) continue;
+    if (lru_[owner].size() >= max_) {
+      if (forget_) forget_(key);  // past the owner's limit: its KV goes, as an evicted record's would
+      continue;
+    }
+    Entry& e = create(owner, id);
     e.tokens = tokens;
     // The rendered chat a history came from decodes back to itself (special tokens included),
     // so the next turn's prompt text extends it.
@@ -200,8 +248,7 @@ std::optional<std::string> Conversations::erase(const std::string& owner, const 
   std::lock_guard lock(mu_);
   auto it = entries_.find(public_id);
   if (it == entries_.end() || it->second.owner != owner) return std::nullopt;
-  lru_.erase(it->second.lru);
-  entries_.erase(it);
+  remove(it);  // forget_ cancels a turn of it still running
   return engine_key(owner, public_id);
 }
 

@@ -11,13 +11,22 @@
 // whose generated tokens are not how its text tokenizes), the history tokens are kept as they
 // are and only the new text is tokenized, so the cache is still reused in full: those tokens are
 // what the model actually saw.
+//
+// Lifetime: a request holds its record from resolve_*() until record() (its turn succeeded) or
+// abandon() (it failed). A record created by a request that fails before any turn of it
+// succeeded is removed again: failures leave nothing. At most max_conversations records per
+// owner (one key cannot push out another's): when a turn succeeds past that, the owner's least
+// recently used records that no request holds are evicted (a failed request evicts nothing). A record that goes (erased, evicted, abandoned) is handed to
+// `forget` with its engine session key, so that its KV goes too, in the engine and its tiers.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,7 @@ struct ResolvedPrompt {
   std::vector<int32_t> tokens;
   bool spliced = false;        // history tokens kept, new text tokenized on its own
   bool created = false;        // a new conversation
+  uint64_t serial = 0;         // the record this request holds (0: none)
 };
 
 struct ConversationInfo {
@@ -44,7 +54,12 @@ struct ConversationInfo {
 
 class Conversations {
  public:
-  explicit Conversations(size_t max_conversations) : max_(max_conversations) {}
+  // Called with the engine session key of a record that is gone. It runs under the records'
+  // lock, so it must not block on anything that may wait for that lock (it queues the drop).
+  using Forget = std::function<void(const std::string& engine_key)>;
+
+  explicit Conversations(size_t max_per_owner, Forget forget = {})
+      : max_(max_per_owner), forget_(std::move(forget)) {}
 
   // Resolves a text prompt (a rendered chat, or a completion prompt) of `owner`.
   // add_special: BOS/EOS as the vocabulary wants them (completions); a rendered chat has its own.
@@ -55,20 +70,42 @@ class Conversations {
   std::optional<ApiError> resolve_tokens(const std::string& owner, const std::string& requested_id,
                                          std::vector<int32_t> tokens, ResolvedPrompt& out);
 
-  // After a turn: the conversation now holds `text` (empty for token prompts) and `tokens`.
-  void record(const std::string& owner, const std::string& public_id, std::string text,
-              std::vector<int32_t> tokens);
+  // Runs `submit` (handing the turn to the engine) under the records' lock if the record `p`
+  // resolved is still there, so that a delete either comes after the submission (and cancels
+  // the turn in the engine) or before it (and the turn is refused): a deleted conversation is
+  // never written again. Returns the not-available error, without running `submit`, otherwise.
+  template <typename Submit>
+  std::optional<ApiError> submit_if_current(const std::string& owner, const ResolvedPrompt& p, Submit&& submit) {
+    std::lock_guard lock(mu_);
+    if (find_held(owner, p) == nullptr) return not_available(p.public_id);
+    submit();
+    return std::nullopt;
+  }
+
+  // After a turn: the conversation now holds `text` (empty for token prompts) and `tokens`, and
+  // the request no longer holds it. Nothing if it was deleted meanwhile.
+  void record(const std::string& owner, const ResolvedPrompt& p, std::string text, std::vector<int32_t> tokens);
+  // After a request that failed (refused, cancelled, an error): it no longer holds the record,
+  // and a record no turn has succeeded on yet is removed (and forgotten).
+  void abandon(const std::string& owner, const ResolvedPrompt& p);
 
   // Re-creates conversations from the engine's named sessions (after a restart with a disk tier):
-  // each key "<owner>/<id>" becomes a conversation of that owner whose history text is its
-  // tokens decoded, so that the next turn finds it by id or by the prompt's text. Keys of another
-  // shape, and ids already known, are skipped. Returns how many were restored.
-  size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions, const Tokenizer& tok);
+  // each key "<owner>/<id>" of one of `owners` becomes a conversation of that owner whose history
+  // text is its tokens decoded, so that the next turn finds it by id or by the prompt's text.
+  // Keys of another shape, of an owner not in `owners` (a key no longer given: its sessions stay
+  // unreachable), and ids already known are skipped; past an owner's limit they are forgotten.
+  // Returns how many were restored.
+  size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions, const Tokenizer& tok,
+                 const std::set<std::string>& owners);
 
   std::vector<ConversationInfo> list(const std::string& owner) const;
-  // Forgets a conversation of `owner`; returns its engine session key, or nullopt if `owner` has
-  // no such conversation.
+  // Forgets a conversation of `owner` (also while a request holds it: that request's turn is
+  // then cancelled by `forget`); returns its engine session key, or nullopt if `owner` has no
+  // such conversation.
   std::optional<std::string> erase(const std::string& owner, const std::string& public_id);
+
+  // The answer for an id the caller cannot use; the same whether it exists or not.
+  static ApiError not_available(const std::string& id);
 
   static std::string engine_key(const std::string& owner, const std::string& public_id) {
     return owner + "/" + public_id;
@@ -82,11 +119,22 @@ class Conversations {
     int64_t turns = 0;
     int64_t created = 0;
     int64_t last_used = 0;
+    uint64_t serial = 0;          // unique over the records' lifetime: an id deleted and reused is another record
+    int holders = 0;              // requests between resolve and record/abandon
     std::list<std::string>::iterator lru;
   };
   Entry* find_owned(const std::string& owner, const std::string& id);
+  // The record `p` resolved to, if it is still there.
+  Entry* find_held(const std::string& owner, const ResolvedPrompt& p);
   Entry& create(const std::string& owner, const std::string& id);
+  // Evicts the owner's least recently used records that no request holds, except `keep`, while
+  // it has more than max_.
+  void trim(const std::string& owner, const std::string& keep);
+  // Removes a record and hands its engine key to forget_.
+  void remove(std::map<std::string, Entry>::iterator it);
   void touch(Entry& e);
+  // The request now holds e (after a resolve).
+  void hold(Entry& e, ResolvedPrompt& out);
   // The caller's conversation with the largest extent(entry) > 0 (how much of it the prompt
   // extends), or a new anonymous one.
   template <typename Extent>
@@ -95,9 +143,11 @@ class Conversations {
                                Entry*& entry);
 
   size_t max_;
+  Forget forget_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // public id -> entry (ids are global, owners checked)
-  std::list<std::string> lru_;            // front = least recently used
+  std::map<std::string, std::list<std::string>> lru_;  // owner -> its ids, front = least recently used
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace tangram::server

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/sha256.h"
 #include "http/http_server_core.h"
 #include "server/api_error.h"
 #include "server/chat_page.h"
@@ -59,6 +60,15 @@ struct Generation {
   std::string echo_prefix;   // completions with echo: the prompt text
 };
 
+// The owner id of an API key: a digest of the key itself, never its position in --api-key, so
+// that a conversation (its engine key, disk file and Redis key) stays with its key across
+// restarts and replicas whatever the list, and a key that is gone owns nothing anyone can reach.
+// 128 bits of SHA-256 (domain-separated): collision-free in practice, and the key is not
+// recoverable from logs, file headers or Redis keys.
+std::string owner_id(const std::string& api_key) {
+  return "key-" + sha256_hex("tangram-owner\n" + api_key).substr(0, 32);
+}
+
 bool constant_time_equal(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -86,6 +96,7 @@ struct HttpServer::Impl {
   ServerOptions opt;
   RequestDefaults defaults;
   http::ServerCore http;
+  std::vector<std::string> owner_ids;  // owner_id of each --api-key, in order
   Conversations conversations;
   ServerMetrics metrics;
   AccessLog log;
@@ -99,7 +110,10 @@ struct HttpServer::Impl {
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
       : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), http(core_options(opt, e)),
-        conversations(opt.max_conversations), log(opt.log_level) {
+        // A record that goes takes its KV with it; queued, as it runs under the records' lock.
+        conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
+        log(opt.log_level) {
+    for (const std::string& k : opt.api_keys) owner_ids.push_back(owner_id(k));
     defaults.params = opt.defaults;
     defaults.vocab_size = tok.n_vocab();
   }
@@ -114,8 +128,8 @@ struct HttpServer::Impl {
 
   void send_json(http::Response& res, const ordered_json& j) { res.set_content(dump_json(j), "application/json"); }
 
-  // The caller's identity: "k<i>" for the i-th API key, "local" without authentication. The
-  // header must be exactly "Bearer <key>" (scheme in any case, one space, nothing after the key).
+  // The caller's identity: its API key's owner_id, "local" without authentication. The header
+  // must be exactly "Bearer <key>" (scheme in any case, one space, nothing after the key).
   std::optional<std::string> owner_of(const http::Request& req) const {
     if (opt.api_keys.empty()) return std::string("local");
     const std::string auth = req.header("Authorization");
@@ -124,7 +138,7 @@ struct HttpServer::Impl {
       return std::nullopt;
     const std::string key = auth.substr(prefix.size());
     for (size_t i = 0; i < opt.api_keys.size(); ++i)
-      if (constant_time_equal(key, opt.api_keys[i])) return fmt::format("k{}", i);
+      if (constant_time_equal(key, opt.api_keys[i])) return owner_ids[i];
     return std::nullopt;
   }
 
@@ -198,7 +212,11 @@ struct HttpServer::Impl {
     r.on_finish = [this, ch, g](const RequestResult& result) { finished(g, *ch, result); };
     // Registered before submit so that on_finish (which may run at once) finds the id.
     std::lock_guard lock(inflight_mu);
-    auto id = engine.submit(std::move(r));
+    Result<RequestId> id = make_error("not submitted");
+    if (auto gone = conversations.submit_if_current(g.owner, g.prompt, [&] { id = engine.submit(std::move(r)); })) {
+      pending.fetch_sub(1);
+      return *gone;  // deleted since it was resolved
+    }
     if (!id) {
       pending.fetch_sub(1);
       return bad_request(id.message(), g.chat ? "messages" : "prompt", "invalid_request");
@@ -223,7 +241,9 @@ struct HttpServer::Impl {
         spelled += piece.size();
         tokens.push_back(t);
       }
-      conversations.record(g.owner, g.prompt.public_id, std::move(text), std::move(tokens));
+      conversations.record(g.owner, g.prompt, std::move(text), std::move(tokens));
+    } else {
+      conversations.abandon(g.owner, g.prompt);
     }
     const auto now = Clock::now();
     RequestObservation o;
@@ -384,11 +404,16 @@ struct HttpServer::Impl {
 
   void run_generation(Generation& g, const http::Request& req, http::Response& res,
                       Clock::time_point received) {
-    if (auto e = check_length(g)) return send_error(res, *e);
+    // A request refused here leaves no conversation record behind (nor one to evict others).
+    auto refuse = [&](const ApiError& e) {
+      conversations.abandon(g.owner, g.prompt);
+      send_error(res, e);
+    };
+    if (auto e = check_length(g)) return refuse(*e);
     auto ch = std::make_shared<Channel>();
     ch->received = received;
     auto submitted = submit(g, ch);
-    if (auto* e = std::get_if<ApiError>(&submitted)) return send_error(res, *e);
+    if (auto* e = std::get_if<ApiError>(&submitted)) return refuse(*e);
     const RequestId id = std::get<RequestId>(submitted);
     res.set_header("X-Session-Id", g.prompt.public_id);
     if (g.fields.stream)
@@ -495,10 +520,12 @@ struct HttpServer::Impl {
   void handle_delete_session(const http::Request& req, http::Response& res) {
     const std::string owner = *owner_of(req);
     const std::string id = req.params.at(0);
-    auto key = conversations.erase(owner, id);
-    if (!key) return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
-                                              "invalid_request_error", "session_id", "session_not_found", 0});
-    engine.drop_session(*key);  // false while a request of it runs: its KV then stays until evicted
+    if (!conversations.erase(owner, id))
+      return send_error(res, ApiError{404, fmt::format("session '{}' is not available to this API key", id),
+                                      "invalid_request_error", "session_id", "session_not_found", 0});
+    // The erase queued the engine's drop (a turn still running is cancelled, every page freed,
+    // every tier's copy erased); the answer waits for it, so the delete is final once answered.
+    engine.wait_tasks();
     send_json(res, ordered_json{{"id", id}, {"object", "session"}, {"deleted", true}});
   }
 
@@ -628,7 +655,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   // Conversations a previous run left in the disk tier continue, by id or by their text.
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
   engine.run_on_worker([&](Scheduler& sch) { named = sch.named_sessions(); });
-  if (const size_t restored = s.conversations.restore(named, tokenizer); restored > 0)
+  // Only sessions of the keys given now: one whose key is gone stays unreachable.
+  std::set<std::string> owners(s.owner_ids.begin(), s.owner_ids.end());
+  if (owners.empty()) owners.insert("local");
+  if (const size_t restored = s.conversations.restore(named, tokenizer, owners); restored > 0)
     s.log.write(LogLevel::Info, "sessions_restored", {{"conversations", std::to_string(restored)}});
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

@@ -38,7 +38,7 @@ struct ServerOptions {
   int read_timeout_s = 10;             // for a whole request, head and body, from its first byte
   int write_timeout_s = 30;
   int keep_alive_s = 5;
-  size_t max_conversations = 10000;    // conversation records kept (least recently used dropped)
+  size_t max_conversations = 10000;    // conversation records kept per API key (its least recently used dropped)
   LogLevel log_level = LogLevel::Info;
   SamplingParams defaults;             // sampling defaults of a request that sets nothing
 };

@@ -296,6 +296,60 @@ TEST_F(TieredScheduler, QueuedTurnsReadTheirSessionsAhead) {
   EXPECT_LE(st.tiers.prefetch_hits, kSessions);
 }
 
+// Dropping a session whose turn is running (a DELETE) is final: the turn is cancelled, its pages
+// go back to the pool instead of to the session, nothing of it is written to disk afterwards,
+// and a restart does not bring it back. A turn of the same id submitted after the drop (a new
+// conversation) is left alone.
+TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
+  const auto dir = temp_dir() / "dropped";
+  SchedulerOptions o = base_options();
+  o.kv_disk_dir = dir.string();
+  auto kvs_files = [&] {
+    int n = 0;
+    for (const auto& f : std::filesystem::directory_iterator(dir)) n += f.path().extension() == ".kvs";
+    return n;
+  };
+  {
+    auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    Scheduler& sch = **s;
+    (void)run_one(sch, ref.first[0], "doomed");  // a first turn, written through
+    sch.flush_tiers();
+    ASSERT_EQ(kvs_files(), 1);
+    std::vector<RequestResult> got(2);
+    Request r = greedy_request(ref.second[0], 64);
+    r.session_id = "doomed";
+    r.on_finish = [&](const RequestResult& res) { got[0] = res; };
+    auto first = sch.submit(std::move(r));
+    ASSERT_TRUE(first.ok());
+    while (sch.session_tier("doomed") != "running" || sch.stats().decode_tokens == 0) ASSERT_GT(sch.step(), 0);
+    Request later = greedy_request(ref.first[1], 4);
+    later.session_id = "doomed";
+    later.on_finish = [&](const RequestResult& res) { got[1] = res; };
+    auto second = sch.submit(std::move(later));
+    ASSERT_TRUE(second.ok());
+
+    EXPECT_TRUE(sch.drop_session("doomed", /*cancel_before=*/*second));
+    EXPECT_EQ(got[0].finish, FinishReason::Cancelled);
+    sch.flush_tiers();
+    EXPECT_EQ(kvs_files(), 0);
+    EXPECT_EQ(sch.stats().pool.used_pages, 0);  // nothing went back to the session
+    // The later turn runs as a new conversation: nothing of the old one is reused.
+    sch.run_until_idle();
+    EXPECT_EQ(got[1].finish, FinishReason::Length);
+    EXPECT_EQ(got[1].usage.cached_tokens, 0);
+    EXPECT_TRUE(sch.drop_session("doomed"));
+    EXPECT_FALSE(sch.drop_session("doomed"));
+    sch.flush_tiers();
+    EXPECT_EQ(kvs_files(), 0);
+    EXPECT_EQ(sch.stats().pool.used_pages, 0);
+    EXPECT_EQ(sch.stats().sessions, 0u);
+  }
+  auto restarted = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  ASSERT_TRUE(restarted.ok()) << restarted.message();
+  EXPECT_TRUE((*restarted)->named_sessions().empty());
+}
+
 // Write-behind: persist() returns at once and the writer thread stores the blob; the newest
 // state always wins, an erase is final even against a queued or running write, and destruction
 // writes whatever is still queued.

@@ -2,6 +2,10 @@
 // splice that keeps a reply's own tokens when they are not how its text tokenizes.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include <fmt/format.h>
+
 #include "server/conversations.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -46,10 +50,12 @@ TEST(Conversations, RestoredFromEngineSessions) {
   Conversations c(100);
   const std::string history = "Once upon a time there was a cat";
   const auto tokens = tok().encode(history, false, true);
+  const std::set<std::string> owners = {"k0", "k1", "local"};
   const size_t n = c.restore({{"k0/conv-a", tokens}, {"local/chat-7", tokens}, {"no-slash", tokens},
-                              {"k1/empty", {}}, {"/x", tokens}},
-                             tok());
+                              {"k1/empty", {}}, {"/x", tokens}, {"gone/conv-g", tokens}},
+                             tok(), owners);
   EXPECT_EQ(n, 2u);
+  EXPECT_TRUE(c.list("gone").empty());  // its key is no longer given: unreachable
   ASSERT_EQ(c.list("k0").size(), 1u);
   EXPECT_EQ(c.list("k0")[0].tokens, static_cast<int64_t>(tokens.size()));
   EXPECT_TRUE(c.list("k1").empty());
@@ -63,18 +69,18 @@ TEST(Conversations, RestoredFromEngineSessions) {
   EXPECT_FALSE(by_id.created);
   ResolvedPrompt stranger;
   EXPECT_TRUE(c.resolve_text("k1", "conv-a", history, false, tok(), stranger).has_value());
-  EXPECT_EQ(c.restore({{"k0/conv-a", tokens}}, tok()), 0u);  // known already
+  EXPECT_EQ(c.restore({{"k0/conv-a", tokens}}, tok(), owners), 0u);  // known already
 }
 
 TEST(Conversations, AnonymousPromptsContinueTheLongestOwnHistory) {
   Conversations c(100);
   ResolvedPrompt first;
   ASSERT_FALSE(c.resolve_text("k0", "", "Once upon a time", false, tok(), first));
-  c.record("k0", first.public_id, "Once upon a time there was", tok().encode("Once upon a time there was", false, true));
+  c.record("k0", first, "Once upon a time there was", tok().encode("Once upon a time there was", false, true));
   ResolvedPrompt other;
   ASSERT_FALSE(c.resolve_text("k0", "", "Once", false, tok(), other));  // not an extension: a new one
   EXPECT_NE(other.public_id, first.public_id);
-  c.record("k0", other.public_id, "Once", tok().encode("Once", false, true));
+  c.record("k0", other, "Once", tok().encode("Once", false, true));
   ResolvedPrompt next;
   ASSERT_FALSE(c.resolve_text("k0", "", "Once upon a time there was a cat", false, tok(), next));
   EXPECT_EQ(next.public_id, first.public_id);  // the longer of the two histories it extends
@@ -98,7 +104,7 @@ TEST(Conversations, NonCanonicalHistoryTokensAreKept) {
     ASSERT_TRUE(piece.has_value() || byte.has_value());
     history.push_back(byte ? *byte : *piece);
   }
-  c.record("k0", "s", text + " there", history);
+  c.record("k0", p, text + " there", history);
   ResolvedPrompt next;
   ASSERT_FALSE(c.resolve_text("k0", "s", text + " there was", false, tok(), next));
   EXPECT_TRUE(next.spliced);
@@ -106,30 +112,110 @@ TEST(Conversations, NonCanonicalHistoryTokensAreKept) {
   EXPECT_TRUE(std::equal(history.begin(), history.end(), next.tokens.begin()));
   EXPECT_EQ(tok().decode(next.tokens, false), text + " there was");
   // A canonical history is extended by the canonical tokenization of the whole text.
-  c.record("k0", "s", text, tok().encode(text, false, true));
+  c.record("k0", next, text, tok().encode(text, false, true));
   ResolvedPrompt canon;
   ASSERT_FALSE(c.resolve_text("k0", "s", text + " there", false, tok(), canon));
   EXPECT_FALSE(canon.spliced);
   EXPECT_EQ(canon.tokens, tok().encode(text + " there", false, true));
 }
 
-TEST(Conversations, LeastRecentlyUsedRecordsAreDropped) {
-  Conversations c(2);
+// A turn that succeeded on a record; the request no longer holds it.
+void turn(Conversations& c, const std::string& owner, const std::string& id) {
   ResolvedPrompt p;
-  ASSERT_FALSE(c.resolve_text("k0", "a", "x", false, tok(), p));
-  ASSERT_FALSE(c.resolve_text("k0", "b", "x", false, tok(), p));
-  ASSERT_FALSE(c.resolve_text("k0", "a", "x", false, tok(), p));  // a is now the most recent
-  ASSERT_FALSE(c.resolve_text("k0", "c", "x", false, tok(), p));  // drops b
+  ASSERT_FALSE(c.resolve_text(owner, id, "x", false, tok(), p));
+  c.record(owner, p, "x", p.tokens);
+}
+
+std::vector<std::string> ids_of(const Conversations& c, const std::string& owner) {
   std::vector<std::string> ids;
-  for (const auto& i : c.list("k0")) ids.push_back(i.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"a", "c"}));
+  for (const auto& i : c.list(owner)) ids.push_back(i.id);
+  return ids;
+}
+
+TEST(Conversations, LeastRecentlyUsedRecordsAreDroppedWithTheirKv) {
+  std::vector<std::string> forgotten;
+  Conversations c(2, [&](const std::string& key) { forgotten.push_back(key); });
+  turn(c, "k0", "a");
+  turn(c, "k0", "b");
+  turn(c, "k0", "a");  // a is now the most recent
+  turn(c, "k0", "c");  // drops b
+  EXPECT_EQ(ids_of(c, "k0"), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(forgotten, (std::vector<std::string>{"k0/b"}));  // its KV goes too
+}
+
+// One key's traffic never evicts another's records: the limit is per key.
+TEST(Conversations, TheLimitIsPerKey) {
+  std::vector<std::string> forgotten;
+  Conversations c(2, [&](const std::string& key) { forgotten.push_back(key); });
+  turn(c, "A", "a1");
+  turn(c, "A", "a2");
+  for (int i = 0; i < 25; ++i) turn(c, "B", fmt::format("b{}", i));
+  EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(ids_of(c, "B"), (std::vector<std::string>{"b23", "b24"}));
+  EXPECT_EQ(forgotten.size(), 23u);
+  EXPECT_EQ(forgotten.front(), "B/b0");
+}
+
+// A request that fails leaves nothing: the record it created goes (with any KV it left), and
+// neither counts toward the limit nor evicts anything. A failure on an existing record keeps it.
+TEST(Conversations, FailedRequestsLeaveNothing) {
+  std::vector<std::string> forgotten;
+  Conversations c(2, [&](const std::string& key) { forgotten.push_back(key); });
+  turn(c, "A", "a1");
+  turn(c, "A", "a2");
+  for (int i = 0; i < 5; ++i) {
+    ResolvedPrompt p;
+    ASSERT_FALSE(c.resolve_text("A", fmt::format("new-{}", i), "x", false, tok(), p));
+    EXPECT_TRUE(p.created);
+    c.abandon("A", p);
+  }
+  EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(forgotten, (std::vector<std::string>{"A/new-0", "A/new-1", "A/new-2", "A/new-3", "A/new-4"}));
+  forgotten.clear();
+  ResolvedPrompt existing;
+  ASSERT_FALSE(c.resolve_text("A", "a2", "x", false, tok(), existing));
+  c.abandon("A", existing);
+  EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_TRUE(forgotten.empty());
+}
+
+// While a request holds a record it is not evicted; one deleted meanwhile is neither submitted
+// nor recorded, also when its id is reused for a new conversation.
+TEST(Conversations, HeldAndDeletedRecords) {
+  std::vector<std::string> forgotten;
+  Conversations c(1, [&](const std::string& key) { forgotten.push_back(key); });
+  ResolvedPrompt held;
+  ASSERT_FALSE(c.resolve_text("A", "long", "x", false, tok(), held));
+  turn(c, "A", "short");  // past the limit, but "long" is running
+  EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"long", "short"}));
+  bool ran = false;
+  EXPECT_FALSE(c.submit_if_current("A", held, [&] { ran = true; }));
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(c.erase("A", "long").value(), "A/long");
+  EXPECT_EQ(forgotten, (std::vector<std::string>{"A/long"}));
+  ran = false;
+  auto refused = c.submit_if_current("A", held, [&] { ran = true; });
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code, "session_not_found");
+  EXPECT_FALSE(ran);
+  ResolvedPrompt again;  // the id reused: another record, which the old request cannot touch
+  ASSERT_FALSE(c.resolve_text("A", "long", "y", false, tok(), again));
+  EXPECT_TRUE(again.created);
+  c.record("A", held, "x reply", held.tokens);
+  c.abandon("A", held);
+  EXPECT_FALSE(c.submit_if_current("A", again, [] {}));
+  EXPECT_EQ(c.list("A").size(), 2u);
+  for (const auto& i : c.list("A"))
+    if (i.id == "long") {
+      EXPECT_EQ(i.turns, 0);
+    }
 }
 
 TEST(Conversations, TokenPromptsMatchByTokenPrefix) {
   Conversations c(10);
   ResolvedPrompt p;
   ASSERT_FALSE(c.resolve_tokens("k0", "", {1, 5, 6}, p));
-  c.record("k0", p.public_id, "", {1, 5, 6, 7});
+  c.record("k0", p, "", {1, 5, 6, 7});
   ResolvedPrompt q;
   ASSERT_FALSE(c.resolve_tokens("k0", "", {1, 5, 6, 7, 8}, q));
   EXPECT_EQ(q.public_id, p.public_id);

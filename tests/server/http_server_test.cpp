@@ -11,10 +11,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <regex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -67,13 +69,14 @@ struct Running {
   }
 };
 
-std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8) {
+std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const std::string& kv_disk = "") {
   Loaded& l = stories();
   auto r = std::make_unique<Running>();
   EngineOptions eo;
   eo.threads = 2;
   eo.scheduler.kv_memory = size_t{32} << 20;
   eo.scheduler.max_running = max_running;
+  eo.scheduler.kv_disk_dir = kv_disk;
   auto e = Engine::create(*l.model, *l.tok, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   r->engine = std::move(e).value();
@@ -295,11 +298,188 @@ TEST(HttpServer, FullQueueAnswers429AndADisconnectCancels) {
   // The slot is free again, and deleting every session returns every page.
   EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
   const json sessions = json::parse(c.Get("/v1/sessions")->body);
-  ASSERT_EQ(sessions["data"].size(), 3u);  // the cancelled stream's, the refused one's, the last one's
+  // The last one's only: the cancelled first turn and the refused request left nothing.
+  ASSERT_EQ(sessions["data"].size(), 1u);
   for (const json& ses : sessions["data"])
     EXPECT_EQ(c.Delete("/v1/sessions/" + ses["id"].get<std::string>())->status, 200);
   EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
   EXPECT_EQ(s->engine->stats().pool.used_pages, 0);
+}
+
+// Holds a stream open: a client that reads its first chunk, then waits until told to go on
+// reading (or to leave).
+struct HeldStream {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool got_chunk = false, release = false;
+  std::string body;
+  std::thread thread;
+
+  HeldStream(int port, const httplib::Headers& headers, const json& request) {
+    thread = std::thread([this, port, headers, request] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(60, 0);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.headers = headers;
+      req.body = request.dump();
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [this](const char* data, size_t n, uint64_t, uint64_t) {
+        std::unique_lock lock(mu);
+        body.append(data, n);
+        got_chunk = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+        return true;
+      };
+      (void)c.send(req);
+    });
+  }
+  bool wait_first_chunk() {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return got_chunk; });
+  }
+  std::string finish() {
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    thread.join();
+    return body;
+  }
+};
+
+// DELETE while the session's turn is running: the turn is cancelled, every page comes back, and
+// nothing of the conversation is written to disk afterwards or comes back after a restart.
+TEST(HttpServer, DeletingARunningSessionIsFinal) {
+  const std::string dir = (tangram::testing::temp_dir() / "kv-delete").string();
+  const httplib::Headers h = {{"X-Session-Id", "doomed"}};
+  {
+    auto s = start({}, 8, dir);
+    auto c = s->client();
+    (void)post_json(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}}, 200, h);
+    HeldStream held(s->port, h,
+                    json{{"prompt", "Once upon a time there was"}, {"max_tokens", 100000}, {"ignore_eos", true},
+                         {"stream", true}});
+    ASSERT_TRUE(held.wait_first_chunk());
+    // The turn must still be running when the delete lands: the worker is held in a task (no
+    // step runs) until the DELETE's own engine task is queued behind it.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool frozen = false, thaw = false;
+    std::thread freezer([&] {
+      s->engine->run_on_worker([&](Scheduler&) {
+        std::unique_lock lock(mu);
+        frozen = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return thaw; });
+      });
+    });
+    uint64_t queued = 0;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return frozen; });
+      queued = s->engine->tasks_queued();
+    }
+    EXPECT_EQ(s->engine->stats().running, 1);  // still generating (a 2048-token context at most)
+    int del_status = 0;
+    std::thread deleter([&] {
+      auto del = s->client().Delete("/v1/sessions/doomed");
+      if (del) del_status = del->status;
+    });
+    while (s->engine->tasks_queued() == queued) std::this_thread::yield();  // the DELETE's drop is queued
+    {
+      std::lock_guard lock(mu);
+      thaw = true;
+    }
+    cv.notify_all();
+    freezer.join();
+    deleter.join();
+    EXPECT_EQ(del_status, 200);
+    // Answered once the turn is cancelled and its pages are back.
+    EXPECT_EQ(s->engine->stats().pool.used_pages, 0);
+    EXPECT_EQ(s->engine->stats().sessions, 0u);
+    const std::string body = held.finish();
+    EXPECT_NE(body.find("generation_failed"), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+    s->engine->wait_idle();
+    EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
+    const std::string m = c.Get("/metrics")->body;
+    EXPECT_EQ(metric(m, "tangram_sessions"), 0);
+    EXPECT_EQ(metric(m, "tangram_kv_pages_used"), 0);
+  }
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    EXPECT_NE(f.path().extension(), ".kvs") << f.path();
+  auto s = start({}, 8, dir);
+  auto c = s->client();
+  EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
+  const json again = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time there was"}, {"max_tokens", 2}}, 200, h);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+// Requests that fail leave no record, and the record limit is per key: key B's failures (and its
+// own conversations) never evict key A's, and an evicted record's KV goes with it.
+TEST(HttpServer, FailedRequestsLeaveNothingAndTheLimitIsPerKey) {
+  ServerOptions so;
+  so.api_keys = {"key-a", "key-b"};
+  so.max_conversations = 3;
+  auto s = start(so);
+  auto c = s->client();
+  const auto as = [](const std::string& key, const std::string& id) {
+    return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
+  };
+  for (int i = 0; i < 3; ++i)
+    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("Once upon a time {}", i)}, {"max_tokens", 4}},
+                    200, as("key-a", fmt::format("a{}", i)));
+  const std::vector<int> too_long(3000, 5);
+  for (int i = 0; i < 25; ++i) {
+    const json e = post_json(c, "/v1/completions", json{{"prompt", too_long}}, 400, as("key-b", fmt::format("b{}", i)));
+    EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+  }
+  EXPECT_TRUE(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].empty());
+  EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-a", "x"))->body)["data"].size(), 3u);
+  for (int i = 0; i < 5; ++i)
+    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("The dog {}", i)}, {"max_tokens", 4}}, 200,
+                    as("key-b", fmt::format("b{}", i)));
+  EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].size(), 3u);
+  // A keeps its reuse.
+  const json a0 = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time 0 and"}, {"max_tokens", 2}}, 200,
+                            as("key-a", "a0"));
+  EXPECT_GT(a0["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+  // B's two evicted records took their KV with them: the engine holds the six records' sessions.
+  s->engine->wait_tasks();
+  s->engine->wait_idle();
+  EXPECT_EQ(s->engine->stats().sessions, 6u);
+}
+
+// Owners are digests of the keys, not their positions: with key A removed from the list, B keeps
+// its own conversations (found on disk) and never gets A's.
+TEST(HttpServer, RemovingAKeyHandsItsSessionsToNoOne) {
+  const std::string dir = (tangram::testing::temp_dir() / "kv-owners").string();
+  const auto as = [](const std::string& key, const std::string& id) {
+    return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
+  };
+  const json story = json{{"prompt", "Once upon a time there was a little girl"}, {"max_tokens", 4}};
+  {
+    ServerOptions so;
+    so.api_keys = {"key-a", "key-b"};
+    auto s = start(so, 8, dir);
+    auto c = s->client();
+    (void)post_json(c, "/v1/completions", story, 200, as("key-a", "a-chat"));
+    (void)post_json(c, "/v1/completions", story, 200, as("key-b", "b-chat"));
+  }
+  ServerOptions so;
+  so.api_keys = {"key-b"};
+  auto s = start(so, 8, dir);
+  auto c = s->client();
+  const json listed = json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"];
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["id"], "b-chat");
+  const json b = post_json(c, "/v1/completions", story, 200, as("key-b", "b-chat"));
+  EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+  const json a = post_json(c, "/v1/completions", story, 200, as("key-b", "a-chat"));
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);  // a new conversation of B's
 }
 
 TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
