@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "common/text_range.h"
 
 namespace tangram {
 
@@ -35,6 +36,13 @@ struct ChatMessage {
 
 // The dict a template sees for one message (role, content, then the optional fields that are set).
 nlohmann::ordered_json chat_message_to_json(const ChatMessage& message);
+
+// A rendered prompt and the byte ranges of it that spell a special-token text written by the
+// caller (in a message or an extra variable) rather than by the template.
+struct RenderedChat {
+  std::string text;
+  std::vector<TextRange> protected_ranges;  // sorted, not overlapping
+};
 
 struct RenderOptions {
   // strftime_now's clock, as Unix seconds read as UTC; nullopt uses the local time now.
@@ -62,6 +70,18 @@ class ChatTemplate {
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                              const std::string& bos_token, const std::string& eos_token,
                              const nlohmann::json& extra = {}) const;
+
+  // render(), and where the messages (every string in them, keys included) or `extra` spell one
+  // of `special_texts` (the tokenizer's control-token texts), that occurrence comes back as a
+  // protected range, so that encoding the text cannot turn a client's words into a role marker
+  // or an end of turn: only the template's own markup can. Each occurrence is replaced by a
+  // sentinel code point that appears nowhere in the template or the context while the template
+  // runs, then mapped back; so the text is render()'s, except where a template inspects the
+  // content for a control-token text (it does not find it) or measures it.
+  Result<RenderedChat> render_protected(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                        const std::string& bos_token, const std::string& eos_token,
+                                        const std::vector<std::string>& special_texts,
+                                        const nlohmann::json& extra = {}) const;
 
   // The context render() builds.
   static Result<nlohmann::ordered_json> make_context(const std::vector<ChatMessage>& messages,

@@ -28,8 +28,9 @@ Result<std::vector<int32_t>> render_chat(const ChatTemplate& tmpl, const Tokeniz
                                          const std::vector<ChatMessage>& messages) {
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
-  TG_ASSIGN(std::string text, tmpl.render(messages, /*add_generation_prompt=*/true, bos, eos));
-  return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  TG_ASSIGN(RenderedChat chat,
+            tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts()));
+  return tok.encode(chat.text, /*add_special=*/false, /*parse_special=*/true, chat.protected_ranges);
 }
 
 ChatMessage chat_message(std::string role, std::string content) {

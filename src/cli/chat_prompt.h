@@ -16,7 +16,8 @@ namespace tangram::cli {
 Result<ChatTemplate> pick_chat_template(const std::string& override_name, const Tokenizer& tok);
 
 // Renders the conversation with the generation prompt and encodes it; the template writes BOS
-// itself where its format wants one, so none is added here.
+// itself where its format wants one, so none is added here. Control-token texts typed into a
+// message encode as text (ChatTemplate::render_protected), so a message cannot end its turn.
 Result<std::vector<int32_t>> render_chat(const ChatTemplate& tmpl, const Tokenizer& tok,
                                          const std::vector<ChatMessage>& messages);
 

@@ -128,8 +128,9 @@ Conversations::Entry& Conversations::longest_extended(const std::string& owner, 
 
 std::optional<ApiError> Conversations::resolve_text(const std::string& owner, const std::string& requested_id,
                                                     const std::string& text, bool add_special,
-                                                    const Tokenizer& tok, ResolvedPrompt& out) {
-  std::vector<int32_t> canonical = tok.encode(text, add_special, /*parse_special=*/true);
+                                                    const Tokenizer& tok, ResolvedPrompt& out,
+                                                    std::span<const TextRange> protected_ranges) {
+  std::vector<int32_t> canonical = tok.encode(text, add_special, /*parse_special=*/true, protected_ranges);
   std::lock_guard lock(mu_);
   Entry* entry = nullptr;
   if (auto e = pick(owner, requested_id, out, entry)) return e;

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,9 +64,12 @@ class Conversations {
 
   // Resolves a text prompt (a rendered chat, or a completion prompt) of `owner`.
   // add_special: BOS/EOS as the vocabulary wants them (completions); a rendered chat has its own.
+  // protected_ranges: the bytes of a rendered chat that came from its messages; no control token
+  // is parsed there (see Tokenizer::encode). A history's tokens were encoded the same way, so the
+  // next turn's prompt, rendered from the same messages plus new ones, still begins with them.
   std::optional<ApiError> resolve_text(const std::string& owner, const std::string& requested_id,
                                        const std::string& text, bool add_special, const Tokenizer& tok,
-                                       ResolvedPrompt& out);
+                                       ResolvedPrompt& out, std::span<const TextRange> protected_ranges = {});
   // Resolves a token-id prompt: an explicit id, or the caller's conversation whose tokens it extends.
   std::optional<ApiError> resolve_tokens(const std::string& owner, const std::string& requested_id,
                                          std::vector<int32_t> tokens, ResolvedPrompt& out);

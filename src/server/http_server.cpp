@@ -448,13 +448,15 @@ struct HttpServer::Impl {
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
-    auto text = tmpl.render(cr.messages, /*add_generation_prompt=*/true, bos, eos);
-    if (!text)
-      return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages",
+    // Control-token texts inside the messages stay text: only the template's markup is parsed.
+    auto chat = tmpl.render_protected(cr.messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts());
+    if (!chat)
+      return send_error(res, bad_request("the chat template failed on these messages: " + chat.message(), "messages",
                                          "template_error"));
-    g.history_text = *text;
+    g.history_text = chat->text;
     // The template writes BOS and the special tokens itself.
-    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, *text, /*add_special=*/false, tok, g.prompt))
+    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, chat->text, /*add_special=*/false, tok,
+                                            g.prompt, chat->protected_ranges))
       return send_error(res, *e);
     run_generation(g, req, res, received);
   }

@@ -93,14 +93,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(Vocab vocab) {
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                       std::span<const TextRange> protected_ranges) const {
   std::vector<int32_t> out;
   if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
   // SPM: the dummy-prefix space goes before the text and before text that follows a special token.
   bool after_special = true;
   std::string prefixed;
-  for (const TextFragment& f : specials_->split(text, parse_special)) {
+  for (const TextFragment& f : specials_->split(text, parse_special, protected_ranges)) {
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;
@@ -122,6 +122,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   if (add_special && vocab_.add_eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
   return out;
 }
+
+const std::vector<std::string>& Tokenizer::parse_special_texts() const { return specials_->parse_special_texts(); }
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
   return valid(id) ? pieces_[static_cast<size_t>(id)] : std::string();

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/result.h"
+#include "common/text_range.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/vocab.h"
 
@@ -37,7 +39,15 @@ class Tokenizer {
   // add_special: BOS / EOS around the text as the vocabulary's add_bos / add_eos flags say.
   // parse_special: control-token texts such as "<|im_start|>" become their ids; otherwise they
   // are encoded as plain text. USER_DEFINED tokens are always kept whole (llama.cpp does too).
-  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // protected_ranges: byte ranges of `text` in which no CONTROL or UNKNOWN token is matched
+  // even with parse_special (they encode as with parse_special=false): the parts of a rendered
+  // chat prompt that came from messages. No ranges gives exactly the plain encode.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              std::span<const TextRange> protected_ranges = {}) const;
+
+  // The texts that parse_special turns into ids (CONTROL and UNKNOWN tokens), sorted, each once:
+  // what a chat template's messages must not be able to spell as tokens.
+  const std::vector<std::string>& parse_special_texts() const;
 
   // The token's raw bytes: SPM "▁" -> ' ', <0xNN> -> that byte, byte-level BPE text -> bytes;
   // control, unknown and user-defined tokens give their text. Empty for an invalid id. A piece
