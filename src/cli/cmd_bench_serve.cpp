@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_models.h"
+#include "cli/bench_soak.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -144,6 +145,8 @@ json engine_delta(const SchedulerStats& a, const SchedulerStats& b) {
 }  // namespace
 
 int cmd_bench_serve(const BenchServeOptions& in) {
+  if (Status st = check_soak_flags(in); !st) return fail(st.message());
+  if (!in.soak.empty()) return cmd_bench_soak(in);
   BenchServeOptions opt = in;
   std::signal(SIGPIPE, SIG_IGN);  // a connection the server drops is an error value, not a crash
 

@@ -205,6 +205,13 @@ struct BenchServeOptions {
   bool quick = false;
   std::string out_dir = "bench-serve-out";
   EngineFlags engine;
+  // --soak: a `tangram serve` child driven for this long (bench_soak.h); "" = the rate benchmark.
+  std::string soak;
+  std::string soak_restart_every;       // "" = a eighth of --soak; "0" = never
+  std::string soak_sample = "5s";       // RSS and /metrics every this often
+  std::string soak_rss_growth = "64MiB";  // allowed RSS growth of one server's life after its warm-up
+  std::vector<std::string> given;       // the long names of the options on the command line
+  std::vector<std::string> engine_args; // the engine options given, as words for the child server
 };
 // The HTTP serving benchmark: multi-turn clients against `tangram serve` (or any
 // OpenAI-compatible server) at increasing request rates, session reuse on and off.

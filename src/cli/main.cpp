@@ -32,7 +32,35 @@ void add_sampling_options(CLI::App* c, tangram::SamplingParams& s) {
 }
 
 // KV memory and batching flags of the commands that run the serving engine.
-void add_engine_options(CLI::App* c, EngineFlags& e) {
+void add_engine_options_impl(CLI::App* c, EngineFlags& e);
+// Returns them, for a command that passes them on to a child process (bench-serve --soak).
+std::vector<CLI::Option*> add_engine_options(CLI::App* c, EngineFlags& e) {
+  const size_t before = c->get_options().size();
+  add_engine_options_impl(c, e);
+  std::vector<CLI::Option*> added = c->get_options();
+  added.erase(added.begin(), added.begin() + static_cast<std::ptrdiff_t>(before));
+  return added;
+}
+
+// The options of `options` given on the command line, as the words that would give them again.
+std::vector<std::string> given_as_args(const std::vector<CLI::Option*>& options) {
+  std::vector<std::string> words;
+  for (const CLI::Option* o : options) {
+    if (o->count() == 0) continue;
+    const std::string name = o->get_lnames().empty() ? "-" + o->get_snames().front() : "--" + o->get_lnames().front();
+    if (o->get_expected_min() == 0) {  // a flag
+      words.push_back(name);
+      continue;
+    }
+    for (const std::string& v : o->results()) {
+      words.push_back(name);
+      words.push_back(v);
+    }
+  }
+  return words;
+}
+
+void add_engine_options_impl(CLI::App* c, EngineFlags& e) {
   c->add_option("--kv-memory", e.kv_memory, "KV page arena size, e.g. 512MiB, 2GiB")->capture_default_str();
   c->add_option("--page-tokens", e.page_tokens, "Token slots per KV page (P)")->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -351,7 +379,23 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   c_bs->add_flag("--quick", bs.quick, "The -quick workload at 2 rates: well under a minute");
   c_bs->add_option("-o,--out", bs.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
-  add_engine_options(c_bs, bs.engine);
+  c_bs->add_option("--soak", bs.soak,
+                   "Soak mode: start `tangram serve` as a child process (-m, or the generated model; --kv-disk in a "
+                   "temporary folder) and drive it this long (e.g. 90s, 10m) with a seeded mix of multi-turn chats "
+                   "(streamed and not), mid-stream disconnects, session DELETEs (some mid-turn), requests that must "
+                   "fail, and restarts (SIGTERM, some kill -9); samples RSS and /metrics; exits 1 unless the verdict "
+                   "is PASS. --sessions = concurrent clients (default 6), --turns = turns per conversation (default 4); "
+                   "--url, --rates, --workload, --quick and --max-retries do not apply");
+  c_bs->add_option("--soak-restart-every", bs.soak_restart_every,
+                   "With --soak: restart the server this often (every third restart a kill -9); 0 = never "
+                   "(default: an eighth of --soak; none in its last fifth)");
+  c_bs->add_option("--soak-sample", bs.soak_sample, "With --soak: sample the server's RSS and /metrics this often")
+      ->capture_default_str();
+  c_bs->add_option("--soak-rss-growth", bs.soak_rss_growth,
+                   "With --soak: most RSS one server process may gain after its warm-up (the first quarter of its "
+                   "life) before the verdict is FAIL")
+      ->capture_default_str();
+  const std::vector<CLI::Option*> bs_engine = add_engine_options(c_bs, bs.engine);
 
   BenchKvOptions bk;
   bk.engine.kv_memory = "4GiB";
@@ -477,7 +521,12 @@ int main(int argc, char** argv) {
   if (*c_prof) return cmd_profile(prof);
   if (*c_bk) return cmd_bench_kv(bk);
   if (*c_bench) return cmd_bench(bench);
-  if (*c_bs) return cmd_bench_serve(bs);
+  if (*c_bs) {
+    for (const CLI::Option* o : c_bs->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty()) bs.given.push_back("--" + o->get_lnames().front());
+    bs.engine_args = given_as_args(bs_engine);
+    return cmd_bench_serve(bs);
+  }
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
   if (*c_cl) return cmd_cluster(cl);

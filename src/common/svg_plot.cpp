@@ -35,10 +35,20 @@ double nice_step(double span, int target) {
   return 10 * mag;
 }
 
+constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50;
+
+Status write_text(const std::string& text, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return make_error("cannot write the plot to {}", path);
+  out << text;
+  out.close();
+  if (!out) return make_error("writing the plot to {} failed", path);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string render_svg(const LinePlot& plot) {
-  constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50;
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   auto fx = [&](double x) { return plot.log2_x ? std::log2(std::max(x, 1e-9)) : x; };
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y1 = 0;
@@ -103,13 +113,22 @@ std::string render_svg(const LinePlot& plot) {
   return o;
 }
 
-Status write_svg(const LinePlot& plot, const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return make_error("cannot write the plot to {}", path);
-  out << render_svg(plot);
-  out.close();
-  if (!out) return make_error("writing the plot to {} failed", path);
-  return Status::Ok();
+Status write_svg(const LinePlot& plot, const std::string& path) { return write_text(render_svg(plot), path); }
+
+std::string render_svg_panels(const std::vector<LinePlot>& plots) {
+  std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n", W,
+                              H * static_cast<double>(plots.size()));
+  for (size_t i = 0; i < plots.size(); ++i) {
+    std::string panel = render_svg(plots[i]);
+    // Each chart is a nested <svg>, moved down to its place.
+    panel.insert(std::string_view("<svg ").size(), fmt::format("y=\"{}\" ", H * static_cast<double>(i)));
+    o += panel;
+  }
+  return o + "</svg>\n";
+}
+
+Status write_svg_panels(const std::vector<LinePlot>& plots, const std::string& path) {
+  return write_text(render_svg_panels(plots), path);
 }
 
 }  // namespace tangram

@@ -27,5 +27,9 @@ struct LinePlot {
 std::string render_svg(const LinePlot& plot);
 // Writes render_svg(plot) to path.
 Status write_svg(const LinePlot& plot, const std::string& path);
+// Several charts stacked top to bottom in one SVG file: quantities of different units over the
+// same x (e.g. memory and KV pages over time) each get their own y axis.
+std::string render_svg_panels(const std::vector<LinePlot>& plots);
+Status write_svg_panels(const std::vector<LinePlot>& plots, const std::string& path);
 
 }  // namespace tangram

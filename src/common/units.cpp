@@ -31,6 +31,21 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+Result<double> parse_duration(std::string_view text) {
+  std::string_view t = text;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.remove_suffix(1);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  if (ec != std::errc() || value < 0 || !std::isfinite(value))
+    return make_error("'{}' is not a duration: use a number with an optional unit, e.g. 90s, 10m or 1h", text);
+  const std::string_view unit(end, static_cast<size_t>(t.data() + t.size() - end));
+  if (unit.empty() || unit == "s") return value;
+  if (unit == "ms") return value / 1000.0;
+  if (unit == "m" || unit == "min") return value * 60.0;
+  if (unit == "h") return value * 3600.0;
+  return make_error("'{}': unknown unit of time (use ms, s, m or h)", text);
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -108,7 +108,12 @@ int64_t CompletionStreamReader::event(const std::string& data) {
   int64_t pieces = 0;
   for (const json& c : *choices) {
     if (!c.is_object()) continue;
-    if (auto t = c.find("text"); t != c.end() && t->is_string()) {
+    // A completion chunk carries "text"; a chat chunk (chat.completion.chunk) "delta.content".
+    const json* t = nullptr;
+    if (auto x = c.find("text"); x != c.end()) t = &*x;
+    if (auto d = c.find("delta"); !t && d != c.end() && d->is_object())
+      if (auto x = d->find("content"); x != d->end()) t = &*x;
+    if (t && t->is_string()) {
       const auto& s = t->get_ref<const std::string&>();
       if (!s.empty()) {
         text_ += s;

@@ -36,6 +36,7 @@ class SseParser {
 //   {"choices": [], "usage": {"prompt_tokens", "completion_tokens", "total_tokens",
 //                             "prompt_tokens_details": {"cached_tokens"}}}   (include_usage)
 //   [DONE]
+// Chat streams (/v1/chat/completions) read the same, their text from "delta": {"content": ...}.
 // An event {"error": {"message": ...}} (a failure mid-stream) or an event that is not JSON of
 // this shape sets error(); the stream should then be treated as failed.
 class CompletionStreamReader {

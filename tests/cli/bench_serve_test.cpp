@@ -24,7 +24,8 @@ Ran run_binary(const std::string& args) { return testing::run_tangram(args); }
 TEST(CliBenchServe, HelpNamesTheOptions) {
   const auto r = run_binary("bench-serve --help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* opt : {"--url", "--rates", "--workload", "--quick", "--api-key", "--kv-memory"})
+  for (const char* opt : {"--url", "--rates", "--workload", "--quick", "--api-key", "--kv-memory", "--soak",
+                          "--soak-restart-every", "--soak-sample", "--soak-rss-growth"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 

@@ -23,6 +23,16 @@ TEST(Units, RejectsGarbage) {
   EXPECT_NE(parse_bytes("5XB").message().find("unknown unit"), std::string::npos);
 }
 
+TEST(Units, ParsesDurations) {
+  EXPECT_EQ(*parse_duration("90"), 90.0);
+  EXPECT_EQ(*parse_duration("90s"), 90.0);
+  EXPECT_EQ(*parse_duration("10m"), 600.0);
+  EXPECT_EQ(*parse_duration("1.5h"), 5400.0);
+  EXPECT_EQ(*parse_duration("250ms"), 0.25);
+  for (const char* bad : {"", "m", "-5s", "10d", "nan", "5 s"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
+  EXPECT_NE(parse_duration("10d").message().find("unknown unit"), std::string::npos);
+}
+
 TEST(Units, Formats) {
   EXPECT_EQ(format_bytes(17), "17 B");
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");

@@ -101,6 +101,20 @@ TEST(CompletionStreamReader, UsageWithoutDetailsMeansNoCachedTokens) {
   EXPECT_FALSE(r.done());
 }
 
+TEST(CompletionStreamReader, ReadsChatDeltas) {
+  CompletionStreamReader r;
+  EXPECT_EQ(r.feed("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+                   "\"assistant\"},\"finish_reason\":null}]}\n\n"
+                   "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
+                   "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                   "data: [DONE]\n\n"),
+            1);
+  EXPECT_EQ(r.text(), "Hi");
+  EXPECT_EQ(r.finish_reason(), "stop");
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.error(), "");
+}
+
 TEST(CompletionStreamReader, FailuresAreReportedAndStopTheCount) {
   {
     CompletionStreamReader r;
