@@ -1,6 +1,6 @@
 #include "evaluation/http_load.h"
 
-#include <httplib.h>
+#include "evaluation/http_client.h"
 
 #include <algorithm>
 #include <atomic>
@@ -34,14 +34,6 @@ httplib::Headers base_headers(const std::string& api_key) {
   return h;
 }
 
-void set_timeouts(httplib::Client& c, double timeout_s) {
-  const auto sec = static_cast<time_t>(timeout_s);
-  const auto usec = static_cast<time_t>((timeout_s - static_cast<double>(sec)) * 1e6);
-  c.set_connection_timeout(sec, usec);
-  c.set_read_timeout(sec, usec);
-  c.set_write_timeout(sec, usec);
-}
-
 // The message of an OpenAI error body, else the body's start.
 std::string error_message(int status, const std::string& body) {
   const json j = json::parse(body, nullptr, false);
@@ -57,7 +49,7 @@ class ConversationClient {
  public:
   ConversationClient(const HttpLoadOptions& opt, Clock::time_point t0)
       : opt_(opt), t0_(t0), http_(opt.endpoint.origin) {
-    set_timeouts(http_, opt.timeout_s);
+    set_client_timeouts(http_, opt.timeout_s);
     http_.set_keep_alive(true);
     // Without it a request on a kept-alive connection (headers and body are separate writes)
     // waits for the server's delayed ACK (tens of ms), which would be measured as TTFT.
@@ -344,7 +336,7 @@ std::vector<RequestRecord> request_records(const HttpLoadRun& run) {
 
 Result<int64_t> delete_all_sessions(const HttpEndpoint& endpoint, const std::string& api_key, double timeout_s) {
   httplib::Client http(endpoint.origin);
-  set_timeouts(http, timeout_s);
+  set_client_timeouts(http, timeout_s);
   const httplib::Headers headers = base_headers(api_key);
   auto listed = http.Get(endpoint.base_path + "/v1/sessions", headers);
   if (!listed) return make_error("GET /v1/sessions: {}", httplib::to_string(listed.error()));

@@ -1,6 +1,6 @@
 #include "evaluation/soak_load.h"
 
-#include <httplib.h>
+#include "evaluation/http_client.h"
 
 #include <algorithm>
 #include <charconv>
@@ -41,14 +41,6 @@ constexpr Weighted kMix[] = {{SoakAction::ChatStream, 0.40}, {SoakAction::Chat, 
 
 constexpr double kBackoffS = 0.25;  // wait after a request found no server: it is restarting
 
-void set_timeouts(httplib::Client& c, double timeout_s) {
-  const auto sec = static_cast<time_t>(timeout_s);
-  const auto usec = static_cast<time_t>((timeout_s - static_cast<double>(sec)) * 1e6);
-  c.set_connection_timeout(sec, usec);
-  c.set_read_timeout(sec, usec);
-  c.set_write_timeout(sec, usec);
-}
-
 struct Message {
   std::string role, content;
 };
@@ -59,7 +51,7 @@ class SoakClient {
       : opt_(opt), client_(client), t0_(t0), rng_(opt.seed, static_cast<uint64_t>(client)),
         http_(opt.endpoint.origin), side_(opt.endpoint.origin) {
     for (httplib::Client* c : {&http_, &side_}) {
-      set_timeouts(*c, opt.timeout_s);
+      set_client_timeouts(*c, opt.timeout_s);
       c->set_keep_alive(true);
       c->set_tcp_nodelay(true);
     }
@@ -365,7 +357,7 @@ std::map<std::string, double> parse_prometheus_text(std::string_view text) {
 Result<std::map<std::string, double>> fetch_metrics(const HttpEndpoint& endpoint, const std::string& api_key,
                                                     double timeout_s) {
   httplib::Client http(endpoint.origin);
-  set_timeouts(http, timeout_s);
+  set_client_timeouts(http, timeout_s);
   httplib::Headers h;
   if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
   auto r = http.Get(endpoint.base_path + "/metrics", h);
@@ -376,7 +368,7 @@ Result<std::map<std::string, double>> fetch_metrics(const HttpEndpoint& endpoint
 
 Result<int64_t> fetch_context_length(const HttpEndpoint& endpoint, const std::string& api_key, double timeout_s) {
   httplib::Client http(endpoint.origin);
-  set_timeouts(http, timeout_s);
+  set_client_timeouts(http, timeout_s);
   httplib::Headers h;
   if (!api_key.empty()) h.emplace("Authorization", "Bearer " + api_key);
   auto r = http.Get(endpoint.base_path + "/v1/models", h);

@@ -197,14 +197,10 @@ size_t RequestParser::feed(std::string_view data) {
         line_.clear();
         break;
       }
-      case Stage::Body: {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, rest.size()));
-        append_body(rest.substr(0, n));
-        used += n;
-        remaining_ -= n;
+      case Stage::Body:
+        used += take_body(rest);
         if (remaining_ == 0 && state_ != State::Failed) finish_body();
         break;
-      }
       case Stage::ChunkSize:
         used += take_line(rest, kMaxChunkLine, 400, have_line);
         if (have_line) {
@@ -212,14 +208,10 @@ size_t RequestParser::feed(std::string_view data) {
           line_.clear();
         }
         break;
-      case Stage::ChunkData: {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, rest.size()));
-        append_body(rest.substr(0, n));
-        used += n;
-        remaining_ -= n;
+      case Stage::ChunkData:
+        used += take_body(rest);
         if (remaining_ == 0) stage_ = Stage::ChunkDataEnd;
         break;
-      }
       case Stage::ChunkDataEnd:
         used += take_line(rest, 0, 400, have_line);
         if (have_line) {
@@ -363,6 +355,14 @@ void RequestParser::parse_chunk_size(std::string_view line) {
     return fail(413, fmt::format("the request body is larger than {} bytes", limits_.max_body));
   remaining_ = n;
   stage_ = Stage::ChunkData;
+}
+
+// Takes up to remaining_ bytes of body (Content-Length) or chunk data; returns how many.
+size_t RequestParser::take_body(std::string_view rest) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, rest.size()));
+  append_body(rest.substr(0, n));
+  remaining_ -= n;
+  return n;
 }
 
 void RequestParser::append_body(std::string_view bytes) {

@@ -62,6 +62,7 @@ class RequestParser {
   void parse_header_line(std::string_view line);
   void headers_done();
   void parse_chunk_size(std::string_view line);
+  size_t take_body(std::string_view rest);
   void append_body(std::string_view bytes);
   void finish_body();
   void fail(int status, std::string message);

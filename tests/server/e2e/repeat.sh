@@ -3,6 +3,8 @@
 # not depend on timing: one busy loop per core competes with the server and the clients
 # throughout (as a parallel build or another tenant would). Stops at the first failure.
 #   tests/server/e2e/repeat.sh /path/to/tangram [N=10]
+# E2E_LOAD_PROCS sets the number of busy loops (default: one per core; 0 when something else
+# already loads the machine).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:?usage: repeat.sh /path/to/tangram [N]}"
@@ -10,7 +12,7 @@ n="${2:-10}"
 load=()
 cleanup() { for p in "${load[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-for _ in $(seq "$(nproc)"); do
+for _ in $(seq "${E2E_LOAD_PROCS:-$(nproc)}"); do
   ( while :; do :; done ) &
   load+=($!)
 done
