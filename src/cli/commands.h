@@ -259,4 +259,16 @@ struct ProfileOptions {
 // report of how stable the head ordering is across samples, turns and kinds of text.
 int cmd_profile(const ProfileOptions& opt);
 
+struct PerplexityCmdOptions {
+  std::string model;
+  std::string file;                  // the text
+  int64_t chunk = 128;               // tokens appended per turn (then compressed, as serving does)
+  bool json = false;                 // the result as JSON on stdout instead of the text lines
+  EngineFlags engine;                // -c/--ctx is the window; the KV policy flags act as in serving
+  std::vector<std::string> given;    // long names of the options on the command line
+};
+// Teacher-forced perplexity of a text under a KV policy (with KL from full KV and the
+// retention reached when the policy compresses).
+int cmd_perplexity(const PerplexityCmdOptions& opt);
+
 }  // namespace tangram::cli

@@ -505,6 +505,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"per-layer", "global"}));
   c_cl->add_option("-o,--out", cl.out, "Write the chosen cluster map (JSON) here");
 
+  PerplexityCmdOptions ppl;
+  auto* c_ppl = app.add_subcommand(
+      "perplexity",
+      "Teacher-forced perplexity of a text under a KV policy, turn by turn as serving compresses it; "
+      "with a compressing policy also the mean KL from full KV and the retention reached. Windows: "
+      "consecutive -c tokens from an empty cache, BOS first, the remainder not evaluated (as "
+      "llama-perplexity), but every position of a window is scored (not only its second half)");
+  c_ppl->add_option("-m,--model", ppl.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_ppl->add_option("-f,--file", ppl.file, "Text file to evaluate")->required();
+  c_ppl->add_option("--chunk", ppl.chunk, "Tokens appended per turn; the cache is compressed after each")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  c_ppl->add_flag("--json", ppl.json, "Print the result as JSON on stdout");
+  add_engine_options(c_ppl, ppl.engine);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -530,5 +544,10 @@ int main(int argc, char** argv) {
   if (*c_mk) return cmd_mkmodel(mk);
   if (*c_bm) return cmd_bench_model(bm);
   if (*c_cl) return cmd_cluster(cl);
+  if (*c_ppl) {
+    for (const CLI::Option* o : c_ppl->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty()) ppl.given.push_back("--" + o->get_lnames().front());
+    return cmd_perplexity(ppl);
+  }
   return 1;
 }

@@ -16,65 +16,9 @@ namespace tangram {
 
 namespace {
 
-// The KVzip-style scorer reads the queries of a pass that repeats the context after this
-// instruction (the same text the scheduler uses, so both score alike).
-constexpr std::string_view kRepeatInstruction = "\n\nRepeat the previous context exactly.\n";
-
 // Continuation rows run per teacher-forced step: bounds the two logits buffers to
 // [kTeacherRows][vocab] each, whatever the continuation length.
 constexpr int64_t kTeacherRows = 32;
-
-// Runs tokens at positions pos0 .. pos0 + size - 1 in steps of at most max_batch tokens.
-// Query rows at positions capture_from .. capture_from + capture_rows - 1 are copied to
-// capture_q ([n_layers][capture_rows][n_head][head_dim]) when it is not null; the last token's
-// logits ([vocab]) go to last_logits when it is not null.
-Status run_capturing(Model& model, KvCache& cache, std::span<const int32_t> tokens, int64_t pos0,
-                     float* last_logits, float* capture_q, int64_t capture_from,
-                     int64_t capture_rows, ThreadPool& pool) {
-  const auto n = static_cast<int64_t>(tokens.size());
-  for (int64_t done = 0; done < n;) {
-    const int64_t m = std::min(model.max_batch(), n - done);
-    SequenceStep step;
-    step.cache = &cache;
-    step.tokens = tokens.data() + done;
-    step.n = m;
-    step.pos0 = pos0 + done;
-    step.logits = done + m == n ? last_logits : nullptr;
-    step.capture_q = capture_q;
-    step.capture_from = capture_from;
-    step.capture_rows = capture_q != nullptr ? capture_rows : 0;
-    TG_TRY(model.forward_step(std::span<const SequenceStep>(&step, 1), pool));
-    done += m;
-  }
-  return Status::Ok();
-}
-
-// The queries the policy's scorer reads, gathered on the freshly prefilled paged cache:
-// nothing for query-free scorers, the observation window (captured during the prefill by
-// prefill_policy) or a reconstruction pass, which leaves the cache as it found it.
-struct ScorerQueries {
-  std::vector<float> rows;  // [n_layers][n_rows][n_head][head_dim]
-  int64_t n_rows = 0;
-  int64_t pos0 = 0;
-};
-
-Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const int32_t> context,
-                           std::span<const int32_t> instruction, int64_t n_rows,
-                           ScorerQueries& q, ThreadPool& pool) {
-  const auto n_ctx = static_cast<int64_t>(context.size());
-  std::vector<int32_t> pass(instruction.begin(), instruction.end());  // [instruction + n_rows]
-  pass.insert(pass.end(), context.end() - n_rows, context.end());
-  q.n_rows = n_rows;
-  q.pos0 = n_ctx + static_cast<int64_t>(instruction.size());
-  const ModelConfig& c = model.config();
-  q.rows.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_rows) *
-                    static_cast<size_t>(c.q_dim()),
-                0.0f);
-  const Status st = run_capturing(model, cache, pass, n_ctx, nullptr, q.rows.data(), q.pos0,
-                                  n_rows, pool);
-  cache.truncate(n_ctx);  // the pass leaves nothing behind
-  return st;
-}
 
 // Feeds the same continuation to both caches (at the end of the context) and accumulates
 // KL(p_full || p_policy) after every token.
@@ -139,6 +83,52 @@ Status greedy_agreement(Model& model, KvCache& full, KvCache& policy,
 }
 
 }  // namespace
+
+Status run_capturing(Model& model, KvCache& cache, std::span<const int32_t> tokens, int64_t pos0,
+                     float* logits, float* capture_q, int64_t capture_from,
+                     int64_t capture_rows, ThreadPool& pool, bool all_logits, int64_t max_step) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t step_max = max_step > 0 ? std::min(max_step, model.max_batch()) : model.max_batch();
+  const int64_t vocab = model.config().vocab;
+  for (int64_t done = 0; done < n;) {
+    const int64_t m = std::min(step_max, n - done);
+    SequenceStep step;
+    step.cache = &cache;
+    step.tokens = tokens.data() + done;
+    step.n = m;
+    step.pos0 = pos0 + done;
+    if (all_logits && logits != nullptr) {
+      step.logits = logits + done * vocab;  // this step's rows of [n][vocab]
+      step.all_logits = true;
+    } else {
+      step.logits = done + m == n ? logits : nullptr;
+    }
+    step.capture_q = capture_q;
+    step.capture_from = capture_from;
+    step.capture_rows = capture_q != nullptr ? capture_rows : 0;
+    TG_TRY(model.forward_step(std::span<const SequenceStep>(&step, 1), pool));
+    done += m;
+  }
+  return Status::Ok();
+}
+
+Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const int32_t> context,
+                           std::span<const int32_t> instruction, int64_t n_rows,
+                           ScorerQueries& q, ThreadPool& pool) {
+  const auto n_ctx = static_cast<int64_t>(context.size());
+  std::vector<int32_t> pass(instruction.begin(), instruction.end());  // [instruction + n_rows]
+  pass.insert(pass.end(), context.end() - n_rows, context.end());
+  q.n_rows = n_rows;
+  q.pos0 = n_ctx + static_cast<int64_t>(instruction.size());
+  const ModelConfig& c = model.config();
+  q.rows.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_rows) *
+                    static_cast<size_t>(c.q_dim()),
+                0.0f);
+  const Status st = run_capturing(model, cache, pass, n_ctx, nullptr, q.rows.data(), q.pos0,
+                                  n_rows, pool);
+  cache.truncate(n_ctx);  // the pass leaves nothing behind
+  return st;
+}
 
 Result<AgreementResult> policy_agreement(Model& model, const CompressionOptions& policy,
                                          int group_size, int page_tokens,

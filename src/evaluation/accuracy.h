@@ -18,10 +18,13 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "compress/kv_policy.h"
+#include "kv/paged_kv_cache.h"
 #include "model/model.h"
 
 namespace tangram {
@@ -50,6 +53,36 @@ Result<AgreementResult> policy_agreement(Model& model, const CompressionOptions&
                                          std::span<const int32_t> context,
                                          std::span<const int32_t> continuation, int n_generate,
                                          ThreadPool& pool);
+
+// --- Building blocks of the policy side, shared with perplexity.h ---
+
+// Runs tokens at positions pos0 .. pos0 + size - 1 in steps of at most max_step tokens (0 or
+// above the model's max batch: max_batch). Query rows at positions capture_from ..
+// capture_from + capture_rows - 1 are copied to capture_q ([n_layers][capture_rows][n_head]
+// [head_dim]) when it is not null. logits (may be null): with all_logits every token's row,
+// [size][vocab]; otherwise the last token's, [vocab].
+Status run_capturing(Model& model, KvCache& cache, std::span<const int32_t> tokens, int64_t pos0,
+                     float* logits, float* capture_q, int64_t capture_from, int64_t capture_rows,
+                     ThreadPool& pool, bool all_logits = false, int64_t max_step = 0);
+
+// The queries the policy's scorer reads, gathered on the freshly prefilled paged cache:
+// nothing for query-free scorers, the observation window (captured during the prefill) or a
+// reconstruction pass, which leaves the cache as it found it.
+struct ScorerQueries {
+  std::vector<float> rows;  // [n_layers][n_rows][n_head][head_dim]
+  int64_t n_rows = 0;
+  int64_t pos0 = 0;
+};
+
+// The KVzip-style pass: `instruction` then the context's last n_rows tokens run after the
+// context (which the cache holds, context.size() positions); their queries go to q and the
+// cache is cut back to the context.
+Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const int32_t> context,
+                           std::span<const int32_t> instruction, int64_t n_rows,
+                           ScorerQueries& q, ThreadPool& pool);
+
+// The instruction the KVzip-style pass repeats the context after (the scheduler's text).
+inline constexpr std::string_view kRepeatInstruction = "\n\nRepeat the previous context exactly.\n";
 
 // --- Numerics, exposed for tests and for other reports ---
 
