@@ -84,21 +84,9 @@ class ContentDecoder {
     zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
     zs_.avail_in = static_cast<uInt>(in.size());
     std::array<char, 16384> buf;
-    while (zs_.avail_in > 0 && !ended_) {
-      zs_.next_out = reinterpret_cast<Bytef*>(buf.data());
-      zs_.avail_out = static_cast<uInt>(buf.size());
-      const int rc = inflate(&zs_, Z_NO_FLUSH);
-      const size_t produced = buf.size() - zs_.avail_out;
-      if (out.size() + produced > limit) return Outcome::TooLarge;
-      out.append(buf.data(), produced);
-      if (rc == Z_STREAM_END) {
-        ended_ = true;
-        break;
-      }
-      if (rc != Z_OK && !(rc == Z_BUF_ERROR && produced > 0)) return Outcome::Corrupt;
-    }
-    // Drain what inflate holds back once the input is consumed.
-    while (!ended_ && zs_.avail_in == 0) {
+    // Until the input is used up and inflate holds nothing back (its last output did not fill
+    // the buffer), or the stream ends.
+    while (!ended_) {
       zs_.next_out = reinterpret_cast<Bytef*>(buf.data());
       zs_.avail_out = static_cast<uInt>(buf.size());
       const int rc = inflate(&zs_, Z_NO_FLUSH);
@@ -106,7 +94,9 @@ class ContentDecoder {
       if (out.size() + produced > limit) return Outcome::TooLarge;
       out.append(buf.data(), produced);
       if (rc == Z_STREAM_END) ended_ = true;
-      if (produced == 0 || (rc != Z_OK && rc != Z_STREAM_END)) break;
+      else if (rc == Z_BUF_ERROR) break;  // no progress possible: it needs more input
+      else if (rc != Z_OK) return Outcome::Corrupt;
+      else if (zs_.avail_in == 0 && zs_.avail_out != 0) break;
     }
     if (ended_ && zs_.avail_in > 0) return Outcome::Corrupt;
     return Outcome::Ok;
