@@ -20,6 +20,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/server_metrics.h"
+#include "tokenizer/utf8.h"
 
 namespace tangram::server {
 namespace {
@@ -78,6 +79,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 std::string route_label(const std::string& path) {
   static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/sessions",
+                                        "/tokenize", "/detokenize", "/apply-template",
                                         "/health", "/ready", "/metrics", "/"};
   for (const char* r : kRoutes)
     if (path == r) return r;
@@ -531,6 +533,45 @@ struct HttpServer::Impl {
     send_json(res, ordered_json{{"id", id}, {"object", "session"}, {"deleted", true}});
   }
 
+  // llama.cpp's helpers: what the model's tokenizer and template make of a text or messages.
+  void handle_tokenize(const http::Request& req, http::Response& res) {
+    auto parsed = parse_tokenize_request(req.body);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    const auto& r = std::get<TokenizeRequest>(parsed);
+    const std::vector<int32_t> ids = tok.encode(r.content, r.add_special, r.parse_special);
+    ordered_json tokens = ordered_json::array();
+    for (int32_t id : ids) {
+      if (!r.with_pieces) {
+        tokens.push_back(id);
+        continue;
+      }
+      // A piece that is not valid UTF-8 on its own (part of a character) is given as its bytes.
+      const std::string piece = tok.token_to_piece(id);
+      ordered_json bytes = ordered_json::array();
+      for (unsigned char b : piece) bytes.push_back(b);
+      tokens.push_back(ordered_json{{"id", id}, {"piece", utf8_is_valid(piece) ? ordered_json(piece) : bytes}});
+    }
+    send_json(res, ordered_json{{"tokens", tokens}});
+  }
+
+  void handle_detokenize(const http::Request& req, http::Response& res) {
+    auto parsed = parse_detokenize_request(req.body, tok.n_vocab());
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    send_json(res, ordered_json{{"content", tok.decode(std::get<DetokenizeRequest>(parsed).tokens, false)}});
+  }
+
+  void handle_apply_template(const http::Request& req, http::Response& res) {
+    auto parsed = parse_chat_request(req.body, defaults);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+    auto text = tmpl.render(std::get<ChatCompletionRequest>(parsed).messages, /*add_generation_prompt=*/true, bos, eos);
+    if (!text)
+      return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages",
+                                         "template_error"));
+    send_json(res, ordered_json{{"prompt", *text}});
+  }
+
   void handle_metrics(const http::Request&, http::Response& res) {
     res.set_content(metrics.scrape(engine.stats(), pending.load()), "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -600,6 +641,9 @@ struct HttpServer::Impl {
     // answered from the control lane, so health checks and metrics never wait behind them.
     http.route("POST", "/v1/chat/completions", Lane::Work, [this](auto& req, auto& res) { handle_chat(req, res); });
     http.route("POST", "/v1/completions", Lane::Work, [this](auto& req, auto& res) { handle_completion(req, res); });
+    http.route("POST", "/tokenize", Lane::Work, [this](auto& req, auto& res) { handle_tokenize(req, res); });
+    http.route("POST", "/detokenize", Lane::Work, [this](auto& req, auto& res) { handle_detokenize(req, res); });
+    http.route("POST", "/apply-template", Lane::Work, [this](auto& req, auto& res) { handle_apply_template(req, res); });
     http.route("GET", "/v1/models", Lane::Control, [this](auto& req, auto& res) { handle_models(req, res); });
     http.route("GET", "/v1/sessions", Lane::Control, [this](auto& req, auto& res) { handle_sessions(req, res); });
     http.route("DELETE", "/v1/sessions/:id", Lane::Control, [this](auto& req, auto& res) {

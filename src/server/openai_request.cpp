@@ -38,6 +38,20 @@ ApiError wrong_type(const std::string& field, const char* want, const json& got)
                      "invalid_type");
 }
 
+// Token ids of an array, each an integer in [0, vocab_size).
+std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32_t vocab_size,
+                                       std::vector<int32_t>& out) {
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) return wrong_type(std::string(field) + "[]", "a token id (integer)", t);
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      return bad_request(fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), vocab_size), field,
+                         "invalid_token");
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
 // Reads an optional number field into `out`, range-checked to [lo, hi] (finite).
 std::optional<ApiError> read_number(const json& j, const char* field, double lo, double hi, float& out) {
   auto it = j.find(field);
@@ -284,21 +298,43 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const std::st
       if ((*p)[0].get_ref<const std::string&>().empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
       r.prompt = (*p)[0].get<std::string>();
     } else {
-      std::vector<int32_t> ids;
-      for (const json& t : *p) {
+      for (const json& t : *p)
         if (t.is_array()) return bad_request("only one prompt per request is supported", "prompt", "unsupported_value");
-        if (!t.is_number_integer()) return wrong_type("prompt[]", "a token id (integer)", t);
-        const int64_t id = t.get<int64_t>();
-        if (id < 0 || id >= defaults.vocab_size)
-          return bad_request(fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), defaults.vocab_size),
-                             "prompt", "invalid_token");
-        ids.push_back(static_cast<int32_t>(id));
-      }
+      std::vector<int32_t> ids;
+      if (auto e = read_token_ids(*p, "prompt", defaults.vocab_size, ids)) return *e;
       r.prompt = std::move(ids);
     }
   } else {
     return wrong_type("prompt", "a string, an array of strings or an array of token ids", *p);
   }
+  return r;
+}
+
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  TokenizeRequest r;
+  auto c = j.find("content");
+  if (c == j.end() || !c->is_string())
+    return c == j.end() ? bad_request("'content' is required", "content", "missing_field")
+                        : wrong_type("content", "a string", *c);
+  r.content = c->get<std::string>();
+  if (auto e = read_bool(j, "add_special", r.add_special)) return *e;
+  if (auto e = read_bool(j, "parse_special", r.parse_special)) return *e;
+  if (auto e = read_bool(j, "with_pieces", r.with_pieces)) return *e;
+  return r;
+}
+
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body, int32_t vocab_size) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  auto t = j.find("tokens");
+  if (t == j.end()) return bad_request("'tokens' is required", "tokens", "missing_field");
+  if (!t->is_array()) return wrong_type("tokens", "an array of token ids", *t);
+  DetokenizeRequest r;
+  if (auto e = read_token_ids(*t, "tokens", vocab_size, r.tokens)) return *e;
   return r;
 }
 

@@ -53,6 +53,20 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
 std::variant<CompletionRequest, ApiError> parse_completion_request(const std::string& body,
                                                                    const RequestDefaults& defaults);
 
+// llama.cpp's server helpers. POST /tokenize: {"content", "add_special" (false),
+// "parse_special" (true), "with_pieces" (false)}; POST /detokenize: {"tokens": [ids]}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;
+};
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body, int32_t vocab_size);
+
 // A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
 bool valid_session_id(const std::string& id);
 

@@ -622,5 +622,35 @@ TEST(HttpServer, MetricsCountWhatClientsSaw) {
   EXPECT_NE(m.find("# TYPE tangram_request_duration_seconds histogram"), std::string::npos);
 }
 
+// llama.cpp's helper endpoints agree with the tokenizer and the template the server uses.
+TEST(HttpServer, TokenizeDetokenizeAndApplyTemplate) {
+  auto s = start();
+  auto c = s->client();
+  const Tokenizer& tok = *stories().tok;
+  const std::string text = "Once upon a time, there was a little girl.";
+  const json t = post_json(c, "/tokenize", json{{"content", text}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), tok.encode(text, false, true));
+  const json with_bos = post_json(c, "/tokenize", json{{"content", text}, {"add_special", true}});
+  EXPECT_EQ(with_bos["tokens"].get<std::vector<int32_t>>(), tok.encode(text, true, true));
+  const json pieces = post_json(c, "/tokenize", json{{"content", "Once"}, {"with_pieces", true}});
+  ASSERT_FALSE(pieces["tokens"].empty());
+  std::string joined;
+  for (const json& p : pieces["tokens"]) joined += p["piece"].get<std::string>();
+  std::string expected;
+  for (int32_t id : tok.encode("Once", false, true)) expected += tok.token_to_piece(id);
+  EXPECT_EQ(joined, expected);
+  EXPECT_EQ(pieces["tokens"][0]["id"].get<int32_t>(), tok.encode("Once", false, true)[0]);
+  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", t["tokens"]}})["content"], text);
+  const json tmpl = post_json(c, "/apply-template", chat_body({{"user", "Hi"}}, 4));
+  EXPECT_EQ(tmpl["prompt"], "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // Bad input: 400 with a reason, and the server goes on.
+  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", {1, 2, 999999}}}, 400)["error"]["code"], "invalid_token");
+  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", "abc"}}, 400)["error"]["code"], "invalid_type");
+  EXPECT_EQ(post_json(c, "/tokenize", json{{"text", "x"}}, 400)["error"]["code"], "missing_field");
+  EXPECT_EQ(post_json(c, "/tokenize", json{{"content", "x"}, {"with_pieces", 1}}, 400)["error"]["code"], "invalid_type");
+  EXPECT_EQ(post_json(c, "/apply-template", json{{"messages", json::array()}}, 400)["error"]["param"], "messages");
+  EXPECT_EQ(c.Get("/tokenize")->status, 405);
+}
+
 }  // namespace
 }  // namespace tangram::server
