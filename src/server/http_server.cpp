@@ -19,6 +19,10 @@
 #include "server/conversations.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/response_store.h"
+#include "server/responses_json.h"
+#include "server/responses_request.h"
+#include "server/stream_formats.h"
 #include "server/server_metrics.h"
 #include "tokenizer/utf8.h"
 
@@ -49,9 +53,18 @@ struct Channel {
   Clock::time_point last_token;
 };
 
+enum class Endpoint { Chat, Completion, Responses };
+
+// What a Responses API turn adds to a generation: its response object and its chain.
+struct ResponsesTurn {
+  ResponseState state;
+  std::vector<ChatMessage> input;                  // this turn's input messages
+  std::shared_ptr<const ChainLink> before;         // the chain of previous_response_id (null: none)
+};
+
 // One generation request as the handlers see it, from parsing to the response.
 struct Generation {
-  bool chat = true;
+  Endpoint endpoint = Endpoint::Chat;
   std::string request_id;
   std::string owner;
   std::string model;
@@ -59,6 +72,15 @@ struct Generation {
   ResolvedPrompt prompt;
   GenerationFields fields;
   std::string echo_prefix;   // completions with echo: the prompt text
+  std::optional<ResponsesTurn> responses;  // POST /v1/responses only
+
+  // The request field that holds the prompt, for errors about it.
+  const char* prompt_field() const {
+    return endpoint == Endpoint::Completion ? "prompt" : (endpoint == Endpoint::Responses ? "input" : "messages");
+  }
+  const char* endpoint_name() const {
+    return endpoint == Endpoint::Completion ? "completions" : (endpoint == Endpoint::Responses ? "responses" : "chat");
+  }
 };
 
 // The owner id of an API key: a digest of the key itself, never its position in --api-key, so
@@ -78,12 +100,14 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 }
 
 std::string route_label(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/sessions",
+  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
+                                        "/v1/models", "/v1/sessions",
                                         "/tokenize", "/detokenize", "/apply-template",
                                         "/health", "/ready", "/metrics", "/"};
   for (const char* r : kRoutes)
     if (path == r) return r;
   if (path.rfind("/v1/sessions/", 0) == 0) return "/v1/sessions/{id}";
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -100,6 +124,7 @@ struct HttpServer::Impl {
   http::ServerCore http;
   std::vector<std::string> owner_ids;  // owner_id of each --api-key, in order
   Conversations conversations;
+  ResponseStore responses;  // stored Responses API responses, per key
   ServerMetrics metrics;
   AccessLog log;
   std::atomic<int64_t> pending{0};  // generation requests submitted and not finished
@@ -114,6 +139,7 @@ struct HttpServer::Impl {
       : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), http(core_options(opt, e)),
         // A record that goes takes its KV with it; queued, as it runs under the records' lock.
         conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
+        responses(opt.max_conversations),
         log(opt.log_level) {
     for (const std::string& k : opt.api_keys) owner_ids.push_back(owner_id(k));
     defaults.params = opt.defaults;
@@ -177,7 +203,7 @@ struct HttpServer::Impl {
       return bad_request(fmt::format("the prompt is {} tokens, and the context holds {} with at least one to "
                                      "generate: shorten it by {} tokens",
                                      n, ctx, n + 1 - ctx),
-                         g.chat ? "messages" : "prompt", "context_length_exceeded");
+                         g.prompt_field(), "context_length_exceeded");
     return std::nullopt;
   }
 
@@ -221,7 +247,7 @@ struct HttpServer::Impl {
     }
     if (!id) {
       pending.fetch_sub(1);
-      return bad_request(id.message(), g.chat ? "messages" : "prompt", "invalid_request");
+      return bad_request(id.message(), g.prompt_field(), "invalid_request");
     }
     inflight.insert(*id);
     return *id;
@@ -263,7 +289,7 @@ struct HttpServer::Impl {
     recent_e2e_s.store(0.8 * recent_e2e_s.load() + 0.2 * o.e2e_s);
     log.write(result.finish == FinishReason::Error ? LogLevel::Warn : LogLevel::Info, "request",
               {{"id", g.request_id},
-               {"endpoint", g.chat ? "chat" : "completions"},
+               {"endpoint", g.endpoint_name()},
                {"key", g.owner},
                {"session", g.prompt.public_id},
                {"stream", g.fields.stream ? "true" : "false"},
@@ -324,31 +350,58 @@ struct HttpServer::Impl {
     }
     const RequestResult r = *ch->result;
     lock.unlock();
-    if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) {
-      send_error(res, ApiError{500, "generation failed: " + (r.error.empty() ? std::string("cancelled") : r.error),
-                               "server_error", "", "generation_failed", 0});
-      return;
-    }
+    if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) return send_error(res, generation_failed(r));
     wait_durable(g);
     const ResponseMeta m = meta_of(g);
-    if (g.chat)
-      send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
-    else
-      send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
+    switch (g.endpoint) {
+      case Endpoint::Chat: return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
+      case Endpoint::Completion:
+        return send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
+      case Endpoint::Responses: return send_json(res, store_response(g, r));
+    }
+  }
+
+  static ApiError generation_failed(const RequestResult& r) {
+    return ApiError{500, "generation failed: " + (r.error.empty() ? std::string("cancelled") : r.error),
+                    "server_error", "", "generation_failed", 0};
+  }
+
+  // The finished response object of a Responses turn, kept (store: true) before the client sees
+  // it, so that a next turn naming it as previous_response_id finds it.
+  ordered_json store_response(const Generation& g, const RequestResult& r) {
+    ResponseState s = g.responses->state;
+    finish_response(s, r.finish, r.text, usage_of(r));
+    ordered_json body = response_json(s);
+    if (s.store) {
+      auto link = std::make_shared<ChainLink>();
+      link->messages = g.responses->input;
+      ChatMessage reply;
+      reply.role = "assistant";
+      reply.content = r.text;
+      link->messages.push_back(std::move(reply));
+      link->before = g.responses->before;
+      responses.put(g.owner, s.id, StoredResponse{body, std::move(link)});
+    }
+    return body;
+  }
+
+  std::unique_ptr<StreamFormat> stream_format(const Generation& g) const {
+    switch (g.endpoint) {
+      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage);
+      case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage);
+      case Endpoint::Responses: return responses_stream(g.responses->state);
+    }
+    return nullptr;
   }
 
   void respond_streaming(const Generation& g, std::shared_ptr<Channel> ch, RequestId id, http::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
     res.set_stream("text/event-stream", [this, g, ch, id](http::StreamSink& sink) {
-      const ResponseMeta m = meta_of(g);
-      const bool usage_null = g.fields.include_usage;
-      auto write = [&](const std::string& s) { return sink.write(s); };
+      std::unique_ptr<StreamFormat> format = stream_format(g);
+      auto write = [&](const std::string& s) { return s.empty() || sink.write(s); };
       auto client_gone = [&] { cancel_abandoned(*ch, id); };
-      bool ok = g.chat ? write(sse_event(chat_chunk_json(m, "assistant", "", std::nullopt, usage_null)))
-                       : (g.echo_prefix.empty() ||
-                          write(sse_event(completion_chunk_json(m, g.echo_prefix, std::nullopt, usage_null))));
-      if (!ok) return client_gone();
+      if (!write(format->opening())) return client_gone();
       for (;;) {
         std::string text;
         std::optional<RequestResult> result;
@@ -366,27 +419,17 @@ struct HttpServer::Impl {
           }
         }
         if (!text.empty()) {
-          const ordered_json chunk = g.chat ? chat_chunk_json(m, std::nullopt, text, std::nullopt, usage_null)
-                                            : completion_chunk_json(m, text, std::nullopt, usage_null);
-          if (!write(sse_event(chunk))) return client_gone();
+          if (!write(format->text(text))) return client_gone();
           continue;
         }
         if (!result) continue;
         if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
-          const ApiError e{500, "generation failed: " + (result->error.empty() ? "cancelled" : result->error),
-                           "server_error", "", "generation_failed", 0};
-          write(sse_event(ordered_json(error_json(e))));
-        } else {
-          wait_durable(g);
-          const ordered_json last = g.chat ? chat_chunk_json(m, std::nullopt, std::nullopt, result->finish, usage_null)
-                                           : completion_chunk_json(m, "", result->finish, usage_null);
-          if (!write(sse_event(last))) return;
-          if (g.fields.include_usage) {
-            const Usage u = usage_of(*result);
-            write(sse_event(g.chat ? chat_usage_chunk_json(m, u) : completion_usage_chunk_json(m, u)));
-          }
+          write(format->failure(generation_failed(*result)));
+          return;
         }
-        write(std::string(kSseDone));
+        wait_durable(g);
+        if (g.endpoint == Endpoint::Responses) store_response(g, *result);
+        write(format->closing(result->finish, result->text, usage_of(*result)));
         return;
       }
     });
@@ -425,10 +468,11 @@ struct HttpServer::Impl {
   }
 
   // The steps both generation endpoints share: ids, the caller, the model and session fields.
-  Generation start_generation(bool chat, const http::Request& req, http::Response& res) {
+  Generation start_generation(Endpoint endpoint, const http::Request& req, http::Response& res) {
+    static constexpr const char* kIdPrefix[] = {"chatcmpl-", "cmpl-", "resp_"};
     Generation g;
-    g.chat = chat;
-    g.request_id = random_id(chat ? "chatcmpl-" : "cmpl-");
+    g.endpoint = endpoint;
+    g.request_id = random_id(kIdPrefix[static_cast<int>(endpoint)]);
     res.set_header("X-Request-Id", g.request_id);
     g.owner = *owner_of(req);  // the pre-routing handler has checked it
     g.model = opt.model_name;
@@ -441,31 +485,96 @@ struct HttpServer::Impl {
     return session_from(req, g.fields);
   }
 
+  // Renders messages through the chat template and finds the conversation the prompt continues.
+  std::optional<ApiError> render_and_resolve(Generation& g, const std::vector<ChatMessage>& messages) {
+    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+    const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+    // Control-token texts inside the messages stay text: only the template's markup is parsed.
+    auto chat = tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts());
+    if (!chat)
+      return bad_request("the chat template failed on these messages: " + chat.message(), g.prompt_field(),
+                         "template_error");
+    g.history_text = chat->text;
+    // The template writes BOS and the special tokens itself.
+    return conversations.resolve_text(g.owner, g.fields.session_id, chat->text, /*add_special=*/false, tok, g.prompt,
+                                      chat->protected_ranges);
+  }
+
   void handle_chat(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
-    Generation g = start_generation(/*chat=*/true, req, res);
+    Generation g = start_generation(Endpoint::Chat, req, res);
     auto parsed = parse_chat_request(req.body, defaults);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<ChatCompletionRequest>(parsed);
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
-    const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
-    const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
-    // Control-token texts inside the messages stay text: only the template's markup is parsed.
-    auto chat = tmpl.render_protected(cr.messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts());
-    if (!chat)
-      return send_error(res, bad_request("the chat template failed on these messages: " + chat.message(), "messages",
-                                         "template_error"));
-    g.history_text = chat->text;
-    // The template writes BOS and the special tokens itself.
-    if (auto e = conversations.resolve_text(g.owner, g.fields.session_id, chat->text, /*add_special=*/false, tok,
-                                            g.prompt, chat->protected_ranges))
-      return send_error(res, *e);
+    if (auto e = render_and_resolve(g, cr.messages)) return send_error(res, *e);
     run_generation(g, req, res, received);
+  }
+
+  ApiError response_not_found(const std::string& id) const {
+    return ApiError{404, fmt::format("no stored response '{}' for this API key", id), "invalid_request_error",
+                    "response_id", "response_not_found", 0};
+  }
+
+  // POST /v1/responses: a chat turn after the stored chain of previous_response_id. The prompt
+  // is rendered from the whole chain, so its KV is found by the conversation it extends.
+  void handle_responses(const http::Request& req, http::Response& res) {
+    const auto received = Clock::now();
+    Generation g = start_generation(Endpoint::Responses, req, res);
+    auto parsed = parse_responses_request(req.body, defaults);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    auto& rr = std::get<ResponsesRequest>(parsed);
+    if (auto e = take_fields(g, std::move(rr.gen), req)) return send_error(res, *e);
+    ResponsesTurn turn;
+    if (!rr.previous_response_id.empty()) {
+      std::optional<StoredResponse> previous = responses.get(g.owner, rr.previous_response_id);
+      if (!previous) {
+        ApiError e = response_not_found(rr.previous_response_id);
+        e.param = "previous_response_id";
+        return send_error(res, e);
+      }
+      turn.before = previous->history;
+    }
+    std::vector<ChatMessage> messages;
+    if (!rr.instructions.empty()) messages.push_back(ChatMessage{"system", rr.instructions, {}, {}, {}, {}});
+    for (ChatMessage& m : chain_messages(turn.before)) messages.push_back(std::move(m));
+    messages.insert(messages.end(), rr.input.begin(), rr.input.end());
+    if (auto e = render_and_resolve(g, messages)) return send_error(res, *e);
+    ResponseState& s = turn.state;
+    s.id = g.request_id;
+    s.message_id = random_id("msg_");
+    s.created_at = unix_now();
+    s.model = g.model;
+    s.instructions = rr.instructions;
+    s.previous_response_id = rr.previous_response_id;
+    s.max_output_tokens = rr.max_output_tokens;
+    s.temperature = g.fields.params.temperature;
+    s.top_p = g.fields.params.top_p;
+    s.store = rr.store;
+    s.metadata = std::move(rr.metadata);
+    s.session_id = g.prompt.public_id;
+    turn.input = std::move(rr.input);
+    g.responses = std::move(turn);
+    run_generation(g, req, res, received);
+  }
+
+  void handle_get_response(const http::Request& req, http::Response& res) {
+    const std::string& id = req.params.at(0);
+    std::optional<StoredResponse> r = valid_response_id(id) ? responses.get(*owner_of(req), id) : std::nullopt;
+    if (!r) return send_error(res, response_not_found(id));
+    send_json(res, r->body);
+  }
+
+  // Deletes the stored response only: the conversation's KV stays for the rest of its chain.
+  void handle_delete_response(const http::Request& req, http::Response& res) {
+    const std::string& id = req.params.at(0);
+    if (!valid_response_id(id) || !responses.erase(*owner_of(req), id)) return send_error(res, response_not_found(id));
+    send_json(res, ordered_json{{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
   void handle_completion(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
-    Generation g = start_generation(/*chat=*/false, req, res);
+    Generation g = start_generation(Endpoint::Completion, req, res);
     auto parsed = parse_completion_request(req.body, defaults);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<CompletionRequest>(parsed);
@@ -619,7 +728,8 @@ struct HttpServer::Impl {
   // Counted before the response is written, so a client that reads /metrics next sees it.
   void count_and_log(const http::Request& req, const http::Response& res) {
     metrics.count_response(route_label(req.path), res.status);
-    const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
+    const bool generation =
+        req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/v1/responses";
     // Generations that reached the engine are logged when they finish, with their figures.
     if (generation && (res.status == 200 || res.status == 499)) return;
     log.write(res.status >= 500 ? LogLevel::Warn : (res.status >= 400 ? LogLevel::Info : LogLevel::Debug), "http",
@@ -641,6 +751,10 @@ struct HttpServer::Impl {
     // answered from the control lane, so health checks and metrics never wait behind them.
     http.route("POST", "/v1/chat/completions", Lane::Work, [this](auto& req, auto& res) { handle_chat(req, res); });
     http.route("POST", "/v1/completions", Lane::Work, [this](auto& req, auto& res) { handle_completion(req, res); });
+    http.route("POST", "/v1/responses", Lane::Work, [this](auto& req, auto& res) { handle_responses(req, res); });
+    http.route("GET", "/v1/responses/:id", Lane::Control, [this](auto& req, auto& res) { handle_get_response(req, res); });
+    http.route("DELETE", "/v1/responses/:id", Lane::Control,
+               [this](auto& req, auto& res) { handle_delete_response(req, res); });
     http.route("POST", "/tokenize", Lane::Work, [this](auto& req, auto& res) { handle_tokenize(req, res); });
     http.route("POST", "/detokenize", Lane::Work, [this](auto& req, auto& res) { handle_detokenize(req, res); });
     http.route("POST", "/apply-template", Lane::Work, [this](auto& req, auto& res) { handle_apply_template(req, res); });

@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include "server/json_fields.h"
+
 #include <cmath>
 #include <limits>
 
@@ -9,34 +11,6 @@ namespace tangram::server {
 namespace {
 
 using nlohmann::json;
-
-// Parses the body as a JSON object, or explains why it is not one.
-std::variant<json, ApiError> parse_object(const std::string& body) {
-  if (body.empty()) return bad_request("the request body is empty; send a JSON object", {}, "invalid_json");
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
-    // nlohmann reports invalid UTF-8 inside strings as a parse error too; its text says so.
-    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), {}, "invalid_json");
-  }
-  if (!j.is_object()) return bad_request("the request body must be a JSON object", {}, "invalid_json");
-  return j;
-}
-
-std::string type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-ApiError wrong_type(const std::string& field, const char* want, const json& got) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, type_name(got)), field,
-                     "invalid_type");
-}
 
 // Token ids of an array, each an integer in [0, vocab_size).
 std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32_t vocab_size,
@@ -49,53 +23,6 @@ std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32
                          "invalid_token");
     out.push_back(static_cast<int32_t>(id));
   }
-  return std::nullopt;
-}
-
-// Reads an optional number field into `out`, range-checked to [lo, hi] (finite).
-std::optional<ApiError> read_number(const json& j, const char* field, double lo, double hi, float& out) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return wrong_type(field, "a number", *it);
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi)
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field,
-                       "out_of_range");
-  out = static_cast<float>(v);
-  return std::nullopt;
-}
-
-std::optional<ApiError> read_int(const json& j, const char* field, int64_t lo, int64_t hi, int64_t& out) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number_integer()) {  // 1.5, 1e30 (read as a float) and strings are all refused
-    if (it->is_number())
-      return bad_request(fmt::format("'{}' must be an integer in [{}, {}], got {}", field, lo, hi, it->dump()),
-                         field, "out_of_range");
-    return wrong_type(field, "an integer", *it);
-  }
-  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field, "out_of_range");
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi)
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v), field, "out_of_range");
-  out = v;
-  return std::nullopt;
-}
-
-std::optional<ApiError> read_bool(const json& j, const char* field, bool& out) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return wrong_type(field, "a boolean", *it);
-  out = it->get<bool>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> read_string(const json& j, const char* field, std::string& out) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) return wrong_type(field, "a string", *it);
-  out = it->get<std::string>();
   return std::nullopt;
 }
 
@@ -144,43 +71,7 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
     if (mct > 0) max_tokens = mct;
   }
   g.params.max_tokens = static_cast<int>(max_tokens);
-  if (auto e = read_number(j, "temperature", 0, 2, g.params.temperature)) return e;
-  if (auto e = read_number(j, "top_p", 0, 1, g.params.top_p)) return e;
-  if (j.contains("top_p") && !(g.params.top_p > 0.0f))
-    return bad_request("'top_p' must be in (0, 1]; 0 would keep no token", "top_p", "out_of_range");
-  if (auto e = read_number(j, "presence_penalty", -2, 2, g.params.presence_penalty)) return e;
-  if (auto e = read_number(j, "frequency_penalty", -2, 2, g.params.frequency_penalty)) return e;
-  // Extensions that llama.cpp's server also accepts.
-  if (auto e = read_number(j, "min_p", 0, 1, g.params.min_p)) return e;
-  if (auto e = read_number(j, "repeat_penalty", 0.0, 10.0, g.params.repetition_penalty)) return e;
-  if (j.contains("repeat_penalty") && !(g.params.repetition_penalty > 0.0f))
-    return bad_request("'repeat_penalty' must be > 0 (1 = off)", "repeat_penalty", "out_of_range");
-  if (auto e = read_bool(j, "ignore_eos", g.params.ignore_eos)) return e;
-  int64_t top_k = g.params.top_k;
-  if (auto e = read_int(j, "top_k", 0, 1'000'000, top_k)) return e;
-  g.params.top_k = static_cast<int>(top_k);
-  if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer()) return wrong_type("seed", "an integer", *it);
-    g.params.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
-    g.params.seed_set = true;
-  }
-  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
-    std::vector<std::string> stops;
-    if (it->is_string()) {
-      stops.push_back(it->get<std::string>());
-    } else if (it->is_array()) {
-      if (it->size() > 4) return bad_request("'stop' holds at most 4 strings", "stop", "out_of_range");
-      for (const json& s : *it) {
-        if (!s.is_string()) return wrong_type("stop[]", "a string", s);
-        stops.push_back(s.get<std::string>());
-      }
-    } else {
-      return wrong_type("stop", "a string or an array of strings", *it);
-    }
-    for (const std::string& s : stops)
-      if (s.empty()) return bad_request("'stop' strings must not be empty", "stop", "out_of_range");
-    g.params.stop = std::move(stops);
-  }
+  if (auto e = read_sampling(j, g.params)) return e;
   if (auto e = read_bool(j, "stream", g.stream)) return e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("stream_options", "an object", *it);

@@ -652,5 +652,129 @@ TEST(HttpServer, TokenizeDetokenizeAndApplyTemplate) {
   EXPECT_EQ(c.Get("/tokenize")->status, 405);
 }
 
+// The typed events of a Responses stream ("event: <type>" then "data: <json>"), in order.
+std::vector<json> response_events(const std::string& body) {
+  std::vector<json> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line";
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (event.rfind(":", 0) == 0) continue;  // keep-alive
+    const size_t nl = event.find('\n');
+    EXPECT_EQ(event.rfind("event: ", 0), 0u) << event;
+    EXPECT_EQ(event.compare(nl + 1, 6, "data: "), 0) << event;
+    json j = json::parse(event.substr(nl + 7));
+    EXPECT_EQ(j["type"], event.substr(7, nl - 7));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string output_text(const json& response) { return response["output"][0]["content"][0]["text"]; }
+
+// A chain of responses reuses its conversation's KV as a chat does, and says the same.
+TEST(HttpServer, ResponsesChainReusesTheCacheAndAgreesWithChat) {
+  const std::string q1 = "Tell me a story about a cat", q2 = "What happened next?";
+  auto s = start();
+  auto c = s->client();
+  const json r1 = post_json(c, "/v1/responses", json{{"input", q1}, {"max_output_tokens", 60}, {"temperature", 0}});
+  ASSERT_TRUE(r1.is_object());
+  EXPECT_EQ(r1["object"], "response");
+  EXPECT_EQ(r1["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(r1["output"][0]["role"], "assistant");
+  const std::string a1 = output_text(r1);
+  EXPECT_FALSE(a1.empty());
+  const json r2 = post_json(c, "/v1/responses", json{{"previous_response_id", r1["id"]}, {"input", q2},
+                                                     {"max_output_tokens", 32}, {"temperature", 0}});
+  ASSERT_TRUE(r2.is_object());
+  EXPECT_EQ(r2["previous_response_id"], r1["id"]);
+  EXPECT_EQ(r2["session_id"], r1["session_id"]);
+  const int64_t p1 = r1["usage"]["input_tokens"], n1 = r1["usage"]["output_tokens"];
+  const int64_t expect = r1["status"] == "completed" ? p1 + n1 : p1 + n1 - 1;
+  EXPECT_EQ(r2["usage"]["input_tokens_details"]["cached_tokens"], expect);
+  // The same conversation as a chat, on a fresh server: the same prompt and the same reply.
+  auto fresh = start();
+  auto fc = fresh->client();
+  const json chat = post_json(fc, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], r2["usage"]["input_tokens"]);
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], output_text(r2));
+  // Stored: GET gives the same object; DELETE removes it, and then it cannot be chained from.
+  auto got = c.Get("/v1/responses/" + r2["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(json::parse(got->body), r2);
+  auto del = c.Delete("/v1/responses/" + r2["id"].get<std::string>());
+  ASSERT_TRUE(del);
+  EXPECT_EQ(json::parse(del->body)["deleted"], true);
+  EXPECT_EQ(c.Get("/v1/responses/" + r2["id"].get<std::string>())->status, 404);
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r2["id"]}, {"input", "x"}}, 404)["error"]["param"],
+            "previous_response_id");
+}
+
+TEST(HttpServer, ResponsesStreamTypedEventsInOrder) {
+  auto s = start();
+  auto c = s->client();
+  const json body = {{"input", "Tell me a story"}, {"max_output_tokens", 24}, {"temperature", 0}};
+  const json plain = post_json(c, "/v1/responses", body);
+  json streaming = body;
+  streaming["stream"] = true;
+  auto res = c.Post("/v1/responses", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const std::vector<json> events = response_events(res->body);
+  ASSERT_GE(events.size(), 9u);
+  const std::vector<std::string> head = {"response.created", "response.in_progress", "response.output_item.added",
+                                         "response.content_part.added"};
+  const std::vector<std::string> last = {"response.output_text.done", "response.content_part.done",
+                                         "response.output_item.done", "response.incomplete"};
+  std::string streamed;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["sequence_number"], static_cast<int64_t>(i));
+    if (i < head.size()) {
+      EXPECT_EQ(events[i]["type"], head[i]);
+    } else if (i + last.size() >= events.size()) {
+      EXPECT_EQ(events[i]["type"], last[i + last.size() - events.size()]);
+    } else {
+      EXPECT_EQ(events[i]["type"], "response.output_text.delta");
+      streamed += events[i]["delta"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(streamed, output_text(plain));
+  const json& final_response = events.back()["response"];
+  EXPECT_EQ(final_response["status"], "incomplete");  // max_output_tokens cut it
+  EXPECT_EQ(final_response["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(output_text(final_response), output_text(plain));
+  EXPECT_EQ(final_response["usage"]["output_tokens"], 24);
+  // The streamed response is stored as it was last sent.
+  auto got = c.Get("/v1/responses/" + final_response["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(json::parse(got->body), final_response);
+}
+
+TEST(HttpServer, StoredResponsesBelongToTheirKey) {
+  ServerOptions so;
+  so.api_keys = {"key-one", "key-two"};
+  auto s = start(so);
+  auto c = s->client();
+  const httplib::Headers one = {{"Authorization", "Bearer key-one"}}, two = {{"Authorization", "Bearer key-two"}};
+  const json r = post_json(c, "/v1/responses", json{{"input", "Hi"}, {"max_output_tokens", 4}}, 200, one);
+  const std::string path = "/v1/responses/" + r["id"].get<std::string>();
+  EXPECT_EQ(c.Get(path, one)->status, 200);
+  EXPECT_EQ(c.Get(path, two)->status, 404);
+  EXPECT_EQ(c.Delete(path, two)->status, 404);
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r["id"]}, {"input", "x"}}, 404, two)["error"]["code"],
+            "response_not_found");
+  // store: false answers without keeping it.
+  const json unstored =
+      post_json(c, "/v1/responses", json{{"input", "Hi"}, {"max_output_tokens", 4}, {"store", false}}, 200, one);
+  EXPECT_EQ(unstored["store"], false);
+  EXPECT_EQ(c.Get("/v1/responses/" + unstored["id"].get<std::string>(), one)->status, 404);
+  EXPECT_EQ(c.Get("/v1/responses/not-an-id", one)->status, 404);
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "Hi"}, {"tools", {{{"type", "function"}}}}}, 400, one)["error"]["param"],
+            "tools");
+}
+
 }  // namespace
 }  // namespace tangram::server

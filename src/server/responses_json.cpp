@@ -1,0 +1,116 @@
+#include "server/responses_json.h"
+
+namespace tangram::server {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json null_or(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
+
+ordered_json text_part(const std::string& text) {
+  return ordered_json{{"type", "output_text"}, {"text", text}, {"annotations", ordered_json::array()}};
+}
+
+ordered_json message_item(const ResponseState& s, bool done) {
+  ordered_json m;
+  m["id"] = s.message_id;
+  m["type"] = "message";
+  m["status"] = done ? (s.status == "incomplete" ? "incomplete" : "completed") : "in_progress";
+  m["role"] = "assistant";
+  m["content"] = done ? ordered_json::array({text_part(s.text)}) : ordered_json::array();
+  return m;
+}
+
+ordered_json usage_of(const Usage& u) {
+  ordered_json j;
+  j["input_tokens"] = u.prompt_tokens;
+  j["input_tokens_details"] = ordered_json{{"cached_tokens", u.cached_tokens}};
+  j["output_tokens"] = u.completion_tokens;
+  j["output_tokens_details"] = ordered_json{{"reasoning_tokens", 0}};
+  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  return j;
+}
+
+}  // namespace
+
+void finish_response(ResponseState& s, FinishReason finish, std::string text, const Usage& usage) {
+  s.status = finish == FinishReason::Length ? "incomplete" : "completed";
+  s.text = std::move(text);
+  s.usage = usage;
+}
+
+void fail_response(ResponseState& s, const ApiError& error) {
+  s.status = "failed";
+  s.error = error;
+}
+
+ordered_json response_json(const ResponseState& s) {
+  const bool ended = s.status != "in_progress";
+  ordered_json j;
+  j["id"] = s.id;
+  j["object"] = "response";
+  j["created_at"] = s.created_at;
+  j["status"] = s.status;
+  j["error"] = s.error ? ordered_json{{"code", s.error->code.empty() ? "server_error" : s.error->code},
+                                      {"message", s.error->message}}
+                       : ordered_json(nullptr);
+  j["incomplete_details"] =
+      s.status == "incomplete" ? ordered_json{{"reason", "max_output_tokens"}} : ordered_json(nullptr);
+  j["instructions"] = null_or(s.instructions);
+  j["max_output_tokens"] = s.max_output_tokens ? ordered_json(*s.max_output_tokens) : ordered_json(nullptr);
+  j["model"] = s.model;
+  j["output"] = ended && s.status != "failed" ? ordered_json::array({message_item(s, true)}) : ordered_json::array();
+  j["parallel_tool_calls"] = true;
+  j["previous_response_id"] = null_or(s.previous_response_id);
+  j["reasoning"] = ordered_json{{"effort", nullptr}, {"summary", nullptr}};
+  j["store"] = s.store;
+  j["temperature"] = s.temperature;
+  j["text"] = ordered_json{{"format", {{"type", "text"}}}};
+  j["tool_choice"] = "auto";
+  j["tools"] = ordered_json::array();
+  j["top_p"] = s.top_p;
+  j["truncation"] = "disabled";
+  j["usage"] = ended && s.status != "failed" ? usage_of(s.usage) : ordered_json(nullptr);
+  j["user"] = nullptr;
+  j["metadata"] = s.metadata;
+  if (!s.session_id.empty()) j["session_id"] = s.session_id;
+  return j;
+}
+
+std::string ResponseEvents::event(ordered_json body) {
+  body["sequence_number"] = sequence_++;
+  return "event: " + body["type"].get<std::string>() + "\n" + sse_event(body);
+}
+
+std::string ResponseEvents::opening() {
+  const ordered_json r = response_json(initial_);
+  std::string out = event(ordered_json{{"type", "response.created"}, {"response", r}});
+  out += event(ordered_json{{"type", "response.in_progress"}, {"response", r}});
+  out += event(ordered_json{{"type", "response.output_item.added"}, {"output_index", 0},
+                            {"item", message_item(initial_, false)}});
+  out += event(ordered_json{{"type", "response.content_part.added"}, {"item_id", initial_.message_id},
+                            {"output_index", 0}, {"content_index", 0}, {"part", text_part("")}});
+  return out;
+}
+
+std::string ResponseEvents::text_delta(std::string_view delta) {
+  return event(ordered_json{{"type", "response.output_text.delta"}, {"item_id", initial_.message_id},
+                            {"output_index", 0}, {"content_index", 0}, {"delta", delta},
+                            {"logprobs", ordered_json::array()}});
+}
+
+std::string ResponseEvents::closing(const ResponseState& s) {
+  if (s.status == "failed") return event(ordered_json{{"type", "response.failed"}, {"response", response_json(s)}});
+  std::string out = event(ordered_json{{"type", "response.output_text.done"}, {"item_id", s.message_id},
+                                       {"output_index", 0}, {"content_index", 0}, {"text", s.text},
+                                       {"logprobs", ordered_json::array()}});
+  out += event(ordered_json{{"type", "response.content_part.done"}, {"item_id", s.message_id},
+                            {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text)}});
+  out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", 0},
+                            {"item", message_item(s, true)}});
+  const char* last = s.status == "incomplete" ? "response.incomplete" : "response.completed";
+  out += event(ordered_json{{"type", last}, {"response", response_json(s)}});
+  return out;
+}
+
+}  // namespace tangram::server

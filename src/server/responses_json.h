@@ -1,0 +1,68 @@
+// OpenAI Responses API bodies: the response object (POST /v1/responses, GET /v1/responses/{id})
+// and its stream of typed Server-Sent Events, in OpenAI's field order so its client libraries
+// parse them unchanged.
+//
+// A streamed response is: response.created, response.in_progress, response.output_item.added,
+// response.content_part.added, response.output_text.delta (one per piece of text),
+// response.output_text.done, response.content_part.done, response.output_item.done, then
+// response.completed (or response.incomplete when max_output_tokens cut it, response.failed on
+// an error). Each event is "event: <type>\ndata: <json with type and sequence_number>\n\n".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/finish_reason.h"
+#include "server/api_error.h"
+#include "server/openai_response.h"
+
+namespace tangram::server {
+
+// Everything a response object shows, from creation to its end.
+struct ResponseState {
+  std::string id;          // "resp_..."
+  std::string message_id;  // "msg_...": the one output message
+  int64_t created_at = 0;  // Unix seconds
+  std::string model;
+  std::string status = "in_progress";  // in_progress, completed, incomplete, failed
+  std::string instructions;            // "" = null
+  std::string previous_response_id;    // "" = null
+  std::optional<int64_t> max_output_tokens;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  bool store = true;
+  nlohmann::json metadata = nlohmann::json::object();
+  std::string session_id;  // Tangram extension: the conversation whose KV this chain reuses
+  std::string text;        // the output text so far
+  Usage usage;
+  std::optional<ApiError> error;  // status failed
+};
+
+// The state once the generation ended: status, incomplete_details' reason, text and usage.
+void finish_response(ResponseState& s, FinishReason finish, std::string text, const Usage& usage);
+void fail_response(ResponseState& s, const ApiError& error);
+
+nlohmann::ordered_json response_json(const ResponseState& s);
+
+// The typed events of one streamed response, numbered in order.
+class ResponseEvents {
+ public:
+  explicit ResponseEvents(const ResponseState& initial) : initial_(initial) {}
+  // response.created, response.in_progress, output_item.added, content_part.added.
+  std::string opening();
+  std::string text_delta(std::string_view delta);
+  // The closing events for the finished state (text done, part done, item done, completed or
+  // incomplete), or response.failed for a failed one.
+  std::string closing(const ResponseState& final_state);
+
+ private:
+  std::string event(nlohmann::ordered_json body);
+  ResponseState initial_;
+  int64_t sequence_ = 0;
+};
+
+}  // namespace tangram::server

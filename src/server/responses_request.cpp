@@ -1,0 +1,201 @@
+#include "server/responses_request.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "server/json_fields.h"
+
+namespace tangram::server {
+namespace {
+
+using nlohmann::json;
+
+bool present(const json& j, const char* field) {
+  auto it = j.find(field);
+  return it != j.end() && !it->is_null();
+}
+
+ApiError unsupported(const std::string& field, const std::string& why) {
+  return bad_request(fmt::format("'{}' {}", field, why), field, "unsupported_parameter");
+}
+
+// Fields that change what a response is: refused unless they ask for what Tangram does anyway.
+std::optional<ApiError> refuse_unsupported(const json& j) {
+  if (auto it = j.find("tools"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
+    return unsupported("tools", "is not supported by this server yet (no tool calling)");
+  if (auto it = j.find("tool_choice"); it != j.end() && !it->is_null()) {
+    const bool plain = it->is_string() && (it->get<std::string>() == "none" || it->get<std::string>() == "auto");
+    if (!plain) return unsupported("tool_choice", "may only be \"none\" or \"auto\" (no tool calling)");
+  }
+  if (auto it = j.find("include"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
+    return unsupported("include", "is not supported by this server (nothing extra to include)");
+  if (auto it = j.find("reasoning"); it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
+    return unsupported("reasoning", "is not supported by this server (the model has no reasoning settings)");
+  if (auto it = j.find("top_logprobs"); it != j.end() && !it->is_null() &&
+                                        !(it->is_number_integer() && it->get<int64_t>() == 0))
+    return unsupported("top_logprobs", "is not supported by this server");
+  if (auto it = j.find("background"); it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+    return unsupported("background", "is not supported: responses run while the request is open");
+  if (auto it = j.find("truncation"); it != j.end() && !it->is_null() &&
+                                      !(it->is_string() && it->get<std::string>() == "disabled"))
+    return unsupported("truncation", "may only be \"disabled\" (a prompt over the context is refused)");
+  for (const char* f : {"prompt", "conversation", "max_tool_calls"})
+    if (present(j, f))
+      return unsupported(f, std::string(f) == "conversation"
+                                ? "is not supported: chain turns with 'previous_response_id'"
+                                : "is not supported by this server");
+  if (auto it = j.find("text"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return wrong_type("text", "an object", *it);
+    if (auto f = it->find("format"); f != it->end() && !f->is_null()) {
+      auto t = f->is_object() ? f->find("type") : f->end();
+      if (t == f->end() || !t->is_string() || t->get<std::string>() != "text")
+        return bad_request("only text.format {\"type\": \"text\"} is supported", "text.format", "unsupported_value");
+    }
+  }
+  return std::nullopt;
+}
+
+// One input item's text: a string, or parts of type input_text / output_text.
+std::variant<std::string, ApiError> read_item_text(const json& item, const std::string& field) {
+  auto c = item.find("content");
+  if (c == item.end() || c->is_null())
+    return bad_request(fmt::format("'{}.content' is missing", field), field + ".content", "missing_field");
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) return wrong_type(field + ".content", "a string or an array of content parts", *c);
+  std::string text;
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    const std::string pf = fmt::format("{}.content[{}]", field, k);
+    if (!part.is_object()) return wrong_type(pf, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string())
+      return bad_request(fmt::format("'{}' needs a string 'type'", pf), pf + ".type", "missing_field");
+    const std::string t = type->get<std::string>();
+    if (t != "input_text" && t != "output_text" && t != "text")
+      return bad_request(fmt::format("'{}': only text parts are supported, got a '{}' part", pf, t), pf,
+                         "unsupported_value");
+    auto tx = part.find("text");
+    if (tx == part.end() || !tx->is_string())
+      return bad_request(fmt::format("'{}' needs a string 'text'", pf), pf + ".text", "missing_field");
+    text += tx->get<std::string>();
+  }
+  return text;
+}
+
+std::variant<ChatMessage, ApiError> read_input_item(const json& item, size_t index) {
+  const std::string field = fmt::format("input[{}]", index);
+  if (!item.is_object()) return wrong_type(field, "an object", item);
+  if (auto t = item.find("type"); t != item.end() && !t->is_null()) {
+    if (!t->is_string()) return wrong_type(field + ".type", "a string", *t);
+    if (t->get<std::string>() != "message")
+      return bad_request(fmt::format("'{}': only message items are supported, got a '{}' item", field,
+                                     t->get<std::string>()),
+                         field + ".type", "unsupported_value");
+  }
+  auto role = item.find("role");
+  if (role == item.end() || !role->is_string())
+    return bad_request(fmt::format("'{}.role' is required and must be a string", field), field + ".role",
+                       "missing_field");
+  std::string r = role->get<std::string>();
+  if (r == "developer") r = "system";
+  if (r != "system" && r != "user" && r != "assistant")
+    return bad_request(fmt::format("'{}.role' must be user, assistant, system or developer; got '{}'", field,
+                                   role->get<std::string>()),
+                       field + ".role", "invalid_value");
+  auto text = read_item_text(item, field);
+  if (auto* e = std::get_if<ApiError>(&text)) return *e;
+  ChatMessage m;
+  m.role = std::move(r);
+  m.content = std::move(std::get<std::string>(text));
+  return m;
+}
+
+std::optional<ApiError> read_input(const json& j, std::vector<ChatMessage>& out) {
+  auto in = j.find("input");
+  if (in == j.end() || in->is_null()) return bad_request("'input' is required", "input", "missing_field");
+  if (in->is_string()) {
+    ChatMessage m;
+    m.role = "user";
+    m.content = in->get<std::string>();
+    out.push_back(std::move(m));
+    return std::nullopt;
+  }
+  if (!in->is_array()) return wrong_type("input", "a string or an array of input items", *in);
+  if (in->empty()) return bad_request("'input' must hold at least one item", "input", "empty_input");
+  for (size_t i = 0; i < in->size(); ++i) {
+    auto m = read_input_item((*in)[i], i);
+    if (auto* e = std::get_if<ApiError>(&m)) return *e;
+    out.push_back(std::move(std::get<ChatMessage>(m)));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_metadata(const json& j, json& out) {
+  auto it = j.find("metadata");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("metadata", "an object", *it);
+  if (it->size() > 16) return bad_request("'metadata' holds at most 16 keys", "metadata", "out_of_range");
+  for (const auto& [k, v] : it->items()) {
+    if (k.size() > 64) return bad_request("'metadata' keys are at most 64 characters", "metadata", "out_of_range");
+    if (!v.is_string() || v.get_ref<const std::string&>().size() > 512)
+      return bad_request("'metadata' values must be strings of at most 512 characters", "metadata", "out_of_range");
+  }
+  out = *it;
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaults, ResponsesRequest& r) {
+  r.gen.params = defaults.params;
+  if (auto e = refuse_unsupported(j)) return e;
+  if (auto e = read_string(j, "model", r.gen.model)) return e;
+  int64_t max_tokens = 0;
+  if (auto e = read_int(j, "max_output_tokens", 1, std::numeric_limits<int32_t>::max(), max_tokens)) return e;
+  if (max_tokens > 0) r.max_output_tokens = max_tokens;
+  r.gen.params.max_tokens = static_cast<int>(max_tokens);
+  if (auto e = read_sampling(j, r.gen.params)) return e;
+  if (auto e = read_bool(j, "stream", r.gen.stream)) return e;
+  if (auto e = read_bool(j, "store", r.store)) return e;
+  if (auto e = read_string(j, "instructions", r.instructions)) return e;
+  if (auto e = read_string(j, "previous_response_id", r.previous_response_id)) return e;
+  if (!r.previous_response_id.empty() && !valid_response_id(r.previous_response_id))
+    return ApiError{404, fmt::format("no stored response '{}' for this API key", r.previous_response_id),
+                    "invalid_request_error", "previous_response_id", "response_not_found", 0};
+  if (auto e = read_string(j, "session_id", r.gen.session_id)) return e;
+  if (!r.gen.session_id.empty() && !valid_session_id(r.gen.session_id))
+    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
+                       "invalid_session_id");
+  if (auto e = read_metadata(j, r.metadata)) return e;
+  if (Status st = r.gen.params.validate(); !st.ok()) return bad_request(st.message());
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool valid_response_id(const std::string& id) {
+  constexpr std::string_view prefix = "resp_";
+  if (id.size() <= prefix.size() || id.size() > prefix.size() + 64 || id.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  for (size_t i = prefix.size(); i < id.size(); ++i) {
+    const char c = id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::string& body,
+                                                                 const RequestDefaults& defaults) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  ResponsesRequest r;
+  if (auto e = read_fields(j, defaults, r)) return *e;
+  if (auto e = read_input(j, r.input)) return *e;
+  bool any_user = false;
+  for (const ChatMessage& m : r.input) any_user = any_user || m.role == "user";
+  if (!any_user && r.previous_response_id.empty())
+    return bad_request("'input' must hold at least one user message", "input", "empty_input");
+  return r;
+}
+
+}  // namespace tangram::server

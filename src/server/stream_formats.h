@@ -1,0 +1,33 @@
+// What one streamed generation writes, per endpoint: the opening events, one event per piece of
+// text, and the closing (or failure) events. The server's streaming loop is the same for all.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "runtime/finish_reason.h"
+#include "server/api_error.h"
+#include "server/openai_response.h"
+#include "server/responses_json.h"
+
+namespace tangram::server {
+
+class StreamFormat {
+ public:
+  virtual ~StreamFormat() = default;
+  virtual std::string opening() = 0;
+  virtual std::string text(std::string_view delta) = 0;
+  // The end of a generation that finished (stop or length) with `full_text`.
+  virtual std::string closing(FinishReason finish, const std::string& full_text, const Usage& usage) = 0;
+  virtual std::string failure(const ApiError& error) = 0;
+};
+
+// chat.completion.chunk events; with include_usage a last chunk with the usage; then [DONE].
+std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage);
+// text_completion events, the echoed prompt first when there is one; then [DONE].
+std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage);
+// The Responses API's typed events (responses_json.h).
+std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial);
+
+}  // namespace tangram::server

@@ -1,0 +1,126 @@
+// The Responses API request parser: inputs map onto chat messages, unsupported features are
+// refused with the field named, and malformed bodies get a 400, never an exception.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+#include "server/responses_request.h"
+
+namespace tangram::server {
+namespace {
+
+RequestDefaults defaults() {
+  RequestDefaults d;
+  d.params.temperature = 0.7f;
+  d.params.top_p = 1.0f;
+  d.vocab_size = 512;
+  return d;
+}
+
+ResponsesRequest ok(const std::string& body) {
+  auto r = parse_responses_request(body, defaults());
+  EXPECT_TRUE(std::holds_alternative<ResponsesRequest>(r)) << std::get<ApiError>(r).message;
+  return std::holds_alternative<ResponsesRequest>(r) ? std::get<ResponsesRequest>(r) : ResponsesRequest{};
+}
+
+ApiError refused(const std::string& body) {
+  auto r = parse_responses_request(body, defaults());
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << "accepted: " << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+TEST(ResponsesRequest, StringInputIsOneUserMessage) {
+  const ResponsesRequest r = ok(R"({"model": "m", "input": "hi", "instructions": "be brief",
+      "max_output_tokens": 9, "temperature": 0, "top_p": 0.5, "stream": true, "store": false,
+      "metadata": {"k": "v"}, "user": "ignored", "parallel_tool_calls": true, "tool_choice": "auto"})");
+  ASSERT_EQ(r.input.size(), 1u);
+  EXPECT_EQ(r.input[0].role, "user");
+  EXPECT_EQ(r.input[0].content, "hi");
+  EXPECT_EQ(r.instructions, "be brief");
+  EXPECT_EQ(r.gen.params.max_tokens, 9);
+  ASSERT_TRUE(r.max_output_tokens.has_value());
+  EXPECT_EQ(*r.max_output_tokens, 9);
+  EXPECT_EQ(r.gen.params.temperature, 0.0f);
+  EXPECT_EQ(r.gen.params.top_p, 0.5f);
+  EXPECT_TRUE(r.gen.stream);
+  EXPECT_FALSE(r.store);
+  EXPECT_EQ(r.metadata["k"], "v");
+}
+
+TEST(ResponsesRequest, DefaultsComeFromTheServer) {
+  const ResponsesRequest r = ok(R"({"input": "hi"})");
+  EXPECT_EQ(r.gen.params.temperature, 0.7f);
+  EXPECT_EQ(r.gen.params.max_tokens, 0);
+  EXPECT_FALSE(r.max_output_tokens.has_value());
+  EXPECT_TRUE(r.store);
+  EXPECT_TRUE(r.previous_response_id.empty());
+}
+
+TEST(ResponsesRequest, MessageItemsWithTextParts) {
+  const ResponsesRequest r = ok(R"({"input": [
+      {"role": "developer", "content": "rules"},
+      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+      {"role": "assistant", "content": [{"type": "output_text", "text": "c", "annotations": []}]},
+      {"role": "user", "content": "d"}]})");
+  ASSERT_EQ(r.input.size(), 4u);
+  EXPECT_EQ(r.input[0].role, "system");
+  EXPECT_EQ(r.input[1].content, "ab");
+  EXPECT_EQ(r.input[2].role, "assistant");
+  EXPECT_EQ(r.input[2].content, "c");
+  EXPECT_EQ(r.input[3].content, "d");
+}
+
+TEST(ResponsesRequest, ChainedTurnMayHoldNoUserMessage) {
+  const ResponsesRequest r = ok(R"({"previous_response_id": "resp_abc123", "input": [{"role": "system", "content": "x"}]})");
+  EXPECT_EQ(r.previous_response_id, "resp_abc123");
+  EXPECT_EQ(refused(R"({"input": [{"role": "system", "content": "x"}]})").code, "empty_input");
+}
+
+TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
+  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}]})").param, "tools");
+  EXPECT_EQ(refused(R"({"input": "hi", "tool_choice": "required"})").param, "tool_choice");
+  EXPECT_EQ(refused(R"({"input": "hi", "include": ["reasoning.encrypted_content"]})").param, "include");
+  EXPECT_EQ(refused(R"({"input": "hi", "reasoning": {"effort": "high"}})").param, "reasoning");
+  EXPECT_EQ(refused(R"({"input": "hi", "top_logprobs": 3})").param, "top_logprobs");
+  EXPECT_EQ(refused(R"({"input": "hi", "background": true})").param, "background");
+  EXPECT_EQ(refused(R"({"input": "hi", "truncation": "auto"})").param, "truncation");
+  EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
+  EXPECT_EQ(refused(R"({"input": "hi", "prompt": {"id": "p"}})").param, "prompt");
+  EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "json_object"}}})").param, "text.format");
+  EXPECT_EQ(refused(R"({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})").param,
+            "input[0].type");
+  EXPECT_EQ(refused(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})").code,
+            "unsupported_value");
+  // What the server does anyway is accepted.
+  ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [], "reasoning": null,
+         "truncation": "disabled", "background": false, "text": {"format": {"type": "text"}}})");
+}
+
+TEST(ResponsesRequest, MalformedBodiesGetTheFieldNamed) {
+  EXPECT_EQ(refused("").code, "invalid_json");
+  EXPECT_EQ(refused("[1]").code, "invalid_json");
+  EXPECT_EQ(refused("{}").param, "input");
+  EXPECT_EQ(refused(R"({"input": 3})").param, "input");
+  EXPECT_EQ(refused(R"({"input": []})").code, "empty_input");
+  EXPECT_EQ(refused(R"({"input": [{"content": "x"}]})").param, "input[0].role");
+  EXPECT_EQ(refused(R"({"input": [{"role": "tool", "content": "x"}]})").param, "input[0].role");
+  EXPECT_EQ(refused(R"({"input": [{"role": "user"}]})").param, "input[0].content");
+  EXPECT_EQ(refused(R"({"input": "hi", "max_output_tokens": 0})").param, "max_output_tokens");
+  EXPECT_EQ(refused(R"({"input": "hi", "temperature": 3})").param, "temperature");
+  EXPECT_EQ(refused(R"({"input": "hi", "store": "yes"})").param, "store");
+  EXPECT_EQ(refused(R"({"input": "hi", "metadata": {"k": 1}})").param, "metadata");
+  EXPECT_EQ(refused(R"({"input": "hi", "previous_response_id": "../etc"})").status, 404);
+  EXPECT_EQ(refused(R"({"input": "hi", "session_id": "a b"})").param, "session_id");
+}
+
+TEST(ResponsesRequest, ResponseIds) {
+  EXPECT_TRUE(valid_response_id("resp_0123abcDEF"));
+  EXPECT_FALSE(valid_response_id("resp_"));
+  EXPECT_FALSE(valid_response_id("chatcmpl-1"));
+  EXPECT_FALSE(valid_response_id("resp_a-b"));
+  EXPECT_FALSE(valid_response_id("resp_" + std::string(65, 'a')));
+}
+
+}  // namespace
+}  // namespace tangram::server
