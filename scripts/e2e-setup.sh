@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../tests/server/e2e"
 installed() {  # name version
   [ -f "node_modules/$1/package.json" ] && node -e "process.exit(require('./node_modules/$1/package.json').version === '$2' ? 0 : 1)"
 }
-if installed openai 4.104.0 && installed playwright-core 1.65.1; then
+if installed openai 7.60.0 && installed playwright-core 1.65.1; then
   echo "e2e: node packages present"
   exit 0
 fi

@@ -9,11 +9,16 @@ import { startServer } from './server.mjs';
 let server;
 let client;
 
+// Idle conversations leave the pool for the host tier after a second, so a chain can be
+// continued from there.
 before(async () => {
-  server = await startServer(['--kv-memory', '64MiB', '--log-level', 'warn']);
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  server = await startServer(['--kv-memory', '64MiB', '--kv-host-memory', '64MiB', '--kv-idle-offload', '1',
+                              '--api-key', 'key-a', '--api-key', 'key-b', '--log-level', 'warn']);
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'key-a', maxRetries: 0 });
 });
 after(async () => { await server?.stop(); });
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const textOf = (r) => r.output[0].content[0].text;
 
@@ -38,6 +43,33 @@ test('a response, and a chain of three that reuses its cache', async () => {
               `cached ${cached} of ${r.usage.input_tokens}`);
     previous = r;
   }
+});
+
+test('a chain continues from the host tier, and only for its key', async () => {
+  const r1 = await client.responses.create({ input: 'Tell me a story about a cat', max_output_tokens: 32, temperature: 0 });
+  let tier = null;
+  for (let i = 0; i < 50 && tier !== 'host'; i++) {
+    await sleep(200);
+    const sessions = await (await fetch(`${server.url}/v1/sessions`, { headers: { Authorization: 'Bearer key-a' } })).json();
+    tier = sessions.data.find((x) => x.id === r1.session_id)?.tier;
+  }
+  assert.equal(tier, 'host', 'the idle conversation moved to the host tier');
+  const r2 = await client.responses.create({ previous_response_id: r1.id, input: 'What next?', max_output_tokens: 8,
+                                            temperature: 0 });
+  assert.ok(r2.usage.input_tokens_details.cached_tokens >= 0.9 * (r1.usage.input_tokens + r1.usage.output_tokens) - 1,
+            `cached ${r2.usage.input_tokens_details.cached_tokens} of ${r2.usage.input_tokens}`);
+  const other = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'key-b', maxRetries: 0 });
+  await assert.rejects(other.responses.retrieve(r2.id), (e) => e.status === 404);
+  await assert.rejects(other.responses.create({ previous_response_id: r2.id, input: 'x' }), (e) => e.status === 404);
+});
+
+test('the client\'s responses.stream() helper', async () => {
+  const stream = client.responses.stream({ input: 'Once upon a time', max_output_tokens: 12, temperature: 0 });
+  let text = '';
+  stream.on('response.output_text.delta', (e) => { text += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(final.output_text, text);
+  assert.ok(text.length > 0);
 });
 
 test('streaming: typed events in order whose text equals the stored response', async () => {
@@ -73,7 +105,7 @@ test('instructions, message items, retrieve and delete', async () => {
   assert.equal(r.instructions, 'Answer briefly.');
   assert.deepEqual(r.metadata, { ticket: '42' });
   assert.equal((await client.responses.retrieve(r.id)).id, r.id);
-  await client.responses.del(r.id);
+  await client.responses.delete(r.id);
   await assert.rejects(client.responses.retrieve(r.id), (e) => e.status === 404);
   await assert.rejects(client.responses.create({ previous_response_id: r.id, input: 'more' }),
                        (e) => e.status === 404 && e.param === 'previous_response_id');
