@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/units.h"
-#include "kv/session_redis_store.h"
+#include "store/session_redis_store.h"
 
 namespace tangram::cli {
 

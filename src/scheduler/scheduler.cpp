@@ -1,6 +1,6 @@
 #include "scheduler/scheduler.h"
 
-#include "kv/session_codec.h"
+#include "store/session_codec.h"
 
 #include <algorithm>
 #include <fstream>
