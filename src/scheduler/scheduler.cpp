@@ -1,7 +1,5 @@
 #include "scheduler/scheduler.h"
 
-#include "store/session_codec.h"
-
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -19,18 +17,35 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// What a tier's blob must match to be restored: the model, the KV type, the policy's settings
+// and profile (which decide the entries a compressed cache holds) and the page layout.
+SessionFingerprint session_fingerprint(const Model& model, const SchedulerOptions& options, const HeadGroupMap& map) {
+  const CompressionOptions& co = options.compression;
+  std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio, co.alpha, co.sink,
+                                   co.window, co.chunk, co.scorer.name);
+  for (const std::string& f : {co.profile, co.cluster_map}) {
+    if (f.empty()) continue;
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    policy += bytes.str();
+  }
+  return SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type, bytes_fingerprint(policy),
+                            group_map_fingerprint(map)};
+}
+
 }  // namespace
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                      const SchedulerOptions& options)
-    : model_(model), tokenizer_(tokenizer), pool_threads_(pool), options_(options),
-      sessions_(std::max<size_t>(options.max_sessions, 1)) {}
+    : model_(model), tokenizer_(tokenizer), pool_threads_(pool), options_(options) {}
 
 Scheduler::~Scheduler() = default;
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokenizer& tokenizer,
                                                      ThreadPool& pool,
-                                                     const SchedulerOptions& options) {
+                                                     const SchedulerOptions& options,
+                                                     const SessionKeeperOptions& sessions) {
   const ModelConfig& c = model.config();
   if (options.prefill_chunk < 1) return make_error("--prefill-chunk must be at least 1");
   if (options.step_tokens < 1) return make_error("the step token budget must be at least 1");
@@ -48,56 +63,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
   const int G = compressor->group_size();
   PageGeometry geometry{options.page_tokens, G, c.head_dim, c.head_dim_v, options.kv_type};
   TG_TRY(geometry.validate());
+  TG_TRY(sessions.validate());
 
   std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
-  if (!s->options_.warn)
-    s->options_.warn = [](const std::string& m) { fmt::print(stderr, "level=warn event=kv_tier msg=\"{}\"\n", m); };
   s->options_.page_group_size = G;
   s->options_.max_running = static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
   s->context_ = options.max_context > 0 ? std::min(options.max_context, c.context_length)
                                         : c.context_length;
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
-  const bool tiered = options.kv_host_memory > 0 || !options.kv_disk_dir.empty() || !options.kv_redis.empty();
-  if (options.kv_idle_offload_seconds < 0) return make_error("--kv-idle-offload must be 0 (off) or positive seconds");
-  if (options.kv_idle_offload_seconds > 0 && !tiered)
-    return make_error("--kv-idle-offload needs a tier to move idle sessions to: give --kv-host-memory, --kv-disk or "
-                      "--kv-redis");
-  if (tiered) {
-    const CompressionOptions& co = options.compression;
-    // The policy's settings and profile decide which entries a compressed cache holds.
-    std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio, co.alpha, co.sink,
-                                     co.window, co.chunk, co.scorer.name);
-    for (const std::string& f : {co.profile, co.cluster_map}) {
-      if (f.empty()) continue;
-      std::ifstream in(f, std::ios::binary);
-      std::ostringstream bytes;
-      bytes << in.rdbuf();
-      policy += bytes.str();
-    }
-    s->fingerprint_ = SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type, bytes_fingerprint(policy),
-                                         group_map_fingerprint(*s->map_)};
-    SessionTierOptions to;
-    to.host_bytes = options.kv_host_memory;
-    to.disk_dir = options.kv_disk_dir;
-    to.disk_bytes = options.kv_disk_bytes;
-    if (!options.kv_redis.empty()) {
-      RedisStoreOptions ro;
-      TG_ASSIGN(ro.endpoint, parse_redis_url(options.kv_redis));
-      // Replicas of one deployment (same model, KV type, policy and layout) share a namespace.
-      const SessionFingerprint& f = s->fingerprint_;
-      const uint64_t ns = bytes_fingerprint(fmt::format("{:016x} {} {:016x} {:016x}", f.model,
-                                                        static_cast<int>(f.kv_type), f.profile, f.group_map));
-      ro.key_prefix = options.kv_redis_prefix.empty() ? fmt::format("tangram:{:016x}:", ns) : options.kv_redis_prefix;
-      ro.ttl_seconds = options.kv_redis_ttl_seconds;
-      ro.warn = s->options_.warn;
-      to.redis = std::move(ro);
-    }
-    TG_ASSIGN(s->tiers_, SessionTiers::create(std::move(to)));
-    // Sessions a previous run left on disk: known again, restored on their next turn.
-    for (auto& [id, tokens] : s->tiers_->disk_sessions())
-      s->sessions_.get_or_create(id, /*anonymous=*/false).tokens = std::move(tokens);
-  }
   // The tangram policy splits decode attention ahead of time; the others plan every step.
   model.set_attention_split(options.attention_split.value_or(
       options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
@@ -110,6 +84,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
                       format_bytes(static_cast<double>(geometry.page_bytes())),
                       format_bytes(static_cast<double>(geometry.page_bytes()) * s->map_->total_groups()));
   TG_ASSIGN(s->pool_, BlockPool::create(geometry, options.kv_memory, options.prefault));
+  const SessionFingerprint fingerprint = sessions.tiered() ? session_fingerprint(model, options, *s->map_) : SessionFingerprint{};
+  TG_ASSIGN(s->sessions_, SessionKeeper::create(sessions, SessionPool{*s->pool_, s->map_, model.kv_shape(), s->context_},
+                                                fingerprint));
   for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
     if (tokenizer.is_eog(id)) s->eos_ids_.push_back(id);
   return s;
@@ -164,11 +141,8 @@ Status Scheduler::submit_with_id(RequestId id, Request request) {
   s->submitted = Clock::now();
   s->request = std::move(request);
   next_id_ = std::max(next_id_, id + 1);
-  if (tiers_ && !s->request.session_id.empty()) {
-    // Its KV is read from disk or Redis while the request waits, not at admission.
-    const Session* session = sessions_.find(s->request.session_id);
-    if (session == nullptr || (!session->cache && !session->busy)) tiers_->prefetch(s->request.session_id);
-  }
+  // Its KV is read from disk or Redis while the request waits, not at admission.
+  if (!s->request.session_id.empty()) sessions_->prefetch(s->request.session_id);
   insert_waiting(std::move(s));
   return Status::Ok();
 }
@@ -210,16 +184,15 @@ void Scheduler::cancel_all() {
 Status Scheduler::attach_cache(Sequence& s) {
   Session* session = nullptr;
   if (!s.request.session_id.empty()) {
-    session = &sessions_.get_or_create(s.request.session_id, /*anonymous=*/false);
+    session = &sessions_->named(s.request.session_id);
   } else if (options_.keep_sessions && s.session_id.empty()) {
-    session = sessions_.match_prefix(s.tokens, options_.page_tokens);
+    session = sessions_->continuation(s.tokens, options_.page_tokens);
   } else if (!s.session_id.empty()) {
-    session = sessions_.find(s.session_id);  // re-admitted after a preemption
+    session = sessions_->find(s.session_id);  // re-admitted after a preemption
   }
   if (session != nullptr) {
     s.session_id = session->id;
-    session->busy = true;
-    if (!session->cache) restore_session(*session);
+    sessions_->claim(*session);
   }
   if (session != nullptr && session->cache) {
     const size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
@@ -391,128 +364,15 @@ void Scheduler::compress_sequence(Sequence& s) {
   counters_.heads_pressured += rep->pressured_heads;
 }
 
-int64_t Scheduler::evict_one() {
-  if (!tiers_) return sessions_.evict_lru();
-  Session* victim = sessions_.lru_idle_resident();
-  if (victim == nullptr) return -1;
-  return offload_session(*victim);
-}
-
-int64_t Scheduler::offload_session(Session& victim) {
-  const auto t0 = Clock::now();
-  if (encode_session_into(*victim.cache, victim.tokens, fingerprint_, spill_buffer_).ok())
-    tiers_->offload(victim.id, spill_buffer_);
-  tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
-  const int64_t pages = victim.cache->pages_held();
-  victim.cache.reset();
-  sessions_.count_eviction();
-  return pages;
-}
-
-int64_t Scheduler::offload_idle_sessions(Clock::time_point now) {
-  if (!tiers_ || options_.kv_idle_offload_seconds <= 0) return 0;
-  const auto cutoff = now - std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(options_.kv_idle_offload_seconds));
-  int64_t moved = 0;
-  for (Session* s : sessions_.idle_resident_before(cutoff)) {
-    offload_session(*s);
-    ++moved;
-  }
-  return moved;
-}
-
-std::optional<std::chrono::steady_clock::duration> Scheduler::housekeeping_period() const {
-  if (!tiers_ || (options_.kv_idle_offload_seconds <= 0 && !tiers_->writes_through())) return std::nullopt;
-  // Idle offload is checked at a tenth of the idle time (at least every second), so a session
-  // moves within about 10% of its deadline without the engine scanning sessions on every wake-up.
-  const double period = options_.kv_idle_offload_seconds > 0 ? std::min(1.0, options_.kv_idle_offload_seconds / 10) : 1.0;
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period));
-}
-
-bool Scheduler::restore_session(Session& session) {
-  if (!tiers_ || session.cache) return false;
-  const auto t0 = Clock::now();
-  std::optional<SessionTiers::Fetched> fetched = tiers_->fetch(session.id);
-  if (!fetched) {
-    if (!session.tokens.empty()) ++tiers_->counters().recomputes;
-    return false;
-  }
-  std::string& blob = fetched->blob;
-  // Room for the session as if uncompressed (an upper bound); idle sessions move down for it.
-  auto summary = inspect_session(blob);
-  if (!summary) {
-    ++tiers_->counters().restore_failures;
-    tiers_->erase(session.id);
-    return false;
-  }
-  const auto n = static_cast<int64_t>(summary->tokens.size());
-  const int64_t P = options_.page_tokens;
-  const int64_t uncompressed_pages = map_->total_groups() * ((n + P - 1) / P);
-  if (n > context_ || !make_room(uncompressed_pages, nullptr, /*may_preempt=*/false)) {
-    if (std::string_view(fetched->tier) == "host") tiers_->offload(session.id, std::move(blob));  // stays in a tier
-    return false;
-  }
-  auto decoded = decode_session(blob, fingerprint_, *pool_, map_, model_.kv_shape(), context_);
-  tiers_->counters().restore_seconds += seconds_between(t0, Clock::now());
-  if (!decoded) {
-    // Another model or policy, or a damaged blob: never served; the turn is recomputed.
-    ++tiers_->counters().restore_failures;
-    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id, fetched->tier, decoded.message()));
-    tiers_->erase(session.id);
-    return false;
-  }
-  SessionTierStats& c = tiers_->counters();
-  ++c.restores;
-  const std::string_view tier = fetched->tier;
-  ++(tier == "host" ? c.restores_host : tier == "disk" ? c.restores_disk : c.restores_redis);
-  session.cache = std::move(decoded->cache);
-  session.tokens = std::move(decoded->tokens);
-  return true;
-}
-
-void Scheduler::persist_session(const Session& session) {
-  if (!tiers_ || !tiers_->writes_through() || !session.cache) return;
-  const auto t0 = Clock::now();
-  // A blob of its own (not spill_buffer_): the I/O thread keeps it until it is written.
-  std::string blob;
-  if (encode_session_into(*session.cache, session.tokens, fingerprint_, blob).ok())
-    tiers_->persist(session.id, std::move(blob));
-  tiers_->counters().offload_seconds += seconds_between(t0, Clock::now());
-}
-
-std::vector<std::pair<std::string, std::vector<int32_t>>> Scheduler::named_sessions() const {
-  std::vector<std::pair<std::string, std::vector<int32_t>>> out;
-  sessions_.for_each([&](const Session& s) {
-    if (!s.anonymous) out.emplace_back(s.id, s.tokens);
-  });
-  return out;
-}
-
-bool Scheduler::wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {
-  return tiers_ == nullptr || tiers_->wait_written(id, timeout);  // tiers_ is fixed after create()
-}
-
-void Scheduler::flush_tiers() {
-  if (tiers_) tiers_->flush();
-}
-
-int64_t Scheduler::evict_idle_sessions() {
-  int64_t freed = 0;
-  for (int64_t p; (p = evict_one()) >= 0;) freed += p;
-  return freed;
-}
-
 SessionTiers::Location Scheduler::session_location(const std::string& id) {
-  const Session* s = sessions_.find(id);
-  const auto page_bytes = static_cast<int64_t>(pool_->geometry().page_bytes());
+  const Session* s = sessions_->find(id);
   if (s != nullptr && s->busy) {
+    const auto page_bytes = static_cast<int64_t>(pool_->geometry().page_bytes());
     for (const auto& q : running_)
       if (q->session_id == id && q->cache) return {"running", q->cache->pages_held() * page_bytes};
     return {"running", 0};
   }
-  if (s != nullptr && s->cache) return {"resident", s->cache->pages_held() * page_bytes};
-  if (tiers_) return tiers_->where(id);
-  return {};
+  return sessions_->where(id);
 }
 
 bool Scheduler::drop_session(const std::string& id, RequestId cancel_before) {
@@ -534,20 +394,17 @@ bool Scheduler::drop_session(const std::string& id, RequestId cancel_before) {
   };
   take(running_);
   take(waiting_);
-  const bool known = sessions_.find(id) != nullptr || !cancelled.empty();
   for (auto& q : cancelled) {
     q->session_dropped = true;
     finish(std::move(q), FinishReason::Cancelled, "the session was deleted");
   }
-  if (tiers_) tiers_->erase(id);
-  // Busy only with a request submitted after cancel_before; that one starts it afresh.
-  if (const Session* s = sessions_.find(id); s != nullptr && !s->busy) sessions_.erase(id);
-  return known;
+  // Its entry is busy now only with a request submitted after cancel_before, which keeps it.
+  return sessions_->forget(id) || !cancelled.empty();
 }
 
 bool Scheduler::make_room(int64_t pages, const Sequence* keep, bool may_preempt) {
   while (pool_->free_pages() < pages) {
-    if (evict_one() >= 0) continue;
+    if (sessions_->evict_one() >= 0) continue;
     if (!may_preempt || running_.empty() || running_.back().get() == keep) return false;
     // running_ is in rank order, so the back is the lowest-ranked sequence, below `keep`.
     auto victim = std::move(running_.back());
@@ -615,22 +472,10 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   r.timing.total_seconds = seconds_between(s->submitted, now);
 
   // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
-  Session* session = s->session_id.empty() ? nullptr : sessions_.find(s->session_id);
-  if (s->cache && options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped) {
-    if (session == nullptr) session = &sessions_.get_or_create(sessions_.new_anonymous_id(), true);
-    s->cache->truncate(s->cache->n_positions());  // hands back pages reserved beyond the end
-    session->tokens.assign(s->tokens.begin(), s->tokens.begin() + s->cache->n_positions());
-    session->cache = std::move(s->cache);
-    persist_session(*session);
-  } else if (session != nullptr) {
-    session->tokens.clear();
-  }
-  if (session != nullptr) {
-    session->busy = false;
-    session->last_used = ++tick_;
-    session->idle_since = now;
-    r.session_id = session->id;
-  }
+  const bool keep = options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped;
+  if (std::string id = sessions_->give_back(s->session_id, s->tokens, keep ? std::move(s->cache) : nullptr, now);
+      !id.empty())
+    r.session_id = std::move(id);
   s->cache.reset();
   ++counters_.finished;
   if (s->request.on_finish) s->request.on_finish(r);
@@ -688,7 +533,7 @@ int64_t Scheduler::step() {
   while (budget > 0 && static_cast<int>(running_.size()) < options_.max_running) {
     auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) {
       if (w->request.session_id.empty()) return true;
-      const Session* ses = sessions_.find(w->request.session_id);
+      const Session* ses = sessions_->find(w->request.session_id);
       return ses == nullptr || !ses->busy || w->session_id == ses->id;  // its own session
     });
     if (it == waiting_.end()) break;
@@ -716,12 +561,8 @@ int64_t Scheduler::step() {
     }
     if (!make_room(need, nullptr, /*may_preempt=*/false)) {
       // Not now: the cache goes back where it came from, the request keeps its place.
-      Session* ses = s.session_id.empty() ? nullptr : sessions_.find(s.session_id);
-      if (ses != nullptr && !ses->cache && s.cache->n_positions() > 0) {
-        ses->tokens.assign(s.tokens.begin(), s.tokens.begin() + s.cache->n_positions());
-        ses->cache = std::move(s.cache);
-      }
-      if (ses != nullptr) ses->busy = false;
+      if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id); ses != nullptr)
+        sessions_->unclaim(*ses, s.tokens, std::move(s.cache));
       s.cache.reset();
       if (s.request.session_id.empty()) s.session_id.clear();
       break;
@@ -813,11 +654,11 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats st = counters_;
   st.running = static_cast<int>(running_.size());
   st.waiting = static_cast<int>(waiting_.size());
-  st.sessions = sessions_.size();
-  st.resident_sessions = sessions_.resident();
-  st.session_evictions = sessions_.evictions();
+  st.sessions = sessions_->size();
+  st.resident_sessions = sessions_->resident();
+  st.session_evictions = sessions_->evictions();
   st.pool = pool_->stats();
-  if (tiers_) st.tiers = tiers_->stats();
+  st.tiers = sessions_->tier_stats();
   return st;
 }
 

@@ -17,9 +17,10 @@
 // chunk fits without preempting anyone. A prompt that could never fit in the whole pool is
 // refused at submit.
 //
-// Sessions (see session_store.h): a finished request's cache stays resident under its session
-// id; the next request of that session reuses the longest common prefix of its prompt and
-// prefills only the rest. Requests without an id continue the best-matching idle session.
+// Sessions (kept by a SessionKeeper, store/session_keeper.h): a finished request's cache stays
+// resident under its session id; the next request of that session reuses the longest common
+// prefix of its prompt and prefills only the rest. Requests without an id continue the
+// best-matching idle session.
 //
 // Threading: a Scheduler is driven by one thread (Engine wraps it in a worker thread with a
 // thread-safe inbox). Callbacks run on that thread, inside step().
@@ -43,13 +44,11 @@
 #include "kv/block_pool.h"
 #include "kv/head_group_map.h"
 #include "kv/paged_kv_cache.h"
-#include "store/session_fingerprint.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
 #include "scheduler/request.h"
-#include "store/session_store.h"
-#include "store/session_tiers.h"
+#include "store/session_keeper.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,26 +65,8 @@ struct SchedulerOptions {
   int max_running = 64;                // sequences running at once
   int64_t max_context = 0;             // positions per sequence; 0 = the model's context
   bool keep_sessions = true;           // keep finished requests' KV resident for the next turn
-  size_t max_sessions = 1024;          // session entries remembered
   bool prefault = true;                // touch the arena up front (no page faults later)
   CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
-  // Tiers below the resident pool for idle sessions' KV (see session_tiers.h): a host-memory
-  // spill area (0: none) and a disk directory ("" = none), written through after every turn so
-  // a crash loses at most the turn in flight, and read back at start-up.
-  size_t kv_host_memory = 0;
-  std::string kv_disk_dir;
-  uint64_t kv_disk_bytes = uint64_t{8} << 30;
-  // The shared tier: a Redis address ("" = none; see session_redis_store.h), its key prefix
-  // ("" = "tangram:<fingerprint of model, KV type and policy>:", so deployments of different
-  // models never meet) and the expiry of a stored session (0: none).
-  std::string kv_redis;
-  std::string kv_redis_prefix;
-  int64_t kv_redis_ttl_seconds = 0;
-  // Idle sessions move down a tier after this long without a turn (0: only under memory
-  // pressure). Needs a tier.
-  double kv_idle_offload_seconds = 0;
-  // Where tier warnings go (Redis lost or back); default: a logfmt line on stderr.
-  std::function<void(const std::string&)> warn;
   // How attention work is split across threads; empty: the policy's (tangram ahead of time,
   // the others planned every step).
   std::optional<AttentionSplit> attention_split;
@@ -119,8 +100,10 @@ class Scheduler {
  public:
   // Errors: invalid page geometry or group size, an arena too small for one page per group of
   // every layer, prefill_chunk or step_tokens < 1, step_tokens above the model's max batch.
+  // `sessions` configures where idle sessions' KV goes (tiers; see SessionKeeperOptions).
   static Result<std::unique_ptr<Scheduler>> create(Model& model, const Tokenizer& tokenizer,
-                                                   ThreadPool& pool, const SchedulerOptions& options);
+                                                   ThreadPool& pool, const SchedulerOptions& options,
+                                                   const SessionKeeperOptions& sessions = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -147,24 +130,6 @@ class Scheduler {
   // Steps until every request has finished.
   void run_until_idle();
 
-  // Frees the caches of all idle sessions (tests, admin).
-  // With tiers, the caches move down a tier rather than being dropped.
-  int64_t evict_idle_sessions();
-  // Moves the caches of sessions idle for at least kv_idle_offload_seconds down a tier; returns
-  // how many moved. Cheap when there is nothing to do (Engine calls it between steps).
-  int64_t offload_idle_sessions(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
-  // How often the driving thread should wake up while idle, for offload_idle_sessions() and so
-  // that stats() catches up with the tiers' background I/O (nullopt: never needed).
-  std::optional<std::chrono::steady_clock::duration> housekeeping_period() const;
-  // Every session named by its caller (not made up for an anonymous request), with the tokens its
-  // KV holds or held: after a restart with a disk tier, the sessions found on disk.
-  std::vector<std::pair<std::string, std::vector<int32_t>>> named_sessions() const;
-  // Waits until every session written through after its turn is on disk and in Redis (the
-  // writes run on a background thread; tests, benchmarks).
-  void flush_tiers();
-  // Waits (bounded) until the session's state after its last turn is on disk and in Redis; true
-  // when it is or there is nothing to write. Thread-safe (any thread may call it).
-  bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const;
   // Forgets a session everywhere, for good: its pending requests with ids below `cancel_before`
   // are cancelled first (they finish with FinishReason::Cancelled and their KV goes back to the
   // pool, not to the session, so nothing of it is written to a tier afterwards), then its cache,
@@ -178,7 +143,10 @@ class Scheduler {
   // The tier and the bytes of a session's KV there: pages held while resident or running, the
   // serialised size in a tier below.
   SessionTiers::Location session_location(const std::string& id);
-  const Session* session(const std::string& id) { return sessions_.find(id); }
+  // The sessions between turns and their tiers (evict_idle, offload_idle, named_sessions,
+  // flush_writes, wait_written, ...).
+  SessionKeeper& sessions() { return *sessions_; }
+  const SessionKeeper& sessions() const { return *sessions_; }
 
   SchedulerStats stats() const;
   const BlockPool& pool() const { return *pool_; }
@@ -223,17 +191,6 @@ class Scheduler {
   // Frees pages until `pages` are free: idle sessions first, then running sequences ranked
   // below `keep` (from the lowest). False when that is not enough.
   bool make_room(int64_t pages, const Sequence* keep, bool may_preempt);
-  // Frees the least recently used idle session's cache, moving it down a tier first when
-  // there are tiers; returns the pages freed, or -1 when no idle session holds a cache.
-  int64_t evict_one();
-  // Moves an idle resident session's cache down a tier (encoded first) and frees its pages;
-  // returns the pages freed.
-  int64_t offload_session(Session& victim);
-  // Brings an evicted session's KV back from a tier into the pool; false (recompute) if it is in
-  // none, does not decode (counted), or does not fit.
-  bool restore_session(Session& session);
-  // Queues a session at rest to be written through to disk and Redis (after a turn).
-  void persist_session(const Session& session);
   void preempt(Sequence& s);
   // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).
   Status attach_cache(Sequence& s);
@@ -272,17 +229,13 @@ class Scheduler {
   std::shared_ptr<const HeadGroupMap> map_;
   std::unique_ptr<Compressor> compressor_;
   std::vector<int32_t> repeat_prompt_;  // "repeat the context" tokens of the reconstruction pass
-  SessionStore sessions_;
-  std::unique_ptr<SessionTiers> tiers_;  // null: evicted sessions are recomputed
-  SessionFingerprint fingerprint_;       // what a tier's blob must match to be restored
-  std::string spill_buffer_;             // reused encoding buffer (saves page faults)
+  std::unique_ptr<SessionKeeper> sessions_;
   std::vector<int32_t> eos_ids_;
 
   std::deque<std::unique_ptr<Sequence>> waiting_;  // in rank order
   std::vector<std::unique_ptr<Sequence>> running_;  // in rank order
   uint64_t next_arrival_ = 0;
   RequestId next_id_ = 1;
-  uint64_t tick_ = 0;
 
   // Step buffers.
   std::vector<SequenceStep> steps_;
