@@ -72,6 +72,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
                                         : c.context_length;
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
+  s->admission_ = AdmissionRule::for_policy(*s->compressor_, options.page_tokens);
   // The tangram policy splits decode attention ahead of time; the others plan every step.
   model.set_attention_split(options.attention_split.value_or(
       options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
@@ -208,162 +209,6 @@ Status Scheduler::attach_cache(Sequence& s) {
   return Status::Ok();
 }
 
-int64_t Scheduler::next_compression_point(const Sequence& s) const {
-  const CompressionOptions& co = compressor_->options();
-  if (!co.compresses() || !s.cache || !s.awaiting_sample) return -1;
-  // First-turn-only: a conversation whose cache held tokens when this request began is past
-  // its first turn (its first prefill started from an empty cache).
-  if (co.first_turn_only && s.result.usage.cached_tokens > 0) return -1;
-  const auto end = static_cast<int64_t>(s.tokens.size());
-  return std::min(end, s.compress_base + co.chunk);
-}
-
-int64_t Scheduler::admission_target(const Sequence& s, int64_t chunk) const {
-  const int64_t pos = s.cache->n_positions();
-  const CompressionOptions& co = compressor_->options();
-  if (!co.compresses()) return pos + chunk;
-  if (co.policy == KvPolicy::Tangram) return std::max(pos + chunk, next_compression_point(s));
-  return static_cast<int64_t>(s.tokens.size());
-}
-
-int64_t Scheduler::committed_pages(const Sequence& s) const {
-  const CompressionOptions& co = compressor_->options();
-  if (co.policy != KvPolicy::Tangram || !co.compresses() || !s.cache) return -1;
-  const HeadGroupMap& map = *map_;
-  const int H = model_.config().n_kv_head;
-  const int64_t P = options_.page_tokens;
-  // Pages of every group holding `entries(group)` entries.
-  auto pages = [&](const auto& entries) {
-    int64_t n = 0;
-    for (int g = 0; g < map.total_groups(); ++g) n += (entries(g) + P - 1) / P;
-    return n;
-  };
-  auto group_len = [&](const std::vector<int64_t>& per_head, int g) {
-    return map.group_max(g, std::span<const int64_t>(per_head));
-  };
-  std::vector<int64_t> now(static_cast<size_t>(map.n_layers()) * static_cast<size_t>(H));
-  for (int l = 0; l < map.n_layers(); ++l)
-    for (int h = 0; h < H; ++h) now[static_cast<size_t>(l * H + h)] = s.cache->length(l, h);
-  const int64_t pos = s.cache->n_positions();
-  const auto end = static_cast<int64_t>(s.tokens.size());
-  int64_t peak = s.cache->pages_held();
-  // Prefill intervals: the first grows what the cache holds now, later ones the compressed length.
-  if (next_compression_point(s) >= 0) {
-    for (int64_t p = s.compress_base, first = 1; p < end; first = 0) {
-      const int64_t next = std::min(end, p + co.chunk);
-      const int64_t added = next - std::max(p, pos);
-      if (added > 0) {
-        const std::vector<int64_t> base = first ? now : compressor_->target_lengths(p);
-        peak = std::max(peak, pages([&](int g) { return group_len(base, g) + added; }));
-      }
-      p = next;
-    }
-  }
-  // After the prompt: the compressed prompt plus every token the request may still generate.
-  const int64_t max_new = s.request.params.max_tokens > 0
-                              ? s.request.params.max_tokens - static_cast<int64_t>(s.result.tokens.size())
-                              : context_ - end;
-  const std::vector<int64_t> after = next_compression_point(s) >= 0 ? compressor_->target_lengths(end) : now;
-  const int64_t grow = std::max<int64_t>(0, max_new) + (next_compression_point(s) >= 0 ? 0 : end - pos);
-  peak = std::max(peak, pages([&](int g) { return group_len(after, g) + grow; }));
-  return peak;
-}
-
-void Scheduler::prepare_capture(Sequence& s, int64_t chunk) {
-  const int64_t point = next_compression_point(s);
-  if (point < 0 || compressor_->scorer().query_source() != QuerySource::Observation) {
-    s.capture_rows = 0;
-    return;
-  }
-  (void)chunk;
-  // The last queries_wanted positions before the point, but only rows this admission computes
-  // (earlier turns' queries are gone).
-  const int64_t want = compressor_->queries_wanted(point);
-  const int64_t from = std::max(point - want, s.compress_base);
-  const int64_t rows = point - from;
-  if (from != s.capture_from || rows != s.capture_rows) {
-    s.capture_from = from;
-    s.capture_rows = rows;
-    const ModelConfig& c = model_.config();
-    s.capture.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(rows) *
-                         static_cast<size_t>(c.q_dim()), 0.0f);
-  }
-}
-
-Status Scheduler::reconstruction_queries(Sequence& s, std::vector<float>& queries, int64_t& n_rows,
-                                         int64_t& pos0) {
-  PagedKvCache& cache = *s.cache;
-  const int64_t point = cache.n_positions();
-  // The most recent context tokens are repeated, as many as the context has room for.
-  const int64_t room = std::min(cache.capacity(), model_.config().context_length) - point -
-                       static_cast<int64_t>(repeat_prompt_.size());
-  const int64_t r = std::min({compressor_->options().reconstruction_tokens, point, room});
-  if (r < 1) return make_error("no context left for the reconstruction pass");
-  std::vector<int32_t> pass = repeat_prompt_;
-  pass.insert(pass.end(), s.tokens.begin() + (point - r), s.tokens.begin() + point);
-  const auto n = static_cast<int64_t>(pass.size());
-  if (point + n > std::min(cache.capacity(), model_.config().context_length))
-    return make_error("no context left for the reconstruction pass");
-  if (!make_room(cache.pages_needed(point + n), &s, /*may_preempt=*/false))
-    return make_error("no KV memory for the reconstruction pass");
-  const ModelConfig& c = model_.config();
-  n_rows = r;
-  pos0 = point + static_cast<int64_t>(repeat_prompt_.size());
-  queries.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(r) * static_cast<size_t>(c.q_dim()), 0.0f);
-  Status st = Status::Ok();
-  for (int64_t done = 0; done < n && st.ok();) {
-    const int64_t m = std::min(options_.step_tokens, n - done);
-    const SequenceStep step{&cache, pass.data() + done, m, point + done, nullptr, false,
-                            queries.data(), pos0, r};
-    st = model_.forward_step(std::span<const SequenceStep>(&step, 1), pool_threads_);
-    done += m;
-  }
-  cache.truncate(point);  // the pass leaves nothing behind
-  return st;
-}
-
-void Scheduler::compress_sequence(Sequence& s) {
-  const int64_t point = s.cache->n_positions();
-  const QuerySource src = compressor_->scorer().query_source();
-  const float* q = nullptr;
-  int64_t n_q = 0, q_pos0 = 0;
-  std::vector<float> recon;
-  if (src == QuerySource::Observation) {
-    q = s.capture.data();
-    n_q = s.capture_rows;
-    q_pos0 = s.capture_from;
-  } else if (src == QuerySource::Reconstruction) {
-    const auto t0 = Clock::now();
-    if (Status st = reconstruction_queries(s, recon, n_q, q_pos0); !st.ok()) {
-      ++counters_.compression_skipped;
-      s.compress_base = point;
-      return;
-    }
-    s.result.compression.seconds += seconds_between(t0, Clock::now());
-    q = recon.data();
-  }
-  auto rep = compressor_->compress(*s.cache, q, n_q, q_pos0, pool_threads_);
-  s.compress_base = point;
-  s.capture_rows = 0;
-  if (!rep) {
-    ++counters_.compression_skipped;
-    return;
-  }
-  RequestCompression& rc = s.result.compression;
-  ++rc.compressions;
-  rc.entries_before = rep->entries_before;
-  rc.entries_after = rep->entries_after;
-  rc.pages_freed += rep->pages_before - rep->pages_after;
-  rc.seconds += rep->score_seconds + rep->compact_seconds;
-  ++counters_.compressions;
-  counters_.entries_dropped += rep->entries_before - rep->entries_after;
-  counters_.pages_freed += rep->pages_before - rep->pages_after;
-  counters_.compress_seconds += rep->score_seconds + rep->compact_seconds;
-  counters_.reclaim_seconds += rep->compact_seconds;
-  counters_.heads_compressed += rep->heads;
-  counters_.heads_pressured += rep->pressured_heads;
-}
-
 SessionTiers::Location Scheduler::session_location(const std::string& id) {
   const Session* s = sessions_->find(id);
   if (s != nullptr && s->busy) {
@@ -484,39 +329,66 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
 int64_t Scheduler::step() {
   if (idle()) return 0;
   int64_t budget = options_.step_tokens;
-  const int64_t watermark = map_->total_groups();  // one page per group for others' growth
-
-  // Plans running_[i] for `chunk` more tokens; preempts lower-ranked sequences when short of
-  // pages. Returns false when running_[i] itself had to leave running_.
-  auto plan = [&](size_t i, int64_t chunk) -> bool {
-    Sequence& s = *running_[i];
-    const int64_t need = s.cache->pages_needed(s.cache->n_positions() + chunk);
-    if ((need > 0 && !make_room(need, &s, /*may_preempt=*/true)) ||
-        !s.cache->reserve(s.cache->n_positions() + chunk).ok()) {
-      auto self = std::move(running_[i]);
-      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (running_.empty()) {
-        // Alone and still short: its conversation has outgrown the whole pool.
-        finish(std::move(self), FinishReason::Length);
-      } else {
-        preempt(*self);
-        insert_waiting(std::move(self));
-      }
-      return false;
-    }
-    s.chunk = chunk;
-    budget -= chunk;
-    return true;
-  };
-
   for (auto& s : running_) s->chunk = 0;
-  // Pass 1: decode tokens (one each), in rank order.
+  plan_decode(budget);
+  plan_prefill(budget);
+  admit_waiting(budget);
+  std::stable_sort(running_.begin(), running_.end(),
+                   [](const auto& a, const auto& b) { return ranks_before(*a, *b); });
+  std::vector<Sequence*> stepped;
+  for (auto& s : running_)
+    if (s->chunk > 0) stepped.push_back(s.get());
+  if (stepped.empty()) {
+    fail_unschedulable();
+    return 0;
+  }
+  int64_t ran = 0;
+  const Status st = run_planned(stepped, ran);
+  finish_step(stepped, st);
+  return ran;
+}
+
+bool Scheduler::plan_chunk(size_t i, int64_t chunk, int64_t& budget) {
+  Sequence& s = *running_[i];
+  const int64_t need = s.cache->pages_needed(s.cache->n_positions() + chunk);
+  if ((need > 0 && !make_room(need, &s, /*may_preempt=*/true)) ||
+      !s.cache->reserve(s.cache->n_positions() + chunk).ok()) {
+    auto self = std::move(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (running_.empty()) {
+      // Alone and still short: its conversation has outgrown the whole pool.
+      finish(std::move(self), FinishReason::Length);
+    } else {
+      preempt(*self);
+      insert_waiting(std::move(self));
+    }
+    return false;
+  }
+  s.chunk = chunk;
+  budget -= chunk;
+  return true;
+}
+
+void Scheduler::plan_decode(int64_t& budget) {
+  // One decode token each, in rank order.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& s = *running_[i];
     const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
-    if (left != 1 || plan(i, 1)) ++i;
+    if (left != 1 || plan_chunk(i, 1, budget)) ++i;
   }
-  // Pass 2: prefill chunks of running sequences.
+}
+
+int64_t Scheduler::prefill_chunk(const Sequence& s, int64_t budget) const {
+  const int64_t pos = s.cache->n_positions();
+  const int64_t left = static_cast<int64_t>(s.tokens.size()) - pos;
+  int64_t chunk = std::min({left, options_.prefill_chunk, budget});
+  if (const int64_t point = next_compression_point(s); point > pos)
+    chunk = std::min(chunk, point - pos);  // stop at the compression point
+  return chunk;
+}
+
+void Scheduler::plan_prefill(int64_t& budget) {
+  // Prefill chunks of running sequences still reading their input.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& s = *running_[i];
     const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
@@ -524,12 +396,13 @@ int64_t Scheduler::step() {
       ++i;
       continue;
     }
-    int64_t chunk = std::min({left, options_.prefill_chunk, budget});
-    if (const int64_t point = next_compression_point(s); point > s.cache->n_positions())
-      chunk = std::min(chunk, point - s.cache->n_positions());  // stop at the compression point
-    if (plan(i, chunk)) ++i;
+    if (plan_chunk(i, prefill_chunk(s, budget), budget)) ++i;
   }
-  // Pass 3: admissions, in rank order, while budget and memory last (never preempting).
+}
+
+void Scheduler::admit_waiting(int64_t& budget) {
+  // In rank order, while budget and memory last, never preempting. A request whose session is
+  // lent to another request waits for it.
   while (budget > 0 && static_cast<int>(running_.size()) < options_.max_running) {
     auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) {
       if (w->request.session_id.empty()) return true;
@@ -544,65 +417,58 @@ int64_t Scheduler::step() {
       finish(std::move(failed), FinishReason::Error, st.error().message);
       continue;
     }
-    const int64_t left = static_cast<int64_t>(s.tokens.size()) - s.cache->n_positions();
-    int64_t chunk = std::min({left, options_.prefill_chunk, budget});
-    if (const int64_t point = next_compression_point(s); point > s.cache->n_positions())
-      chunk = std::min(chunk, point - s.cache->n_positions());
-    const int64_t target = admission_target(s, chunk);
-    int64_t need = s.cache->pages_needed(target) + (running_.empty() ? 0 : watermark);
-    if (const int64_t commit = committed_pages(s); commit >= 0) {
-      // Deterministic admission: the request's whole closed-form footprint must fit beside
-      // what the running requests are already committed to, so none of them is preempted later.
-      int64_t outstanding = 0;
-      for (const auto& r : running_)
-        if (const int64_t c = committed_pages(*r); c >= 0) outstanding += std::max<int64_t>(0, c - r->cache->pages_held());
-      need = std::max(need, outstanding + commit - s.cache->pages_held());
-      if (commit - s.cache->pages_held() > pool_->total_pages()) need = s.cache->pages_needed(target);  // never fits whole: fall back
-    }
-    if (!make_room(need, nullptr, /*may_preempt=*/false)) {
-      // Not now: the cache goes back where it came from, the request keeps its place.
-      if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id); ses != nullptr)
-        sessions_->unclaim(*ses, s.tokens, std::move(s.cache));
-      s.cache.reset();
-      if (s.request.session_id.empty()) s.session_id.clear();
-      break;
-    }
-    (void)s.cache->reserve(target);
-    s.chunk = chunk;
-    budget -= chunk;
-    if (!s.admitted_once) {
-      s.admitted_once = true;
-      s.admitted = Clock::now();
-    }
+    if (!admit(s, budget)) break;
     auto moved = std::move(*it);
     waiting_.erase(it);
     running_.push_back(std::move(moved));
   }
-  std::stable_sort(running_.begin(), running_.end(),
-                   [](const auto& a, const auto& b) { return ranks_before(*a, *b); });
+}
 
-  // The step: every planned chunk in one batched forward pass.
+bool Scheduler::admit(Sequence& s, int64_t& budget) {
+  const int64_t chunk = prefill_chunk(s, budget);
+  const AdmissionView candidate = admission_view(s);
+  std::vector<AdmissionView> others;
+  others.reserve(running_.size());
+  for (const auto& r : running_) others.push_back(admission_view(*r));
+  const int64_t watermark = map_->total_groups();  // one page per group for the others' growth
+  const int64_t need = admission_->pages_to_admit(candidate, chunk, others, watermark, pool_->total_pages());
+  if (!make_room(need, nullptr, /*may_preempt=*/false)) {
+    // Not now: the cache goes back where it came from, the request keeps its place.
+    if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id); ses != nullptr)
+      sessions_->unclaim(*ses, s.tokens, std::move(s.cache));
+    s.cache.reset();
+    if (s.request.session_id.empty()) s.session_id.clear();
+    return false;
+  }
+  (void)s.cache->reserve(admission_->target(candidate, chunk));
+  s.chunk = chunk;
+  budget -= chunk;
+  if (!s.admitted_once) {
+    s.admitted_once = true;
+    s.admitted = Clock::now();
+  }
+  return true;
+}
+
+void Scheduler::fail_unschedulable() {
+  // Nothing runs and nothing could be admitted into an empty pool: the head request can never
+  // run (validate() rules this out; kept so that no request can hang the loop).
+  if (running_.empty() && !waiting_.empty()) {
+    auto s = std::move(waiting_.front());
+    waiting_.pop_front();
+    finish(std::move(s), FinishReason::Error, "the request cannot be scheduled: KV memory too small");
+  }
+}
+
+Status Scheduler::run_planned(const std::vector<Sequence*>& stepped, int64_t& ran) {
+  // Every planned chunk in one batched forward pass.
   const auto vocab = static_cast<size_t>(model_.config().vocab);
   steps_.clear();
-  std::vector<Sequence*> stepped;
-  for (auto& s : running_)
-    if (s->chunk > 0) stepped.push_back(s.get());
-  if (stepped.empty()) {
-    // Nothing runs and nothing could be admitted into an empty pool: the head request can
-    // never run (validate() rules this out; kept so that no request can hang the loop).
-    if (running_.empty() && !waiting_.empty()) {
-      auto s = std::move(waiting_.front());
-      waiting_.pop_front();
-      finish(std::move(s), FinishReason::Error, "the request cannot be scheduled: KV memory too small");
-    }
-    return 0;
-  }
   try {
     if (logits_.size() < stepped.size() * vocab) logits_.resize(stepped.size() * vocab);
   } catch (const std::bad_alloc&) {
     logits_.clear();
   }
-  int64_t ran = 0;
   for (size_t i = 0; i < stepped.size(); ++i) {
     Sequence& s = *stepped[i];
     const int64_t pos0 = s.cache->n_positions();
@@ -617,14 +483,19 @@ int64_t Scheduler::step() {
   Status st = logits_.empty() ? make_error("out of host memory for the step's logits")
                               : model_.forward_step(steps_, pool_threads_);
   ++counters_.steps;
+  return st;
+}
+
+void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status& st) {
+  auto take = [&](const Sequence* p) {
+    auto it = std::find_if(running_.begin(), running_.end(), [p](const auto& u) { return u.get() == p; });
+    auto owned = std::move(*it);
+    running_.erase(it);
+    return owned;
+  };
   if (!st.ok()) {
-    for (Sequence* p : stepped) {
-      auto it = std::find_if(running_.begin(), running_.end(), [p](const auto& u) { return u.get() == p; });
-      auto s = std::move(*it);
-      running_.erase(it);
-      finish(std::move(s), FinishReason::Error, st.error().message);
-    }
-    return ran;
+    for (Sequence* p : stepped) finish(take(p), FinishReason::Error, st.error().message);
+    return;
   }
   for (size_t i = 0; i < stepped.size(); ++i) {
     Sequence& s = *stepped[i];
@@ -637,13 +508,10 @@ int64_t Scheduler::step() {
     if (done.logits == nullptr) continue;
     s.result.finish = FinishReason::Stop;
     if (!sample_next(s, done.logits)) continue;
-    auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& u) { return u.get() == &s; });
-    auto owned = std::move(*it);
-    running_.erase(it);
+    auto owned = take(&s);
     const FinishReason reason = owned->result.finish;
     finish(std::move(owned), reason);
   }
-  return ran;
 }
 
 void Scheduler::run_until_idle() {

@@ -1,13 +1,16 @@
 // Continuous batching over the paged KV pool: many requests share every step.
 //
-// A step (step()) runs, in one Model::forward_step():
-//   1. one decode token for every running sequence that is decoding;
-//   2. prefill chunks (at most prefill_chunk tokens each) of sequences still reading their
-//      prompt, while the step's token budget (step_tokens) lasts, so a long prompt never
-//      stalls the others' decoding for more than one chunk;
-//   3. newly admitted requests' first chunks, if budget and memory remain.
-// Then each sequence whose chunk ended its input samples a token, streams it, and finishes on
-// an end-of-generation token, a stop string, max_tokens or a full context.
+// A step (step()) plans, then runs in one Model::forward_step():
+//   1. plan_decode: one decode token for every running sequence that is decoding;
+//   2. plan_prefill: prefill chunks (at most prefill_chunk tokens each) of sequences still
+//      reading their prompt, while the step's token budget (step_tokens) lasts, so a long
+//      prompt never stalls the others' decoding for more than one chunk;
+//   3. admit_waiting: newly admitted requests' first chunks, if budget and memory remain (how
+//      much memory a request needs is its policy's AdmissionRule, compress/admission.h);
+//   4. run_planned: the forward pass;
+//   5. finish_step: sequences at a compression point are compressed; each sequence whose chunk
+//      ended its input samples a token, streams it, and finishes on an end-of-generation
+//      token, a stop string, max_tokens or a full context.
 //
 // Memory. Every sequence has a PagedKvCache in the one BlockPool. Before a step each chunk's
 // pages are reserved; when the pool is short, idle session caches are evicted least recently
@@ -39,6 +42,7 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "compress/admission.h"
 #include "compress/compressor.h"
 #include "compress/kv_policy.h"
 #include "kv/block_pool.h"
@@ -203,14 +207,8 @@ class Scheduler {
   // Compression points: the next position at which s is compressed (its input's end, or
   // compression.chunk tokens after the last point); -1 when s is not compressed now.
   int64_t next_compression_point(const Sequence& s) const;
-  // Positions a new request reserves at admission: the tangram policy its closed-form peak (up
-  // to the first compression point), the other compressing policies the whole uncompressed
-  // prompt (as the reference does), full KV its first chunk.
-  int64_t admission_target(const Sequence& s, int64_t chunk) const;
-  // Tangram: the most pages s can hold from now until its request ends, in closed form from
-  // its lengths and the deterministic budgets (every prefill interval's uncompressed peak, then
-  // the compressed prompt plus every token it may generate). -1 for the other policies.
-  int64_t committed_pages(const Sequence& s) const;
+  // What the admission rule knows of s (which holds a cache).
+  AdmissionView admission_view(const Sequence& s) const;
   // Sets s's query capture for the step (a range that may span steps).
   void prepare_capture(Sequence& s, int64_t chunk);
   // Compresses s's cache at a compression point; records the report.
@@ -220,6 +218,28 @@ class Scheduler {
                                 int64_t& pos0);
   static bool ranks_before(const Sequence& a, const Sequence& b);
 
+  // The step's phases (see the top of this file). The planners spend `budget` (tokens).
+  void plan_decode(int64_t& budget);
+  void plan_prefill(int64_t& budget);
+  void admit_waiting(int64_t& budget);
+  // Plans running_[i] for `chunk` more tokens; preempts lower-ranked sequences when short of
+  // pages. Returns false when running_[i] itself had to leave running_.
+  bool plan_chunk(size_t i, int64_t chunk, int64_t& budget);
+  // The next prompt chunk of s: within the budget and prefill_chunk, stopping at its next
+  // compression point.
+  int64_t prefill_chunk(const Sequence& s, int64_t budget) const;
+  // Reserves the pages its admission rule asks for s (given its cache) and plans its first
+  // chunk; false (its cache handed back, it keeps its place) when they cannot be freed without
+  // preempting.
+  bool admit(Sequence& s, int64_t& budget);
+  // Finishes the head request with an error when nothing runs and it cannot be admitted into
+  // an empty pool.
+  void fail_unschedulable();
+  // Runs the planned chunks of `stepped` in one forward pass; adds the tokens run to `ran`.
+  Status run_planned(const std::vector<Sequence*>& stepped, int64_t& ran);
+  // After the forward pass (`st` its outcome): compression points, sampling, finished requests.
+  void finish_step(const std::vector<Sequence*>& stepped, const Status& st);
+
   Model& model_;
   const Tokenizer& tokenizer_;
   ThreadPool& pool_threads_;
@@ -228,6 +248,7 @@ class Scheduler {
   std::unique_ptr<BlockPool> pool_;
   std::shared_ptr<const HeadGroupMap> map_;
   std::unique_ptr<Compressor> compressor_;
+  std::unique_ptr<AdmissionRule> admission_;  // the policy's, over compressor_
   std::vector<int32_t> repeat_prompt_;  // "repeat the context" tokens of the reconstruction pass
   std::unique_ptr<SessionKeeper> sessions_;
   std::vector<int32_t> eos_ids_;
