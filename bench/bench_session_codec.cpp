@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "kv/paged_kv_cache.h"
-#include "kv/session_codec.h"
-#include "kv/session_disk_store.h"
+#include "store/session_codec.h"
+#include "store/session_disk_store.h"
 
 namespace tangram {
 namespace {

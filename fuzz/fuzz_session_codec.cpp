@@ -19,7 +19,7 @@
 #include <xxhash.h>
 
 #include "fuzz_support.h"
-#include "kv/session_codec.h"
+#include "store/session_codec.h"
 
 using namespace tangram;
 

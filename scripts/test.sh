@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 ./scripts/e2e-setup.sh
 
 jobs=$(nproc)
-sanitized=(test_gguf test_tokenizer test_chat test_kv test_scheduler test_compress test_http test_server)
+sanitized=(test_gguf test_tokenizer test_chat test_kv test_store test_scheduler test_compress test_http test_server)
 cmake --preset debug
 cmake --build --preset debug -j "$jobs" --target "${sanitized[@]}"
-ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|scheduler|compress|http|server)$'
+ctest --preset debug -j "$jobs" -L '^(gguf|tokenizer|chat|kv|store|scheduler|compress|http|server)$'
 
 # Fuzz stage: the libFuzzer harnesses (clang, ASan + UBSan) replay fuzz/regressions/ and fuzz each
 # parser of untrusted input for 45 s; about 7 minutes with the build on 2 cores (docs/fuzzing.md).

@@ -218,7 +218,7 @@ int cmd_profile(const ProfileOptions& opt) {
         if (auto id = (*sched)->submit(std::move(r)); !id) return fail(id.message());
         (*sched)->run_until_idle();
         if (!error.empty()) return fail(error);
-        const Session* ses = (*sched)->session(sid);
+        const Session* ses = (*sched)->sessions().find(sid);
         if (ses == nullptr || !ses->cache) return fail("the profiled session lost its cache");
         const int64_t total = ses->cache->n_positions();
         std::vector<double> ret(heads);

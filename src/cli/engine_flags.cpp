@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/units.h"
-#include "kv/session_redis_store.h"
+#include "store/session_redis_store.h"
 
 namespace tangram::cli {
 
@@ -23,18 +23,19 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   s.step_tokens = f.step_tokens;
   s.max_running = f.max_running;
   s.max_context = f.ctx;
+  SessionKeeperOptions& k = o.sessions;
   auto host = parse_bytes(f.kv_host_memory);
   if (!host) return make_error("--kv-host-memory: {}", host.message());
-  s.kv_host_memory = static_cast<size_t>(*host);
+  k.kv_host_memory = static_cast<size_t>(*host);
   auto disk = parse_bytes(f.kv_disk_max);
   if (!disk) return make_error("--kv-disk-max: {}", disk.message());
-  s.kv_disk_bytes = static_cast<uint64_t>(*disk);
-  s.kv_disk_dir = f.kv_disk;
+  k.kv_disk_bytes = static_cast<uint64_t>(*disk);
+  k.kv_disk_dir = f.kv_disk;
   if (!f.kv_redis.empty()) TG_TRY(parse_redis_url(f.kv_redis));  // a typo fails at start-up, not per turn
-  s.kv_redis = f.kv_redis;
-  s.kv_redis_prefix = f.kv_redis_prefix;
-  s.kv_redis_ttl_seconds = f.kv_redis_ttl;
-  s.kv_idle_offload_seconds = f.kv_idle_offload;
+  k.kv_redis = f.kv_redis;
+  k.kv_redis_prefix = f.kv_redis_prefix;
+  k.kv_redis_ttl_seconds = f.kv_redis_ttl;
+  k.kv_idle_offload_seconds = f.kv_idle_offload;
   CompressionOptions& c = s.compression;
   TG_ASSIGN(c.policy, parse_kv_policy(f.kv_policy));
   TG_ASSIGN(c.level, parse_budget_level(f.kv_level));

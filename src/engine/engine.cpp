@@ -7,7 +7,7 @@ namespace tangram {
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine(options.threads));
-  TG_ASSIGN(e->scheduler_, Scheduler::create(model, tokenizer, e->pool_, options.scheduler));
+  TG_ASSIGN(e->scheduler_, Scheduler::create(model, tokenizer, e->pool_, options.scheduler, options.sessions));
   e->stats_ = e->scheduler_->stats();
   e->worker_ = std::thread([raw = e.get()] { raw->loop(); });
   return e;
@@ -85,7 +85,7 @@ void Engine::wait_idle() {
 }
 
 void Engine::evict_idle_sessions() {
-  run_on_worker([](Scheduler& s) { s.evict_idle_sessions(); });
+  run_on_worker([](Scheduler& s) { s.sessions().evict_idle(); });
 }
 
 bool Engine::drop_session(const std::string& id) {
@@ -133,7 +133,7 @@ void Engine::loop() {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !scheduler_->idle();
       };
       // With tiers, wake up now and then to move idle sessions down a tier and refresh stats_.
-      if (const auto period = scheduler_->housekeeping_period())
+      if (const auto period = scheduler_->sessions().housekeeping_period())
         wake_.wait_for(lock, *period, ready);
       else
         wake_.wait(lock, ready);
@@ -162,7 +162,7 @@ void Engine::loop() {
     cancels.clear();
     if (!finished_.empty()) publish_and_deliver();  // cancelled requests hear of it before the step
     for (auto& task : tasks) task(*scheduler_);
-    const bool offloaded = scheduler_->offload_idle_sessions() > 0;
+    const bool offloaded = scheduler_->sessions().offload_idle() > 0;
     if (!tasks.empty() || offloaded) {
       std::lock_guard lock(mu_);
       tasks_done_ += tasks.size();

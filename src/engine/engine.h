@@ -33,6 +33,7 @@ namespace tangram {
 struct EngineOptions {
   int threads = 0;  // compute threads (0: one per core)
   SchedulerOptions scheduler;
+  SessionKeeperOptions sessions;  // sessions between turns and their tiers (host, disk, Redis)
 };
 
 class Engine {
@@ -85,7 +86,7 @@ class Engine {
   // Waits (bounded) until a finished turn's session is written through to disk and Redis (see
   // SessionTiers); true when it is or there is nothing to write. Any thread; never the worker's.
   bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const {
-    return scheduler_->wait_session_written(id, timeout);
+    return scheduler_->sessions().wait_written(id, timeout);
   }
   const SchedulerOptions& options() const { return scheduler_->options(); }
   int threads() const { return pool_.size(); }

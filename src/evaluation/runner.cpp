@@ -88,7 +88,7 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
       lv.history.insert(lv.history.end(), res.tokens.begin(), res.tokens.end());
       lv.in_flight = false;
       // Resident KV of this session right after its turn.
-      if (const Session* ses = sched->session(lv.conv->id); ses != nullptr && ses->cache) {
+      if (const Session* ses = sched->sessions().find(lv.conv->id); ses != nullptr && ses->cache) {
         const size_t t = std::min(static_cast<size_t>(rec->turn), kv_sum.size() - 1);
         kv_sum[t] += static_cast<double>(ses->cache->pages_held()) * page_bytes;
         ++kv_n[t];

@@ -1,13 +1,16 @@
 // Continuous batching over the paged KV pool: many requests share every step.
 //
-// A step (step()) runs, in one Model::forward_step():
-//   1. one decode token for every running sequence that is decoding;
-//   2. prefill chunks (at most prefill_chunk tokens each) of sequences still reading their
-//      prompt, while the step's token budget (step_tokens) lasts, so a long prompt never
-//      stalls the others' decoding for more than one chunk;
-//   3. newly admitted requests' first chunks, if budget and memory remain.
-// Then each sequence whose chunk ended its input samples a token, streams it, and finishes on
-// an end-of-generation token, a stop string, max_tokens or a full context.
+// A step (step()) plans, then runs in one Model::forward_step():
+//   1. plan_decode: one decode token for every running sequence that is decoding;
+//   2. plan_prefill: prefill chunks (at most prefill_chunk tokens each) of sequences still
+//      reading their prompt, while the step's token budget (step_tokens) lasts, so a long
+//      prompt never stalls the others' decoding for more than one chunk;
+//   3. admit_waiting: newly admitted requests' first chunks, if budget and memory remain (how
+//      much memory a request needs is its policy's AdmissionRule, compress/admission.h);
+//   4. run_planned: the forward pass;
+//   5. finish_step: sequences at a compression point are compressed; each sequence whose chunk
+//      ended its input samples a token, streams it, and finishes on an end-of-generation
+//      token, a stop string, max_tokens or a full context.
 //
 // Memory. Every sequence has a PagedKvCache in the one BlockPool. Before a step each chunk's
 // pages are reserved; when the pool is short, idle session caches are evicted least recently
@@ -17,9 +20,10 @@
 // chunk fits without preempting anyone. A prompt that could never fit in the whole pool is
 // refused at submit.
 //
-// Sessions (see session_store.h): a finished request's cache stays resident under its session
-// id; the next request of that session reuses the longest common prefix of its prompt and
-// prefills only the rest. Requests without an id continue the best-matching idle session.
+// Sessions (kept by a SessionKeeper, store/session_keeper.h): a finished request's cache stays
+// resident under its session id; the next request of that session reuses the longest common
+// prefix of its prompt and prefills only the rest. Requests without an id continue the
+// best-matching idle session.
 //
 // Threading: a Scheduler is driven by one thread (Engine wraps it in a worker thread with a
 // thread-safe inbox). Callbacks run on that thread, inside step().
@@ -38,18 +42,17 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "compress/admission.h"
 #include "compress/compressor.h"
 #include "compress/kv_policy.h"
 #include "kv/block_pool.h"
 #include "kv/head_group_map.h"
 #include "kv/paged_kv_cache.h"
-#include "kv/session_fingerprint.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_strings.h"
 #include "scheduler/request.h"
-#include "scheduler/session_store.h"
-#include "scheduler/session_tiers.h"
+#include "store/session_keeper.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,26 +69,8 @@ struct SchedulerOptions {
   int max_running = 64;                // sequences running at once
   int64_t max_context = 0;             // positions per sequence; 0 = the model's context
   bool keep_sessions = true;           // keep finished requests' KV resident for the next turn
-  size_t max_sessions = 1024;          // session entries remembered
   bool prefault = true;                // touch the arena up front (no page faults later)
   CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
-  // Tiers below the resident pool for idle sessions' KV (see session_tiers.h): a host-memory
-  // spill area (0: none) and a disk directory ("" = none), written through after every turn so
-  // a crash loses at most the turn in flight, and read back at start-up.
-  size_t kv_host_memory = 0;
-  std::string kv_disk_dir;
-  uint64_t kv_disk_bytes = uint64_t{8} << 30;
-  // The shared tier: a Redis address ("" = none; see session_redis_store.h), its key prefix
-  // ("" = "tangram:<fingerprint of model, KV type and policy>:", so deployments of different
-  // models never meet) and the expiry of a stored session (0: none).
-  std::string kv_redis;
-  std::string kv_redis_prefix;
-  int64_t kv_redis_ttl_seconds = 0;
-  // Idle sessions move down a tier after this long without a turn (0: only under memory
-  // pressure). Needs a tier.
-  double kv_idle_offload_seconds = 0;
-  // Where tier warnings go (Redis lost or back); default: a logfmt line on stderr.
-  std::function<void(const std::string&)> warn;
   // How attention work is split across threads; empty: the policy's (tangram ahead of time,
   // the others planned every step).
   std::optional<AttentionSplit> attention_split;
@@ -119,8 +104,10 @@ class Scheduler {
  public:
   // Errors: invalid page geometry or group size, an arena too small for one page per group of
   // every layer, prefill_chunk or step_tokens < 1, step_tokens above the model's max batch.
+  // `sessions` configures where idle sessions' KV goes (tiers; see SessionKeeperOptions).
   static Result<std::unique_ptr<Scheduler>> create(Model& model, const Tokenizer& tokenizer,
-                                                   ThreadPool& pool, const SchedulerOptions& options);
+                                                   ThreadPool& pool, const SchedulerOptions& options,
+                                                   const SessionKeeperOptions& sessions = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -147,24 +134,6 @@ class Scheduler {
   // Steps until every request has finished.
   void run_until_idle();
 
-  // Frees the caches of all idle sessions (tests, admin).
-  // With tiers, the caches move down a tier rather than being dropped.
-  int64_t evict_idle_sessions();
-  // Moves the caches of sessions idle for at least kv_idle_offload_seconds down a tier; returns
-  // how many moved. Cheap when there is nothing to do (Engine calls it between steps).
-  int64_t offload_idle_sessions(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
-  // How often the driving thread should wake up while idle, for offload_idle_sessions() and so
-  // that stats() catches up with the tiers' background I/O (nullopt: never needed).
-  std::optional<std::chrono::steady_clock::duration> housekeeping_period() const;
-  // Every session named by its caller (not made up for an anonymous request), with the tokens its
-  // KV holds or held: after a restart with a disk tier, the sessions found on disk.
-  std::vector<std::pair<std::string, std::vector<int32_t>>> named_sessions() const;
-  // Waits until every session written through after its turn is on disk and in Redis (the
-  // writes run on a background thread; tests, benchmarks).
-  void flush_tiers();
-  // Waits (bounded) until the session's state after its last turn is on disk and in Redis; true
-  // when it is or there is nothing to write. Thread-safe (any thread may call it).
-  bool wait_session_written(const std::string& id, std::chrono::milliseconds timeout) const;
   // Forgets a session everywhere, for good: its pending requests with ids below `cancel_before`
   // are cancelled first (they finish with FinishReason::Cancelled and their KV goes back to the
   // pool, not to the session, so nothing of it is written to a tier afterwards), then its cache,
@@ -178,7 +147,10 @@ class Scheduler {
   // The tier and the bytes of a session's KV there: pages held while resident or running, the
   // serialised size in a tier below.
   SessionTiers::Location session_location(const std::string& id);
-  const Session* session(const std::string& id) { return sessions_.find(id); }
+  // The sessions between turns and their tiers (evict_idle, offload_idle, named_sessions,
+  // flush_writes, wait_written, ...).
+  SessionKeeper& sessions() { return *sessions_; }
+  const SessionKeeper& sessions() const { return *sessions_; }
 
   SchedulerStats stats() const;
   const BlockPool& pool() const { return *pool_; }
@@ -223,17 +195,6 @@ class Scheduler {
   // Frees pages until `pages` are free: idle sessions first, then running sequences ranked
   // below `keep` (from the lowest). False when that is not enough.
   bool make_room(int64_t pages, const Sequence* keep, bool may_preempt);
-  // Frees the least recently used idle session's cache, moving it down a tier first when
-  // there are tiers; returns the pages freed, or -1 when no idle session holds a cache.
-  int64_t evict_one();
-  // Moves an idle resident session's cache down a tier (encoded first) and frees its pages;
-  // returns the pages freed.
-  int64_t offload_session(Session& victim);
-  // Brings an evicted session's KV back from a tier into the pool; false (recompute) if it is in
-  // none, does not decode (counted), or does not fit.
-  bool restore_session(Session& session);
-  // Queues a session at rest to be written through to disk and Redis (after a turn).
-  void persist_session(const Session& session);
   void preempt(Sequence& s);
   // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).
   Status attach_cache(Sequence& s);
@@ -246,14 +207,8 @@ class Scheduler {
   // Compression points: the next position at which s is compressed (its input's end, or
   // compression.chunk tokens after the last point); -1 when s is not compressed now.
   int64_t next_compression_point(const Sequence& s) const;
-  // Positions a new request reserves at admission: the tangram policy its closed-form peak (up
-  // to the first compression point), the other compressing policies the whole uncompressed
-  // prompt (as the reference does), full KV its first chunk.
-  int64_t admission_target(const Sequence& s, int64_t chunk) const;
-  // Tangram: the most pages s can hold from now until its request ends, in closed form from
-  // its lengths and the deterministic budgets (every prefill interval's uncompressed peak, then
-  // the compressed prompt plus every token it may generate). -1 for the other policies.
-  int64_t committed_pages(const Sequence& s) const;
+  // What the admission rule knows of s (which holds a cache).
+  AdmissionView admission_view(const Sequence& s) const;
   // Sets s's query capture for the step (a range that may span steps).
   void prepare_capture(Sequence& s, int64_t chunk);
   // Compresses s's cache at a compression point; records the report.
@@ -263,6 +218,28 @@ class Scheduler {
                                 int64_t& pos0);
   static bool ranks_before(const Sequence& a, const Sequence& b);
 
+  // The step's phases (see the top of this file). The planners spend `budget` (tokens).
+  void plan_decode(int64_t& budget);
+  void plan_prefill(int64_t& budget);
+  void admit_waiting(int64_t& budget);
+  // Plans running_[i] for `chunk` more tokens; preempts lower-ranked sequences when short of
+  // pages. Returns false when running_[i] itself had to leave running_.
+  bool plan_chunk(size_t i, int64_t chunk, int64_t& budget);
+  // The next prompt chunk of s: within the budget and prefill_chunk, stopping at its next
+  // compression point.
+  int64_t prefill_chunk(const Sequence& s, int64_t budget) const;
+  // Reserves the pages its admission rule asks for s (given its cache) and plans its first
+  // chunk; false (its cache handed back, it keeps its place) when they cannot be freed without
+  // preempting.
+  bool admit(Sequence& s, int64_t& budget);
+  // Finishes the head request with an error when nothing runs and it cannot be admitted into
+  // an empty pool.
+  void fail_unschedulable();
+  // Runs the planned chunks of `stepped` in one forward pass; adds the tokens run to `ran`.
+  Status run_planned(const std::vector<Sequence*>& stepped, int64_t& ran);
+  // After the forward pass (`st` its outcome): compression points, sampling, finished requests.
+  void finish_step(const std::vector<Sequence*>& stepped, const Status& st);
+
   Model& model_;
   const Tokenizer& tokenizer_;
   ThreadPool& pool_threads_;
@@ -271,18 +248,15 @@ class Scheduler {
   std::unique_ptr<BlockPool> pool_;
   std::shared_ptr<const HeadGroupMap> map_;
   std::unique_ptr<Compressor> compressor_;
+  std::unique_ptr<AdmissionRule> admission_;  // the policy's, over compressor_
   std::vector<int32_t> repeat_prompt_;  // "repeat the context" tokens of the reconstruction pass
-  SessionStore sessions_;
-  std::unique_ptr<SessionTiers> tiers_;  // null: evicted sessions are recomputed
-  SessionFingerprint fingerprint_;       // what a tier's blob must match to be restored
-  std::string spill_buffer_;             // reused encoding buffer (saves page faults)
+  std::unique_ptr<SessionKeeper> sessions_;
   std::vector<int32_t> eos_ids_;
 
   std::deque<std::unique_ptr<Sequence>> waiting_;  // in rank order
   std::vector<std::unique_ptr<Sequence>> running_;  // in rank order
   uint64_t next_arrival_ = 0;
   RequestId next_id_ = 1;
-  uint64_t tick_ = 0;
 
   // Step buffers.
   std::vector<SequenceStep> steps_;

@@ -814,7 +814,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::create(Engine& engine, const Tok
   s.install_routes();
   // Conversations a previous run left in the disk tier continue, by id or by their text.
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
-  engine.run_on_worker([&](Scheduler& sch) { named = sch.named_sessions(); });
+  engine.run_on_worker([&](Scheduler& sch) { named = sch.sessions().named_sessions(); });
   // Only sessions of the keys given now: one whose key is gone stays unreachable.
   std::set<std::string> owners(s.owner_ids.begin(), s.owner_ids.end());
   if (owners.empty()) owners.insert("local");

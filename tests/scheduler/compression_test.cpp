@@ -98,7 +98,7 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
     if (turn > 0) {
       EXPECT_GT(res.usage.cached_tokens, 0);
     }
-    const Session* ses = (*s)->session("conversation");
+    const Session* ses = (*s)->sessions().find("conversation");
     ASSERT_TRUE(ses && ses->cache);
     const PagedKvCache& cache = *ses->cache;
     const auto total = static_cast<int64_t>(convo.size());
@@ -130,7 +130,7 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
   const SchedulerStats st = (*s)->stats();
   EXPECT_EQ(st.compressions, 5);
   EXPECT_GT(st.pages_freed, 0);
-  EXPECT_EQ(st.pool.used_pages, (*s)->session("conversation")->cache->pages_held());
+  EXPECT_EQ(st.pool.used_pages, (*s)->sessions().find("conversation")->cache->pages_held());
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, MultiTurn,

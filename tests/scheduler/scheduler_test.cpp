@@ -123,7 +123,7 @@ TEST(Sessions, SecondTurnOnResidentCacheMatchesFreshPrefill) {
   const RequestResult& t1 = a.results.begin()->second;
   EXPECT_EQ(t1.session_id, "chat");
   EXPECT_EQ(t1.usage.cached_tokens, 0);
-  const Session* ses = (*s)->session("chat");
+  const Session* ses = (*s)->sessions().find("chat");
   ASSERT_NE(ses, nullptr);
   ASSERT_TRUE(ses->cache);
   // The last generated token was never fed back, so the cache holds prompt + 5 tokens.
@@ -145,8 +145,8 @@ TEST(Sessions, SecondTurnOnResidentCacheMatchesFreshPrefill) {
   expect_same_greedy(t2.tokens, fresh, "second turn");
 
   // Evicted, then turn 3 is recomputed from the full prompt and still matches.
-  EXPECT_GT((*s)->evict_idle_sessions(), 0);
-  EXPECT_FALSE((*s)->session("chat")->cache);
+  EXPECT_GT((*s)->sessions().evict_idle(), 0);
+  EXPECT_FALSE((*s)->sessions().find("chat")->cache);
   Request r3 = greedy_request(turn2, 8);
   r3.session_id = "chat";
   r3.keep_first_logits = true;
@@ -249,10 +249,10 @@ TEST(Memory, IdleSessionsEvictedLeastRecentlyUsedFirst) {
   r.session_id = "d";
   Outcome run = run_all(**s, {r});
   EXPECT_EQ(run.results.begin()->second.finish, FinishReason::Length);
-  EXPECT_FALSE((*s)->session("a")->cache);
-  EXPECT_TRUE((*s)->session("b")->cache);
-  EXPECT_TRUE((*s)->session("c")->cache);
-  EXPECT_TRUE((*s)->session("d")->cache);
+  EXPECT_FALSE((*s)->sessions().find("a")->cache);
+  EXPECT_TRUE((*s)->sessions().find("b")->cache);
+  EXPECT_TRUE((*s)->sessions().find("c")->cache);
+  EXPECT_TRUE((*s)->sessions().find("d")->cache);
 }
 
 TEST(Requests, CancelReturnsEveryPage) {

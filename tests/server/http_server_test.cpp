@@ -78,7 +78,7 @@ std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const
   eo.threads = 2;
   eo.scheduler.kv_memory = size_t{32} << 20;
   eo.scheduler.max_running = max_running;
-  eo.scheduler.kv_disk_dir = kv_disk;
+  eo.sessions.kv_disk_dir = kv_disk;
   auto e = Engine::create(*l.model, *l.tok, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   r->engine = std::move(e).value();
@@ -216,7 +216,7 @@ TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
 // The prompt ids the engine's session `public_id` holds (its KV: the prompt, then the reply).
 std::vector<int32_t> session_tokens(Running& s, const std::string& public_id) {
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
-  EXPECT_TRUE(s.engine->run_on_worker([&](Scheduler& sch) { named = sch.named_sessions(); }));
+  EXPECT_TRUE(s.engine->run_on_worker([&](Scheduler& sch) { named = sch.sessions().named_sessions(); }));
   for (auto& [key, tokens] : named)
     if (key.ends_with("/" + public_id)) return tokens;
   ADD_FAILURE() << "no engine session for " << public_id;

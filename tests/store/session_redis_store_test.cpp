@@ -2,7 +2,7 @@
 // misses are nullopt, prefixes keep deployments apart, expiry is set, and a Redis that goes away
 // is an error value with one warning (not a hang), after which the store reconnects by itself.
 // Also the address parser.
-#include "kv/session_redis_store.h"
+#include "store/session_redis_store.h"
 
 #include <gtest/gtest.h>
 

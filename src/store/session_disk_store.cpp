@@ -1,4 +1,4 @@
-#include "kv/session_disk_store.h"
+#include "store/session_disk_store.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

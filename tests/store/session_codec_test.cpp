@@ -3,7 +3,7 @@
 // bit for bit, in F16 and F32 and under several head-group maps and page sizes; mismatched
 // fingerprints and shapes are refused with their reason; every truncation and every byte flip of
 // a small blob is refused, leaving the pool untouched; a pool too small is refused.
-#include "kv/session_codec.h"
+#include "store/session_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 
 #include "kv/kv_test_util.h"
-#include "kv/session_test_util.h"
+#include "store/session_test_util.h"
 
 namespace tangram {
 namespace {

@@ -13,7 +13,7 @@
 #include "common/thread_pool.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
-#include "kv/session_fingerprint.h"
+#include "store/session_fingerprint.h"
 
 namespace tangram::testing {
 

@@ -3,15 +3,15 @@
 // sessions, a crash's temp files and damaged frames are cleaned up, one store per directory, and
 // a truncated or byte-flipped session file is never served as a session (decode_session refuses
 // it).
-#include "kv/session_disk_store.h"
+#include "store/session_disk_store.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <set>
 
-#include "kv/session_codec.h"
-#include "kv/session_test_util.h"
+#include "store/session_codec.h"
+#include "store/session_test_util.h"
 #include "support/test_support.h"
 
 namespace tangram {

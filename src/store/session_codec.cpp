@@ -1,4 +1,4 @@
-#include "kv/session_codec.h"
+#include "store/session_codec.h"
 
 #include <cstring>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include <xxhash.h>
 
-#include "kv/byte_io.h"
+#include "store/byte_io.h"
 
 namespace tangram {
 

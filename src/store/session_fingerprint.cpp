@@ -1,4 +1,4 @@
-#include "kv/session_fingerprint.h"
+#include "store/session_fingerprint.h"
 
 #include <algorithm>
 #include <bit>

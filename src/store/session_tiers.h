@@ -40,8 +40,8 @@
 #include <string>
 
 #include "common/result.h"
-#include "kv/session_disk_store.h"
-#include "kv/session_redis_store.h"
+#include "store/session_disk_store.h"
+#include "store/session_redis_store.h"
 
 namespace tangram {
 

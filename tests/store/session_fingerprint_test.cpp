@@ -1,7 +1,7 @@
 // Session fingerprints: equal inputs give equal fingerprints (across separately written files);
 // a model differing in metadata, a tensor's shape or type, or sampled weight bytes gets another;
 // maps differing in grouping or column order get another; mismatches are named in order.
-#include "kv/session_fingerprint.h"
+#include "store/session_fingerprint.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-#include "scheduler/session_tiers.h"
+#include "store/session_tiers.h"
 
-#include "kv/session_codec.h"
+#include "store/session_codec.h"
 
 #include <algorithm>
 #include <chrono>

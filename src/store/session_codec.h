@@ -48,7 +48,7 @@
 #include "kv/block_pool.h"
 #include "kv/head_group_map.h"
 #include "kv/paged_kv_cache.h"
-#include "kv/session_fingerprint.h"
+#include "store/session_fingerprint.h"
 
 namespace tangram {
 

@@ -9,8 +9,8 @@
 
 #include <xxhash.h>
 
-#include "kv/session_codec.h"
-#include "kv/session_test_util.h"
+#include "store/session_codec.h"
+#include "store/session_test_util.h"
 
 namespace tangram {
 namespace {

@@ -1,4 +1,4 @@
-#include "kv/session_redis_store.h"
+#include "store/session_redis_store.h"
 
 #include <charconv>
 #include <vector>

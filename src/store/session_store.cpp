@@ -1,4 +1,4 @@
-#include "scheduler/session_store.h"
+#include "store/session_store.h"
 
 #include <algorithm>
 

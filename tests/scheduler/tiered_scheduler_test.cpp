@@ -92,9 +92,10 @@ TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
   const ModelConfig& c = tm.model->config();
 
   SchedulerOptions o = base_options();
+  SessionKeeperOptions k;
   o.kv_memory = pool_bytes_for(c, 2);  // about two sessions resident
-  o.kv_host_memory = 64u << 20;
-  auto tight = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  k.kv_host_memory = 64u << 20;
+  auto tight = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(tight.ok()) << tight.message();
   const Conversations got = play(**tight, c.vocab);
   const SchedulerStats st = (*tight)->stats();
@@ -107,9 +108,7 @@ TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
     EXPECT_EQ(got.replies[static_cast<size_t>(i)], ref.replies[static_cast<size_t>(i)]);
   }
   // Without tiers the same pool recomputes instead: the restored turns above reused their KV.
-  SchedulerOptions none = o;
-  none.kv_host_memory = 0;
-  auto plain = Scheduler::create(*tm.model, *tm.tokenizer, pool, none);
+  auto plain = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(plain.ok());
   const Conversations p = play(**plain, c.vocab);
   EXPECT_EQ(p.replies, ref.replies);
@@ -121,9 +120,10 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
 
   const auto dir = temp_dir() / "sessions";
   SchedulerOptions o = base_options();
-  o.kv_disk_dir = dir.string();
+  SessionKeeperOptions k;
+  k.kv_disk_dir = dir.string();
   {
-    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
     ASSERT_TRUE(before.ok()) << before.message();
     (void)play(**before, c.vocab, /*turn2=*/false);  // turn 1 only, then the "crash"
   }
@@ -143,7 +143,7 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
     f.seekp(static_cast<std::streamoff>(size / 2));
     f.write(&b, 1);
   }
-  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(after.ok()) << after.message();
   int reused = 0;
   for (int i = 0; i < kSessions; ++i) {
@@ -169,17 +169,18 @@ TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
   RedisServer redis(temp_dir());
   ASSERT_TRUE(redis.start());
   SchedulerOptions o = base_options();
-  o.kv_redis = redis.address();
+  SessionKeeperOptions k;
+  k.kv_redis = redis.address();
   std::vector<std::string> warnings;
-  o.warn = [&](const std::string& m) { warnings.push_back(m); };
-  auto replica_a = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  k.warn = [&](const std::string& m) { warnings.push_back(m); };
+  auto replica_a = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(replica_a.ok()) << replica_a.message();
   (void)play(**replica_a, c.vocab, /*turn2=*/false);
-  (*replica_a)->flush_tiers();
+  (*replica_a)->sessions().flush_writes();
   EXPECT_EQ((*replica_a)->stats().tiers.redis.puts, kSessions);  // written through after each turn
   replica_a->reset();  // the replica dies
 
-  auto replica_b = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  auto replica_b = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(replica_b.ok());
   for (int i = 0; i < kSessions; ++i) {
     SCOPED_TRACE(i);
@@ -197,7 +198,7 @@ TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
 
   // A session deleted on one replica is gone from Redis for all.
   EXPECT_TRUE((*replica_b)->drop_session("chat-0"));
-  auto replica_c = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  auto replica_c = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(replica_c.ok());
   EXPECT_EQ((*replica_c)->session_tier("chat-0"), "none");
   EXPECT_EQ((*replica_c)->session_tier("chat-1"), "redis");
@@ -211,12 +212,13 @@ TEST_F(TieredScheduler, LostRedisDegradesToLocalTiers) {
   RedisServer redis(temp_dir());
   ASSERT_TRUE(redis.start());
   SchedulerOptions o = base_options();
+  SessionKeeperOptions k;
   o.kv_memory = pool_bytes_for(c, 2);  // about two sessions resident
-  o.kv_host_memory = 64u << 20;
-  o.kv_redis = redis.address();
+  k.kv_host_memory = 64u << 20;
+  k.kv_redis = redis.address();
   std::vector<std::string> warnings;
-  o.warn = [&](const std::string& m) { warnings.push_back(m); };
-  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  k.warn = [&](const std::string& m) { warnings.push_back(m); };
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(s.ok());
   (void)play(**s, c.vocab, /*turn2=*/false);
   redis.stop();
@@ -238,18 +240,19 @@ TEST_F(TieredScheduler, LostRedisDegradesToLocalTiers) {
 TEST_F(TieredScheduler, IdleSessionsMoveDownAfterTheirTime) {
   const ModelConfig& c = tm.model->config();
   SchedulerOptions o = base_options();
-  o.kv_idle_offload_seconds = 600;
-  EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o).ok()) << "idle offload without a tier";
-  o.kv_host_memory = 64u << 20;
-  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  SessionKeeperOptions k;
+  k.kv_idle_offload_seconds = 600;
+  EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k).ok()) << "idle offload without a tier";
+  k.kv_host_memory = 64u << 20;
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(s.ok()) << s.message();
 
   (void)play(**s, c.vocab, /*turn2=*/false);
   const auto now = std::chrono::steady_clock::now();
-  EXPECT_EQ((*s)->offload_idle_sessions(now), 0) << "nobody idle long enough yet";
+  EXPECT_EQ((*s)->sessions().offload_idle(now), 0) << "nobody idle long enough yet";
   const int64_t used = (*s)->stats().pool.used_pages;
   EXPECT_GT(used, 0);
-  EXPECT_EQ((*s)->offload_idle_sessions(now + std::chrono::seconds(601)), kSessions);
+  EXPECT_EQ((*s)->sessions().offload_idle(now + std::chrono::seconds(601)), kSessions);
   EXPECT_EQ((*s)->stats().pool.used_pages, 0);
   EXPECT_EQ((*s)->session_tier("chat-0"), "host");
   EXPECT_GT((*s)->session_location("chat-0").bytes, 0);
@@ -265,14 +268,15 @@ TEST_F(TieredScheduler, QueuedTurnsReadTheirSessionsAhead) {
   const ModelConfig& c = tm.model->config();
 
   SchedulerOptions o = base_options();
-  o.kv_disk_dir = (temp_dir() / "sessions").string();
+  SessionKeeperOptions k;
+  k.kv_disk_dir = (temp_dir() / "sessions").string();
   o.max_running = 1;  // one turn at a time: the others wait in the queue
   {
-    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    auto before = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
     ASSERT_TRUE(before.ok()) << before.message();
     (void)play(**before, c.vocab, /*turn2=*/false);
   }
-  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(after.ok()) << after.message();
   std::vector<RequestResult> got(kSessions);
   for (int i = 0; i < kSessions; ++i) {
@@ -303,18 +307,19 @@ TEST_F(TieredScheduler, QueuedTurnsReadTheirSessionsAhead) {
 TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
   const auto dir = temp_dir() / "dropped";
   SchedulerOptions o = base_options();
-  o.kv_disk_dir = dir.string();
+  SessionKeeperOptions k;
+  k.kv_disk_dir = dir.string();
   auto kvs_files = [&] {
     int n = 0;
     for (const auto& f : std::filesystem::directory_iterator(dir)) n += f.path().extension() == ".kvs";
     return n;
   };
   {
-    auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+    auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
     ASSERT_TRUE(s.ok()) << s.message();
     Scheduler& sch = **s;
     (void)run_one(sch, ref.first[0], "doomed");  // a first turn, written through
-    sch.flush_tiers();
+    sch.sessions().flush_writes();
     ASSERT_EQ(kvs_files(), 1);
     std::vector<RequestResult> got(2);
     Request r = greedy_request(ref.second[0], 64);
@@ -331,7 +336,7 @@ TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
 
     EXPECT_TRUE(sch.drop_session("doomed", /*cancel_before=*/*second));
     EXPECT_EQ(got[0].finish, FinishReason::Cancelled);
-    sch.flush_tiers();
+    sch.sessions().flush_writes();
     EXPECT_EQ(kvs_files(), 0);
     EXPECT_EQ(sch.stats().pool.used_pages, 0);  // nothing went back to the session
     // The later turn runs as a new conversation: nothing of the old one is reused.
@@ -340,46 +345,14 @@ TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
     EXPECT_EQ(got[1].usage.cached_tokens, 0);
     EXPECT_TRUE(sch.drop_session("doomed"));
     EXPECT_FALSE(sch.drop_session("doomed"));
-    sch.flush_tiers();
+    sch.sessions().flush_writes();
     EXPECT_EQ(kvs_files(), 0);
     EXPECT_EQ(sch.stats().pool.used_pages, 0);
     EXPECT_EQ(sch.stats().sessions, 0u);
   }
-  auto restarted = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
+  auto restarted = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(restarted.ok()) << restarted.message();
-  EXPECT_TRUE((*restarted)->named_sessions().empty());
-}
-
-// Write-behind: persist() returns at once and the writer thread stores the blob; the newest
-// state always wins, an erase is final even against a queued or running write, and destruction
-// writes whatever is still queued.
-TEST(SessionTierQueue, WriteBehindKeepsTheNewestStateAndErasesForGood) {
-  const auto dir = temp_dir() / "kv";
-  {
-    SessionTierOptions o;
-    o.disk_dir = dir;
-    auto tiers = SessionTiers::create(o);
-    ASSERT_TRUE(tiers.ok()) << tiers.message();
-    SessionTiers& t = **tiers;
-    for (int i = 0; i <= 50; ++i) {
-      t.persist("a", std::string(4096, 'a') + std::to_string(i));
-      t.persist("b", std::string(4096, 'b') + std::to_string(i));
-      auto a = t.fetch("a");  // queued or written: either way the newest
-      ASSERT_TRUE(a.has_value());
-      EXPECT_EQ(a->blob, std::string(4096, 'a') + std::to_string(i));
-    }
-    t.erase("b");
-    t.flush();
-    EXPECT_EQ(t.where("b").tier, "none");
-    EXPECT_EQ(t.where("a").tier, "disk");
-    EXPECT_EQ(t.where("a").bytes, static_cast<int64_t>(12 + 1 + 4096 + 2));  // frame + blob "aaa...50"
-    t.persist("c", "last words");  // still queued when the tiers go
-  }
-  auto disk = SessionDiskStore::open(dir, 1 << 20);
-  ASSERT_TRUE(disk.ok()) << disk.message();
-  EXPECT_EQ((*disk)->get("a").value(), std::string(4096, 'a') + "50");
-  EXPECT_FALSE((*disk)->contains("b"));
-  EXPECT_EQ((*disk)->get("c").value(), "last words");
+  EXPECT_TRUE((*restarted)->sessions().named_sessions().empty());
 }
 
 }  // namespace
