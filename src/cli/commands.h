@@ -1,6 +1,6 @@
-// The `tangram` subcommands. main.cpp parses the command line (CLI11 lives only there, it is
-// slow to compile) into these option structs; each command lives in its own cmd_*.cpp and
-// returns the process exit code.
+// The `tangram` subcommands' option structs and entry points. Each command lives in its own
+// cmd_*.cpp, which also declares its flags (register_* in command.h) and returns the process
+// exit code.
 #pragma once
 
 #include <string>
