@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/commands.h"
 #include "compress/cluster.h"
 #include "compress/profile.h"
@@ -121,7 +122,7 @@ Command register_cluster(CLI::App& app) {
   c_cl->add_option("--scope", cl.scope, "per-layer or global (default: global for a cross-layer profile)")
       ->check(CLI::IsMember({"per-layer", "global"}));
   c_cl->add_option("-o,--out", cl.out, "Write the chosen cluster map (JSON) here");
-  return {c_cl, [opt] { return cmd_cluster(*opt); }, {}};
+  return {c_cl, [opt] { return cmd_cluster(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -341,7 +342,7 @@ Command register_profile(CLI::App& app) {
   c_prof->add_option("--window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
   c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
   c_prof->add_option("-o,--out", prof.out, "Profile JSON to write")->capture_default_str();
-  return {c_prof, [opt] { return cmd_profile(*opt); }, {}};
+  return {c_prof, [opt] { return cmd_profile(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli
