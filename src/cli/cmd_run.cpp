@@ -82,10 +82,12 @@ Command register_run(CLI::App& app) {
   auto* c_run = app.add_subcommand("run", "Generate text from a prompt, streaming to the terminal");
   c_run->add_option("-m,--model", run.model, "GGUF model")->required()->check(CLI::ExistingFile);
   c_run->add_option("-p,--prompt", run.prompt, "Prompt text (with --chat: the user message)")->required();
-  c_run->add_flag("--chat", run.chat, "Wrap the prompt in the model's chat template");
-  c_run->add_option("--system", run.system, "System message (with --chat)");
+  auto* chat = c_run->add_flag("--chat", run.chat, "Wrap the prompt in the model's chat template");
+  // Without --chat there is no template to put them in: refused rather than ignored.
+  c_run->add_option("--system", run.system, "System message (needs --chat)")->needs(chat);
   c_run->add_option("--chat-template", run.chat_template,
-                    "Template to use with --chat: chatml, llama3, llama2, or a Jinja file");
+                    "Template to use with --chat: chatml, llama3, llama2, or a Jinja file (needs --chat)")
+      ->needs(chat);
   c_run->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c_run->add_flag("-q,--quiet", run.quiet, "Print only the generated text");

@@ -128,7 +128,7 @@ TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
       {"serve", "-m " + q + model + q},
       {"profile", "-m " + q + model + q},
       {"mkmodel", "-o " + q + tmp + "/m.gguf" + q},
-      {"cluster", "--profile " + q + text + q},
+      {"cluster", "--kv-profile " + q + text + q},
       {"perplexity", "-m " + q + model + q + " -f " + q + text + q},
   };
   for (const CommandCase& c : commands) {
