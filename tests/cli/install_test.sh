@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The installed binary is relocatable: `cmake --install` into a temporary prefix, the prefix
 # moved elsewhere, then `tangram run`, `tangram serve` (start, GET /health, stop) and
-# `tangram bench --quick` (cut to full and tangram on a 2-layer model: the whole --quick run takes
-# over ten minutes on a shared 2-core machine; tangram still loads the installed profile) from there, finding their data in <prefix>/share/tangram and not
-# through the source tree.
+# `tangram bench --quick` from there, finding their data in <prefix>/share/tangram and not
+# through the source tree. The bench run is cut to full and tangram on a 2-layer model with two
+# short conversations (the whole --quick run takes over ten minutes on a shared 2-core machine);
+# tangram still loads its profile from the installed data.
 # Usage: install_test.sh CMAKE BUILD_DIR SHARED_DIR
 set -euo pipefail
 cmake_bin=$1
