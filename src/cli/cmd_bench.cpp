@@ -7,6 +7,7 @@
 // attention load imbalance and session reuse, plus each policy's accuracy cost against full KV
 // (greedy agreement and next-token KL on a fixed continuation). Outputs: a table on stdout,
 // report.json (every raw figure), report.md, and SVG plots, in --out.
+#include <memory>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/bench_rate_sweep.h"
 #include "cli/chat_prompt.h"
@@ -513,6 +515,58 @@ int cmd_bench(const BenchOptions& in) {
   }
   fmt::print("report: {}/report.md, report.json and SVG plots\n", opt.out_dir);
   return 0;
+}
+
+Command register_bench(CLI::App& app) {
+  auto opt = std::make_shared<BenchOptions>();
+  BenchOptions& bench = *opt;
+  bench.engine.kv_memory = "auto";
+  bench.engine.kv_chunk = 0;  // auto: a quarter of the first message
+  auto* c_bench = app.add_subcommand(
+      "bench", "Multi-turn serving benchmark: full, uniform, dynamic and tangram KV side by side (the main job)");
+  c_bench->add_option("-m,--model", bench.model, "Benchmark this GGUF instead of the generated default")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--preset", bench.preset, "Attention shape of the generated model")->capture_default_str();
+  c_bench->add_option("--type", bench.type, "Weight type of the generated model")->capture_default_str();
+  c_bench->add_option("--layers", bench.layers, "Layers of the generated model (0: the preset's)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--cache-dir", bench.cache_dir, "Where generated models are kept");
+  c_bench->add_option("--workload", bench.workload, "Preset: scbench (shared long context, follow-up questions), "
+                      "locomo (long chat histories), sharegpt (short chat)")->capture_default_str()
+      ->check(CLI::IsMember({"scbench", "locomo", "sharegpt"}));
+  c_bench->add_option("--trace", bench.trace, "Replay a JSONL trace of conversations (see README)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--sessions", bench.sessions, "Conversations (default: the preset's)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--turns", bench.turns, "Turns per conversation")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--concurrency", bench.concurrency, "Conversations active at once (closed loop)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rates", bench.rates,
+                      "Also run full and tangram open loop at each of these rates (new conversations per second): "
+                      "TTFT vs request rate, ttft_vs_rate.svg")
+      ->delimiter(',');
+  c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
+  c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
+      ->delimiter(',');
+  c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
+  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: the real one of the preset's model)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--memory-sessions", bench.memory_sessions,
+                      "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
+  c_bench->add_option("--facts", bench.facts,
+                      "Planted facts in a long chat, asked back later and scored by exact match, per policy "
+                      "(needs a real chat model: default 4 with -m, else 0 = off)")->check(CLI::Range(-1, 144));
+  c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
+  c_bench->add_option("-o,--out", bench.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
+  add_engine_options(c_bench, bench.engine);
+  return {c_bench, [opt] { return cmd_bench(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -5,6 +5,7 @@
 // first sequence finished; tokens inside it over its length are the decode tok/s at c. Each
 // step streams the weights once for all c sequences plus every sequence's KV, so the table
 // converts tok/s into those bytes per second against the machine's measured read bandwidth.
+#include <memory>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -203,6 +205,30 @@ int cmd_bench_batch(const BenchBatchOptions& in_opt) {
     fmt::print("plot written to {}\n", opt.svg_out);
   }
   return 0;
+}
+
+Command register_bench_batch(CLI::App& app) {
+  auto opt = std::make_shared<BenchBatchOptions>();
+  BenchBatchOptions& bb = *opt;
+  bb.engine.kv_memory = "auto";  // sized for every sequence of the largest concurrency
+  auto* c_bb = app.add_subcommand(
+      "bench-batch", "Decode tok/s against the number of concurrent sequences (continuous batching)");
+  c_bb->add_option("-m,--model", bb.model, "Benchmark this GGUF instead of a generated model")
+      ->check(CLI::ExistingFile);
+  c_bb->add_option("--preset", bb.preset, "Shape of the generated model")->capture_default_str();
+  c_bb->add_option("--type", bb.type, "Weight type of the generated model")->capture_default_str();
+  c_bb->add_option("--concurrency", bb.concurrency, "Concurrent sequences to measure")
+      ->capture_default_str()->delimiter(',');
+  c_bb->add_option("--prompt-tokens", bb.prompt_tokens, "Prompt length of each sequence")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bb->add_option("--gen-tokens", bb.gen_tokens, "Tokens each sequence decodes")->capture_default_str()
+      ->check(CLI::Range(2, 100000));
+  c_bb->add_option("--cache-dir", bb.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
+  c_bb->add_option("--json", bb.json_out, "Also write the figures as JSON to this file");
+  c_bb->add_option("--svg", bb.svg_out, "Also plot tok/s against concurrency to this SVG file");
+  c_bb->add_flag("--quick", bb.quick, "8 layers, fewer tokens: a run of well under a minute");
+  add_engine_options(c_bb, bb.engine);
+  return {c_bb, [opt] { return cmd_bench_batch(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -7,6 +7,7 @@
 // the table gives prefill time, compression time as a share of it, the run-time reclamation
 // time (selection + compaction + page release), the KV resident after the last turn, its
 // wasted-slot fraction, decode tok/s and the budget pressure.
+#include <memory>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -194,6 +196,41 @@ int cmd_bench_kv(const BenchKvOptions& in) {
     fmt::print("figures written to {}\n", opt.json_out);
   }
   return 0;
+}
+
+Command register_bench_kv(CLI::App& app) {
+  auto opt = std::make_shared<BenchKvOptions>();
+  BenchKvOptions& bk = *opt;
+  bk.engine.kv_memory = "4GiB";
+  auto* c_bk = app.add_subcommand(
+      "bench-kv", "KV policies side by side (full, uniform, dynamic, tangram) on one multi-turn workload");
+  c_bk->add_option("-m,--model", bk.model, "Benchmark this GGUF instead of a generated model")->check(CLI::ExistingFile);
+  c_bk->add_option("--preset", bk.preset, "Shape of the generated model")->capture_default_str();
+  c_bk->add_option("--type", bk.type, "Weight type of the generated model")->capture_default_str();
+  c_bk->add_option("--profile", bk.profile,
+                   "Per-head profile for the tangram policy (default: the real Qwen3-4B profile of --scorer "
+                   "in ../shared/profiles)")->check(CLI::ExistingFile);
+  c_bk->add_option("--profile-scorer-dir", bk.scorer_profile_dir, "Folder of ../shared/profiles to take the profile from")
+      ->capture_default_str();
+  c_bk->add_option("--profile-model", bk.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bk->add_option("--scorer", bk.scorer, "Scorer for the compressing policies")->capture_default_str();
+  c_bk->add_option("--ratio", bk.ratio, "Retention ratio")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  c_bk->add_option("--group-size", bk.group_size, "Heads per page for tangram")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  c_bk->add_option("--conversations", bk.conversations, "Conversations served together")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c_bk->add_option("--turns", bk.turns, "Turns per conversation")->capture_default_str()->check(CLI::Range(1, 64));
+  c_bk->add_option("--first-turn-tokens", bk.first_turn_tokens, "Tokens of the first message")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  c_bk->add_option("--turn-tokens", bk.turn_tokens, "Tokens of each later message")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  c_bk->add_option("--gen-tokens", bk.gen_tokens, "Tokens generated per turn")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  c_bk->add_option("--cache-dir", bk.cache_dir, "Where generated models are kept");
+  c_bk->add_option("--json", bk.json_out, "Also write the figures as JSON");
+  c_bk->add_flag("--quick", bk.quick, "8 layers, shorter turns: well under a minute");
+  add_engine_options(c_bk, bk.engine);
+  return {c_bk, [opt] { return cmd_bench_kv(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -8,6 +8,7 @@
 //               its next turn restores it from disk.
 // Each restore is timed by the scheduler (fetch + checks + decode into the pool); the next turn
 // is also checked to have reused all N tokens.
+#include <memory>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -154,6 +156,42 @@ int cmd_bench_restore(const BenchRestoreOptions& in) {
     std::ofstream(opt.json_out) << out.dump(2) << "\n";
   }
   return 0;
+}
+
+Command register_bench_restore(CLI::App& app) {
+  auto opt = std::make_shared<BenchRestoreOptions>();
+  BenchRestoreOptions& br = *opt;
+  auto* c_br = app.add_subcommand(
+      "bench-restore", "Time to restore an idle session from host memory and from disk vs re-prefilling it");
+  c_br->add_option("-m,--model", br.model, "Benchmark this GGUF instead of the generated default")->check(CLI::ExistingFile);
+  c_br->add_option("--preset", br.preset, "Attention shape of the generated model")->capture_default_str();
+  c_br->add_option("--type", br.type, "Weight type of the generated model")->capture_default_str();
+  c_br->add_option("--layers", br.layers, "Layers of the generated model")->capture_default_str();
+  c_br->add_option("--cache-dir", br.cache_dir, "Where generated models are kept");
+  c_br->add_option("--contexts", br.contexts, "Session lengths in tokens")->capture_default_str()->delimiter(',');
+  c_br->add_option("--disk-dir", br.disk_dir, "Folder for the disk tier (default: a temporary one)");
+  c_br->add_option("--json", br.json_out, "Write the figures as JSON");
+  c_br->add_flag("--quick", br.quick, "Contexts 512 and 1024");
+  c_br->add_option("--sessions", br.workload.sessions,
+                   "Also run an oversubscribed multi-turn workload of this many conversations (e.g. 40) with "
+                   "no tiers, the host tier and the disk tier")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_br->add_option("--oversubscription", br.workload.oversubscription,
+                   "Conversations per conversation the KV pool holds resident")->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
+  c_br->add_option("--turns", br.workload.turns, "Turns per conversation")->capture_default_str()
+      ->check(CLI::Range(2, 100));
+  c_br->add_option("--first-tokens", br.workload.first_tokens, "First turn's prompt tokens")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_br->add_option("--followup-tokens", br.workload.followup_tokens, "New tokens of each later turn")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c_br->add_option("--gen-tokens", br.workload.gen_tokens, "Tokens generated per turn")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_br->add_option("--concurrency", br.workload.concurrency, "Turns in flight at once")->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c_br->add_flag("--workload-only", br.workload_only, "Only the --sessions workload, not the per-context table");
+  add_engine_options(c_br, br.engine);
+  return {c_br, [opt] { return cmd_bench_restore(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

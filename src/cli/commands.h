@@ -1,6 +1,6 @@
-// The `tangram` subcommands. main.cpp parses the command line (CLI11 lives only there, it is
-// slow to compile) into these option structs; each command lives in its own cmd_*.cpp and
-// returns the process exit code.
+// The `tangram` subcommands' option structs and entry points. Each command lives in its own
+// cmd_*.cpp, which also declares its flags (register_* in command.h) and returns the process
+// exit code.
 #pragma once
 
 #include <string>
@@ -37,9 +37,7 @@ struct RunOptions {
   std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
   SamplingParams sampling;
   int max_tokens = 256;
-  int threads = 0;
-  int64_t ctx = 0;        // 0: the model's context length (capped at 4096)
-  std::string kv_type = "f32";
+  EngineFlags engine;     // KV memory, page geometry, threads, context: as chat and serve
   bool quiet = false;     // only the generated text, no statistics
 };
 int cmd_run(const RunOptions& opt);
