@@ -34,6 +34,7 @@ json compression_json(const CompressionOptions& c) {
 
 json engine_options_json(const EngineOptions& o) {
   const SchedulerOptions& s = o.scheduler;
+  const SessionKeeperOptions& k = o.sessions;
   return {{"threads", o.threads},
           {"kv_memory", s.kv_memory},
           {"page_tokens", s.page_tokens},
@@ -44,14 +45,14 @@ json engine_options_json(const EngineOptions& o) {
           {"max_running", s.max_running},
           {"max_context", s.max_context},
           {"keep_sessions", s.keep_sessions},
-          {"max_sessions", s.max_sessions},
-          {"kv_host_memory", s.kv_host_memory},
-          {"kv_disk_dir", s.kv_disk_dir},
-          {"kv_disk_bytes", s.kv_disk_bytes},
-          {"kv_redis", s.kv_redis},
-          {"kv_redis_prefix", s.kv_redis_prefix},
-          {"kv_redis_ttl_seconds", s.kv_redis_ttl_seconds},
-          {"kv_idle_offload_seconds", s.kv_idle_offload_seconds},
+          {"max_sessions", k.max_sessions},
+          {"kv_host_memory", k.kv_host_memory},
+          {"kv_disk_dir", k.kv_disk_dir},
+          {"kv_disk_bytes", k.kv_disk_bytes},
+          {"kv_redis", k.kv_redis},
+          {"kv_redis_prefix", k.kv_redis_prefix},
+          {"kv_redis_ttl_seconds", k.kv_redis_ttl_seconds},
+          {"kv_idle_offload_seconds", k.kv_idle_offload_seconds},
           {"attention_split", attention_split_name(s.attention_split)},
           {"compression", compression_json(s.compression)}};
 }
