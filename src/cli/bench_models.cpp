@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf_file.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #ifndef TANGRAM_SOURCE_DIR
 #define TANGRAM_SOURCE_DIR "."
