@@ -7,7 +7,7 @@
 
 #include "cli/data_dir.h"
 #include "gguf/gguf_file.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 namespace fs = std::filesystem;
 

@@ -25,7 +25,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/memory_bandwidth.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 #ifndef TANGRAM_SOURCE_DIR
 #define TANGRAM_SOURCE_DIR "."

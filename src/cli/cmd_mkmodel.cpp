@@ -12,7 +12,7 @@
 #include "cli/vocab_source.h"
 #include "common/units.h"
 #include "gguf/gguf_file.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 
 namespace tangram::cli {
 int cmd_mkmodel(const MkmodelOptions& opt) {

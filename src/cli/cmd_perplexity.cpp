@@ -123,7 +123,7 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   const std::vector<int32_t> repeat = tok.encode(kRepeatInstruction, false, false);
   const PerplexityOptions o = library_options(opt, so, tok, repeat);
   // The attention split the scheduler would pick for this policy.
-  model.set_attention_split(so.attention_split.value_or(
+  model.attention_planner().set_split(so.attention_split.value_or(
       o.policy.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
   ThreadPool pool(opt.engine.threads);
   fmt::print(stderr, "tangram perplexity: {} | {} tokens | KV policy {}{} | turns of {} tokens\n", opt.model,

@@ -31,7 +31,7 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
                                  const WorkloadSpec& spec,
                                  const std::function<void(int64_t, int64_t)>& on_progress) {
   TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options));
-  model.reset_attention_stats();
+  model.attention_planner().reset_stats();
   WorkloadRun run;
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -164,7 +164,7 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
   TG_TRY(failure);
   run.wall_s = now();
   run.stats = sched->stats();
-  run.attention_imbalance = model.attention_imbalance();
+  run.attention_imbalance = model.attention_planner().imbalance();
   run.mean_waste_fraction = waste_n > 0 ? waste_sum / static_cast<double>(waste_n) : 0.0;
   for (size_t t = 0; t < kv_sum.size(); ++t)
     run.session_kv_bytes_by_turn.push_back(kv_n[t] > 0 ? kv_sum[t] / static_cast<double>(kv_n[t]) : 0.0);

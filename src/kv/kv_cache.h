@@ -7,7 +7,9 @@
 //    has consumed (the RoPE position of the next token), while length(layer, kv_head) counts the
 //    entries one head actually stores;
 //  - attention is a method of the storage, so a paged implementation supplies its own paged
-//    attention kernel and the model never touches the layout.
+//    attention kernel and the model never touches the layout. A step over many sequences goes
+//    through BatchedAttention (batched_attention.h), which asks each cache for its paged form
+//    (as_paged) to run them all in one call, and otherwise calls attend() per cache.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,8 @@
 #include "common/thread_pool.h"
 
 namespace tangram {
+
+class PagedKvCache;
 
 // Element type of stored keys and values.
 enum class KvType { F32, F16 };
@@ -68,6 +72,10 @@ class KvCache {
   // Forgets every position >= n_tokens (no-op if already shorter).
   virtual void truncate(int64_t n_tokens) = 0;
   void clear() { truncate(0); }
+
+  // This cache as pages of a block pool, for attention batched across sequences; null for
+  // layouts that only attend() on their own.
+  virtual const PagedKvCache* as_paged() const { return nullptr; }
 };
 
 }  // namespace tangram

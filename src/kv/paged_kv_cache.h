@@ -60,6 +60,7 @@ class PagedKvCache final : public KvCache {
               ThreadPool& pool) const override;
   // Drops every entry at position >= n_tokens and frees the pages no longer needed.
   void truncate(int64_t n_tokens) override;
+  const PagedKvCache* as_paged() const override { return this; }
 
   // --- Capacity planning (for a scheduler) ---
   // Pages reserve(n_total) would allocate now; 0 when enough are held.

@@ -7,8 +7,6 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kv/contiguous_kv_cache.h"
-#include "kv/balanced_plan.h"
-#include "kv/paged_kv_cache.h"
 
 namespace tangram {
 
@@ -126,39 +124,6 @@ Status Model::forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool)
   return run_step(seqs, m, pool);
 }
 
-Status Model::paged_attention_step(int layer, ThreadPool& pool) {
-  AttentionWorkspace& ws = *attn_ws_;
-  TG_TRY(build_attention_batch(layer, attn_items_, ws.batch));
-  // Decode steps (one row per sequence) are where balance matters; their plans are scored.
-  const bool decode = ws.batch.seqs.size() == static_cast<size_t>(std::count_if(
-      ws.batch.seqs.begin(), ws.batch.seqs.end(), [](const AttentionSequence& q) { return q.n_rows == 1; }));
-  auto score = [&](const AttentionPlan& plan) {
-    if (!decode) return;
-    imbalance_sum_ += plan_imbalance(ws.batch, plan, pool.size());
-    ++imbalance_n_;
-  };
-  switch (split_) {
-    case AttentionSplit::Runtime:
-      plan_attention(ws.batch, pool.size(), ws.plan);
-      score(ws.plan);
-      return run_attention(ws.batch, ws.plan, pool, ws);
-    case AttentionSplit::Naive:
-      plan_attention_naive(ws.batch, pool.size(), ws.plan);
-      score(ws.plan);
-      return run_attention(ws.batch, ws.plan, pool, ws);
-    case AttentionSplit::AheadOfTime: {
-      AttentionPlan& plan = layer_plans_[static_cast<size_t>(layer)];
-      if (plan.work.empty()) {
-        plan_attention_balanced(ws.batch, pool.size(), plan);
-        ++plans_made_;
-      }
-      score(plan);
-      return run_attention(ws.batch, plan, pool, ws);
-    }
-  }
-  return Status::Ok();
-}
-
 void Model::capture_queries(std::span<const SequenceStep> seqs, int layer, const float* q) const {
   const int64_t qd = config_.q_dim();
   int64_t r = 0;
@@ -174,123 +139,112 @@ void Model::capture_queries(std::span<const SequenceStep> seqs, int layer, const
   }
 }
 
+// One step, llama2.c style. m rows (the step's tokens, sequence after sequence), E = n_embd.
 Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool) {
-  const ModelConfig& c = config_;
   TG_TRY(ensure_buffers(m));
+  const int64_t logit_rows = embed_tokens(seqs);  // x: [m][E]
+  try {
+    attn_queries_.clear();
+    for (const SequenceStep& s : seqs) attn_queries_.push_back(AttentionQuery{s.cache, s.n, s.pos0});
+  } catch (const std::bad_alloc&) {
+    return make_error("forward: out of host memory for the attention of {} sequences", seqs.size());
+  }
+  TG_TRY(attention_.begin_step(attn_queries_, config_.n_layers));
+  for (int l = 0; l < config_.n_layers; ++l) {
+    TG_TRY(attention_block(l, seqs, m, pool));
+    feed_forward_block(l, m, pool);
+  }
+  return output_logits(seqs, logit_rows, pool);  // logits: [logit_rows][vocab]
+}
+
+int64_t Model::embed_tokens(std::span<const SequenceStep> seqs) {
+  const int64_t E = config_.n_embd;
+  const int64_t half = rope_.half();
+  int64_t logit_rows = 0;
+  int64_t r = 0;  // sequence i owns rows [r, r + n)
+  for (const SequenceStep& s : seqs) {
+    for (int64_t t = 0; t < s.n; ++t) get_row(weights_.token_embd, s.tokens[t], x_.data() + (r + t) * E);
+    rope_.tables(s.pos0, s.n, rope_cos_.data() + r * half, rope_sin_.data() + r * half);
+    if (s.logits != nullptr) logit_rows += s.all_logits ? s.n : 1;
+    r += s.n;
+  }
+  return logit_rows;
+}
+
+Status Model::attention_block(int layer, std::span<const SequenceStep> seqs, int64_t m,
+                              ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   const int64_t E = c.n_embd;
   float* x = x_.data();
   float* xn = xn_.data();
   float* q = q_.data();
   float* k = k_.data();
   float* v = v_.data();
-  const int64_t half = rope_.half();
 
-  // Rows of the stacked batch: sequence i owns rows [row0[i], row0[i] + n).
-  int64_t logit_rows = 0;
-  bool paged = true;
-  {
-    int64_t r = 0;
-    for (const SequenceStep& s : seqs) {
-      for (int64_t t = 0; t < s.n; ++t) get_row(weights_.token_embd, s.tokens[t], x + (r + t) * E);
-      rope_.tables(s.pos0, s.n, rope_cos_.data() + r * half, rope_sin_.data() + r * half);
-      if (s.logits != nullptr) logit_rows += s.all_logits ? s.n : 1;
-      paged = paged && dynamic_cast<const PagedKvCache*>(s.cache) != nullptr;
-      r += s.n;
+  for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.attn_norm.data(), xn + t * E, E, c.rms_eps);
+  matmul(L.wq, xn, m, q, pool);  // q: [m][n_head][head_dim]
+  matmul(L.wk, xn, m, k, pool);  // k: [m][n_kv_head][head_dim]
+  matmul(L.wv, xn, m, v, pool);  // v: [m][n_kv_head][head_dim_v]
+  if (c.qkv_bias) {
+    for (int64_t t = 0; t < m; ++t) {
+      add(q + t * c.q_dim(), L.bq.data(), c.q_dim());
+      add(k + t * c.kv_dim(), L.bk.data(), c.kv_dim());
+      add(v + t * c.v_dim(), L.bv.data(), c.v_dim());
     }
   }
-  if (paged) {
-    try {
-      if (!attn_ws_) attn_ws_ = std::make_unique<AttentionWorkspace>();
-      attn_items_.resize(seqs.size());
-      layer_plans_.resize(static_cast<size_t>(c.n_layers));
-    } catch (const std::bad_alloc&) {
-      return make_error("forward: out of host memory for the attention workspace");
-    }
-    // Ahead-of-time plans stay valid while the batch keeps its structure (same caches, same
-    // rows each); they are re-made when it changes, and every kReplanSteps steps so the cuts
-    // follow the heads' growth.
-    constexpr int64_t kReplanSteps = 32;
-    std::vector<std::pair<const void*, int64_t>> key;
-    for (const SequenceStep& s : seqs) key.emplace_back(s.cache, s.n);
-    if (key != plan_key_ || ++plan_age_ >= kReplanSteps) {
-      plan_key_ = std::move(key);
-      plan_age_ = 0;
-      for (auto& p : layer_plans_) p.work.clear();  // marks every layer's plan stale
-    }
+  if (c.qk_norm) {  // per head
+    for (int64_t h = 0; h < m * c.n_head; ++h)
+      rmsnorm(q + h * c.head_dim, L.q_norm.data(), q + h * c.head_dim, c.head_dim, c.rms_eps);
+    for (int64_t h = 0; h < m * c.n_kv_head; ++h)
+      rmsnorm(k + h * c.head_dim, L.k_norm.data(), k + h * c.head_dim, c.head_dim, c.rms_eps);
   }
-
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-
-    // Attention sub-block.
-    for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.attn_norm.data(), xn + t * E, E, c.rms_eps);
-    matmul(L.wq, xn, m, q, pool);
-    matmul(L.wk, xn, m, k, pool);
-    matmul(L.wv, xn, m, v, pool);
-    if (c.qkv_bias) {
-      for (int64_t t = 0; t < m; ++t) {
-        add(q + t * c.q_dim(), L.bq.data(), c.q_dim());
-        add(k + t * c.kv_dim(), L.bk.data(), c.kv_dim());
-        add(v + t * c.v_dim(), L.bv.data(), c.v_dim());
-      }
-    }
-    if (c.qk_norm) {
-      for (int64_t h = 0; h < m * c.n_head; ++h)
-        rmsnorm(q + h * c.head_dim, L.q_norm.data(), q + h * c.head_dim, c.head_dim, c.rms_eps);
-      for (int64_t h = 0; h < m * c.n_kv_head; ++h)
-        rmsnorm(k + h * c.head_dim, L.k_norm.data(), k + h * c.head_dim, c.head_dim, c.rms_eps);
-    }
-    rope_.apply(q, m, c.n_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
-    rope_.apply(k, m, c.n_kv_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
-    capture_queries(seqs, l, q);
-    int64_t r = 0;
-    for (const SequenceStep& s : seqs) {
-      TG_TRY(s.cache->write(l, s.pos0, k + r * c.kv_dim(), v + r * c.v_dim(), s.n));
-      r += s.n;
-    }
-    if (paged) {
-      r = 0;
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        const SequenceStep& s = seqs[i];
-        attn_items_[i] = AttentionItem{static_cast<const PagedKvCache*>(s.cache), q + r * c.q_dim(),
-                                       attn_.data() + r * c.attn_out_dim(), s.n, s.pos0};
-        r += s.n;
-      }
-      TG_TRY(paged_attention_step(l, pool));
-    } else {
-      r = 0;
-      for (const SequenceStep& s : seqs) {
-        s.cache->attend(l, q + r * c.q_dim(), s.n, s.pos0, attn_.data() + r * c.attn_out_dim(),
-                        pool);
-        r += s.n;
-      }
-    }
-    matmul(L.wo, attn_.data(), m, proj_.data(), pool);
-    add(x, proj_.data(), m * E);
-
-    // Feed-forward sub-block (SwiGLU).
-    for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), xn + t * E, E, c.rms_eps);
-    matmul(L.w_gate, xn, m, gate_.data(), pool);
-    matmul(L.w_up, xn, m, up_.data(), pool);
-    swiglu(gate_.data(), up_.data(), m * c.n_ff);
-    matmul(L.w_down, gate_.data(), m, proj_.data(), pool);
-    add(x, proj_.data(), m * E);
+  rope_.apply(q, m, c.n_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
+  rope_.apply(k, m, c.n_kv_head, c.head_dim, rope_cos_.data(), rope_sin_.data());
+  capture_queries(seqs, layer, q);
+  int64_t r = 0;
+  for (const SequenceStep& s : seqs) {
+    TG_TRY(s.cache->write(layer, s.pos0, k + r * c.kv_dim(), v + r * c.v_dim(), s.n));
+    r += s.n;
   }
+  TG_TRY(attention_.attend(layer, q, attn_.data(), pool));  // attn: [m][n_head][head_dim_v]
+  matmul(L.wo, attn_.data(), m, proj_.data(), pool);         // proj: [m][E]
+  add(x, proj_.data(), m * E);
+  return Status::Ok();
+}
 
+void Model::feed_forward_block(int layer, int64_t m, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
+  const int64_t E = c.n_embd;
+  float* x = x_.data();
+  float* xn = xn_.data();
+  for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), xn + t * E, E, c.rms_eps);
+  matmul(L.w_gate, xn, m, gate_.data(), pool);  // gate: [m][n_ff]
+  matmul(L.w_up, xn, m, up_.data(), pool);      // up: [m][n_ff]
+  swiglu(gate_.data(), up_.data(), m * c.n_ff);
+  matmul(L.w_down, gate_.data(), m, proj_.data(), pool);  // proj: [m][E]
+  add(x, proj_.data(), m * E);
+}
+
+Status Model::output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows, ThreadPool& pool) {
   if (logit_rows == 0) return Status::Ok();
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
   // Only the rows whose logits are wanted go through the final norm and output projection.
   int64_t out_row = 0;
   int64_t r = 0;
   for (const SequenceStep& s : seqs) {
     if (s.logits != nullptr) {
       for (int64_t t = s.all_logits ? 0 : s.n - 1; t < s.n; ++t, ++out_row)
-        rmsnorm(x + (r + t) * E, weights_.output_norm.data(), xn + out_row * E, E, c.rms_eps);
+        rmsnorm(x_.data() + (r + t) * E, weights_.output_norm.data(), xn_.data() + out_row * E, E,
+                c.rms_eps);
     }
     r += s.n;
   }
   const auto V = static_cast<int64_t>(c.vocab);
   if (seqs.size() == 1) {  // one destination: project straight into it
-    matmul(weights_.output, xn, logit_rows, seqs[0].logits, pool);
+    matmul(weights_.output, xn_.data(), logit_rows, seqs[0].logits, pool);
     return Status::Ok();
   }
   try {
@@ -298,7 +252,7 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
   } catch (const std::bad_alloc&) {
     return make_error("forward: out of host memory for {} rows of logits", logit_rows);
   }
-  matmul(weights_.output, xn, logit_rows, logits_.data(), pool);
+  matmul(weights_.output, xn_.data(), logit_rows, logits_.data(), pool);  // [logit_rows][V]
   out_row = 0;
   for (const SequenceStep& s : seqs) {
     if (s.logits == nullptr) continue;

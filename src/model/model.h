@@ -5,8 +5,9 @@
 // and values go to a KvCache, which also computes the attention. forward_step() runs one
 // scheduler step of many sequences at once: their tokens (decode tokens and prefill chunks
 // alike) are stacked into one batch for the matrix products, each sequence's keys and values
-// go to its own cache, and when every cache is paged the attention of all sequences is one
-// paged_attention() call, so threads split the work across sequences too. Working buffers
+// go to its own cache, and the attention of all sequences is one BatchedAttention call per
+// layer (kv/batched_attention.h: a single planned paged call when every cache is paged, so
+// threads split the work across sequences too; its planner is attention_planner()). Buffers
 // belong to the Model, grow to the largest batch seen (at most ModelOptions::max_batch tokens)
 // and are reused, so decode allocates nothing. A Model runs one forward at a time.
 #pragma once
@@ -19,8 +20,9 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "kv/attention_planner.h"
+#include "kv/batched_attention.h"
 #include "kv/kv_cache.h"
-#include "kv/paged_attention.h"
 #include "model/config.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -45,14 +47,6 @@ struct SequenceStep {
   float* capture_q = nullptr;
   int64_t capture_from = 0;
   int64_t capture_rows = 0;
-};
-
-// How the decode/prefill attention of a paged step is split across threads.
-enum class AttentionSplit {
-  Runtime,      // planned at every call from the current lengths (plan_attention)
-  Naive,        // one item per head group, no splitting (plan_attention_naive)
-  AheadOfTime,  // balanced fixed assignment (plan_attention_balanced), computed when the batch
-                // changes and reused across steps
 };
 
 struct ModelOptions {
@@ -93,25 +87,27 @@ class Model {
   // on an error nothing is computed (a reservation already made may stay).
   Status forward_step(std::span<const SequenceStep> seqs, ThreadPool& pool);
   int64_t max_batch() const { return max_batch_; }
-  void set_attention_split(AttentionSplit split) { split_ = split; }
-  AttentionSplit attention_split() const { return split_; }
-  // Plans made since load (AheadOfTime re-plans only when the batch changes).
-  int64_t attention_plans() const { return plans_made_; }
-  // Mean predicted load imbalance (slowest thread's work over the mean) of the attention plans
-  // made since the last reset; 1 = perfectly balanced.
-  double attention_imbalance() const { return imbalance_n_ > 0 ? imbalance_sum_ / static_cast<double>(imbalance_n_) : 1.0; }
-  void reset_attention_stats() { imbalance_sum_ = 0; imbalance_n_ = 0; }
+  // How the attention of a step is split across threads, and the statistics of its plans.
+  AttentionPlanner& attention_planner() { return attention_.planner(); }
+  const AttentionPlanner& attention_planner() const { return attention_.planner(); }
 
  private:
   Model() = default;
   // Checks one sequence's step against the model and its cache.
   Status check_step(const SequenceStep& s) const;
-  // Plans and runs the paged attention of one layer for the step's sequences.
-  Status paged_attention_step(int layer, ThreadPool& pool);
   // Copies the captured query rows of one layer (q: [m][n_head][head_dim]).
   void capture_queries(std::span<const SequenceStep> seqs, int layer, const float* q) const;
   // Runs checked, reserved steps whose tokens total m <= max_batch.
   Status run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool);
+  // The parts of run_step, in order. Rows are the step's tokens, sequence after sequence.
+  // Token embeddings into x_ and RoPE tables for every row; returns the rows wanting logits.
+  int64_t embed_tokens(std::span<const SequenceStep> seqs);
+  // x_ += attention(rmsnorm(x_)) for one layer; keys and values go to the caches.
+  Status attention_block(int layer, std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool);
+  // x_ += ffn(rmsnorm(x_)) for one layer (SwiGLU).
+  void feed_forward_block(int layer, int64_t m, ThreadPool& pool);
+  // Final norm and output projection of the rows that want logits, into the steps' buffers.
+  Status output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows, ThreadPool& pool);
   Status ensure_buffers(int64_t m);
   void grow_buffers(int64_t m);  // may throw std::bad_alloc
 
@@ -135,16 +131,8 @@ class Model {
   std::vector<float> rope_cos_;  // [m][rope_dim / 2]
   std::vector<float> rope_sin_;  // [m][rope_dim / 2]
   std::vector<float> logits_;    // [rows][vocab]  logits of a multi-sequence step, then copied out
-  std::vector<AttentionItem> attn_items_;             // [sequences] of a paged step
-  std::unique_ptr<AttentionWorkspace> attn_ws_;       // paged attention scratch
-  AttentionSplit split_ = AttentionSplit::Runtime;
-  // Ahead-of-time plans, one per layer, valid for the batch structure plan_key_ describes.
-  std::vector<AttentionPlan> layer_plans_;            // [n_layers]
-  std::vector<std::pair<const void*, int64_t>> plan_key_;  // [sequences] (cache, rows)
-  int64_t plan_age_ = 0;                              // steps since the plans were made
-  int64_t plans_made_ = 0;
-  double imbalance_sum_ = 0;
-  int64_t imbalance_n_ = 0;
+  std::vector<AttentionQuery> attn_queries_;  // [sequences] of the step
+  BatchedAttention attention_;
 };
 
 }  // namespace tangram

@@ -74,7 +74,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
   s->compressor_ = std::move(compressor);
   s->admission_ = AdmissionRule::for_policy(*s->compressor_, options.page_tokens);
   // The tangram policy splits decode attention ahead of time; the others plan every step.
-  model.set_attention_split(options.attention_split.value_or(
+  model.attention_planner().set_split(options.attention_split.value_or(
       options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
   if (s->compressor_->scorer().query_source() == QuerySource::Reconstruction)
     s->repeat_prompt_ = tokenizer.encode("\n\nRepeat the previous context exactly.\n", false, false);

@@ -13,7 +13,7 @@
 #include "compress/compressor.h"
 #include "compress/profile.h"
 #include "model/model.h"
-#include "model/synth.h"
+#include "synth/synth.h"
 #include "support/test_support.h"
 
 namespace tangram {

@@ -15,8 +15,8 @@
 #include "kv/dense_attention.h"
 #include "kv/paged_attention.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram {
 namespace {

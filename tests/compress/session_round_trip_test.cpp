@@ -18,8 +18,8 @@
 #include "store/session_codec.h"
 #include "store/session_test_util.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram {
 namespace {

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "evaluation/runner.h"
-#include "model/synth.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "gguf/gguf_file.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "reference_model.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram::testing {
 

@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 
 #include "model/model.h"
-#include "model/synth.h"
 #include "oracle/oracle_runner.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram::testing {
 namespace {

@@ -17,9 +17,9 @@
 #include "common/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "scheduler/scheduler.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram::testing {

@@ -17,8 +17,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "server/http_server.h"
+#include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram::server {

@@ -1,0 +1,58 @@
+// The attention of one forward step over all of its sequences, each with its own KvCache.
+//
+// The caller stacks the sequences' query rows into one buffer (sequence after sequence) and
+// names, at the start of the step, each sequence's cache, rows and first position. When every
+// cache is paged (KvCache::as_paged), each layer's attention of all sequences is one planned
+// paged attention call (paged_attention.h), so threads split the work across sequences as well
+// as heads, and the AttentionPlanner decides how. Otherwise each cache attends alone through
+// KvCache::attend. Either way the caller never sees a cache's layout.
+// Buffers are kept and reused across steps. One step at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "common/thread_pool.h"
+#include "kv/attention_planner.h"
+#include "kv/kv_cache.h"
+#include "kv/paged_attention.h"
+
+namespace tangram {
+
+// One sequence of a step: n query rows at positions pos0 .. pos0 + n - 1, whose keys and
+// values are in `cache` (written before attend() is called for a layer).
+struct AttentionQuery {
+  const KvCache* cache = nullptr;
+  int64_t n = 0;
+  int64_t pos0 = 0;
+};
+
+class BatchedAttention {
+ public:
+  BatchedAttention();
+  ~BatchedAttention();
+  BatchedAttention(const BatchedAttention&) = delete;
+  BatchedAttention& operator=(const BatchedAttention&) = delete;
+
+  AttentionPlanner& planner() { return planner_; }
+  const AttentionPlanner& planner() const { return planner_; }
+
+  // Starts a step of n_layers layers over `seqs`, in the order their rows are stacked. All
+  // caches must share one shape. Errors: no sequences, a null cache, out of memory.
+  Status begin_step(std::span<const AttentionQuery> seqs, int n_layers);
+  // Causal attention of every sequence of the step on one layer (see KvCache::attend).
+  //   q: [rows][n_head][head_dim]   out: [rows][n_head][head_dim_v], rows = sum of n
+  Status attend(int layer, const float* q, float* out, ThreadPool& pool);
+
+ private:
+  AttentionPlanner planner_;
+  std::vector<AttentionQuery> seqs_;
+  bool paged_ = false;                      // every cache of the step is paged
+  std::vector<AttentionItem> items_;        // [sequences] when paged
+  std::unique_ptr<AttentionWorkspace> ws_;  // when paged
+};
+
+}  // namespace tangram
