@@ -22,6 +22,7 @@
 
 #include "cli/bench_models.h"
 #include "cli/bench_soak.h"
+#include "cli/bench_report.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -89,11 +90,6 @@ class InProcessServer {
   std::thread thread_;
   int port_ = 0;
 };
-
-std::string fmt_s(double s) {
-  if (!std::isfinite(s)) return "-";
-  return s < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * s) : fmt::format("{:.2f} s", s);
-}
 
 std::string fmt_ratio(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_options.h"
 #include "cli/bench_oversubscribed.h"
 #include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
@@ -108,9 +109,12 @@ struct BenchModelOptions {
   int reps = 2;
   std::string cache_dir;              // where generated models are kept between runs
   bool llama_cpp = true;              // run llama.cpp (tools/oracle) on the same file alongside
-  std::string json_out;               // write the figures as JSON here too
+  std::vector<int> concurrency;       // also decode this many sequences at once through the engine (continuous batching)
+  ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
+// The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,
+// and (--concurrency) decode throughput against the number of sequences batched together.
 int cmd_bench_model(const BenchModelOptions& opt);
 
 struct BenchRestoreOptions {
@@ -157,35 +161,6 @@ struct ClusterOptions {
 // several group sizes, the profile's stability, and the chosen map.
 int cmd_cluster(const ClusterOptions& opt);
 
-struct BenchOptions {
-  std::string model;                 // a GGUF; empty: the generated model of preset/type/layers
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  int layers = 8;                    // layers of the generated model (its attention shape is the preset's)
-  std::string cache_dir;
-  std::string workload = "scbench";  // scbench | locomo | sharegpt
-  std::string trace;                 // replay a JSONL trace instead
-  int sessions = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
-  int64_t first_turn_tokens = 0;
-  double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
-  std::vector<double> rates;         // also sweep these open-loop rates with full and tangram (TTFT vs rate)
-  uint64_t seed = 1;
-  std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
-  std::vector<double> ratios{0.25};
-  std::vector<int> group_sizes{4};
-  std::string scorer = "keydiff";
-  std::string profile;               // default: ../shared/profiles/<profile_dir>/<profile_model>/profile_perlayer.json
-  std::string profile_dir = "keydiff";
-  std::string profile_model = "qwen3-4b-instruct-2507";
-  double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
-  bool accuracy = true;
-  int facts = -1;                    // planted facts per conversation; -1: 4 with -m (a real model), else 0
-  bool quick = false;
-  std::string out_dir = "tangram-bench";
-  EngineFlags engine;
-};
-// The multi-turn serving benchmark: every KV policy on the same model, workload and KV memory.
-int cmd_bench(const BenchOptions& opt);
 
 struct BenchServeOptions {
   std::string url;                   // drive this server; empty: start one in process

@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
                       "Planted facts in a long chat, asked back later and scored by exact match, per policy "
                       "(needs a real chat model: default 4 with -m, else 0 = off)")->check(CLI::Range(-1, 144));
   c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
-  c_bench->add_option("-o,--out", bench.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
+  c_bench->add_option("-o,--out", bench.output.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
   add_engine_options(c_bench, bench.engine);
 
   BenchServeOptions bs;
@@ -491,7 +491,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
   c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
-  c_bm->add_option("--json", bm.json_out, "Also write the figures as JSON to this file");
+  c_bm->add_option("--concurrency", bm.concurrency,
+                   "Also decode this many sequences at once through the engine, e.g. 1,2,4,8,16,32")
+      ->delimiter(',');
+  c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
+  c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
 
   ClusterOptions cl;

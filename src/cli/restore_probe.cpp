@@ -1,8 +1,7 @@
 #include "cli/restore_probe.h"
 
-#include <random>
-
 #include "engine/engine.h"
+#include "evaluation/workload.h"
 
 namespace tangram::cli {
 
@@ -20,10 +19,10 @@ Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, con
 
 Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
                                                int64_t n_tokens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(std::min<int64_t>(model.config().vocab, 32000) - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(n_tokens));
-  for (auto& t : prompt) t = d(rng);
+  // The first message, and one more token for the next turn.
+  std::vector<int32_t> prompt = random_tokens(n_tokens + 1, model.config().vocab, seed);
+  const int32_t next_token = prompt.back();
+  prompt.pop_back();
   EngineFlags f = flags;
   f.kv_host_memory = "64GiB";  // the spill area only holds what is put there
   f.kv_disk.clear();
@@ -36,7 +35,7 @@ Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& to
   t.prefill_s = t1.timing.prefill_seconds;
   std::vector<int32_t> next = prompt;
   next.insert(next.end(), t1.tokens.begin(), t1.tokens.end());
-  next.push_back(d(rng));
+  next.push_back(next_token);
   engine->evict_idle_sessions();  // into the host tier
   const SessionTierStats before = engine->stats().tiers;
   t.offload_s = before.offload_seconds;
