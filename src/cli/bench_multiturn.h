@@ -49,6 +49,9 @@ struct MultiturnResults {
   std::vector<RunRow> rows;
   std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram runs only)
   std::optional<HostRestoreTiming> restore;  // from the host tier, under the reference tangram run's policy
+  std::vector<HostRestoreTiming> restore_contexts;  // --restore-contexts: host and disk at each length
+  std::string restore_policy;                // the KV policy the restores ran under
+  nlohmann::json oversubscribed;             // --oversubscription (null when not run)
   std::optional<RateSweep> sweep;            // --rates
 };
 

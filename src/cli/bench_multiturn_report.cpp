@@ -165,9 +165,19 @@ std::string extras_markdown(const MultiturnResults& r) {
                         fmt_s(pt.metrics.ttft_s.p99), fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
   }
   if (r.restore)
-    md += fmt::format("\nTime to restore an idle {}-token conversation (tangram, {} serialised): {}.\n",
-                      r.restore->context, format_bytes(static_cast<double>(r.restore->session_bytes)),
+    md += fmt::format("\nTime to restore an idle {}-token conversation ({}, {} serialised): {}.\n",
+                      r.restore->context, r.restore_policy, format_bytes(static_cast<double>(r.restore->session_bytes)),
                       restore_sentence(*r.restore));
+  if (!r.restore_contexts.empty()) {
+    md += fmt::format("\nRestoring an idle conversation ({}) against re-prefilling it:\n\n", r.restore_policy) +
+          "| context | session KV | re-prefill | host | x faster | disk | x faster |\n"
+          "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const HostRestoreTiming& t : r.restore_contexts)
+      md += fmt::format("| {} | {} | {:.1f} ms | {:.2f} ms | {:.1f}x | {:.2f} ms | {:.1f}x |\n", t.context,
+                        format_bytes(static_cast<double>(t.session_bytes)), 1e3 * t.reprefill_s,
+                        1e3 * t.host_restore_s, t.reprefill_s / std::max(t.host_restore_s, 1e-9),
+                        1e3 * t.disk_restore_s, t.reprefill_s / std::max(t.disk_restore_s, 1e-9));
+  }
   return md;
 }
 
@@ -271,11 +281,19 @@ void print_runs_table(const MultiturnResults& r, std::FILE* console) {
 }
 
 void print_restore(const MultiturnResults& r, std::FILE* console) {
-  const RunRow* tangram = reference_tangram_run(r.rows);
-  if (!r.restore || !tangram) return;
-  fmt::print(console, "\ntime to restore a {}-token conversation (tangram {:.2f}, {} serialised): {}\n",
-             r.restore->context, tangram->ratio, format_bytes(static_cast<double>(r.restore->session_bytes)),
-             restore_sentence(*r.restore));
+  if (r.restore)
+    fmt::print(console, "\ntime to restore a {}-token conversation ({}, {} serialised): {}\n", r.restore->context,
+               r.restore_policy, format_bytes(static_cast<double>(r.restore->session_bytes)),
+               restore_sentence(*r.restore));
+  if (r.restore_contexts.empty()) return;
+  fmt::print(console, "\nrestoring an idle conversation ({}) against re-prefilling it:\n", r.restore_policy);
+  fmt::print(console, "{:>8} {:>10} {:>11} {:>11} {:>9} {:>11} {:>9} {:>10} {:>10}\n", "context", "session KV",
+             "re-prefill", "host", "x faster", "disk", "x faster", "offload", "TTFT host");
+  for (const HostRestoreTiming& t : r.restore_contexts)
+    fmt::print(console, "{:>8} {:>10} {:>9.1f}ms {:>9.2f}ms {:>8.1f}x {:>9.2f}ms {:>8.1f}x {:>8.2f}ms {:>8.1f}ms\n",
+               t.context, format_bytes(static_cast<double>(t.session_bytes)), 1e3 * t.reprefill_s,
+               1e3 * t.host_restore_s, t.reprefill_s / std::max(t.host_restore_s, 1e-9), 1e3 * t.disk_restore_s,
+               t.reprefill_s / std::max(t.disk_restore_s, 1e-9), 1e3 * t.offload_s, 1e3 * t.host_ttft_s);
 }
 
 void print_rate_sweep(const RateSweep& sweep, std::FILE* console) {
@@ -307,6 +325,13 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
     j["restore"] = {{"context", r.restore->context}, {"session_bytes", r.restore->session_bytes},
                     {"host_restore_s", r.restore->host_restore_s}, {"reprefill_s", r.restore->reprefill_s},
                     {"host_ttft_s", r.restore->host_ttft_s}, {"offload_s", r.restore->offload_s}};
+  for (const HostRestoreTiming& t : r.restore_contexts)
+    j["restore_contexts"].push_back({{"context", t.context}, {"session_bytes", t.session_bytes},
+                                     {"prefill_s", t.prefill_s}, {"reprefill_s", t.reprefill_s},
+                                     {"host_restore_s", t.host_restore_s}, {"host_ttft_s", t.host_ttft_s},
+                                     {"disk_restore_s", t.disk_restore_s}, {"disk_ttft_s", t.disk_ttft_s},
+                                     {"offload_s", t.offload_s}, {"policy", r.restore_policy}});
+  if (!r.oversubscribed.is_null()) j["oversubscribed"] = r.oversubscribed;
   if (r.sweep) j["rate_sweep"] = rate_sweep_json(*r.sweep);
   j["verdict"] = multiturn_verdict(r);
 

@@ -19,8 +19,8 @@ struct BenchOptions {
   std::string cache_dir;
   std::string workload = "scbench";  // scbench | locomo | sharegpt
   std::string trace;                 // replay a JSONL trace instead
-  int sessions = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
-  int64_t first_turn_tokens = 0;
+  int conversations = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
+  int64_t first_turn_tokens = 0, followup_tokens = 0, gen_tokens = 0;
   double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
   std::vector<double> rates;         // also sweep these open-loop rates with full and tangram (TTFT vs rate)
   uint64_t seed = 1;
@@ -34,6 +34,13 @@ struct BenchOptions {
   double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
   bool accuracy = true;
   int facts = -1;                    // planted facts per conversation; -1: 4 with -m (a real model), else 0
+  // Time to restore an idle conversation of each of these lengths from host memory and from disk
+  // against re-prefilling it; empty: one restore from host memory at the first message's length.
+  std::vector<int64_t> restore_contexts;
+  std::string disk_dir;              // where the disk tier is measured (default: a temp folder)
+  // > 0: also the oversubscribed workload, the KV pool holding 1/X of the conversations, with no
+  // tier, the host tier and the disk tier (bench_oversubscribed.h).
+  double oversubscription = 0;
   bool quick = false;
   ReportOutput output{"tangram-bench", false};
   EngineFlags engine;

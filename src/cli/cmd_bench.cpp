@@ -8,12 +8,17 @@
 // (greedy agreement and next-token KL on a fixed continuation). The pipeline: set up (workload,
 // model, profile, engine flags), run and measure every plan, then the restore probe and the rate
 // sweep, then the report (bench_multiturn_report.cpp; the output convention of bench_report.h).
+#include <memory>
 #include <algorithm>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
+#include "cli/bench_oversubscribed.h"
 #include "cli/bench_multiturn.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
@@ -42,10 +47,12 @@ struct BenchSetup {
 Result<WorkloadSpec> workload_spec(const BenchOptions& opt) {
   TG_ASSIGN(WorkloadSpec spec, workload_preset(opt.workload));
   if (opt.quick) spec = scale_for_quick(spec);
-  if (opt.sessions > 0) spec.sessions = opt.sessions;
+  if (opt.conversations > 0) spec.sessions = opt.conversations;
   if (opt.turns > 0) spec.turns = opt.turns;
   if (opt.concurrency > 0) spec.concurrency = opt.concurrency;
   if (opt.first_turn_tokens > 0) spec.first_turn_tokens = opt.first_turn_tokens;
+  if (opt.followup_tokens > 0) spec.followup_tokens = opt.followup_tokens;
+  if (opt.gen_tokens > 0) spec.output_tokens = opt.gen_tokens;
   if (opt.rate > 0) {
     spec.arrival = WorkloadSpec::Arrival::OpenLoop;
     spec.request_rate = opt.rate;
@@ -237,17 +244,58 @@ Result<std::vector<RunRow>> run_plans(const BenchSetup& s, const BenchOptions& o
   return rows;
 }
 
-// Time to restore an idle conversation (its first message, compressed by the reference tangram
-// run's policy) from the host tier, against re-prefilling it. A trace has no single first-message
-// length: nothing to measure then.
-Result<std::optional<HostRestoreTiming>> measure_restore(const BenchSetup& s, const BenchOptions& opt,
-                                                         const std::vector<RunRow>& rows) {
-  const RunRow* tangram = reference_tangram_run(rows);
-  if (!tangram || !opt.trace.empty()) return std::optional<HostRestoreTiming>();
-  TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer,
-                                                      plan_flags(s, {tangram->policy, tangram->ratio, tangram->group_size}),
-                                                      s.spec.first_turn_tokens, static_cast<uint32_t>(opt.seed)));
-  return std::optional<HostRestoreTiming>(t);
+// The flags the restore probes and the oversubscribed workload run under: the reference tangram
+// run's, else uniform at 25% (a compressed session, as serving keeps it).
+EngineFlags restore_flags(const BenchSetup& s, const std::vector<RunRow>& rows) {
+  if (const RunRow* t = reference_tangram_run(rows)) return plan_flags(s, {t->policy, t->ratio, t->group_size});
+  return plan_flags(s, {"uniform", 0.25, 0});
+}
+
+// Time to restore an idle conversation from the tiers against re-prefilling it: with
+// --restore-contexts from host memory and disk at each length, else from host memory at the first
+// message's length (a trace has no single one: nothing then) under the reference tangram run.
+Status measure_restores(const BenchSetup& s, const BenchOptions& opt, MultiturnResults& r) {
+  const EngineFlags flags = restore_flags(s, r.rows);
+  r.restore_policy = fmt::format("{} {:.2f}", flags.kv_policy, flags.kv_ratio);
+  if (opt.restore_contexts.empty()) {
+    if (!reference_tangram_run(r.rows) || !opt.trace.empty()) return Status::Ok();
+    TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags,
+                                                        s.spec.first_turn_tokens, static_cast<uint32_t>(opt.seed)));
+    r.restore = t;
+    return Status::Ok();
+  }
+  const std::string disk = opt.disk_dir.empty()
+                               ? (fs::temp_directory_path() / fmt::format("tangram-restore-{}", ::getpid())).string()
+                               : opt.disk_dir;
+  ProgressBar bar("restore", static_cast<int64_t>(opt.restore_contexts.size()));
+  for (const int64_t n : opt.restore_contexts) {
+    bar.add();
+    if (n + 2 > r.config.context_length) {
+      fmt::print(stderr, "note: restore context {} skipped: the model holds {}\n", n, r.config.context_length);
+      continue;
+    }
+    TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags, n,
+                                                        static_cast<uint32_t>(n)));
+    TG_TRY(measure_disk_restore(*s.loaded.model, *s.loaded.tokenizer, flags, disk, static_cast<uint32_t>(n), t));
+    r.restore_contexts.push_back(t);
+  }
+  return Status::Ok();
+}
+
+// --oversubscription X: the conversations of the workload in a pool that holds 1/X of them.
+Status run_oversubscription(const BenchSetup& s, const BenchOptions& opt, MultiturnResults& r) {
+  if (opt.oversubscription <= 0) return Status::Ok();
+  OversubscribedOptions o;
+  o.sessions = s.spec.sessions;
+  o.oversubscription = opt.oversubscription;
+  o.turns = s.spec.turns;
+  o.first_tokens = s.spec.first_turn_tokens;
+  o.followup_tokens = s.spec.followup_tokens;
+  o.gen_tokens = static_cast<int>(s.spec.output_tokens);
+  o.concurrency = s.spec.concurrency;
+  o.disk_dir = opt.disk_dir;
+  TG_ASSIGN(r.oversubscribed, run_oversubscribed(*s.loaded.model, *s.loaded.tokenizer, restore_flags(s, r.rows), o));
+  return Status::Ok();
 }
 
 // TTFT vs request rate: full and the reference tangram run, open loop at each --rates.
@@ -294,8 +342,9 @@ Status run_bench(const BenchOptions& opt) {
   r.threads = pool.size();
   TG_ASSIGN(r.rows, run_plans(s, opt, plans, pool));
   print_runs_table(r, console);
-  TG_ASSIGN(r.restore, measure_restore(s, opt, r.rows));
+  TG_TRY(measure_restores(s, opt, r));
   print_restore(r, console);
+  TG_TRY(run_oversubscription(s, opt, r));
   TG_ASSIGN(r.sweep, sweep_rates(s, opt, r.rows, pool));
   if (r.sweep) print_rate_sweep(*r.sweep, console);
   fmt::print(console, "\n{}\n", multiturn_verdict(r));
@@ -307,6 +356,87 @@ Status run_bench(const BenchOptions& opt) {
 int cmd_bench(const BenchOptions& opt) {
   if (auto st = run_bench(opt); !st) return fail(st.message());
   return 0;
+}
+
+namespace {
+
+// Engine flags that bench sets for each run from its list-valued sweeps: given once they would be
+// overwritten, so they are refused with the flag to use instead.
+void refuse_swept_flags(const CLI::App& c) {
+  static constexpr std::pair<const char*, const char*> kSwept[] = {
+      {"--kv-policy", "--policies"},   {"--kv-ratio", "--ratios"},  {"--page-group-size", "--group-sizes"},
+      {"--kv-scorer", "--scorer"},     {"--kv-profile", "--profile"}};
+  for (const auto& [flag, use] : kSwept)
+    if (c.count(flag) > 0)
+      throw CLI::ValidationError(flag, fmt::format("bench sets it for each run: use {} (a list) instead", use));
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  auto opt = std::make_shared<BenchOptions>();
+  BenchOptions& bench = *opt;
+  bench.engine.kv_memory = "auto";
+  bench.engine.kv_chunk = 0;  // auto: a quarter of the first message
+  auto* c_bench = app.add_subcommand(
+      "bench", "Multi-turn serving benchmark: full, uniform, dynamic and tangram KV side by side (the main job)");
+  c_bench->add_option("-m,--model", bench.model, "Benchmark this GGUF instead of the generated default")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--preset", bench.preset, "Attention shape of the generated model")->capture_default_str();
+  c_bench->add_option("--type", bench.type, "Weight type of the generated model")->capture_default_str();
+  c_bench->add_option("--layers", bench.layers, "Layers of the generated model (0: the preset's)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--cache-dir", bench.cache_dir, "Where generated models are kept");
+  c_bench->add_option("--workload", bench.workload, "Preset: scbench (shared long context, follow-up questions), "
+                      "locomo (long chat histories), sharegpt (short chat)")->capture_default_str()
+      ->check(CLI::IsMember({"scbench", "locomo", "sharegpt"}));
+  c_bench->add_option("--trace", bench.trace, "Replay a JSONL trace of conversations (see README)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--conversations", bench.conversations, "Conversations (default: the preset's)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--turns", bench.turns, "Turns per conversation")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--concurrency", bench.concurrency, "Conversations active at once (closed loop)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--followup-tokens", bench.followup_tokens, "Length of each later message")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--gen-tokens", bench.gen_tokens, "Tokens generated per turn")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rates", bench.rates,
+                      "Also run full and tangram open loop at each of these rates (new conversations per second): "
+                      "TTFT vs request rate, ttft_vs_rate.svg")
+      ->delimiter(',');
+  c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
+  c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
+      ->delimiter(',');
+  c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
+  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: the real one of the preset's model)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--memory-sessions", bench.memory_sessions,
+                      "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
+  c_bench->add_option("--facts", bench.facts,
+                      "Planted facts in a long chat, asked back later and scored by exact match, per policy "
+                      "(needs a real chat model: default 4 with -m, else 0 = off)")->check(CLI::Range(-1, 144));
+  c_bench->add_option("--restore-contexts", bench.restore_contexts,
+                      "Time to restore an idle conversation of each length from host memory and disk vs re-prefill")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  c_bench->add_option("--disk-dir", bench.disk_dir, "Where the disk tier is measured (default: a temp folder)");
+  c_bench->add_option("--oversubscription", bench.oversubscription,
+                      "Also run the conversations in a KV pool holding 1/X of them: no tier, host tier, disk tier")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
+  c_bench->add_option("-o,--out", bench.output.out_dir, "Folder for report.json, report.md and the plots")
+      ->capture_default_str();
+  c_bench->add_flag("--json", bench.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
+  add_engine_options(c_bench, bench.engine);
+  c_bench->parse_complete_callback([c_bench] { refuse_swept_flags(*c_bench); });
+  return {c_bench, [opt] { return cmd_bench(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_batch_decode.h"
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/bench_report.h"
 #include "cli/cli_error.h"
@@ -229,6 +230,31 @@ Status run_bench_model(BenchModelOptions opt) {
 int cmd_bench_model(const BenchModelOptions& opt) {
   if (auto st = run_bench_model(opt); !st) return fail(st.message());
   return 0;
+}
+
+Command register_bench_model(CLI::App& app) {
+  auto opt = std::make_shared<BenchModelOptions>();
+  BenchModelOptions& bm = *opt;
+  auto* c_bm = app.add_subcommand("bench-model",
+                                  "Prefill and decode tok/s of the forward pass against the memory-bandwidth limit");
+  c_bm->add_option("-m,--model", bm.model, "Benchmark this GGUF instead of generated models")->check(CLI::ExistingFile);
+  c_bm->add_option("--preset", bm.preset, "Shape of the generated models")->capture_default_str();
+  c_bm->add_option("--types", bm.types, "Weight types of the generated models")->capture_default_str()->delimiter(',');
+  c_bm->add_option("--prompt-tokens", bm.prompt_tokens, "Prompt length for prefill")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bm->add_option("--gen-tokens", bm.gen_tokens, "Tokens to decode")->capture_default_str()->check(CLI::PositiveNumber);
+  c_bm->add_option("-t,--threads", bm.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_bm->add_option("--reps", bm.reps, "Repetitions; the best is reported")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
+  c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
+  c_bm->add_option("--concurrency", bm.concurrency,
+                   "Also decode this many sequences at once through the engine (continuous batching), e.g. 1,2,4,8")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
+  c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
+  c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
+  return {c_bm, [opt] { return cmd_bench_model(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -1,6 +1,7 @@
 // `tangram chat`: an interactive multi-turn conversation. Each turn renders the whole
 // conversation with the chat template and submits it under one session id; the engine finds
 // the previous turns' KV resident and prefills only what is new, which the per-turn line shows.
+#include <memory>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
@@ -156,6 +159,24 @@ int cmd_chat(const ChatOptions& opt) {
     }
   }
   return 0;
+}
+
+Command register_chat(CLI::App& app) {
+  auto opt = std::make_shared<ChatOptions>();
+  ChatOptions& chat = *opt;
+  chat.sampling.temperature = 0.8f;
+  auto* c_chat = app.add_subcommand(
+      "chat", "Interactive multi-turn chat; each turn reuses the conversation's resident KV cache");
+  c_chat->add_option("-m,--model", chat.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_chat->add_option("--system", chat.system, "System message");
+  c_chat->add_option("--chat-template", chat.chat_template,
+                     "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_chat->add_option("-n,--max-tokens", chat.max_tokens, "Most tokens per answer")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_chat->add_flag("-q,--quiet", chat.quiet, "No banner or per-turn statistics");
+  add_engine_options(c_chat, chat.engine);
+  add_sampling_options(c_chat, chat.sampling);
+  return {c_chat, [opt] { return cmd_chat(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

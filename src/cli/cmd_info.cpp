@@ -1,9 +1,11 @@
 // `tangram info FILE`: metadata, tensor directory and sizes of a GGUF file.
+#include <memory>
 #include <cstdio>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "common/units.h"
 #include "gguf/gguf_file.h"
@@ -55,6 +57,15 @@ int cmd_info(const InfoOptions& opt) {
   if (limit < f.tensors().size())
     fmt::print("  ... {} more (use --full to list all)\n", f.tensors().size() - limit);
   return 0;
+}
+
+Command register_info(CLI::App& app) {
+  auto opt = std::make_shared<InfoOptions>();
+  InfoOptions& info = *opt;
+  auto* c_info = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and sizes");
+  c_info->add_option("model", info.model, "GGUF file")->required()->check(CLI::ExistingFile);
+  c_info->add_flag("--full", info.full, "List every tensor and full metadata values");
+  return {c_info, [opt] { return cmd_info(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -1,9 +1,11 @@
 // `tangram mkmodel`: write a GGUF with seeded random weights for any supported architecture,
 // shape and weight type, optionally embedding a real tokenizer so it tokenises like that family.
+#include <memory>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "cli/vocab_source.h"
@@ -56,6 +58,34 @@ int cmd_mkmodel(const MkmodelOptions& opt) {
   fmt::print("done: {} tensors, {}\n", (*check)->tensors().size(),
              format_bytes(static_cast<double>((*check)->file_size())));
   return 0;
+}
+
+Command register_mkmodel(CLI::App& app) {
+  auto opt = std::make_shared<MkmodelOptions>();
+  MkmodelOptions& mk = *opt;
+  auto* c_mk = app.add_subcommand("mkmodel", "Write a GGUF model with seeded random weights (for tests and benchmarks)");
+  c_mk->add_option("--preset", mk.preset,
+                   "tiny-llama, tiny-qwen2, tiny-qwen3, qwen3-4b-attn or llama3-8b-attn (default tiny-llama)");
+  c_mk->add_option("--arch", mk.arch, "Override the architecture: llama, qwen2 or qwen3");
+  c_mk->add_option("--layers", mk.n_layers, "Override the number of layers")->check(CLI::PositiveNumber);
+  c_mk->add_option("--embd", mk.n_embd, "Override the embedding width")->check(CLI::PositiveNumber);
+  c_mk->add_option("--ff", mk.n_ff, "Override the MLP width")->check(CLI::PositiveNumber);
+  c_mk->add_option("--heads", mk.n_head, "Override the number of query heads")->check(CLI::PositiveNumber);
+  c_mk->add_option("--kv-heads", mk.n_kv_head, "Override the number of KV heads")->check(CLI::PositiveNumber);
+  c_mk->add_option("--head-dim", mk.head_dim, "Override the head size")->check(CLI::PositiveNumber);
+  c_mk->add_option("--vocab", mk.vocab, "Override the vocabulary size")->check(CLI::PositiveNumber);
+  c_mk->add_option("--ctx", mk.ctx, "Override the context length")->check(CLI::PositiveNumber);
+  c_mk->add_option("--type", mk.type, "Weight type: f32 f16 bf16 q8_0 q4_0 q4_k q6_k q4_k_m")->capture_default_str();
+  c_mk->add_option("--seed", mk.seed, "Seed of the random weights")->capture_default_str();
+  c_mk->add_flag("--tied", mk.tied, "Tie the output projection to the embedding");
+  c_mk->add_flag("--llama3-rope", mk.llama3_rope, "Add Llama-3 RoPE scaling (a rope_freqs.weight tensor, as converted Llama 3.1 files have)");
+  c_mk->add_option("--tokenizer", mk.tokenizer,
+                   "Embed this vocabulary: a GGUF, a SentencePiece tokenizer.model or a tiktoken file")
+      ->check(CLI::ExistingFile);
+  c_mk->add_option("--flavor", mk.flavor, "For tiktoken files: llama3 or qwen2");
+  c_mk->add_option("-o,--out", mk.out, "Output GGUF path")->required();
+  c_mk->add_option("-t,--threads", mk.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  return {c_mk, [opt] { return cmd_mkmodel(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

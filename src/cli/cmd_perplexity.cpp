@@ -3,6 +3,7 @@
 // policy's next-token distributions from full KV's and the KV retention it reached. The run
 // itself is evaluate_perplexity() (src/evaluation/perplexity.h); this file reads the text and
 // flags, and prints.
+#include <memory>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -139,6 +141,29 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   if (opt.json) print_json(*r, o, opt);
   else print_text(*r, o.policy);
   return 0;
+}
+
+Command register_perplexity(CLI::App& app) {
+  auto opt = std::make_shared<PerplexityCmdOptions>();
+  PerplexityCmdOptions& ppl = *opt;
+  auto* c_ppl = app.add_subcommand(
+      "perplexity",
+      "Teacher-forced perplexity of a text under a KV policy, turn by turn as serving compresses it; "
+      "with a compressing policy also the mean KL from full KV and the retention reached. Windows: "
+      "consecutive -c tokens from an empty cache, BOS first, the remainder not evaluated (as "
+      "llama-perplexity), but every position of a window is scored (not only its second half)");
+  c_ppl->add_option("-m,--model", ppl.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_ppl->add_option("-f,--file", ppl.file, "Text file to evaluate")->required();
+  c_ppl->add_option("--chunk", ppl.chunk, "Tokens appended per turn; the cache is compressed after each")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  c_ppl->add_flag("--json", ppl.json, "Print the result as JSON on stdout");
+  add_engine_options(c_ppl, ppl.engine);
+  auto run = [opt, c_ppl] {
+    for (const CLI::Option* o : c_ppl->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty()) opt->given.push_back("--" + o->get_lnames().front());
+    return cmd_perplexity(*opt);
+  };
+  return {c_ppl, run, {}};
 }
 
 }  // namespace tangram::cli

@@ -9,6 +9,7 @@
 // sample (a sample is cut into --turns growing prefixes, each one a turn of one conversation
 // whose cache is compressed every turn), and between the kinds of text given (--samples
 // repeated, one file per kind).
+#include <memory>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -311,6 +313,35 @@ int cmd_profile(const ProfileOptions& opt) {
                rho ? fmt::format("{:.3f}", *rho) : std::string("undefined"));
   }
   return 0;
+}
+
+Command register_profile(CLI::App& app) {
+  auto opt = std::make_shared<ProfileOptions>();
+  ProfileOptions& prof = *opt;
+  auto* c_prof = app.add_subcommand(
+      "profile", "Measure per-head KV retention on pilot samples and write a profile (for --kv-policy tangram)");
+  c_prof->add_option("-m,--model", prof.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_prof->add_option("--samples", prof.samples,
+                     "Pilot text: a file of JSON lines {\"text\": ...} or plain text split at lines '---' "
+                     "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "
+                     "Default: generated token sequences of two kinds")
+      ->check(CLI::ExistingFile);
+  c_prof->add_option("--scorer", prof.scorer, "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
+      ->capture_default_str();
+  c_prof->add_option("--ratio", prof.ratio, "Retention ratio profiled")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  c_prof->add_option("--level", prof.level, "Budget spread: per-layer or cross-layer")->capture_default_str()
+      ->check(CLI::IsMember({"per-layer", "cross-layer"}));
+  c_prof->add_option("-n,--n-samples", prof.n_samples, "Most samples used")->capture_default_str()
+      ->check(CLI::Range(2, 100000));
+  c_prof->add_option("--sample-tokens", prof.sample_tokens, "Longest sample in tokens")->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
+  c_prof->add_option("--turns", prof.turns, "Turns per sample (growing prefixes), compressed every turn")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  c_prof->add_option("--sink", prof.sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("--window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_prof->add_option("-o,--out", prof.out, "Profile JSON to write")->capture_default_str();
+  return {c_prof, [opt] { return cmd_profile(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

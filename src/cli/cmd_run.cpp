@@ -1,9 +1,12 @@
 // `tangram run`: load a GGUF model and stream a completion (or one chat turn) to the terminal.
+#include <memory>
 #include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -64,6 +67,29 @@ int cmd_run(const RunOptions& opt) {
                finish_reason_name(r.finish), r.seed, pool.size());
   }
   return 0;
+}
+
+Command register_run(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  RunOptions& run = *opt;
+  run.sampling.temperature = 0.8f;
+  auto* c_run = app.add_subcommand("run", "Generate text from a prompt, streaming to the terminal");
+  c_run->add_option("-m,--model", run.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_run->add_option("-p,--prompt", run.prompt, "Prompt text (with --chat: the user message)")->required();
+  c_run->add_flag("--chat", run.chat, "Wrap the prompt in the model's chat template");
+  c_run->add_option("--system", run.system, "System message (with --chat)");
+  c_run->add_option("--chat-template", run.chat_template,
+                    "Template to use with --chat: chatml, llama3, llama2, or a Jinja file");
+  c_run->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_run->add_option("-t,--threads", run.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_run->add_option("-c,--ctx", run.ctx, "Context length (default: the model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+  c_run->add_option("--kv-type", run.kv_type, "KV cache element type")->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
+  c_run->add_flag("-q,--quiet", run.quiet, "Print only the generated text");
+  add_sampling_options(c_run, run.sampling);
+  return {c_run, [opt] { return cmd_run(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

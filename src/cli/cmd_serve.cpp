@@ -1,6 +1,7 @@
 // `tangram serve`: loads a model, starts the engine and the OpenAI-compatible HTTP server, and
 // serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it
 // accepts connections (scripts wait for that line; with --port 0 it gives the port chosen).
+#include <memory>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
@@ -123,6 +126,56 @@ int cmd_serve(const ServeOptions& opt) {
   server->reset();  // cancels and waits for this server's pending requests
   if (!served.ok()) return fail(served.message());
   return 0;
+}
+
+Command register_serve(CLI::App& app) {
+  auto opt = std::make_shared<ServeOptions>();
+  ServeOptions& serve = *opt;
+  serve.sampling.temperature = 1.0f;  // OpenAI's default
+  serve.sampling.top_p = 1.0f;
+  serve.engine.max_running = 16;
+  auto* c_serve = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server: chat and completions with streaming, multi-turn KV reuse, metrics");
+  c_serve->add_option("-m,--model", serve.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  c_serve->add_option("--chat-template", serve.chat_template,
+                      "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_serve->add_option("--model-name", serve.model_name, "Model id in /v1/models (default: the file's name)");
+  c_serve->add_option("--host", serve.host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
+  c_serve->add_option("--port", serve.port, "Port; 0 picks a free one (printed)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  c_serve->add_option("--api-key", serve.api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  c_serve->add_option("--api-key-file", serve.api_key_file, "File of API keys, one per line")
+      ->check(CLI::ExistingFile);
+  c_serve->add_option("--max-queue", serve.max_queue, "Requests that may wait beyond the running ones; more get 429")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_serve->add_option("--http-threads", serve.http_threads,
+                      "Connection workers (0: max running + max queue + 16); each open stream holds one")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_serve->add_option("--max-body", serve.max_body,
+                      "Largest request body, counted after chunked and gzip/deflate decoding (413 beyond)")
+      ->capture_default_str();
+  c_serve->add_option("--max-headers", serve.max_headers, "Most header fields in a request (431 beyond)")
+      ->capture_default_str()->check(CLI::Range(8, 10000));
+  c_serve->add_option("--max-header-bytes", serve.max_header_bytes, "Largest header block of a request (431 beyond)")
+      ->capture_default_str();
+  c_serve->add_option("--read-timeout", serve.read_timeout_s,
+                      "Seconds a whole request (headers and body) may take to arrive, from its first byte (408 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  c_serve->add_option("--write-timeout", serve.write_timeout_s, "Seconds a write to a client may stall")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
+  c_serve->add_option("--max-connections", serve.max_connections,
+                      "Open connections at once (503 beyond; also kept below the file descriptor limit)")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  c_serve->add_option("--max-connections-per-ip", serve.max_connections_per_ip,
+                      "Open connections at once from one client address (503 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  c_serve->add_option("--max-conversations", serve.max_conversations,
+                      "Conversation records kept for reuse per API key (its least recently used dropped, with its KV)")->capture_default_str();
+  c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  add_engine_options(c_serve, serve.engine);
+  add_sampling_options(c_serve, serve.sampling);
+  return {c_serve, [opt] { return cmd_serve(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

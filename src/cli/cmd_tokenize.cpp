@@ -1,10 +1,12 @@
 // `tangram tokenize`: text → token ids (and pieces) with a model's or a file's tokenizer.
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/vocab_source.h"
 #include "tokenizer/tokenizer.h"
@@ -51,6 +53,23 @@ int cmd_tokenize(const TokenizeOptions& opt) {
   }
   fmt::print("{} tokens\n", ids.size());
   return 0;
+}
+
+Command register_tokenize(CLI::App& app) {
+  auto opt = std::make_shared<TokenizeOptions>();
+  TokenizeOptions& tok = *opt;
+  auto* c_tok = app.add_subcommand("tokenize", "Turn text into token ids with a model's tokenizer");
+  c_tok->add_option("-m,--model", tok.model,
+                    "GGUF model or vocab file, SentencePiece tokenizer.model, or tiktoken rank file")
+      ->required()->check(CLI::ExistingFile);
+  c_tok->add_option("--flavor", tok.flavor, "For tiktoken files: llama3 or qwen2");
+  auto* tok_text = c_tok->add_option("-p,--prompt,text", tok.text, "Text to tokenise");
+  auto* tok_file = c_tok->add_option("-f,--file", tok.file, "Read the text from a file")->check(CLI::ExistingFile);
+  tok_text->excludes(tok_file);
+  c_tok->add_flag("--add-special", tok.add_special, "Add BOS/EOS as the vocabulary says");
+  c_tok->add_flag("--parse-special", tok.parse_special, "Recognise special-token texts such as <|im_start|>");
+  c_tok->add_flag("--ids", tok.ids_only, "Print only the ids, space separated");
+  return {c_tok, [opt] { return cmd_tokenize(*opt); }, {}};
 }
 
 }  // namespace tangram::cli

@@ -4,9 +4,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/engine.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace tangram::cli {
 
@@ -48,6 +54,14 @@ struct EngineFlags {
   bool ea_no_value_norm = false;
   std::string attention_split = "auto";  // auto | runtime | naive | aot
 };
+
+// Binds the engine flags (KV memory, page geometry, batching limits, KV compression) to `e`; its
+// current values are the command's defaults. Returns the options added, for a command that passes
+// them on to a child process (bench-serve --soak).
+std::vector<CLI::Option*> add_engine_options(CLI::App* command, EngineFlags& e);
+
+// The options of `options` given on the command line, as the words that would give them again.
+std::vector<std::string> given_as_args(const std::vector<CLI::Option*>& options);
 
 // Checks and converts the flags (e.g. "--kv-memory 2GiB").
 Result<EngineOptions> to_engine_options(const EngineFlags& flags);
