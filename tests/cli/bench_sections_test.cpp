@@ -14,9 +14,9 @@ TEST(CliBenchSections, RestoreContextsAndOversubscriptionInTheReport) {
   const auto dir = testing::temp_dir();
   const auto out = dir / "out";
   const auto r = testing::run_tangram(
-      "bench --preset tiny-qwen3 --type f32 --policies full,uniform --no-accuracy --quick --conversations 6 "
-      "--turns 3 --first-turn-tokens 96 --followup-tokens 8 --gen-tokens 4 --restore-contexts 64,200 "
-      "--oversubscription 4 --json --cache-dir '" + dir.string() + "' --disk-dir '" + (dir / "disk").string() +
+      "bench --preset tiny-qwen3 --type f32 --policies full,uniform --no-accuracy --quick --conversations 12 "
+      "--concurrency 2 --turns 3 --first-turn-tokens 96 --followup-tokens 8 --gen-tokens 4 --restore-contexts 64,200 "
+      "--oversubscription 10 --json --cache-dir '" + dir.string() + "' --disk-dir '" + (dir / "disk").string() +
       "' -o '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto all = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
@@ -53,7 +53,7 @@ TEST(CliBenchSections, RefusesTheEngineFlagsItSweeps) {
                                                        {"--kv-ratio 0.5", "--ratios"},
                                                        {"--page-group-size 2", "--group-sizes"},
                                                        {"--kv-scorer snapkv", "--scorer"},
-                                                       {"--kv-profile x.json", "--profile"}};
+                                                       {"--kv-profile /dev/null", "--profile"}};
   for (const auto& [flag, use] : cases) {
     const auto r = testing::run_tangram(std::string("bench --quick ") + flag);
     EXPECT_NE(r.exit_code, 0) << flag;
