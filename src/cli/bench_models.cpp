@@ -5,12 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/data_dir.h"
 #include "gguf/gguf_file.h"
 #include "model/synth.h"
-
-#ifndef TANGRAM_SOURCE_DIR
-#define TANGRAM_SOURCE_DIR "."
-#endif
 
 namespace fs = std::filesystem;
 
@@ -18,7 +15,7 @@ namespace tangram::cli {
 
 fs::path shared_dir() {
   if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
-  return fs::path(TANGRAM_SOURCE_DIR) / ".." / "shared";
+  return data_dir();
 }
 
 fs::path default_model_cache_dir() {

@@ -12,8 +12,8 @@
 
 namespace tangram::cli {
 
-// ../shared beside the source tree (the team's background material and real profiles), or
-// $TANGRAM_SHARED_DIR.
+// $TANGRAM_SHARED_DIR, else data_dir() (the installed data, or ../shared beside the source tree):
+// where the real retention profiles are.
 std::filesystem::path shared_dir();
 
 // $XDG_CACHE_HOME/tangram/models, else ~/.cache/tangram/models, else a temp folder.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/sampling_flags.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
@@ -176,7 +177,7 @@ Command register_chat(CLI::App& app) {
   c_chat->add_flag("-q,--quiet", chat.quiet, "No banner or per-turn statistics");
   add_engine_options(c_chat, chat.engine);
   add_sampling_options(c_chat, chat.sampling);
-  return {c_chat, [opt] { return cmd_chat(*opt); }, {}};
+  return {c_chat, [opt] { return cmd_chat(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

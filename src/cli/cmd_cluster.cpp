@@ -1,4 +1,4 @@
-// `tangram cluster --profile P --group-size G`: groups KV heads of similar retention into shared
+// `tangram cluster --kv-profile P --page-group-size G`: groups KV heads of similar retention into shared
 // pages (sorted-chunk clustering), prints how much memory contiguous and clustered groupings
 // over-allocate at several group sizes, the profile's stability, and writes the chosen map.
 #include <memory>
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/commands.h"
 #include "compress/cluster.h"
 #include "compress/profile.h"
@@ -114,14 +115,14 @@ Command register_cluster(CLI::App& app) {
   ClusterOptions& cl = *opt;
   auto* c_cl = app.add_subcommand(
       "cluster", "Group KV heads of similar retention (from a profile) into shared pages; print the waste");
-  c_cl->add_option("--profile", cl.profile, "Retention profile JSON (tangram-profile-json/v1)")
+  c_cl->add_option("--kv-profile", cl.profile, "Retention profile JSON (tangram-profile-json/v1)")
       ->required()->check(CLI::ExistingFile);
-  c_cl->add_option("--group-size", cl.group_size, "KV heads per group (G)")->capture_default_str()
+  c_cl->add_option("--page-group-size", cl.group_size, "KV heads per group (G)")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   c_cl->add_option("--scope", cl.scope, "per-layer or global (default: global for a cross-layer profile)")
       ->check(CLI::IsMember({"per-layer", "global"}));
   c_cl->add_option("-o,--out", cl.out, "Write the chosen cluster map (JSON) here");
-  return {c_cl, [opt] { return cmd_cluster(*opt); }, {}};
+  return {c_cl, [opt] { return cmd_cluster(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/commands.h"
 #include "common/units.h"
 #include "gguf/gguf_file.h"
@@ -65,7 +66,7 @@ Command register_info(CLI::App& app) {
   auto* c_info = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and sizes");
   c_info->add_option("model", info.model, "GGUF file")->required()->check(CLI::ExistingFile);
   c_info->add_flag("--full", info.full, "List every tensor and full metadata values");
-  return {c_info, [opt] { return cmd_info(*opt); }, {}};
+  return {c_info, [opt] { return cmd_info(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

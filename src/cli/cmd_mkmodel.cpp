@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "cli/vocab_source.h"
@@ -85,7 +86,7 @@ Command register_mkmodel(CLI::App& app) {
   c_mk->add_option("--flavor", mk.flavor, "For tiktoken files: llama3 or qwen2");
   c_mk->add_option("-o,--out", mk.out, "Output GGUF path")->required();
   c_mk->add_option("-t,--threads", mk.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  return {c_mk, [opt] { return cmd_mkmodel(*opt); }, {}};
+  return {c_mk, [opt] { return cmd_mkmodel(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

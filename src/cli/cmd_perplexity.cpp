@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
@@ -163,7 +164,7 @@ Command register_perplexity(CLI::App& app) {
       if (o->count() > 0 && !o->get_lnames().empty()) opt->given.push_back("--" + o->get_lnames().front());
     return cmd_perplexity(*opt);
   };
-  return {c_ppl, run, {}};
+  return {c_ppl, run, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -1,5 +1,5 @@
 // `tangram profile`: measures how much of the context each (layer, KV head) keeps when the
-// chosen scorer spreads a run-time budget (the dynamic policy at --ratio, per-layer or
+// chosen scorer spreads a run-time budget (the dynamic policy at --kv-ratio, per-layer or
 // cross-layer) over pilot samples, and writes the per-head statistics as a profile in the
 // shared JSON schema (../shared/profiles), which the tangram policy turns into deterministic
 // budgets. Each head is its own page group while profiling, so kept lengths are exact.
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -326,10 +327,10 @@ Command register_profile(CLI::App& app) {
                      "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "
                      "Default: generated token sequences of two kinds")
       ->check(CLI::ExistingFile);
-  c_prof->add_option("--scorer", prof.scorer, "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
+  c_prof->add_option("--kv-scorer", prof.scorer, "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
       ->capture_default_str();
-  c_prof->add_option("--ratio", prof.ratio, "Retention ratio profiled")->capture_default_str()->check(CLI::Range(0.01, 1.0));
-  c_prof->add_option("--level", prof.level, "Budget spread: per-layer or cross-layer")->capture_default_str()
+  c_prof->add_option("--kv-ratio", prof.ratio, "Retention ratio profiled")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  c_prof->add_option("--kv-level", prof.level, "Budget spread: per-layer or cross-layer")->capture_default_str()
       ->check(CLI::IsMember({"per-layer", "cross-layer"}));
   c_prof->add_option("-n,--n-samples", prof.n_samples, "Most samples used")->capture_default_str()
       ->check(CLI::Range(2, 100000));
@@ -337,11 +338,11 @@ Command register_profile(CLI::App& app) {
       ->check(CLI::Range(16, 1 << 20));
   c_prof->add_option("--turns", prof.turns, "Turns per sample (growing prefixes), compressed every turn")
       ->capture_default_str()->check(CLI::Range(1, 16));
-  c_prof->add_option("--sink", prof.sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_prof->add_option("--window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("--kv-sink", prof.sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_prof->add_option("--kv-window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
   c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
   c_prof->add_option("-o,--out", prof.out, "Profile JSON to write")->capture_default_str();
-  return {c_prof, [opt] { return cmd_profile(*opt); }, {}};
+  return {c_prof, [opt] { return cmd_profile(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/sampling_flags.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
@@ -175,7 +176,7 @@ Command register_serve(CLI::App& app) {
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
   add_engine_options(c_serve, serve.engine);
   add_sampling_options(c_serve, serve.sampling);
-  return {c_serve, [opt] { return cmd_serve(*opt); }, {}};
+  return {c_serve, [opt] { return cmd_serve(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/commands.h"
 #include "cli/vocab_source.h"
 #include "tokenizer/tokenizer.h"
@@ -69,7 +70,7 @@ Command register_tokenize(CLI::App& app) {
   c_tok->add_flag("--add-special", tok.add_special, "Add BOS/EOS as the vocabulary says");
   c_tok->add_flag("--parse-special", tok.parse_special, "Recognise special-token texts such as <|im_start|>");
   c_tok->add_flag("--ids", tok.ids_only, "Print only the ids, space separated");
-  return {c_tok, [opt] { return cmd_tokenize(*opt); }, {}};
+  return {c_tok, [opt] { return cmd_tokenize(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -8,12 +8,16 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
+
 namespace tangram::cli {
 
 struct Command {
   CLI::App* app = nullptr;             // the subcommand, owned by the parent CLI::App
   std::function<int()> run;            // runs it with the parsed options; the process exit code
-  std::function<nlohmann::json()> plan;  // the resolved configuration, for --dry-run (empty: none)
+  // The resolved configuration with nothing loaded, printed by --dry-run (config_json.h); an
+  // error is the one the command would stop with. Empty: the command cannot describe it yet.
+  std::function<Result<nlohmann::json>()> plan;
 };
 
 Command register_info(CLI::App& app);

@@ -37,9 +37,7 @@ struct RunOptions {
   std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
   SamplingParams sampling;
   int max_tokens = 256;
-  int threads = 0;
-  int64_t ctx = 0;        // 0: the model's context length (capped at 4096)
-  std::string kv_type = "f32";
+  EngineFlags engine;     // KV memory, page geometry, threads, context: as chat and serve
   bool quiet = false;     // only the generated text, no statistics
 };
 int cmd_run(const RunOptions& opt);

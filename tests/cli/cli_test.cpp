@@ -170,7 +170,7 @@ TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
   auto r = run_tangram("mkmodel --preset tiny-qwen3 --seed 5 -o '" + model + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto prof = (dir / "kv-profile.json").string();
-  r = run_tangram("profile -m '" + model + "' -n 6 --sample-tokens 160 --turns 2 --ratio 0.4 -o '" + prof + "'");
+  r = run_tangram("profile -m '" + model + "' -n 6 --sample-tokens 160 --turns 2 --kv-ratio 0.4 -o '" + prof + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "head ordering across samples")) << r.output;
   EXPECT_TRUE(contains(r.output, "across kinds of text")) << r.output;
@@ -302,7 +302,7 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
   for (bool per_layer : {true, false}) {
     const auto profile = testing::shared_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
     const auto out = tmp / (per_layer ? "pl.json" : "gl.json");
-    r = run_tangram("cluster --profile '" + profile.string() + "' --group-size 4" +
+    r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 4" +
                     (per_layer ? " --scope per-layer" : "") + " -o '" + out.string() + "'");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(contains(r.output, "contiguous")) << r.output;
@@ -328,13 +328,13 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
 
   // Bad input: a G that does not divide the heads, a file that is not a profile, a bad scope.
   const auto profile = testing::shared_file(dir + "profile_perlayer.json");
-  r = run_tangram("cluster --profile '" + profile.string() + "' --group-size 3 --scope per-layer");
+  r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 3 --scope per-layer");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "error:")) << r.output;
-  r = run_tangram("cluster --profile '" + testing::shared_file(dir + "pg4_r0.3.json").string() + "'");
+  r = run_tangram("cluster --kv-profile '" + testing::shared_file(dir + "pg4_r0.3.json").string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "kind")) << r.output;
-  r = run_tangram("cluster --profile '" + profile.string() + "' --scope sideways");
+  r = run_tangram("cluster --kv-profile '" + profile.string() + "' --scope sideways");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
 }

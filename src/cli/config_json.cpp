@@ -1,0 +1,131 @@
+#include "cli/config_json.h"
+
+#include <string>
+
+namespace tangram::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::string attention_split_name(const std::optional<AttentionSplit>& split) {
+  if (!split) return "auto";
+  switch (*split) {
+    case AttentionSplit::Runtime: return "runtime";
+    case AttentionSplit::Naive: return "naive";
+    case AttentionSplit::AheadOfTime: return "aot";
+  }
+  return "auto";
+}
+
+json compression_json(const CompressionOptions& c) {
+  const ScorerOptions& s = c.scorer;
+  return {{"policy", kv_policy_name(c.policy)}, {"ratio", c.ratio}, {"level", budget_level_name(c.level)},
+          {"alpha", c.alpha}, {"sink", c.sink}, {"window", c.window}, {"chunk", c.chunk},
+          {"first_turn_only", c.first_turn_only}, {"profile", c.profile}, {"cluster_map", c.cluster_map},
+          {"reconstruction_tokens", c.reconstruction_tokens},
+          {"scorer", {{"name", s.name}, {"snap_window", s.snap_window}, {"snap_kernel", s.snap_kernel},
+                      {"ea_queries", s.ea_queries}, {"ea_skip", s.ea_skip}, {"ea_future", s.ea_future},
+                      {"ea_epsilon", s.ea_epsilon}, {"ea_covariance", s.ea_covariance},
+                      {"ea_value_norm", s.ea_value_norm}}}};
+}
+
+}  // namespace
+
+json engine_options_json(const EngineOptions& o) {
+  const SchedulerOptions& s = o.scheduler;
+  return {{"threads", o.threads},
+          {"kv_memory", s.kv_memory},
+          {"page_tokens", s.page_tokens},
+          {"page_group_size", s.page_group_size},
+          {"kv_type", kv_type_name(s.kv_type)},
+          {"prefill_chunk", s.prefill_chunk},
+          {"step_tokens", s.step_tokens},
+          {"max_running", s.max_running},
+          {"max_context", s.max_context},
+          {"keep_sessions", s.keep_sessions},
+          {"max_sessions", s.max_sessions},
+          {"kv_host_memory", s.kv_host_memory},
+          {"kv_disk_dir", s.kv_disk_dir},
+          {"kv_disk_bytes", s.kv_disk_bytes},
+          {"kv_redis", s.kv_redis},
+          {"kv_redis_prefix", s.kv_redis_prefix},
+          {"kv_redis_ttl_seconds", s.kv_redis_ttl_seconds},
+          {"kv_idle_offload_seconds", s.kv_idle_offload_seconds},
+          {"attention_split", attention_split_name(s.attention_split)},
+          {"compression", compression_json(s.compression)}};
+}
+
+json sampling_json(const SamplingParams& s) {
+  return {{"temperature", s.temperature}, {"top_k", s.top_k}, {"top_p", s.top_p}, {"min_p", s.min_p},
+          {"repetition_penalty", s.repetition_penalty}, {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty}, {"penalty_last_n", s.penalty_last_n},
+          {"seed", s.seed_set ? json(s.seed) : json("random")}, {"max_tokens", s.max_tokens},
+          {"stop", s.stop}, {"ignore_eos", s.ignore_eos}};
+}
+
+Result<json> engine_flags_json(const EngineFlags& flags) {
+  TG_ASSIGN(EngineOptions options, to_engine_options(flags));
+  return engine_options_json(options);
+}
+
+Result<json> plan_json(const InfoOptions& o) { return json{{"model", o.model}, {"full", o.full}}; }
+
+Result<json> plan_json(const TokenizeOptions& o) {
+  return json{{"model", o.model}, {"flavor", o.flavor}, {"text", o.text}, {"file", o.file},
+              {"add_special", o.add_special}, {"parse_special", o.parse_special}, {"ids_only", o.ids_only}};
+}
+
+Result<json> plan_json(const RunOptions& o) {
+  json j{{"model", o.model}, {"prompt", o.prompt}, {"system", o.system}, {"chat", o.chat},
+         {"chat_template", o.chat_template}, {"max_tokens", o.max_tokens}, {"quiet", o.quiet},
+         {"sampling", sampling_json(o.sampling)}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
+Result<json> plan_json(const ChatOptions& o) {
+  json j{{"model", o.model}, {"system", o.system}, {"chat_template", o.chat_template},
+         {"max_tokens", o.max_tokens}, {"quiet", o.quiet}, {"sampling", sampling_json(o.sampling)}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
+Result<json> plan_json(const ServeOptions& o) {
+  json j{{"model", o.model}, {"chat_template", o.chat_template}, {"model_name", o.model_name},
+         {"host", o.host}, {"port", o.port}, {"api_keys", o.api_keys.size()}, {"api_key_file", o.api_key_file},
+         {"max_queue", o.max_queue}, {"http_threads", o.http_threads}, {"max_body", o.max_body},
+         {"read_timeout_s", o.read_timeout_s}, {"write_timeout_s", o.write_timeout_s},
+         {"max_connections", o.max_connections}, {"max_connections_per_ip", o.max_connections_per_ip},
+         {"max_headers", o.max_headers}, {"max_header_bytes", o.max_header_bytes},
+         {"max_conversations", o.max_conversations}, {"log_level", o.log_level},
+         {"sampling", sampling_json(o.sampling)}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
+Result<json> plan_json(const ProfileOptions& o) {
+  return json{{"model", o.model}, {"samples", o.samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
+              {"level", o.level}, {"n_samples", o.n_samples}, {"sample_tokens", o.sample_tokens},
+              {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out}};
+}
+
+Result<json> plan_json(const MkmodelOptions& o) {
+  return json{{"preset", o.preset}, {"arch", o.arch}, {"layers", o.n_layers}, {"embd", o.n_embd},
+              {"ff", o.n_ff}, {"heads", o.n_head}, {"kv_heads", o.n_kv_head}, {"head_dim", o.head_dim},
+              {"vocab", o.vocab}, {"ctx", o.ctx}, {"type", o.type}, {"seed", o.seed}, {"tied", o.tied},
+              {"llama3_rope", o.llama3_rope}, {"tokenizer", o.tokenizer}, {"flavor", o.flavor},
+              {"out", o.out}, {"threads", o.threads}};
+}
+
+Result<json> plan_json(const ClusterOptions& o) {
+  return json{{"profile", o.profile}, {"group_size", o.group_size}, {"scope", o.scope}, {"out", o.out}};
+}
+
+Result<json> plan_json(const PerplexityCmdOptions& o) {
+  json j{{"model", o.model}, {"file", o.file}, {"chunk", o.chunk}, {"json", o.json}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
+}  // namespace tangram::cli

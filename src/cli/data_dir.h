@@ -1,0 +1,14 @@
+// Where the binary finds its data (retention profiles and the like) without a compile-time
+// path, so that an installed `tangram` can be moved: see data_dir().
+#pragma once
+
+#include <filesystem>
+
+namespace tangram::cli {
+
+// The first of: $TANGRAM_DATA_DIR; <folder of the executable>/../share/tangram (what
+// `cmake --install` lays out); the source tree's ../shared (a build run in place). The folder
+// has the layout of ../shared (profiles/<scorer>/<model>/...).
+std::filesystem::path data_dir();
+
+}  // namespace tangram::cli
