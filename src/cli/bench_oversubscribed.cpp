@@ -4,7 +4,6 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <random>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -12,19 +11,12 @@
 #include "common/progress.h"
 #include "common/units.h"
 #include "engine/engine.h"
+#include "evaluation/workload.h"
 
 namespace tangram::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<int32_t> random_tokens(int64_t n, uint32_t seed, int64_t vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(std::min<int64_t>(vocab, 32000) - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
 
 Request turn_request(const std::vector<int32_t>& prompt, const std::string& session, int gen) {
   Request r;
@@ -55,7 +47,7 @@ Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo
   const int64_t vocab = model.config().vocab;
   const auto S = static_cast<size_t>(opt.sessions);
   std::vector<std::vector<int32_t>> prompt(S);
-  for (size_t i = 0; i < S; ++i) prompt[i] = random_tokens(opt.first_tokens, static_cast<uint32_t>(1000 + i), vocab);
+  for (size_t i = 0; i < S; ++i) prompt[i] = random_tokens(opt.first_tokens, vocab, 1000 + i);
   Outcome out;
   out.name = name;
   std::vector<RequestResult> results(S);
@@ -83,7 +75,7 @@ Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo
           out.followup_turns += 1;
         }
         prompt[i].insert(prompt[i].end(), res.tokens.begin(), res.tokens.end());
-        const auto more = random_tokens(opt.followup_tokens, static_cast<uint32_t>(5000 + 100 * k + i), vocab);
+        const auto more = random_tokens(opt.followup_tokens, vocab, 5000 + 100 * k + i);
         prompt[i].insert(prompt[i].end(), more.begin(), more.end());
       }
       bar.add(static_cast<int64_t>(last - first));
@@ -120,12 +112,12 @@ Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, co
   size_t page_bytes = 0;
   {
     TG_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(model, tok, peo));
-    std::vector<int32_t> p = random_tokens(opt.first_tokens, 1000, model.config().vocab);
+    std::vector<int32_t> p = random_tokens(opt.first_tokens, model.config().vocab, 1000);
     for (int k = 0; k < opt.turns; ++k) {
       TG_ASSIGN(RequestResult r, engine->generate(turn_request(p, "probe", opt.gen_tokens)));
       if (r.finish == FinishReason::Error) return make_error("probe: {}", r.error);
       p.insert(p.end(), r.tokens.begin(), r.tokens.end());
-      const auto more = random_tokens(opt.followup_tokens, static_cast<uint32_t>(7 + k), model.config().vocab);
+      const auto more = random_tokens(opt.followup_tokens, model.config().vocab, 7 + k);
       p.insert(p.end(), more.begin(), more.end());
     }
     engine->wait_idle();

@@ -76,7 +76,7 @@ Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool&
   return sweep;
 }
 
-Status write_rate_sweep_svg(const RateSweep& sweep, const std::string& path) {
+LinePlot rate_sweep_plot(const RateSweep& sweep) {
   LinePlot p;
   p.title = "Time to first token vs request rate";
   p.x_label = "new conversations per second";
@@ -96,7 +96,7 @@ Status write_rate_sweep_svg(const RateSweep& sweep, const std::string& path) {
     p.series.push_back(by_policy[name].first);
     p.series.push_back(by_policy[name].second);
   }
-  return write_svg(p, path);
+  return p;
 }
 
 nlohmann::json rate_sweep_json(const RateSweep& sweep) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "common/svg_plot.h"
 #include "common/thread_pool.h"
 #include "evaluation/metrics.h"
 #include "evaluation/workload.h"
@@ -38,7 +39,7 @@ Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool&
                                  const std::vector<std::pair<std::string, SchedulerOptions>>& policies);
 
 // TTFT p50 and p99 against the rate, one series per policy and percentile.
-Status write_rate_sweep_svg(const RateSweep& sweep, const std::string& path);
+LinePlot rate_sweep_plot(const RateSweep& sweep);
 nlohmann::json rate_sweep_json(const RateSweep& sweep);
 
 }  // namespace tangram::cli

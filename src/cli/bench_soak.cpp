@@ -85,7 +85,7 @@ Result<SoakPlan> plan_soak(const BenchServeOptions& opt) {
   auto growth = parse_bytes(opt.soak_rss_growth);
   if (!growth) return make_error("--soak-rss-growth: {}", growth.message());
   p.rss_growth_bytes = static_cast<int64_t>(*growth);
-  if (opt.sessions > 0) p.clients = opt.sessions;
+  if (opt.conversations > 0) p.clients = opt.conversations;
   if (opt.turns > 0) p.turns = opt.turns;
   p.model = opt.model;
   if (p.model.empty()) {

@@ -10,18 +10,21 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <random>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_batch_decode.h"
 #include "cli/command.h"
 #include "cli/bench_models.h"
+#include "cli/bench_report.h"
+#include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "common/units.h"
+#include "evaluation/workload.h"
 #include "gguf/gguf_file.h"
 #include "kernels/memory_bandwidth.h"
 #include "model/model.h"
@@ -60,10 +63,7 @@ void count_weights(const Model& m, ModelFigures& f) {
 Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, ModelFigures& f) {
   count_weights(model, f);
   const auto& cfg = model.config();
-  std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> pick(1, static_cast<int32_t>(std::min<int64_t>(cfg.vocab, 1000)) - 1);
-  std::vector<int32_t> prompt(static_cast<size_t>(opt.prompt_tokens));  // [prompt_tokens]
-  for (auto& t : prompt) t = pick(rng);
+  const std::vector<int32_t> prompt = random_tokens(opt.prompt_tokens, cfg.vocab, 42);  // [prompt_tokens]
   std::vector<float> logits(static_cast<size_t>(cfg.vocab));  // [vocab]
   const int64_t ctx = opt.prompt_tokens + opt.gen_tokens + 1;
   double best_prefill = 1e30, best_decode = 1e30;
@@ -110,58 +110,57 @@ void measure_llama_cpp(const BenchModelOptions& opt, int threads, ModelFigures& 
   f.llama_decode_tok_s = j.value("decode_tok_s", 0.0);
 }
 
-}  // namespace
-
-int cmd_bench_model(const BenchModelOptions& in_opt) {
-  BenchModelOptions opt = in_opt;
-  if (opt.quick) {
-    opt.prompt_tokens = std::min(opt.prompt_tokens, 64);
-    opt.gen_tokens = std::min(opt.gen_tokens, 16);
-    opt.reps = 1;
-  }
-  ThreadPool pool(opt.threads);
-  fmt::print("measuring memory read bandwidth ({} threads)...\n", pool.size());
-  const BandwidthResult bw = measure_read_bandwidth(pool);
-  fmt::print("memory read bandwidth: {:.1f} GB/s\n\n", bw.read_gbps);
-
-  std::vector<ModelFigures> figures;
-  std::vector<std::string> paths;
-  std::vector<std::string> labels;
+// The files to measure: -m, or the generated model of each --types.
+Result<std::vector<std::pair<std::string, std::string>>> model_files(const BenchModelOptions& opt) {
+  std::vector<std::pair<std::string, std::string>> files;  // (label, path)
   if (!opt.model.empty()) {
-    paths.push_back(opt.model);
-    labels.push_back(fs::path(opt.model).filename().string());
-  } else {
-    for (const auto& type : opt.types) {
-      auto p = cached_synth_model(opt.preset, type, opt.quick ? 8 : 0, opt.cache_dir, opt.threads);
-      if (!p) return fmt::print(stderr, "error: {}\n", p.message()), 1;
-      paths.push_back(*p);
-      labels.push_back(fmt::format("{} {}", opt.preset, type));
-    }
+    files.emplace_back(fs::path(opt.model).filename().string(), opt.model);
+    return files;
   }
+  for (const auto& type : opt.types) {
+    TG_ASSIGN(std::string path, cached_synth_model(opt.preset, type, opt.quick ? 8 : 0, opt.cache_dir, opt.threads));
+    files.emplace_back(fmt::format("{} {}", opt.preset, type), path);
+  }
+  return files;
+}
 
+// Prefill and single-sequence decode (and llama.cpp's on the same file), then decode at each
+// --concurrency through the engine.
+Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, ModelFigures& f,
+                    std::vector<BatchDecode>& batches) {
   {
-    ProgressBar bar("benchmarking", static_cast<int64_t>(paths.size()));
-    for (size_t i = 0; i < paths.size(); ++i) {
-      ModelFigures f;
-      f.label = labels[i];
-      f.path = paths[i];
-      auto model = Model::load(paths[i], {});
-      if (!model) return fmt::print(stderr, "error: {}\n", model.message()), 1;
-      if (auto st = measure(**model, opt, pool, f); !st) return fmt::print(stderr, "error: {}\n", st.message()), 1;
-      model->reset();  // free the mapping before llama.cpp maps the same file
-      if (opt.llama_cpp) measure_llama_cpp(opt, pool.size(), f);
-      figures.push_back(f);
-      bar.add();
-    }
-  }
+    TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, {}));
+    TG_TRY(measure(*model, opt, pool, f));
+  }  // the mapping is freed before llama.cpp maps the same file
+  if (opt.llama_cpp) measure_llama_cpp(opt, pool.size(), f);
+  if (opt.concurrency.empty()) return Status::Ok();
+  BatchDecodeOptions bo;
+  bo.concurrency = opt.concurrency;
+  bo.prompt_tokens = opt.prompt_tokens;
+  bo.gen_tokens = opt.gen_tokens;
+  bo.threads = opt.threads;
+  bo.peak_gbps = peak_gbps;
+  const int c_max = *std::max_element(opt.concurrency.begin(), opt.concurrency.end());
+  TG_ASSIGN(LoadedModel loaded, load_model_for_serving(f.path, "", "", 0, opt.cache_dir, opt.threads,
+                                                       std::max<int64_t>(512, c_max)));
+  TG_ASSIGN(BatchDecode b, measure_batch_decode(*loaded.model, *loaded.tokenizer, f.label, bo));
+  batches.push_back(std::move(b));
+  return Status::Ok();
+}
 
-  fmt::print("\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
-             opt.prompt_tokens, opt.gen_tokens, pool.size(), opt.reps, bw.read_gbps);
-  fmt::print("{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model", "weights", "prefill t/s",
-             "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf", "llama.cpp dc");
-  nlohmann::json j;
-  j["bandwidth_gbps"] = bw.read_gbps;
-  j["threads"] = pool.size();
+BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_gbps,
+                         const std::vector<ModelFigures>& figures, const std::vector<BatchDecode>& batches,
+                         std::FILE* console) {
+  BenchReport report;
+  fmt::print(console, "\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
+             opt.prompt_tokens, opt.gen_tokens, threads, opt.reps, peak_gbps);
+  fmt::print(console, "{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model", "weights",
+             "prefill t/s", "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf", "llama.cpp dc");
+  std::string md = "| model | weights | prefill t/s | GFLOP/s | decode t/s | GB/s | of bw | llama.cpp prefill | llama.cpp decode |\n"
+                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  nlohmann::json& j = report.json;
+  j["bandwidth_gbps"] = peak_gbps;
+  j["threads"] = threads;
   j["prompt_tokens"] = opt.prompt_tokens;
   j["gen_tokens"] = opt.gen_tokens;
   for (const auto& f : figures) {
@@ -169,24 +168,67 @@ int cmd_bench_model(const BenchModelOptions& in_opt) {
     const double gflops = f.prefill_tok_s * f.matmul_flops_per_token / 1e9;
     const std::string lp = f.llama_decode_tok_s > 0 ? fmt::format("{:.1f}", f.llama_prefill_tok_s) : "-";
     const std::string ld = f.llama_decode_tok_s > 0 ? fmt::format("{:.2f}", f.llama_decode_tok_s) : "-";
-    fmt::print("{:<26} {:>10} {:>11.1f} {:>9.1f} {:>10.2f} {:>9.1f} {:>6.0f}% | {:>11} {:>10}\n", f.label,
+    fmt::print(console, "{:<26} {:>10} {:>11.1f} {:>9.1f} {:>10.2f} {:>9.1f} {:>6.0f}% | {:>11} {:>10}\n", f.label,
                format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops, f.decode_tok_s, gbps,
-               100.0 * gbps / bw.read_gbps, lp, ld);
-    if (!f.llama_note.empty()) fmt::print("  ({})\n", f.llama_note);
+               100.0 * gbps / peak_gbps, lp, ld);
+    if (!f.llama_note.empty()) fmt::print(console, "  ({})\n", f.llama_note);
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.0f}% | {} | {} |\n", f.label,
+                      format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops, f.decode_tok_s, gbps,
+                      100.0 * gbps / peak_gbps, lp, ld);
     j["models"].push_back({{"label", f.label}, {"path", f.path}, {"weight_bytes_per_token", f.weight_bytes_per_token},
                            {"prefill_tok_s", f.prefill_tok_s}, {"prefill_gflops", gflops},
                            {"decode_tok_s", f.decode_tok_s}, {"decode_gbps", gbps},
-                           {"decode_fraction_of_bandwidth", gbps / bw.read_gbps},
+                           {"decode_fraction_of_bandwidth", gbps / peak_gbps},
                            {"llama_cpp_prefill_tok_s", f.llama_prefill_tok_s},
                            {"llama_cpp_decode_tok_s", f.llama_decode_tok_s}});
   }
-  fmt::print("\nGB/s = decode tok/s x weight bytes per token; 'of bw' is that over the measured read bandwidth.\n");
-  if (!opt.json_out.empty()) {
-    std::ofstream out(opt.json_out);
-    out << j.dump(2) << "\n";
-    if (!out) return fmt::print(stderr, "error: cannot write {}\n", opt.json_out), 1;
-    fmt::print("figures written to {}\n", opt.json_out);
+  fmt::print(console, "\nGB/s = decode tok/s x weight bytes per token; 'of bw' is that over the measured read bandwidth.\n");
+  for (const BatchDecode& b : batches) {
+    print_batch_decode(b, console);
+    j["batch_decode"].push_back(batch_decode_json(b));
   }
+  if (!batches.empty()) report.plots.emplace_back("decode_vs_concurrency.svg", batch_decode_plot(batches));
+  report.markdown = fmt::format("# tangram bench-model report\n\nPrompt {} tokens, decode {} tokens, {} threads, best of "
+                                "{}; peak read bandwidth {:.1f} GB/s.\n\n",
+                                opt.prompt_tokens, opt.gen_tokens, threads, opt.reps, peak_gbps) + md;
+  return report;
+}
+
+Status run_bench_model(BenchModelOptions opt) {
+  if (opt.quick) {
+    opt.prompt_tokens = std::min(opt.prompt_tokens, 64);
+    opt.gen_tokens = std::min(opt.gen_tokens, 16);
+    opt.reps = 1;
+  }
+  for (int c : opt.concurrency)
+    if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
+  TG_TRY(prepare_report_dir(opt.output));
+  std::FILE* console = opt.output.console();
+  ThreadPool pool(opt.threads);
+  fmt::print(console, "measuring memory read bandwidth ({} threads)...\n", pool.size());
+  const double peak_gbps = measure_read_bandwidth(pool).read_gbps;
+  fmt::print(console, "memory read bandwidth: {:.1f} GB/s\n\n", peak_gbps);
+  TG_ASSIGN(auto files, model_files(opt));
+  std::vector<ModelFigures> figures;
+  std::vector<BatchDecode> batches;
+  {
+    ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()));
+    for (const auto& [label, path] : files) {
+      ModelFigures f;
+      f.label = label;
+      f.path = path;
+      TG_TRY(measure_file(opt, pool, peak_gbps, f, batches));
+      figures.push_back(f);
+      bar.add();
+    }
+  }
+  return write_report(model_report(opt, pool.size(), peak_gbps, figures, batches, console), opt.output);
+}
+
+}  // namespace
+
+int cmd_bench_model(const BenchModelOptions& opt) {
+  if (auto st = run_bench_model(opt); !st) return fail(st.message());
   return 0;
 }
 
@@ -206,7 +248,11 @@ Command register_bench_model(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
   c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
-  c_bm->add_option("--json", bm.json_out, "Also write the figures as JSON to this file");
+  c_bm->add_option("--concurrency", bm.concurrency,
+                   "Also decode this many sequences at once through the engine (continuous batching), e.g. 1,2,4,8")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
+  c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
   return {c_bm, [opt] { return cmd_bench_model(*opt); }, {}};
 }

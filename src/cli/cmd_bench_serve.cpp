@@ -23,6 +23,7 @@
 #include "cli/command.h"
 #include "cli/bench_models.h"
 #include "cli/bench_soak.h"
+#include "cli/bench_report.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
 #include "common/progress.h"
@@ -91,11 +92,6 @@ class InProcessServer {
   int port_ = 0;
 };
 
-std::string fmt_s(double s) {
-  if (!std::isfinite(s)) return "-";
-  return s < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * s) : fmt::format("{:.2f} s", s);
-}
-
 std::string fmt_ratio(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
 
 double ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b > 0 ? a / b : std::nan(""); }
@@ -156,7 +152,7 @@ int cmd_bench_serve(const BenchServeOptions& in) {
   if (!spec_r) return fail(spec_r.message());
   WorkloadSpec spec = *spec_r;
   if (opt.quick && spec.preset.find("-quick") == std::string::npos) spec = scale_for_quick(spec);
-  if (opt.sessions > 0) spec.sessions = opt.sessions;
+  if (opt.conversations > 0) spec.sessions = opt.conversations;
   if (opt.turns > 0) spec.turns = opt.turns;
   spec.seed = opt.seed;
   spec.arrival = WorkloadSpec::Arrival::OpenLoop;
@@ -468,7 +464,7 @@ Command register_bench_serve(CLI::App& app) {
   c_bs->add_option("--workload", bs.workload,
                    "Preset: sharegpt (short chats), locomo (long histories), scbench (shared context); "
                    "a -quick suffix shrinks it")->capture_default_str();
-  c_bs->add_option("--sessions", bs.sessions, "Conversations per run (default: the preset's)")
+  c_bs->add_option("--conversations", bs.conversations, "Conversations per run (default: the preset's)")
       ->check(CLI::NonNegativeNumber);
   c_bs->add_option("--turns", bs.turns, "Turns per conversation (default: the preset's)")->check(CLI::NonNegativeNumber);
   c_bs->add_option("--seed", bs.seed, "Workload seed")->capture_default_str();
@@ -489,7 +485,7 @@ Command register_bench_serve(CLI::App& app) {
                    "temporary folder) and drive it this long (e.g. 90s, 10m) with a seeded mix of multi-turn chats "
                    "(streamed and not), mid-stream disconnects, session DELETEs (some mid-turn), requests that must "
                    "fail, and restarts (SIGTERM, some kill -9); samples RSS and /metrics; exits 1 unless the verdict "
-                   "is PASS. --sessions = concurrent clients (default 6), --turns = turns per conversation (default 4); "
+                   "is PASS. --conversations = concurrent clients (default 6), --turns = turns per conversation (default 4); "
                    "--url, --rates, --workload, --quick and --max-retries do not apply");
   c_bs->add_option("--soak-restart-every", bs.soak_restart_every,
                    "With --soak: restart the server this often (every third restart a kill -9); 0 = never "

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -25,6 +24,7 @@
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "compress/profile.h"
+#include "evaluation/seeded_rng.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "scheduler/scheduler.h"
@@ -87,8 +87,9 @@ Result<std::vector<Sample>> read_samples(const std::string& path, int domain, co
 // text built from a few repeated phrases, so the domain comparison still has two sides.
 std::vector<Sample> synthetic_samples(int n, int64_t length, int64_t vocab) {
   std::vector<Sample> out;
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(std::min<int64_t>(vocab, 32000) - 1));
+  SeededRng rng(1234, 0);
+  const int64_t token_end = std::min<int64_t>(vocab, 32000);
+  auto tok = [&](SeededRng& r) { return static_cast<int32_t>(r.uniform_int(3, token_end)); };
   for (int i = 0; i < n; ++i) {
     Sample s;
     s.domain = i % 2;
@@ -98,9 +99,8 @@ std::vector<Sample> synthetic_samples(int n, int64_t length, int64_t vocab) {
       std::vector<std::vector<int32_t>> phrases(6);
       for (auto& p : phrases)
         for (int t = 0; t < 12; ++t) p.push_back(tok(rng));
-      std::uniform_int_distribution<size_t> pick(0, phrases.size() - 1);
       while (static_cast<int64_t>(s.tokens.size()) < length) {
-        const auto& p = phrases[pick(rng)];
+        const auto& p = phrases[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(phrases.size())))];
         s.tokens.insert(s.tokens.end(), p.begin(), p.end());
       }
       s.tokens.resize(static_cast<size_t>(length));

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_oversubscribed.h"
+#include "cli/bench_options.h"
 #include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
 
@@ -106,44 +106,15 @@ struct BenchModelOptions {
   int reps = 2;
   std::string cache_dir;              // where generated models are kept between runs
   bool llama_cpp = true;              // run llama.cpp (tools/oracle) on the same file alongside
-  std::string json_out;               // write the figures as JSON here too
+  std::vector<int> concurrency;       // also decode this many sequences at once through the engine (continuous batching)
+  ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
+// The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,
+// and (--concurrency) decode throughput against the number of sequences batched together.
 int cmd_bench_model(const BenchModelOptions& opt);
 
-struct BenchRestoreOptions {
-  std::string model;                   // benchmark this file; empty: generate from preset/type/layers
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  int layers = 8;
-  std::string cache_dir;
-  std::vector<int64_t> contexts{2048, 8192};
-  std::string disk_dir;                // where the disk tier is measured (default: a temp folder)
-  std::string json_out;
-  bool quick = false;
-  bool workload_only = false;          // skip the per-context restore table (with --sessions)
-  OversubscribedOptions workload;      // --sessions > 0: also the oversubscribed multi-turn workload
-  EngineFlags engine;
-};
-// Time to bring an idle session back from the host-memory and disk tiers against re-prefilling it.
-int cmd_bench_restore(const BenchRestoreOptions& opt);
 
-struct BenchBatchOptions {
-  std::string model;                   // benchmark this file; empty: generate from preset/type
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  std::vector<int> concurrency{1, 2, 4, 8, 16, 32};
-  int prompt_tokens = 128;
-  int gen_tokens = 48;
-  std::string cache_dir;
-  std::string json_out;
-  std::string svg_out;
-  bool quick = false;
-  EngineFlags engine;
-};
-// Steady-state decode throughput of continuous batching at each concurrency, with the weight
-// and KV bytes each step streams against the measured memory bandwidth.
-int cmd_bench_batch(const BenchBatchOptions& opt);
 
 struct ClusterOptions {
   std::string profile;    // retention profile (tangram-profile-json/v1)
@@ -155,35 +126,6 @@ struct ClusterOptions {
 // several group sizes, the profile's stability, and the chosen map.
 int cmd_cluster(const ClusterOptions& opt);
 
-struct BenchOptions {
-  std::string model;                 // a GGUF; empty: the generated model of preset/type/layers
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  int layers = 8;                    // layers of the generated model (its attention shape is the preset's)
-  std::string cache_dir;
-  std::string workload = "scbench";  // scbench | locomo | sharegpt
-  std::string trace;                 // replay a JSONL trace instead
-  int sessions = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
-  int64_t first_turn_tokens = 0;
-  double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
-  std::vector<double> rates;         // also sweep these open-loop rates with full and tangram (TTFT vs rate)
-  uint64_t seed = 1;
-  std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
-  std::vector<double> ratios{0.25};
-  std::vector<int> group_sizes{4};
-  std::string scorer = "keydiff";
-  std::string profile;               // default: ../shared/profiles/<profile_dir>/<profile_model>/profile_perlayer.json
-  std::string profile_dir = "keydiff";
-  std::string profile_model = "qwen3-4b-instruct-2507";
-  double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
-  bool accuracy = true;
-  int facts = -1;                    // planted facts per conversation; -1: 4 with -m (a real model), else 0
-  bool quick = false;
-  std::string out_dir = "tangram-bench";
-  EngineFlags engine;
-};
-// The multi-turn serving benchmark: every KV policy on the same model, workload and KV memory.
-int cmd_bench(const BenchOptions& opt);
 
 struct BenchServeOptions {
   std::string url;                   // drive this server; empty: start one in process
@@ -191,10 +133,10 @@ struct BenchServeOptions {
   std::string model;                 // a GGUF (its tokenizer re-encodes answers); empty: the generated model
   std::string preset = "qwen3-4b-attn";
   std::string type = "q8_0";
-  int layers = 2;                    // layers of the generated model (2: a run of a few minutes on 2 cores)
+  int layers = 8;                    // layers of the generated model (its attention shape is the preset's)
   std::string cache_dir;
   std::string workload = "sharegpt"; // a workload preset, "-quick" variants included
-  int sessions = 0, turns = 0;       // overrides (0: the preset's)
+  int conversations = 0, turns = 0;  // overrides (0: the preset's)
   uint64_t seed = 1;
   std::vector<double> rates;         // new conversations per second, open loop; empty: the default list
   int max_retries = 8;               // 429 retries per request
@@ -215,29 +157,6 @@ struct BenchServeOptions {
 // OpenAI-compatible server) at increasing request rates, session reuse on and off.
 int cmd_bench_serve(const BenchServeOptions& opt);
 
-struct BenchKvOptions {
-  std::string model;                  // a GGUF; empty: generate from preset/type
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  std::string profile;                // default: ../shared/profiles/<scorer dir>/<model>/profile_perlayer.json
-  std::string scorer_profile_dir = "keydiff";
-  std::string profile_model = "qwen3-4b-instruct-2507";
-  std::string scorer = "keydiff";
-  double ratio = 0.3;
-  int group_size = 4;
-  int conversations = 4;
-  int turns = 4;
-  int first_turn_tokens = 1024;
-  int turn_tokens = 96;
-  int gen_tokens = 16;
-  std::string cache_dir;
-  std::string json_out;
-  bool quick = false;
-  EngineFlags engine;
-};
-// The KV policies side by side on one multi-turn workload: prefill, compression and
-// reclamation time, resident KV, waste, decode speed, budget pressure.
-int cmd_bench_kv(const BenchKvOptions& opt);
 
 struct ProfileOptions {
   std::string model;

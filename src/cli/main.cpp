@@ -33,9 +33,8 @@ int main(int argc, char** argv) {
 
   const std::vector<Command> commands = {
       register_info(app),          register_tokenize(app),    register_run(app),
-      register_chat(app),          register_serve(app),       register_bench_restore(app),
-      register_bench_batch(app),   register_bench(app),       register_bench_serve(app),
-      register_bench_kv(app),      register_profile(app),     register_mkmodel(app),
+      register_chat(app),          register_serve(app),       register_bench(app),
+      register_bench_serve(app),   register_profile(app),     register_mkmodel(app),
       register_bench_model(app),   register_cluster(app),     register_perplexity(app),
   };
 

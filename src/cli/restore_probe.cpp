@@ -1,8 +1,9 @@
 #include "cli/restore_probe.h"
 
-#include <random>
+#include <filesystem>
 
 #include "engine/engine.h"
+#include "evaluation/workload.h"
 
 namespace tangram::cli {
 
@@ -20,10 +21,10 @@ Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, con
 
 Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
                                                int64_t n_tokens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(std::min<int64_t>(model.config().vocab, 32000) - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(n_tokens));
-  for (auto& t : prompt) t = d(rng);
+  // The first message, and one more token for the next turn.
+  std::vector<int32_t> prompt = random_tokens(n_tokens + 1, model.config().vocab, seed);
+  const int32_t next_token = prompt.back();
+  prompt.pop_back();
   EngineFlags f = flags;
   f.kv_host_memory = "64GiB";  // the spill area only holds what is put there
   f.kv_disk.clear();
@@ -36,7 +37,7 @@ Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& to
   t.prefill_s = t1.timing.prefill_seconds;
   std::vector<int32_t> next = prompt;
   next.insert(next.end(), t1.tokens.begin(), t1.tokens.end());
-  next.push_back(d(rng));
+  next.push_back(next_token);
   engine->evict_idle_sessions();  // into the host tier
   const SessionTierStats before = engine->stats().tiers;
   t.offload_s = before.offload_seconds;
@@ -52,6 +53,39 @@ Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& to
   t.host_restore_s = after.restore_seconds - before.restore_seconds;
   t.host_ttft_s = t2.timing.prefill_seconds;
   return t;
+}
+
+Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags, const std::string& disk_dir,
+                            uint32_t seed, HostRestoreTiming& t) {
+  std::vector<int32_t> prompt = random_tokens(t.context + 1, model.config().vocab, seed);  // as measure_host_restore
+  const int32_t next_token = prompt.back();
+  prompt.pop_back();
+  std::error_code ec;
+  std::filesystem::remove_all(disk_dir, ec);
+  EngineFlags f = flags;
+  f.kv_host_memory = std::string(1, '0');  // no host tier (a literal here trips a GCC 12 -Wrestrict false positive)
+  f.kv_disk = disk_dir;
+  f.kv_disk_max = "64GiB";
+  f.kv_redis.clear();
+  TG_ASSIGN(EngineOptions eo, to_engine_options(f));
+  std::vector<int32_t> next = prompt;
+  {
+    TG_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(model, tok, eo));
+    TG_ASSIGN(RequestResult t1, one_token_turn(*engine, prompt, "s"));
+    next.insert(next.end(), t1.tokens.begin(), t1.tokens.end());
+    next.push_back(next_token);
+  }  // the engine's end writes the session to disk
+  TG_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(model, tok, eo));
+  TG_ASSIGN(RequestResult t2, one_token_turn(*engine, next, "s"));
+  engine->wait_idle();
+  const SessionTierStats st = engine->stats().tiers;
+  std::filesystem::remove_all(disk_dir, ec);
+  if (st.restores != 1 || t2.usage.cached_tokens != t.context)
+    return make_error("context {}: the disk tier did not restore the session (restores {}, cached {})", t.context,
+                      st.restores, t2.usage.cached_tokens);
+  t.disk_restore_s = st.restore_seconds;
+  t.disk_ttft_s = t2.timing.prefill_seconds;
+  return Status::Ok();
 }
 
 }  // namespace tangram::cli

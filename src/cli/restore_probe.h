@@ -23,6 +23,8 @@ struct HostRestoreTiming {
   double host_ttft_s = 0;     // next turn's time to first token with the restore
   double offload_s = 0;       // encoding into the host tier
   int64_t session_bytes = 0;  // the serialised session
+  double disk_restore_s = 0;  // from the disk tier across an engine restart (0: not measured)
+  double disk_ttft_s = 0;
 };
 
 // One greedy token of `prompt` as a turn of `session` (a session's next turn, timed by the
@@ -33,5 +35,11 @@ Result<RequestResult> one_token_turn(Engine& engine, std::vector<int32_t> prompt
 // restore the whole session.
 Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
                                                int64_t n_tokens, uint32_t seed);
+
+// The same session written to the disk tier in `disk_dir` (emptied before and after), the engine
+// restarted on that folder, and the next turn restoring it from disk: fills t.disk_*.
+// Errors: as measure_host_restore, or the disk tier did not restore the whole session.
+Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags, const std::string& disk_dir,
+                            uint32_t seed, HostRestoreTiming& t);
 
 }  // namespace tangram::cli

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
-#include <map>
 #include <thread>
 
 namespace tangram {
@@ -23,39 +21,104 @@ struct Live {
   bool done = false;
 };
 
-}  // namespace
-
-Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
-                                 const SchedulerOptions& options,
-                                 const std::vector<Conversation>& conversations,
-                                 const WorkloadSpec& spec,
-                                 const std::function<void(int64_t, int64_t)>& on_progress) {
-  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options));
-  model.attention_planner().reset_stats();
-  WorkloadRun run;
-  const auto t0 = Clock::now();
-  auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-
-  std::vector<Live> live(conversations.size());
-  int64_t total_turns = 0;
-  for (size_t i = 0; i < conversations.size(); ++i) {
-    live[i].conv = &conversations[i];
-    total_turns += static_cast<int64_t>(conversations[i].turns.size());
+// Drives one workload through a scheduler: starts conversations (closed or open loop), submits
+// each turn when it is due, records every request and samples the KV pool after every step.
+class WorkloadDriver {
+ public:
+  WorkloadDriver(Scheduler& sched, const std::vector<Conversation>& conversations, const WorkloadSpec& spec,
+                 const std::function<void(int64_t, int64_t)>& on_progress)
+      : sched_(sched),
+        spec_(spec),
+        on_progress_(on_progress),
+        live_(conversations.size()),
+        page_bytes_(static_cast<double>(sched.pool().page_bytes())),
+        kv_sum_(spec.turns > 0 ? static_cast<size_t>(spec.turns) : 1, 0.0),
+        kv_n_(kv_sum_.size(), 0),
+        t0_(Clock::now()) {
+    for (size_t i = 0; i < conversations.size(); ++i) {
+      live_[i].conv = &conversations[i];
+      total_turns_ += static_cast<int64_t>(conversations[i].turns.size());
+    }
   }
-  int64_t finished_turns = 0;
-  size_t next_to_start = 0;  // closed loop: conversations start in order
-  int active = 0;
-  const bool closed = spec.arrival == WorkloadSpec::Arrival::ClosedLoop;
-  const int concurrency = std::max(1, spec.concurrency);
-  const double page_bytes = static_cast<double>(sched->pool().page_bytes());
-  std::vector<double> kv_sum(spec.turns > 0 ? static_cast<size_t>(spec.turns) : 1, 0.0);
-  std::vector<int64_t> kv_n(kv_sum.size(), 0);
-  Status failure = Status::Ok();
-  double waste_sum = 0;
-  int64_t waste_n = 0;
 
-  auto submit_turn = [&](size_t i) {
-    Live& l = live[i];
+  Status run() {
+    while (finished_turns_ < total_turns_ && failure_.ok()) {
+      const double t = now();
+      start_conversations(t);
+      const double next_event = submit_due_turns(t);
+      if (!failure_.ok()) break;
+      if (sched_.idle()) {
+        // Nothing to compute until the next arrival or think time ends.
+        if (next_event < kNever) {
+          const double wait = std::max(0.0, next_event - now());
+          std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.05)));
+        }
+        continue;
+      }
+      sched_.step();
+      sample_pool();
+    }
+    return failure_;
+  }
+
+  // The run's summary once run() succeeded; `attention_imbalance` is the caller's to fill.
+  WorkloadRun finish() {
+    run_.wall_s = now();
+    run_.stats = sched_.stats();
+    run_.mean_waste_fraction = waste_n_ > 0 ? waste_sum_ / static_cast<double>(waste_n_) : 0.0;
+    for (size_t t = 0; t < kv_sum_.size(); ++t)
+      run_.session_kv_bytes_by_turn.push_back(kv_n_[t] > 0 ? kv_sum_[t] / static_cast<double>(kv_n_[t]) : 0.0);
+    // KV bytes per cached token: the resident caches' bytes over the positions they cover, taken
+    // at each turn's end (what a session costs to keep per token of its history).
+    double bytes = 0, positions = 0;
+    for (const RequestRecord& r : run_.records) positions += static_cast<double>(r.prompt_tokens);
+    for (double b : kv_sum_) bytes += b;
+    run_.kv_bytes_per_cached_token = positions > 0 ? bytes / positions : 0.0;
+    return std::move(run_);
+  }
+
+ private:
+  static constexpr double kNever = 1e300;
+
+  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  // Closed loop: conversations start in order, `concurrency` at a time; open loop: at arrival.
+  void start_conversations(double t) {
+    if (spec_.arrival == WorkloadSpec::Arrival::ClosedLoop) {
+      while (active_ < std::max(1, spec_.concurrency) && next_to_start_ < live_.size()) {
+        Live& l = live_[next_to_start_++];
+        l.started = true;
+        l.ready_at = t;
+        ++active_;
+      }
+      return;
+    }
+    for (Live& l : live_)
+      if (!l.started && l.conv->arrival_s <= t) {
+        l.started = true;
+        l.ready_at = l.conv->arrival_s;
+        ++active_;
+      }
+  }
+
+  // Submits every turn that is due; returns when the next one (or arrival) will be.
+  double submit_due_turns(double t) {
+    const bool closed = spec_.arrival == WorkloadSpec::Arrival::ClosedLoop;
+    double next_event = kNever;
+    for (size_t i = 0; i < live_.size() && failure_.ok(); ++i) {
+      Live& l = live_[i];
+      if (!l.started || l.done || l.in_flight) {
+        if (!l.started && !closed) next_event = std::min(next_event, l.conv->arrival_s);
+        continue;
+      }
+      if (l.ready_at <= t) submit_turn(i);
+      else next_event = std::min(next_event, l.ready_at);
+    }
+    return next_event;
+  }
+
+  void submit_turn(size_t i) {
+    Live& l = live_[i];
     const Turn& turn = l.conv->turns[l.next_turn];
     l.history.insert(l.history.end(), turn.user_tokens.begin(), turn.user_tokens.end());
     Request r;
@@ -69,111 +132,93 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
     rec->turn = static_cast<int>(l.next_turn);
     rec->submit_s = now();
     rec->first_token_s = -1;
-    r.on_token = [rec, &now](const TokenEvent&) {
+    r.on_token = [rec, this](const TokenEvent&) {
       if (rec->first_token_s < 0) rec->first_token_s = now();
     };
-    r.on_finish = [rec, i, &live, &run, &now, &finished_turns, &active, &on_progress, total_turns,
-                   &sched, &kv_sum, &kv_n, page_bytes, &spec](const RequestResult& res) {
-      Live& lv = live[i];
-      rec->finish_s = now();
-      if (rec->first_token_s < 0) rec->first_token_s = rec->finish_s;
-      rec->queue_s = res.timing.queue_seconds;
-      rec->prompt_tokens = res.usage.prompt_tokens;
-      rec->cached_tokens = res.usage.cached_tokens;
-      rec->output_tokens = res.usage.completion_tokens;
-      rec->recomputed_tokens = res.usage.recomputed_tokens;
-      rec->preemptions = res.usage.preemptions;
-      rec->error = res.finish == FinishReason::Error;
-      run.records.push_back(*rec);
-      lv.history.insert(lv.history.end(), res.tokens.begin(), res.tokens.end());
-      lv.in_flight = false;
-      // Resident KV of this session right after its turn.
-      if (const Session* ses = sched->sessions().find(lv.conv->id); ses != nullptr && ses->cache) {
-        const size_t t = std::min(static_cast<size_t>(rec->turn), kv_sum.size() - 1);
-        kv_sum[t] += static_cast<double>(ses->cache->pages_held()) * page_bytes;
-        ++kv_n[t];
-      }
-      ++lv.next_turn;
-      if (lv.next_turn >= lv.conv->turns.size()) {
-        lv.done = true;
-        --active;
-        sched->drop_session(lv.conv->id);  // a finished conversation leaves nothing behind
-      } else {
-        lv.ready_at = rec->finish_s + lv.conv->turns[lv.next_turn].think_time_s;
-      }
-      ++finished_turns;
-      if (on_progress) on_progress(finished_turns, total_turns);
-      (void)spec;
-    };
+    r.on_finish = [rec, i, this](const RequestResult& res) { turn_finished(i, *rec, res); };
     l.in_flight = true;
-    auto id = sched->submit(std::move(r));
-    if (!id) failure = id.error();
-  };
+    auto id = sched_.submit(std::move(r));
+    if (!id) failure_ = id.error();
+  }
 
-  while (finished_turns < total_turns && failure.ok()) {
-    const double t = now();
-    // Start conversations.
-    if (closed) {
-      while (active < concurrency && next_to_start < live.size()) {
-        Live& l = live[next_to_start++];
-        l.started = true;
-        l.ready_at = t;
-        ++active;
-      }
+  void turn_finished(size_t i, RequestRecord rec, const RequestResult& res) {
+    Live& lv = live_[i];
+    rec.finish_s = now();
+    if (rec.first_token_s < 0) rec.first_token_s = rec.finish_s;
+    rec.queue_s = res.timing.queue_seconds;
+    rec.prompt_tokens = res.usage.prompt_tokens;
+    rec.cached_tokens = res.usage.cached_tokens;
+    rec.output_tokens = res.usage.completion_tokens;
+    rec.recomputed_tokens = res.usage.recomputed_tokens;
+    rec.preemptions = res.usage.preemptions;
+    rec.error = res.finish == FinishReason::Error;
+    run_.records.push_back(rec);
+    lv.history.insert(lv.history.end(), res.tokens.begin(), res.tokens.end());
+    lv.in_flight = false;
+    // Resident KV of this session right after its turn.
+    if (const Session* ses = sched_.sessions().find(lv.conv->id); ses != nullptr && ses->cache) {
+      const size_t t = std::min(static_cast<size_t>(rec.turn), kv_sum_.size() - 1);
+      kv_sum_[t] += static_cast<double>(ses->cache->pages_held()) * page_bytes_;
+      ++kv_n_[t];
+    }
+    ++lv.next_turn;
+    if (lv.next_turn >= lv.conv->turns.size()) {
+      lv.done = true;
+      --active_;
+      sched_.drop_session(lv.conv->id);  // a finished conversation leaves nothing behind
     } else {
-      for (Live& l : live)
-        if (!l.started && l.conv->arrival_s <= t) {
-          l.started = true;
-          l.ready_at = l.conv->arrival_s;
-          ++active;
-        }
+      lv.ready_at = rec.finish_s + lv.conv->turns[lv.next_turn].think_time_s;
     }
-    // Submit turns that are due.
-    double next_event = 1e300;
-    for (size_t i = 0; i < live.size(); ++i) {
-      Live& l = live[i];
-      if (!l.started || l.done || l.in_flight) {
-        if (!l.started && !closed) next_event = std::min(next_event, l.conv->arrival_s);
-        continue;
-      }
-      if (l.ready_at <= t) submit_turn(i);
-      else next_event = std::min(next_event, l.ready_at);
-    }
-    if (!failure.ok()) break;
-    if (sched->idle()) {
-      // Nothing to compute until the next arrival or think time ends.
-      if (next_event < 1e299) {
-        const double wait = std::max(0.0, next_event - now());
-        std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.05)));
-      }
-      continue;
-    }
-    sched->step();
-    const SchedulerStats st = sched->stats();
-    const double used = static_cast<double>(st.pool.used_pages) * page_bytes;
-    run.kv_used_bytes.add(now(), used);
-    run.kv_wasted_slots.add(now(), static_cast<double>(st.pool.wasted_slots));
-    run.running.add(now(), st.running);
-    run.peak_running = std::max<int64_t>(run.peak_running, st.running);
-    run.peak_kv_bytes = std::max(run.peak_kv_bytes, used);
+    ++finished_turns_;
+    if (on_progress_) on_progress_(finished_turns_, total_turns_);
+  }
+
+  void sample_pool() {
+    const SchedulerStats st = sched_.stats();
+    const double t = now();
+    const double used = static_cast<double>(st.pool.used_pages) * page_bytes_;
+    run_.kv_used_bytes.add(t, used);
+    run_.kv_wasted_slots.add(t, static_cast<double>(st.pool.wasted_slots));
+    run_.running.add(t, st.running);
+    run_.peak_running = std::max<int64_t>(run_.peak_running, st.running);
+    run_.peak_kv_bytes = std::max(run_.peak_kv_bytes, used);
     if (st.pool.allocated_slots > 0) {
-      waste_sum += st.pool.waste_fraction();
-      ++waste_n;
+      waste_sum_ += st.pool.waste_fraction();
+      ++waste_n_;
     }
   }
-  TG_TRY(failure);
-  run.wall_s = now();
-  run.stats = sched->stats();
+
+  Scheduler& sched_;
+  const WorkloadSpec& spec_;
+  const std::function<void(int64_t, int64_t)>& on_progress_;
+  std::vector<Live> live_;
+  const double page_bytes_;
+  std::vector<double> kv_sum_;  // [turn] resident session KV bytes summed at each turn's end
+  std::vector<int64_t> kv_n_;   // [turn] how many sessions were summed
+  const Clock::time_point t0_;
+  WorkloadRun run_;
+  Status failure_ = Status::Ok();
+  int64_t total_turns_ = 0;
+  int64_t finished_turns_ = 0;
+  size_t next_to_start_ = 0;
+  int active_ = 0;
+  double waste_sum_ = 0;
+  int64_t waste_n_ = 0;
+};
+
+}  // namespace
+
+Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
+                                 const SchedulerOptions& options,
+                                 const std::vector<Conversation>& conversations,
+                                 const WorkloadSpec& spec,
+                                 const std::function<void(int64_t, int64_t)>& on_progress) {
+  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options));
+  model.attention_planner().reset_stats();
+  WorkloadDriver driver(*sched, conversations, spec, on_progress);
+  TG_TRY(driver.run());
+  WorkloadRun run = driver.finish();
   run.attention_imbalance = model.attention_planner().imbalance();
-  run.mean_waste_fraction = waste_n > 0 ? waste_sum / static_cast<double>(waste_n) : 0.0;
-  for (size_t t = 0; t < kv_sum.size(); ++t)
-    run.session_kv_bytes_by_turn.push_back(kv_n[t] > 0 ? kv_sum[t] / static_cast<double>(kv_n[t]) : 0.0);
-  // KV bytes per cached token: the resident caches' bytes over the positions they cover, taken
-  // at each turn's end (what a session costs to keep per token of its history).
-  double bytes = 0, positions = 0;
-  for (const RequestRecord& r : run.records) positions += static_cast<double>(r.prompt_tokens);
-  for (size_t t = 0; t < kv_sum.size(); ++t) bytes += kv_sum[t];
-  run.kv_bytes_per_cached_token = positions > 0 ? bytes / positions : 0.0;
   return run;
 }
 

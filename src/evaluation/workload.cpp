@@ -33,12 +33,6 @@ int64_t draw_length(SeededRng& rng, int64_t mean, double jitter) {
   return std::max<int64_t>(1, std::llround(clipped));
 }
 
-void append_tokens(SeededRng& rng, int64_t count, int32_t vocab, std::vector<int32_t>& out) {
-  out.reserve(out.size() + static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    out.push_back(static_cast<int32_t>(rng.uniform_int(kFirstOrdinaryToken, vocab)));
-}
-
 WorkloadSpec base_preset(std::string_view name) {
   WorkloadSpec s;
   s.preset = std::string(name);
@@ -148,7 +142,7 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
   std::vector<int32_t> shared_context;  // [n_context_tokens]
   if (s.shared_context) {
     SeededRng rng(s.seed, kStreamContext);
-    append_tokens(rng, draw_length(rng, s.first_turn_tokens, s.length_jitter), s.vocab,
+    append_random_tokens(rng, draw_length(rng, s.first_turn_tokens, s.length_jitter), s.vocab,
                   shared_context);
   }
 
@@ -169,11 +163,11 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
       Turn& turn = c.turns[static_cast<size_t>(t)];
       if (t == 0 && s.shared_context) {
         turn.user_tokens = shared_context;
-        append_tokens(rng, draw_length(rng, s.followup_tokens, s.length_jitter), s.vocab,
+        append_random_tokens(rng, draw_length(rng, s.followup_tokens, s.length_jitter), s.vocab,
                       turn.user_tokens);
       } else {
         const int64_t mean = t == 0 ? s.first_turn_tokens : s.followup_tokens;
-        append_tokens(rng, draw_length(rng, mean, s.length_jitter), s.vocab, turn.user_tokens);
+        append_random_tokens(rng, draw_length(rng, mean, s.length_jitter), s.vocab, turn.user_tokens);
       }
       turn.output_tokens = draw_length(rng, s.output_tokens, s.length_jitter);
       turn.think_time_s = t == 0 ? 0.0 : s.think_time_s;
@@ -213,6 +207,20 @@ Status check_token_range(const std::vector<Conversation>& conversations, int32_t
           return make_error("conversation '{}' turn {}: token id {} outside the vocabulary [0, {})",
                             c.id, t, id, vocab);
   return Status::Ok();
+}
+
+void append_random_tokens(SeededRng& rng, int64_t count, int64_t vocab, std::vector<int32_t>& out) {
+  out.reserve(out.size() + static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(static_cast<int32_t>(rng.uniform_int(kFirstOrdinaryToken, vocab)));
+}
+
+std::vector<int32_t> random_tokens(int64_t count, int64_t vocab, uint64_t seed) {
+  constexpr int64_t kRandomPromptVocab = 32000;
+  SeededRng rng(seed, 0);
+  std::vector<int32_t> out;
+  append_random_tokens(rng, count, std::min(vocab, kRandomPromptVocab), out);
+  return out;
 }
 
 }  // namespace tangram

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "evaluation/seeded_rng.h"
 
 namespace tangram {
 
@@ -96,5 +97,13 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& spec);
 Status validate_conversation(const Conversation& conversation);
 // Every token id in [0, vocab): run before feeding a loaded trace to a model.
 Status check_token_range(const std::vector<Conversation>& conversations, int32_t vocab);
+
+// The one random-prompt generator of the benchmarks (ids drawn by SeededRng, so a seed names the
+// same tokens under every standard library). Appends `count` ids uniform in [3, vocab): 0..2 are
+// usually BOS / EOS / padding. Requires vocab > 3.
+void append_random_tokens(SeededRng& rng, int64_t count, int64_t vocab, std::vector<int32_t>& out);
+// `count` ids uniform in [3, min(vocab, 32000)) from stream 0 of `seed`: the cap keeps random
+// prompts among a vocabulary's ordinary pieces rather than its added tokens at the end.
+std::vector<int32_t> random_tokens(int64_t count, int64_t vocab, uint64_t seed);
 
 }  // namespace tangram

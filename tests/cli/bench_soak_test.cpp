@@ -19,7 +19,7 @@ TEST(CliBenchSoak, ShortSoakReportsOutcomesMemoryAndAnHonestVerdict) {
   const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
   const auto out = testing::temp_dir() / "soak-out";
   const auto r = testing::run_tangram("bench-serve --soak 20s -m '" + model.string() +
-                                      "' --sessions 3 --turns 3 --soak-restart-every 6s --soak-sample 1s "
+                                      "' --conversations 3 --turns 3 --soak-restart-every 6s --soak-sample 1s "
                                       "--kv-memory 64MiB --max-running 4 -t 1 --timeout 30 -o '" + out.string() + "'");
   for (const char* f : {"report.json", "report.md", "soak.svg", "server.log"})
     ASSERT_TRUE(std::filesystem::exists(out / f)) << f << "\n" << r.output;

@@ -21,8 +21,8 @@ using testing::run_tangram;  // the binary with these arguments; exit code and o
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model", "bench-batch",
-                          "profile", "bench-kv", "bench", "cluster"}) {
+  for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model",
+                          "profile", "bench", "cluster"}) {
     const auto r = run_tangram(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     EXPECT_TRUE(contains(r.output, "Usage:")) << cmd << ": " << r.output;
@@ -147,18 +147,19 @@ TEST(Cli, ChatReusesTheSessionCacheAcrossTurns) {
   EXPECT_TRUE(contains(r.output, "--kv-memory")) << r.output;
 }
 
-TEST(Cli, BenchBatchReportsEveryConcurrency) {
+TEST(Cli, BenchModelDecodesAtEveryConcurrency) {
   const auto dir = testing::temp_dir();
-  const auto json = (dir / "batch.json").string();
-  const auto svg = (dir / "batch.svg").string();
-  auto r = run_tangram("bench-batch --preset tiny-llama --type f32 --concurrency 1,2,4 --prompt-tokens 8 "
-                       "--gen-tokens 12 --cache-dir '" + dir.string() + "' --json '" + json + "' --svg '" + svg + "'");
+  const auto out = dir / "model-out";
+  auto r = run_tangram("bench-model --preset tiny-llama --types f32 --concurrency 1,2,4 --prompt-tokens 8 "
+                       "--gen-tokens 12 --reps 1 --no-llama-cpp --cache-dir '" + dir.string() + "' -o '" +
+                       out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "decode tok/s")) << r.output;
-  const std::string j = testing::read_file(json);
+  const std::string j = testing::read_file(out / "report.json");
   EXPECT_TRUE(contains(j, "\"concurrency\": 4")) << j;
-  EXPECT_TRUE(contains(testing::read_file(svg), "<svg")) << "no plot";
-  r = run_tangram("bench-batch --preset tiny-llama --concurrency 0 --cache-dir '" + dir.string() + "'");
+  EXPECT_TRUE(contains(j, "\"prefill_tok_s\"")) << j;
+  EXPECT_TRUE(contains(testing::read_file(out / "decode_vs_concurrency.svg"), "<svg")) << "no plot";
+  r = run_tangram("bench-model --preset tiny-llama --concurrency 0 --cache-dir '" + dir.string() + "'");
   EXPECT_NE(r.exit_code, 0) << r.output;
 }
 
@@ -185,12 +186,6 @@ TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
   EXPECT_TRUE(contains(r.output, "[KV compressed (tangram)")) << r.output;
   EXPECT_TRUE(contains(r.output, "[turn 2: ")) << r.output;
 
-  r = run_tangram("bench-kv -m '" + model + "' --profile '" + prof + "' --conversations 2 --turns 2 "
-                  "--first-turn-tokens 120 --turn-tokens 24 --gen-tokens 4 --kv-memory 64MiB --kv-window 8");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* policy : {"full ", "uniform ", "dynamic ", "tangram "})
-    EXPECT_TRUE(contains(r.output, std::string("\n") + policy)) << policy << r.output;
-
   // The tangram policy without a profile says what to pass.
   r = run_tangram("chat -m '" + model + "' --kv-policy tangram --kv-ratio 0.5 < /dev/null");
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -207,7 +202,7 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   r = run_tangram("profile -m '" + model + "' -n 4 --sample-tokens 128 --turns 1 -o '" + prof + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = (dir / "bench-out").string();
-  r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof + "' --sessions 3 --turns 2 "
+  r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof + "' --conversations 3 --turns 2 "
                   "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 --rates 200,2 -o '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "x full")) << r.output;

@@ -49,6 +49,6 @@ wait "$server"
 server=""
 
 echo "== bench --quick"
-"$bin" bench --quick --policies full,tangram --layers 2 --sessions 2 --turns 2 --no-accuracy -o bench-out >bench.log 2>&1 || { cat bench.log; exit 1; }
+"$bin" bench --quick --policies full,tangram --layers 2 --conversations 2 --turns 2 --no-accuracy -o bench-out >bench.log 2>&1 || { cat bench.log; exit 1; }
 test -s bench-out/report.json
 echo "install_relocatable: OK"

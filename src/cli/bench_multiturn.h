@@ -1,0 +1,72 @@
+// `tangram bench` inside: what its runs measure (cmd_bench.cpp runs and measures) and how the
+// report is made from them (bench_multiturn_report.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/bench_options.h"
+#include "cli/bench_rate_sweep.h"
+#include "cli/bench_report.h"
+#include "cli/restore_probe.h"
+#include "compress/profile.h"
+#include "evaluation/accuracy.h"
+#include "evaluation/metrics.h"
+#include "evaluation/planted_eval.h"
+#include "evaluation/runner.h"
+#include "evaluation/workload.h"
+#include "model/model.h"
+
+namespace tangram::cli {
+
+// One (policy, ratio, group size) of the sweep.
+struct RunPlan {
+  std::string policy;
+  double ratio = 1.0;
+  int group_size = 0;  // tangram only; 0 otherwise
+};
+
+struct RunRow {
+  std::string policy;
+  double ratio = 1.0;
+  int group_size = 0;
+  WorkloadRun run;
+  RunMetrics metrics;
+  std::optional<AgreementResult> accuracy;  // greedy agreement and KL against full KV
+  std::optional<PlantedFactsScore> facts;   // planted-facts exact match (real chat models)
+};
+
+// Everything a `tangram bench` run measured: the input of its report.
+struct MultiturnResults {
+  std::string model_path;
+  ModelConfig config;
+  WorkloadSpec spec;
+  int64_t kv_memory_bytes = 0;
+  int threads = 0;
+  int facts_per_conversation = 0;
+  std::vector<RunRow> rows;
+  std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram runs only)
+  std::optional<HostRestoreTiming> restore;  // from the host tier, under the reference tangram run's policy
+  std::vector<HostRestoreTiming> restore_contexts;  // --restore-contexts: host and disk at each length
+  std::string restore_policy;                // the KV policy the restores ran under
+  nlohmann::json oversubscribed;             // --oversubscription (null when not run)
+  std::optional<RateSweep> sweep;            // --rates
+};
+
+// The run every comparison is against: full KV (nullptr when not run).
+const RunRow* full_run(const std::vector<RunRow>& rows);
+// The tangram run the headline figures, the restore and the rate sweep use: the ratio nearest 0.25.
+const RunRow* reference_tangram_run(const std::vector<RunRow>& rows);
+
+// Console tables go to `console` as each part is known; the report gathers every figure.
+void print_runs_table(const MultiturnResults& r, std::FILE* console);
+void print_restore(const MultiturnResults& r, std::FILE* console);
+void print_rate_sweep(const RateSweep& sweep, std::FILE* console);
+// The targets, stated plainly: tangram's throughput against full's and dynamic's, and the rate sweep's.
+std::string multiturn_verdict(const MultiturnResults& r);
+BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies,
+                             const std::vector<double>& ratios);
+
+}  // namespace tangram::cli
