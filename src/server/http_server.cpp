@@ -73,6 +73,7 @@ struct Generation {
   GenerationFields fields;
   std::string echo_prefix;   // completions with echo: the prompt text
   std::optional<ResponsesTurn> responses;  // POST /v1/responses only
+  ToolCallSyntax tools = ToolCallSyntax::None;  // tools were given: the reply is parsed for calls
 
   // The request field that holds the prompt, for errors about it.
   const char* prompt_field() const {
@@ -119,6 +120,7 @@ struct HttpServer::Impl {
   Engine& engine;
   const Tokenizer& tok;
   ChatTemplate tmpl;
+  ToolCallSyntax tool_syntax;  // how the template's model writes a tool call (None: no tools)
   ServerOptions opt;
   RequestDefaults defaults;
   http::ServerCore http;
@@ -136,7 +138,7 @@ struct HttpServer::Impl {
   std::set<RequestId> inflight;  // engine ids of this server's pending requests
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
-      : engine(e), tok(t), tmpl(std::move(ct)), opt(std::move(o)), http(core_options(opt, e)),
+      : engine(e), tok(t), tmpl(std::move(ct)), tool_syntax(detect_tool_call_syntax(tmpl.source())), opt(std::move(o)), http(core_options(opt, e)),
         // A record that goes takes its KV with it; queued, as it runs under the records' lock.
         conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
         responses(opt.max_conversations),
@@ -259,13 +261,16 @@ struct HttpServer::Impl {
       // The conversation now holds the prompt and the reply as the client saw it. Its tokens
       // are kept as far as they spell that text: a control token the client never saw (or a
       // stop string cut from the text) ends what a next turn's prompt can reuse.
+      // A reply that called tools is kept up to its first call: the next turn's template writes
+      // the call in its own form, and the history must be a prefix of that rendering.
+      const std::string reply = recorded_reply(g, result.text);
       std::vector<int32_t> tokens = g.prompt.tokens;
-      std::string text = g.history_text.empty() ? std::string() : g.history_text + result.text;
+      std::string text = g.history_text.empty() ? std::string() : g.history_text + reply;
       size_t spelled = 0;
       for (int32_t t : result.tokens) {
         if (tok.is_control(t)) break;
         const std::string piece = tok.token_to_piece(t);
-        if (result.text.compare(spelled, piece.size(), piece) != 0) break;
+        if (reply.compare(spelled, piece.size(), piece) != 0) break;
         spelled += piece.size();
         tokens.push_back(t);
       }
@@ -315,6 +320,11 @@ struct HttpServer::Impl {
     inflight_cv.notify_all();
   }
 
+  std::string recorded_reply(const Generation& g, const std::string& text) const {
+    if (g.tools == ToolCallSyntax::None || parse_tool_calls(g.tools, text).calls.empty()) return text;
+    return text.substr(0, tool_call_start(g.tools, text).value_or(text.size()));
+  }
+
   Usage usage_of(const RequestResult& r) const {
     return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens};
   }
@@ -354,7 +364,12 @@ struct HttpServer::Impl {
     wait_durable(g);
     const ResponseMeta m = meta_of(g);
     switch (g.endpoint) {
-      case Endpoint::Chat: return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
+      case Endpoint::Chat: {
+        if (g.tools != ToolCallSyntax::None)
+          if (ParsedReply reply = parse_tool_calls(g.tools, r.text); !reply.calls.empty())
+            return send_json(res, chat_tool_calls_json(m, reply, usage_of(r)));
+        return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
+      }
       case Endpoint::Completion:
         return send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
       case Endpoint::Responses: return send_json(res, store_response(g, r));
@@ -387,7 +402,7 @@ struct HttpServer::Impl {
 
   std::unique_ptr<StreamFormat> stream_format(const Generation& g) const {
     switch (g.endpoint) {
-      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage);
+      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage, g.tools);
       case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage);
       case Endpoint::Responses: return responses_stream(g.responses->state);
     }
@@ -486,11 +501,14 @@ struct HttpServer::Impl {
   }
 
   // Renders messages through the chat template and finds the conversation the prompt continues.
-  std::optional<ApiError> render_and_resolve(Generation& g, const std::vector<ChatMessage>& messages) {
+  // extra: template variables beyond the messages (e.g. tools).
+  std::optional<ApiError> render_and_resolve(Generation& g, const std::vector<ChatMessage>& messages,
+                                             const nlohmann::json& extra = {}) {
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
     // Control-token texts inside the messages stay text: only the template's markup is parsed.
-    auto chat = tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts());
+    auto chat =
+        tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts(), extra);
     if (!chat)
       return bad_request("the chat template failed on these messages: " + chat.message(), g.prompt_field(),
                          "template_error");
@@ -507,7 +525,16 @@ struct HttpServer::Impl {
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<ChatCompletionRequest>(parsed);
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
-    if (auto e = render_and_resolve(g, cr.messages)) return send_error(res, *e);
+    nlohmann::json extra;
+    if (!cr.tools.empty()) {
+      if (tool_syntax == ToolCallSyntax::None)
+        return send_error(res, bad_request("this model's chat template takes no tools (it shows no tool-call syntax); "
+                                           "serve it with --chat-template FILE of a template that does",
+                                           "tools", "unsupported_parameter"));
+      g.tools = tool_syntax;
+      extra["tools"] = cr.tools;
+    }
+    if (auto e = render_and_resolve(g, cr.messages, extra)) return send_error(res, *e);
     run_generation(g, req, res, received);
   }
 
@@ -674,7 +701,10 @@ struct HttpServer::Impl {
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
     const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
-    auto text = tmpl.render(std::get<ChatCompletionRequest>(parsed).messages, /*add_generation_prompt=*/true, bos, eos);
+    const auto& cr = std::get<ChatCompletionRequest>(parsed);
+    nlohmann::json extra;
+    if (!cr.tools.empty()) extra["tools"] = cr.tools;
+    auto text = tmpl.render(cr.messages, /*add_generation_prompt=*/true, bos, eos, extra);
     if (!text)
       return send_error(res, bad_request("the chat template failed on these messages: " + text.message(), "messages",
                                          "template_error"));

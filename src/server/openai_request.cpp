@@ -27,7 +27,7 @@ std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32
 }
 
 // Features that change the shape or meaning of a response: refused, not ignored.
-std::optional<ApiError> refuse_unsupported(const json& j) {
+std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
   if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
     if (!it->is_number_integer()) return wrong_type("n", "an integer", *it);
     if (it->get<int64_t>() != 1)
@@ -41,6 +41,8 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
   }
   for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias", "suffix",
                         "audio", "modalities", "prediction"}) {
+    const bool chat_tools = std::string(f) == "tools" || std::string(f) == "tool_choice";
+    if (chat && chat_tools) continue;  // read_tools
     auto it = j.find(f);
     if (it == j.end() || it->is_null()) continue;
     if ((it->is_array() || it->is_object()) && it->empty()) continue;
@@ -60,7 +62,7 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
 std::optional<ApiError> read_generation(const json& j, const RequestDefaults& defaults, bool chat,
                                         GenerationFields& g) {
   g.params = defaults.params;
-  if (auto e = refuse_unsupported(j)) return e;
+  if (auto e = refuse_unsupported(j, chat)) return e;
   if (auto e = read_string(j, "model", g.model)) return e;
   const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
   int64_t max_tokens = 0;
@@ -113,6 +115,79 @@ std::variant<std::string, ApiError> read_content(const json& m, size_t index, bo
   return text;
 }
 
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], as the
+// templates take them; tool_choice: "none", "auto", or (not yet) "required" / a named function.
+std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
+  auto tools = j.find("tools");
+  if (tools != j.end() && !tools->is_null()) {
+    if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string field = fmt::format("tools[{}]", i);
+      if (!t.is_object()) return wrong_type(field, "an object", t);
+      auto type = t.find("type");
+      if (type == t.end() || *type != "function")
+        return bad_request(fmt::format("'{}.type' must be \"function\"", field), field + ".type", "invalid_value");
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object())
+        return bad_request(fmt::format("'{}.function' is required and must be an object", field), field + ".function",
+                           "missing_field");
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+        return bad_request(fmt::format("'{}.function.name' is required", field), field + ".function.name",
+                           "missing_field");
+      if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
+        return wrong_type(field + ".function.parameters", "a JSON Schema object", *p);
+    }
+    r.tools = *tools;
+  }
+  auto choice = j.find("tool_choice");
+  if (choice == j.end() || choice->is_null()) return std::nullopt;
+  if (choice->is_string() && (*choice == "none" || *choice == "auto")) {
+    if (*choice == "none") r.tools = json::array();  // the model is not told of them
+    return std::nullopt;
+  }
+  if (choice->is_string() && *choice != "required")
+    return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function", "tool_choice",
+                       "invalid_value");
+  return bad_request("'tool_choice' \"required\" or a named function needs constrained decoding, which this server "
+                     "does not do yet: use \"auto\"",
+                     "tool_choice", "unsupported_value");
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+// Arguments are sent as JSON text; templates read them as an object, as Hugging Face's do.
+std::optional<ApiError> read_tool_calls(const json& m, const std::string& field, ChatMessage& msg) {
+  auto calls = m.find("tool_calls");
+  if (calls == m.end() || calls->is_null()) return std::nullopt;
+  if (!calls->is_array()) return wrong_type(field + ".tool_calls", "an array", *calls);
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < calls->size(); ++k) {
+    const json& c = (*calls)[k];
+    const std::string cf = fmt::format("{}.tool_calls[{}]", field, k);
+    auto fn = c.is_object() ? c.find("function") : c.end();
+    if (fn == c.end() || !fn->is_object()) return bad_request(fmt::format("'{}.function' is required", cf), cf, "missing_field");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string()) return bad_request(fmt::format("'{}.function.name' is required", cf), cf, "missing_field");
+    nlohmann::ordered_json args = nlohmann::ordered_json::object();
+    if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
+      args = nlohmann::ordered_json::parse(a->get_ref<const std::string&>(), nullptr, false);
+      if (args.is_discarded() || !args.is_object())
+        return bad_request(fmt::format("'{}.function.arguments' must be a JSON object's text", cf), cf, "invalid_value");
+    } else if (a != fn->end() && !a->is_null()) {
+      return wrong_type(cf + ".function.arguments", "a string", *a);
+    }
+    nlohmann::ordered_json call;
+    if (auto id = c.find("id"); id != c.end() && id->is_string()) call["id"] = *id;
+    call["type"] = "function";
+    call["function"] = {{"name", *name}, {"arguments", args}};
+    out.push_back(std::move(call));
+  }
+  msg.tool_calls = std::move(out);
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool valid_session_id(const std::string& id) {
@@ -132,6 +207,7 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
   const json& j = std::get<json>(parsed);
   ChatCompletionRequest r;
   if (auto e = read_generation(j, defaults, /*chat=*/true, r.gen)) return *e;
+  if (auto e = read_tools(j, r)) return *e;
   auto msgs = j.find("messages");
   if (msgs == j.end() || msgs->is_null()) return bad_request("'messages' is required", "messages", "missing_field");
   if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
@@ -158,6 +234,12 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
     if (auto name = m.find("name"); name != m.end() && !name->is_null()) {
       if (!name->is_string()) return wrong_type(field + ".name", "a string", *name);
       msg.name = name->get<std::string>();
+    }
+    if (msg.role == "assistant")
+      if (auto e = read_tool_calls(m, field, msg)) return *e;
+    if (auto id = m.find("tool_call_id"); msg.role == "tool" && id != m.end() && !id->is_null()) {
+      if (!id->is_string()) return wrong_type(field + ".tool_call_id", "a string", *id);
+      msg.tool_call_id = id->get<std::string>();
     }
     r.messages.push_back(std::move(msg));
   }

@@ -3,7 +3,8 @@
 // malformed request; the first problem found comes back as an ApiError naming the field.
 //
 // Fields that would change what a client gets back but that Tangram does not implement (n > 1,
-// logprobs, tools, response_format, logit_bias) are refused rather than silently ignored;
+// logprobs, tool_choice "required", response_format, logit_bias) are refused rather than
+// silently ignored;
 // harmless ones (user, metadata, store, ...) are ignored, as OpenAI-compatible servers do.
 #pragma once
 
@@ -32,6 +33,9 @@ struct GenerationFields {
 struct ChatCompletionRequest {
   GenerationFields gen;
   std::vector<ChatMessage> messages;
+  // The functions the model may call, as sent ([{"type": "function", "function": {...}}]);
+  // empty when none were given or tool_choice is "none".
+  nlohmann::json tools = nlohmann::json::array();
 };
 
 struct CompletionRequest {

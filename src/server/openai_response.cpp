@@ -71,6 +71,61 @@ ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_vi
   return j;
 }
 
+namespace {
+
+ordered_json tool_calls_array(const ParsedReply& reply, bool with_index) {
+  ordered_json calls = ordered_json::array();
+  for (size_t i = 0; i < reply.calls.size(); ++i) {
+    const ParsedToolCall& c = reply.calls[i];
+    ordered_json call;
+    if (with_index) call["index"] = i;
+    call["id"] = c.id.empty() ? random_id("call_") : c.id;
+    call["type"] = "function";
+    call["function"] = ordered_json{{"name", c.name}, {"arguments", c.arguments}};
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+ordered_json chat_chunk_with(const ResponseMeta& m, ordered_json delta, ordered_json finish, bool with_usage_null) {
+  ordered_json j = head(m, "chat.completion.chunk");
+  ordered_json choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = std::move(finish);
+  j["choices"] = ordered_json::array({choice});
+  if (with_usage_null) j["usage"] = nullptr;
+  tail(j, m);
+  return j;
+}
+
+}  // namespace
+
+ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply, const Usage& u) {
+  ordered_json j = head(m, "chat.completion");
+  ordered_json message;
+  message["role"] = "assistant";
+  message["content"] = reply.content.empty() ? ordered_json(nullptr) : ordered_json(reply.content);
+  message["refusal"] = nullptr;
+  message["tool_calls"] = tool_calls_array(reply, /*with_index=*/false);
+  ordered_json choice;
+  choice["index"] = 0;
+  choice["message"] = std::move(message);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = "tool_calls";
+  j["choices"] = ordered_json::array({choice});
+  j["usage"] = usage_json(u);
+  tail(j, m);
+  return j;
+}
+
+std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply, bool with_usage_null) {
+  const ordered_json delta{{"tool_calls", tool_calls_array(reply, /*with_index=*/true)}};
+  return sse_event(chat_chunk_with(m, delta, nullptr, with_usage_null)) +
+         sse_event(chat_chunk_with(m, ordered_json::object(), "tool_calls", with_usage_null));
+}
+
 ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u) {
   ordered_json j = head(m, "chat.completion.chunk");
   j["choices"] = ordered_json::array();

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_calls.h"
 #include "runtime/finish_reason.h"
 
 namespace tangram::server {
@@ -43,6 +44,12 @@ nlohmann::ordered_json chat_completion_json(const ResponseMeta& m, const std::st
 nlohmann::ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
                                        std::optional<std::string_view> content,
                                        std::optional<FinishReason> finish, bool with_usage_null);
+// A reply that called tools: the message's tool_calls (content null when there is none) and
+// finish_reason "tool_calls". Calls without the model's own id get "call_" + random hex.
+nlohmann::ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply, const Usage& u);
+// The streamed form: one chunk whose delta holds every call (with its index), then the chunk
+// with finish_reason "tool_calls".
+std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply, bool with_usage_null);
 nlohmann::ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
 nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish,

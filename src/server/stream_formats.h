@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "chat/tool_calls.h"
 #include "runtime/finish_reason.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
@@ -24,7 +25,10 @@ class StreamFormat {
 };
 
 // chat.completion.chunk events; with include_usage a last chunk with the usage; then [DONE].
-std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage);
+// With a tool-call syntax (tools were given), text that may begin a call is held back until the
+// reply ends: then it goes out as tool_calls deltas if it parses as calls, as content otherwise.
+std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
+                                          ToolCallSyntax tools = ToolCallSyntax::None);
 // text_completion events, the echoed prompt first when there is one; then [DONE].
 std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage);
 // The Responses API's typed events (responses_json.h).

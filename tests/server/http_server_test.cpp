@@ -71,7 +71,9 @@ struct Running {
   }
 };
 
-std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const std::string& kv_disk = "") {
+// template_name: a template of ../shared/models/chat-templates ("" = the builtin chatml).
+std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const std::string& kv_disk = "",
+                               const std::string& template_name = "") {
   Loaded& l = stories();
   auto r = std::make_unique<Running>();
   EngineOptions eo;
@@ -82,7 +84,10 @@ std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const
   auto e = Engine::create(*l.model, *l.tok, eo);
   EXPECT_TRUE(e.ok()) << e.message();
   r->engine = std::move(e).value();
-  auto tmpl = ChatTemplate::builtin("chatml");
+  auto tmpl = template_name.empty()
+                  ? ChatTemplate::builtin("chatml")
+                  : ChatTemplate::parse(tangram::testing::read_file(
+                        tangram::testing::shared_file("models/chat-templates/" + template_name + ".jinja")));
   EXPECT_TRUE(tmpl.ok());
   so.port = 0;
   so.model_name = "stories260K";
@@ -774,6 +779,49 @@ TEST(HttpServer, StoredResponsesBelongToTheirKey) {
   EXPECT_EQ(c.Get("/v1/responses/not-an-id", one)->status, 404);
   EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "Hi"}, {"tools", {{{"type", "function"}}}}}, 400, one)["error"]["param"],
             "tools");
+}
+
+// Tools go through the model's own template, a tool round trip continues the conversation,
+// and a template that takes no tools refuses them.
+TEST(HttpServer, ToolsAreRenderedByTheTemplateAndRoundTripsContinue) {
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"},
+                                                 {"description", "The weather in a city"},
+                                                 {"parameters", {{"type", "object"},
+                                                                 {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  {
+    auto plain = start();
+    auto c = plain->client();
+    json body = chat_body({{"user", "Weather in Oslo?"}}, 8);
+    body["tools"] = tools;
+    EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "tools");
+    body["tool_choice"] = "none";  // nothing to render: accepted
+    post_json(c, "/v1/chat/completions", body);
+  }
+  auto s = start({}, 8, "", "Qwen-Qwen2.5-7B-Instruct");
+  auto c = s->client();
+  json body = chat_body({{"user", "Weather in Oslo?"}}, 8);
+  body["tools"] = tools;
+  const std::string prompt = post_json(c, "/apply-template", body)["prompt"];
+  EXPECT_NE(prompt.find("\"name\": \"get_weather\""), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("<tool_call>"), std::string::npos);
+  const json first = post_json(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(first.is_object());
+  EXPECT_GT(first["usage"]["prompt_tokens"].get<int64_t>(),
+            post_json(c, "/v1/chat/completions", chat_body({{"user", "Weather in Oslo?"}}, 8))["usage"]["prompt_tokens"]
+                .get<int64_t>());
+  // The client ran a call and sends its result: the template renders both.
+  json round = body;
+  round["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
+                               {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                                {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}}}}}});
+  round["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}});
+  const std::string round_prompt = post_json(c, "/apply-template", round)["prompt"];
+  EXPECT_NE(round_prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos) << round_prompt;
+  EXPECT_NE(round_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"), std::string::npos);
+  const json answer = post_json(c, "/v1/chat/completions", round);
+  ASSERT_TRUE(answer.is_object());
+  EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
 }
 
 }  // namespace

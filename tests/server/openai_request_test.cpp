@@ -125,7 +125,12 @@ std::vector<BadCase> bad_chat_cases() {
       {"stream_options without stream", chat_with(R"("stream_options": {"include_usage": true})"), "stream_options", ""},
       {"n = 2", chat_with(R"("n": 2)"), "n", "unsupported_value"},
       {"logprobs", chat_with(R"("logprobs": true)"), "logprobs", "unsupported_parameter"},
-      {"tools", chat_with(R"("tools": [{"type": "function"}])"), "tools", "unsupported_parameter"},
+      {"tool without function", chat_with(R"("tools": [{"type": "function"}])"), "tools[0].function", "missing_field"},
+      {"tools an object", chat_with(R"("tools": {"type": "function"})"), "tools", "invalid_type"},
+      {"tool_choice required", chat_with(R"("tool_choice": "required")"), "tool_choice", "unsupported_value"},
+      {"tool_choice named", chat_with(R"("tool_choice": {"type": "function", "function": {"name": "f"}})"),
+       "tool_choice", "unsupported_value"},
+      {"tool_choice unknown", chat_with(R"("tool_choice": "always")"), "tool_choice", "invalid_value"},
       {"json schema", chat_with(R"("response_format": {"type": "json_schema"})"), "response_format", "unsupported_value"},
       {"logit_bias", chat_with(R"("logit_bias": {"1": 5})"), "logit_bias", "unsupported_parameter"},
       {"session id with slash", chat_with(R"("session_id": "a/b")"), "session_id", "invalid_session_id"},
@@ -172,6 +177,41 @@ TEST(OpenAiRequest, MalformedCompletionBodiesGetClearErrors) {
     EXPECT_EQ(std::get<ApiError>(r).param, c.param) << std::get<ApiError>(r).message;
     EXPECT_EQ(std::get<ApiError>(r).code, c.code) << std::get<ApiError>(r).message;
   }
+}
+
+TEST(OpenAiRequest, ToolsAndToolMessages) {
+  const std::string body = R"({"tools": [{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}], "tool_choice": "auto",
+      "messages": [{"role": "user", "content": "weather?"},
+                   {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                   {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]})";
+  auto r = parse_chat_request(body, defaults());
+  ASSERT_TRUE(std::holds_alternative<ChatCompletionRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& c = std::get<ChatCompletionRequest>(r);
+  ASSERT_EQ(c.tools.size(), 1u);
+  EXPECT_EQ(c.tools[0]["function"]["name"], "get_weather");
+  ASSERT_EQ(c.messages.size(), 3u);
+  ASSERT_TRUE(c.messages[1].tool_calls.has_value());
+  // Templates read the arguments as an object, as Hugging Face's messages hold them.
+  EXPECT_EQ((*c.messages[1].tool_calls)[0]["function"]["arguments"]["city"], "Oslo");
+  EXPECT_EQ((*c.messages[1].tool_calls)[0]["id"], "call_1");
+  EXPECT_EQ(c.messages[2].tool_call_id, "call_1");
+  // tool_choice "none": the model is not told of the tools.
+  auto none = parse_chat_request(R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none",
+      "messages": [{"role": "user", "content": "hi"}]})", defaults());
+  ASSERT_TRUE(std::holds_alternative<ChatCompletionRequest>(none));
+  EXPECT_TRUE(std::get<ChatCompletionRequest>(none).tools.empty());
+  // Arguments that are not a JSON object's text are refused, naming the call.
+  auto bad = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant",
+      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})", defaults());
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "messages[1].tool_calls[0]");
+  // Completions take no tools.
+  auto completion = parse_completion_request(R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                                             defaults());
+  ASSERT_TRUE(std::holds_alternative<ApiError>(completion));
+  EXPECT_EQ(std::get<ApiError>(completion).param, "tools");
 }
 
 TEST(OpenAiRequest, SessionIdCharset) {

@@ -3,6 +3,7 @@
 
 #include "server/api_error.h"
 #include "server/openai_response.h"
+#include "server/stream_formats.h"
 
 namespace tangram::server {
 namespace {
@@ -33,6 +34,72 @@ TEST(OpenAiResponse, StreamChunksFollowOpenAiOrder) {
   const auto usage = chat_usage_chunk_json(meta(), Usage{5, 2, 0});
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+}
+
+TEST(OpenAiResponse, ToolCallsMessage) {
+  ParsedReply reply;
+  reply.calls.push_back(ParsedToolCall{"get_weather", R"({"city":"Oslo"})", ""});
+  reply.calls.push_back(ParsedToolCall{"now", "{}", "model-id-1"});
+  const auto j = chat_tool_calls_json(meta(), reply, Usage{10, 3, 0});
+  const auto& m = j["choices"][0]["message"];
+  EXPECT_TRUE(m["content"].is_null());
+  ASSERT_EQ(m["tool_calls"].size(), 2u);
+  EXPECT_EQ(m["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(m["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"city":"Oslo"})");
+  EXPECT_EQ(m["tool_calls"][1]["id"], "model-id-1");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// The data payloads of SSE text, parsed (without [DONE]).
+std::vector<nlohmann::json> chunks_of(const std::string& sse) {
+  std::vector<nlohmann::json> out;
+  for (size_t pos = 0; pos < sse.size();) {
+    const size_t end = sse.find("\n\n", pos);
+    const std::string payload = sse.substr(pos + 6, end - pos - 6);
+    if (payload != "[DONE]") out.push_back(nlohmann::json::parse(payload));
+    pos = end + 2;
+  }
+  return out;
+}
+
+std::string streamed_content(const std::vector<nlohmann::json>& chunks) {
+  std::string text;
+  for (const auto& c : chunks)
+    if (!c["choices"].empty() && c["choices"][0]["delta"].contains("content"))
+      text += c["choices"][0]["delta"]["content"].get<std::string>();
+  return text;
+}
+
+TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
+  auto stream = chat_stream(meta(), /*include_usage=*/false, ToolCallSyntax::Hermes);
+  std::string sse = stream->text("Let me check. <tool");
+  sse += stream->text("_call>{\"name\": \"f\", ");
+  EXPECT_EQ(streamed_content(chunks_of(sse)), "Let me check. ");  // the call's text is held back
+  const std::string full = "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
+  sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
+  sse += stream->closing(FinishReason::Stop, full, Usage{});
+  const auto chunks = chunks_of(sse);
+  EXPECT_EQ(streamed_content(chunks), "Let me check. ");
+  const auto& calls = chunks[chunks.size() - 2]["choices"][0]["delta"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "f");
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(OpenAiResponse, StreamReleasesHeldTextThatIsNoCall) {
+  auto stream = chat_stream(meta(), false, ToolCallSyntax::Hermes);
+  std::string sse = stream->text("a <tool");
+  EXPECT_EQ(streamed_content(chunks_of(sse)), "a ");
+  sse += stream->text("s are fine");  // "<tools" is not "<tool_call>": out it goes
+  EXPECT_EQ(streamed_content(chunks_of(sse)), "a <tools are fine");
+  sse += stream->text(" <tool_call>{broken");
+  sse += stream->closing(FinishReason::Length, "a <tools are fine <tool_call>{broken", Usage{});
+  const auto chunks = chunks_of(sse);
+  EXPECT_EQ(streamed_content(chunks), "a <tools are fine <tool_call>{broken");  // no call: all of it is content
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
 }
 
 TEST(OpenAiResponse, SseFramingAndInvalidUtf8) {
