@@ -385,26 +385,38 @@ struct HttpServer::Impl {
   // it, so that a next turn naming it as previous_response_id finds it.
   ordered_json store_response(const Generation& g, const RequestResult& r) {
     ResponseState s = g.responses->state;
-    finish_response(s, r.finish, r.text, usage_of(r));
+    finish_response(s, r.finish, r.text, usage_of(r), g.tools);
     ordered_json body = response_json(s);
     if (s.store) {
       auto link = std::make_shared<ChainLink>();
       link->messages = g.responses->input;
-      ChatMessage reply;
-      reply.role = "assistant";
-      reply.content = r.text;
-      link->messages.push_back(std::move(reply));
+      link->messages.push_back(assistant_turn(s));
       link->before = g.responses->before;
       responses.put(g.owner, s.id, StoredResponse{body, std::move(link)});
     }
     return body;
   }
 
+  // The reply of a Responses turn as the next turn's template sees it: its text, and its calls.
+  static ChatMessage assistant_turn(const ResponseState& s) {
+    ChatMessage m;
+    m.role = "assistant";
+    m.content = s.text;
+    if (s.calls.empty()) return m;
+    m.tool_calls = nlohmann::ordered_json::array();
+    for (const ResponseState::Call& c : s.calls) {
+      nlohmann::ordered_json args = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+      m.tool_calls->push_back({{"id", c.call_id}, {"type", "function"},
+                               {"function", {{"name", c.name}, {"arguments", std::move(args)}}}});
+    }
+    return m;
+  }
+
   std::unique_ptr<StreamFormat> stream_format(const Generation& g) const {
     switch (g.endpoint) {
       case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage, g.tools);
       case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage);
-      case Endpoint::Responses: return responses_stream(g.responses->state);
+      case Endpoint::Responses: return responses_stream(g.responses->state, g.tools);
     }
     return nullptr;
   }
@@ -518,6 +530,19 @@ struct HttpServer::Impl {
                                       chat->protected_ranges);
   }
 
+  // Tools given (and tool_choice not "none"): the template renders them and the reply is parsed
+  // for calls in the template's syntax; a template that shows none refuses them.
+  std::optional<ApiError> take_tools(Generation& g, const nlohmann::json& tools, nlohmann::json& extra) const {
+    if (tools.empty()) return std::nullopt;
+    if (tool_syntax == ToolCallSyntax::None)
+      return bad_request("this model's chat template takes no tools (it shows no tool-call syntax); serve it with "
+                         "--chat-template FILE of a template that does",
+                         "tools", "unsupported_parameter");
+    g.tools = tool_syntax;
+    extra["tools"] = tools;
+    return std::nullopt;
+  }
+
   void handle_chat(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
     Generation g = start_generation(Endpoint::Chat, req, res);
@@ -526,14 +551,7 @@ struct HttpServer::Impl {
     auto& cr = std::get<ChatCompletionRequest>(parsed);
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
     nlohmann::json extra;
-    if (!cr.tools.empty()) {
-      if (tool_syntax == ToolCallSyntax::None)
-        return send_error(res, bad_request("this model's chat template takes no tools (it shows no tool-call syntax); "
-                                           "serve it with --chat-template FILE of a template that does",
-                                           "tools", "unsupported_parameter"));
-      g.tools = tool_syntax;
-      extra["tools"] = cr.tools;
-    }
+    if (auto e = take_tools(g, cr.tools, extra)) return send_error(res, *e);
     if (auto e = render_and_resolve(g, cr.messages, extra)) return send_error(res, *e);
     run_generation(g, req, res, received);
   }
@@ -566,7 +584,9 @@ struct HttpServer::Impl {
     if (!rr.instructions.empty()) messages.push_back(ChatMessage{"system", rr.instructions, {}, {}, {}, {}});
     for (ChatMessage& m : chain_messages(turn.before)) messages.push_back(std::move(m));
     messages.insert(messages.end(), rr.input.begin(), rr.input.end());
-    if (auto e = render_and_resolve(g, messages)) return send_error(res, *e);
+    nlohmann::json extra;
+    if (auto e = take_tools(g, rr.tools, extra)) return send_error(res, *e);
+    if (auto e = render_and_resolve(g, messages, extra)) return send_error(res, *e);
     ResponseState& s = turn.state;
     s.id = g.request_id;
     s.message_id = random_id("msg_");

@@ -21,6 +21,20 @@ ordered_json message_item(const ResponseState& s, bool done) {
   return m;
 }
 
+ordered_json call_item(const ResponseState::Call& c, bool done) {
+  ordered_json j;
+  j["id"] = c.item_id;
+  j["type"] = "function_call";
+  j["status"] = done ? "completed" : "in_progress";
+  j["arguments"] = done ? c.arguments : "";
+  j["call_id"] = c.call_id;
+  j["name"] = c.name;
+  return j;
+}
+
+// The message item is there when there is text or nothing else.
+bool has_message(const ResponseState& s) { return !s.text.empty() || s.calls.empty(); }
+
 ordered_json usage_of(const Usage& u) {
   ordered_json j;
   j["input_tokens"] = u.prompt_tokens;
@@ -33,10 +47,19 @@ ordered_json usage_of(const Usage& u) {
 
 }  // namespace
 
-void finish_response(ResponseState& s, FinishReason finish, std::string text, const Usage& usage) {
+void finish_response(ResponseState& s, FinishReason finish, const std::string& text, const Usage& usage,
+                     ToolCallSyntax tools) {
   s.status = finish == FinishReason::Length ? "incomplete" : "completed";
-  s.text = std::move(text);
   s.usage = usage;
+  s.text = text;
+  s.calls.clear();
+  if (tools == ToolCallSyntax::None) return;
+  const ParsedReply reply = parse_tool_calls(tools, text);
+  if (reply.calls.empty()) return;
+  s.text = text.substr(0, tool_call_start(tools, text).value_or(text.size()));
+  for (const ParsedToolCall& c : reply.calls)
+    s.calls.push_back(ResponseState::Call{random_id("fc_"), c.id.empty() ? random_id("call_") : c.id, c.name,
+                                          c.arguments});
 }
 
 void fail_response(ResponseState& s, const ApiError& error) {
@@ -59,7 +82,12 @@ ordered_json response_json(const ResponseState& s) {
   j["instructions"] = null_or(s.instructions);
   j["max_output_tokens"] = s.max_output_tokens ? ordered_json(*s.max_output_tokens) : ordered_json(nullptr);
   j["model"] = s.model;
-  j["output"] = ended && s.status != "failed" ? ordered_json::array({message_item(s, true)}) : ordered_json::array();
+  ordered_json output = ordered_json::array();
+  if (ended && s.status != "failed") {
+    if (has_message(s)) output.push_back(message_item(s, true));
+    for (const ResponseState::Call& c : s.calls) output.push_back(call_item(c, true));
+  }
+  j["output"] = std::move(output);
   j["parallel_tool_calls"] = true;
   j["previous_response_id"] = null_or(s.previous_response_id);
   j["reasoning"] = ordered_json{{"effort", nullptr}, {"summary", nullptr}};
@@ -86,28 +114,52 @@ std::string ResponseEvents::opening() {
   const ordered_json r = response_json(initial_);
   std::string out = event(ordered_json{{"type", "response.created"}, {"response", r}});
   out += event(ordered_json{{"type", "response.in_progress"}, {"response", r}});
-  out += event(ordered_json{{"type", "response.output_item.added"}, {"output_index", 0},
-                            {"item", message_item(initial_, false)}});
+  return out;
+}
+
+std::string ResponseEvents::open_message() {
+  message_open_ = true;
+  std::string out = event(ordered_json{{"type", "response.output_item.added"}, {"output_index", 0},
+                                       {"item", message_item(initial_, false)}});
   out += event(ordered_json{{"type", "response.content_part.added"}, {"item_id", initial_.message_id},
                             {"output_index", 0}, {"content_index", 0}, {"part", text_part("")}});
   return out;
 }
 
 std::string ResponseEvents::text_delta(std::string_view delta) {
-  return event(ordered_json{{"type", "response.output_text.delta"}, {"item_id", initial_.message_id},
+  std::string out = message_open_ ? std::string() : open_message();
+  out += event(ordered_json{{"type", "response.output_text.delta"}, {"item_id", initial_.message_id},
                             {"output_index", 0}, {"content_index", 0}, {"delta", delta},
                             {"logprobs", ordered_json::array()}});
+  return out;
 }
 
 std::string ResponseEvents::closing(const ResponseState& s) {
   if (s.status == "failed") return event(ordered_json{{"type", "response.failed"}, {"response", response_json(s)}});
-  std::string out = event(ordered_json{{"type", "response.output_text.done"}, {"item_id", s.message_id},
-                                       {"output_index", 0}, {"content_index", 0}, {"text", s.text},
-                                       {"logprobs", ordered_json::array()}});
-  out += event(ordered_json{{"type", "response.content_part.done"}, {"item_id", s.message_id},
-                            {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text)}});
-  out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", 0},
-                            {"item", message_item(s, true)}});
+  std::string out;
+  int64_t index = 0;
+  if (has_message(s)) {
+    if (!message_open_) out += open_message();
+    out += event(ordered_json{{"type", "response.output_text.done"}, {"item_id", s.message_id},
+                              {"output_index", 0}, {"content_index", 0}, {"text", s.text},
+                              {"logprobs", ordered_json::array()}});
+    out += event(ordered_json{{"type", "response.content_part.done"}, {"item_id", s.message_id},
+                              {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text)}});
+    out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", 0},
+                              {"item", message_item(s, true)}});
+    index = 1;
+  }
+  for (const ResponseState::Call& c : s.calls) {
+    out += event(ordered_json{{"type", "response.output_item.added"}, {"output_index", index},
+                              {"item", call_item(c, false)}});
+    out += event(ordered_json{{"type", "response.function_call_arguments.delta"}, {"item_id", c.item_id},
+                              {"output_index", index}, {"delta", c.arguments}});
+    out += event(ordered_json{{"type", "response.function_call_arguments.done"}, {"item_id", c.item_id},
+                              {"output_index", index}, {"name", c.name}, {"arguments", c.arguments}});
+    out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", index},
+                              {"item", call_item(c, true)}});
+    ++index;
+  }
   const char* last = s.status == "incomplete" ? "response.incomplete" : "response.completed";
   out += event(ordered_json{{"type", last}, {"response", response_json(s)}});
   return out;

@@ -2,9 +2,12 @@
 // and its stream of typed Server-Sent Events, in OpenAI's field order so its client libraries
 // parse them unchanged.
 //
-// A streamed response is: response.created, response.in_progress, response.output_item.added,
-// response.content_part.added, response.output_text.delta (one per piece of text),
-// response.output_text.done, response.content_part.done, response.output_item.done, then
+// Output: a message item (when there is text, or no call), then one function_call item per tool
+// call. A streamed response is: response.created, response.in_progress; for the message
+// response.output_item.added, response.content_part.added, response.output_text.delta (one per
+// piece of text), response.output_text.done, response.content_part.done,
+// response.output_item.done; for each call response.output_item.added,
+// response.function_call_arguments.delta and .done, response.output_item.done; then
 // response.completed (or response.incomplete when max_output_tokens cut it, response.failed on
 // an error). Each event is "event: <type>\ndata: <json with type and sequence_number>\n\n".
 #pragma once
@@ -16,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_calls.h"
 #include "runtime/finish_reason.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
@@ -37,13 +41,22 @@ struct ResponseState {
   bool store = true;
   nlohmann::json metadata = nlohmann::json::object();
   std::string session_id;  // Tangram extension: the conversation whose KV this chain reuses
-  std::string text;        // the output text so far
+  std::string text;        // the output text so far (with calls: the text before the first)
+  struct Call {
+    std::string item_id;  // "fc_..."
+    std::string call_id;  // "call_...": what function_call_output names
+    std::string name;
+    std::string arguments;  // JSON text
+  };
+  std::vector<Call> calls;
   Usage usage;
   std::optional<ApiError> error;  // status failed
 };
 
-// The state once the generation ended: status, incomplete_details' reason, text and usage.
-void finish_response(ResponseState& s, FinishReason finish, std::string text, const Usage& usage);
+// The state once the generation ended: status, incomplete_details' reason, text and usage; with
+// a tool-call syntax (tools were given), the calls in the text and the text before them.
+void finish_response(ResponseState& s, FinishReason finish, const std::string& text, const Usage& usage,
+                     ToolCallSyntax tools = ToolCallSyntax::None);
 void fail_response(ResponseState& s, const ApiError& error);
 
 nlohmann::ordered_json response_json(const ResponseState& s);
@@ -52,17 +65,20 @@ nlohmann::ordered_json response_json(const ResponseState& s);
 class ResponseEvents {
  public:
   explicit ResponseEvents(const ResponseState& initial) : initial_(initial) {}
-  // response.created, response.in_progress, output_item.added, content_part.added.
+  // response.created, response.in_progress.
   std::string opening();
+  // A piece of the message's text (the message item opens before the first).
   std::string text_delta(std::string_view delta);
-  // The closing events for the finished state (text done, part done, item done, completed or
-  // incomplete), or response.failed for a failed one.
+  // The closing events for the finished state (the message's done events, each call's item,
+  // completed or incomplete), or response.failed for a failed one.
   std::string closing(const ResponseState& final_state);
 
  private:
   std::string event(nlohmann::ordered_json body);
+  std::string open_message();
   ResponseState initial_;
   int64_t sequence_ = 0;
+  bool message_open_ = false;
 };
 
 }  // namespace tangram::server

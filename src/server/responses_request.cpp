@@ -22,11 +22,12 @@ ApiError unsupported(const std::string& field, const std::string& why) {
 
 // Fields that change what a response is: refused unless they ask for what Tangram does anyway.
 std::optional<ApiError> refuse_unsupported(const json& j) {
-  if (auto it = j.find("tools"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
-    return unsupported("tools", "is not supported by this server yet (no tool calling)");
   if (auto it = j.find("tool_choice"); it != j.end() && !it->is_null()) {
     const bool plain = it->is_string() && (it->get<std::string>() == "none" || it->get<std::string>() == "auto");
-    if (!plain) return unsupported("tool_choice", "may only be \"none\" or \"auto\" (no tool calling)");
+    if (!plain)
+      return bad_request("'tool_choice' may be \"none\" or \"auto\": \"required\" and a named function need "
+                         "constrained decoding, which this server does not do yet",
+                         "tool_choice", "unsupported_value");
   }
   if (auto it = j.find("include"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
     return unsupported("include", "is not supported by this server (nothing extra to include)");
@@ -53,6 +54,82 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
         return bad_request("only text.format {\"type\": \"text\"} is supported", "text.format", "unsupported_value");
     }
   }
+  return std::nullopt;
+}
+
+// tools: [{"type": "function", "name", "description"?, "parameters"?}], turned into the chat form
+// the templates take ({"type": "function", "function": {...}}). Built-in tools (web search, file
+// search, ...) are refused.
+std::optional<ApiError> read_tools(const json& j, json& out) {
+  auto tools = j.find("tools");
+  if (tools == j.end() || tools->is_null()) return std::nullopt;
+  if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string field = fmt::format("tools[{}]", i);
+    if (!t.is_object()) return wrong_type(field, "an object", t);
+    auto type = t.find("type");
+    if (type == t.end() || !type->is_string() || *type != "function")
+      return bad_request(fmt::format("'{}': only function tools are supported", field), field + ".type",
+                         "unsupported_value");
+    auto name = t.find("name");
+    if (name == t.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      return bad_request(fmt::format("'{}.name' is required", field), field + ".name", "missing_field");
+    json fn = {{"name", *name}};
+    if (auto d = t.find("description"); d != t.end() && d->is_string()) fn["description"] = *d;
+    if (auto p = t.find("parameters"); p != t.end() && !p->is_null()) {
+      if (!p->is_object()) return wrong_type(field + ".parameters", "a JSON Schema object", *p);
+      fn["parameters"] = *p;
+    }
+    out.push_back(json{{"type", "function"}, {"function", std::move(fn)}});
+  }
+  if (auto c = j.find("tool_choice"); c != j.end() && c->is_string() && *c == "none") out = json::array();
+  return std::nullopt;
+}
+
+std::optional<ApiError> required_string(const json& item, const std::string& field, const char* key, std::string& out) {
+  auto it = item.find(key);
+  if (it == item.end() || !it->is_string())
+    return bad_request(fmt::format("'{}.{}' is required and must be a string", field, key), field + "." + key,
+                       "missing_field");
+  out = it->get<std::string>();
+  return std::nullopt;
+}
+
+// A function_call item the client sends back: the assistant's call, as the templates take it
+// (arguments as an object). Consecutive calls join one assistant message (parallel calls).
+std::optional<ApiError> read_function_call(const json& item, const std::string& field,
+                                           std::vector<ChatMessage>& out) {
+  std::string call_id, name, arguments;
+  if (auto e = required_string(item, field, "call_id", call_id)) return e;
+  if (auto e = required_string(item, field, "name", name)) return e;
+  if (auto e = required_string(item, field, "arguments", arguments)) return e;
+  nlohmann::ordered_json args = nlohmann::ordered_json::parse(arguments, nullptr, false);
+  if (args.is_discarded() || !args.is_object())
+    return bad_request(fmt::format("'{}.arguments' must be a JSON object's text", field), field + ".arguments",
+                       "invalid_value");
+  nlohmann::ordered_json call = {{"id", call_id}, {"type", "function"},
+                                 {"function", {{"name", name}, {"arguments", std::move(args)}}}};
+  if (out.empty() || out.back().role != "assistant" || !out.back().tool_calls) {
+    ChatMessage m;
+    m.role = "assistant";
+    m.tool_calls = nlohmann::ordered_json::array();
+    out.push_back(std::move(m));
+  }
+  out.back().tool_calls->push_back(std::move(call));
+  return std::nullopt;
+}
+
+// A function_call_output item: the result of a call, as a tool message.
+std::optional<ApiError> read_function_output(const json& item, const std::string& field,
+                                             std::vector<ChatMessage>& out) {
+  ChatMessage m;
+  m.role = "tool";
+  std::string call_id;
+  if (auto e = required_string(item, field, "call_id", call_id)) return e;
+  if (auto e = required_string(item, field, "output", m.content)) return e;
+  m.tool_call_id = std::move(call_id);
+  out.push_back(std::move(m));
   return std::nullopt;
 }
 
@@ -89,7 +166,7 @@ std::variant<ChatMessage, ApiError> read_input_item(const json& item, size_t ind
   if (auto t = item.find("type"); t != item.end() && !t->is_null()) {
     if (!t->is_string()) return wrong_type(field + ".type", "a string", *t);
     if (t->get<std::string>() != "message")
-      return bad_request(fmt::format("'{}': only message items are supported, got a '{}' item", field,
+      return bad_request(fmt::format("'{}': only message, function_call and function_call_output items are supported, got a '{}' item", field,
                                      t->get<std::string>()),
                          field + ".type", "unsupported_value");
   }
@@ -124,7 +201,19 @@ std::optional<ApiError> read_input(const json& j, std::vector<ChatMessage>& out)
   if (!in->is_array()) return wrong_type("input", "a string or an array of input items", *in);
   if (in->empty()) return bad_request("'input' must hold at least one item", "input", "empty_input");
   for (size_t i = 0; i < in->size(); ++i) {
-    auto m = read_input_item((*in)[i], i);
+    const json& item = (*in)[i];
+    const std::string field = fmt::format("input[{}]", i);
+    const std::string type = item.is_object() && item.contains("type") && item["type"].is_string()
+                                 ? item["type"].get<std::string>() : "message";
+    if (type == "function_call") {
+      if (auto e = read_function_call(item, field, out)) return e;
+      continue;
+    }
+    if (type == "function_call_output") {
+      if (auto e = read_function_output(item, field, out)) return e;
+      continue;
+    }
+    auto m = read_input_item(item, i);
     if (auto* e = std::get_if<ApiError>(&m)) return *e;
     out.push_back(std::move(std::get<ChatMessage>(m)));
   }
@@ -166,6 +255,7 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
     return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
                        "invalid_session_id");
   if (auto e = read_metadata(j, r.metadata)) return e;
+  if (auto e = read_tools(j, r.tools)) return e;
   if (Status st = r.gen.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }
@@ -191,8 +281,8 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::stri
   ResponsesRequest r;
   if (auto e = read_fields(j, defaults, r)) return *e;
   if (auto e = read_input(j, r.input)) return *e;
-  bool any_user = false;
-  for (const ChatMessage& m : r.input) any_user = any_user || m.role == "user";
+  bool any_user = false;  // a user message, or a tool result to answer
+  for (const ChatMessage& m : r.input) any_user = any_user || m.role == "user" || m.role == "tool";
   if (!any_user && r.previous_response_id.empty())
     return bad_request("'input' must hold at least one user message", "input", "empty_input");
   return r;

@@ -1,11 +1,13 @@
 // Parsing and validation of OpenAI Responses API bodies (POST /v1/responses) into what the
 // engine needs, like openai_request.h does for chat completions.
 //
-// A turn is `input` (a string, or message items whose content is text) after the stored history
+// A turn is `input` (a string, or message items whose content is text, function_call items the
+// model made and function_call_output items with their results) after the stored history
 // of `previous_response_id`, with `instructions` as the system message of this turn only (as
 // OpenAI does: instructions are not carried along a chain). Fields that would change what a
-// client gets back and that Tangram does not implement (tools, reasoning, include, structured
-// text formats, background runs, stored prompts, server-side conversations, truncation "auto")
+// client gets back and that Tangram does not implement (built-in tools, tool_choice "required",
+// reasoning, include, structured text formats, background runs, stored prompts, server-side
+// conversations, truncation "auto")
 // are refused rather than silently ignored; harmless ones (user, service_tier, prompt_cache_key,
 // parallel_tool_calls) are ignored.
 #pragma once
@@ -31,6 +33,8 @@ struct ResponsesRequest {
   std::string previous_response_id;  // "" = a new chain
   bool store = true;                  // keep the response for GET and previous_response_id
   nlohmann::json metadata = nlohmann::json::object();  // echoed back: up to 16 string values
+  // Function tools in the chat form the templates take; empty when none or tool_choice "none".
+  nlohmann::json tools = nlohmann::json::array();
 };
 
 std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::string& body,

@@ -11,20 +11,42 @@ std::string error_event(const ApiError& e) {
   return out;
 }
 
+// With a tool-call syntax, the part of a growing reply that is surely content: text from where a
+// call may start is held back until the reply ends (or until it turns out to be no call).
+class HoldBack {
+ public:
+  explicit HoldBack(ToolCallSyntax tools) : tools_(tools) {}
+  // The text that can go out now, after `delta` arrived.
+  std::string take(std::string_view delta) {
+    if (tools_ == ToolCallSyntax::None) return std::string(delta);
+    text_.append(delta);
+    const size_t until = tool_call_start(tools_, text_).value_or(text_.size());
+    if (until <= sent_) return {};
+    std::string out = text_.substr(sent_, until - sent_);
+    sent_ = until;
+    return out;
+  }
+  // What is still held back (at the end of a reply that made no call).
+  std::string rest() {
+    std::string out = sent_ < text_.size() ? text_.substr(sent_) : std::string();
+    sent_ = text_.size();
+    return out;
+  }
+
+ private:
+  ToolCallSyntax tools_;
+  std::string text_;  // the reply so far
+  size_t sent_ = 0;   // how much of it went out
+};
+
 class ChatStream final : public StreamFormat {
  public:
   ChatStream(const ResponseMeta& m, bool include_usage, ToolCallSyntax tools)
-      : m_(m), usage_(include_usage), tools_(tools) {}
+      : m_(m), usage_(include_usage), tools_(tools), held_(tools) {}
   std::string opening() override { return sse_event(chat_chunk_json(m_, "assistant", "", std::nullopt, usage_)); }
   std::string text(std::string_view delta) override {
-    if (tools_ == ToolCallSyntax::None) return content(delta);
-    text_.append(delta);
-    // Everything before where a call may start goes out now; the rest waits for the end.
-    const size_t until = tool_call_start(tools_, text_).value_or(text_.size());
-    if (until <= sent_) return {};
-    const std::string out = content(std::string_view(text_).substr(sent_, until - sent_));
-    sent_ = until;
-    return out;
+    const std::string out = held_.take(delta);
+    return out.empty() ? std::string() : content(out);
   }
   std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
     std::string out;
@@ -32,7 +54,7 @@ class ChatStream final : public StreamFormat {
     if (!reply.calls.empty()) {
       out = chat_tool_calls_chunks(m_, reply, usage_);
     } else {
-      if (sent_ < text_.size()) out = content(std::string_view(text_).substr(sent_));
+      if (const std::string rest = held_.rest(); !rest.empty()) out = content(rest);
       out += sse_event(chat_chunk_json(m_, std::nullopt, std::nullopt, finish, usage_));
     }
     if (usage_) out += sse_event(chat_usage_chunk_json(m_, u));
@@ -48,8 +70,7 @@ class ChatStream final : public StreamFormat {
   ResponseMeta m_;
   bool usage_;
   ToolCallSyntax tools_;
-  std::string text_;  // with tools: the reply so far
-  size_t sent_ = 0;   // with tools: how much of it went out as content
+  HoldBack held_;
 };
 
 class CompletionStream final : public StreamFormat {
@@ -78,12 +99,19 @@ class CompletionStream final : public StreamFormat {
 
 class ResponsesStream final : public StreamFormat {
  public:
-  explicit ResponsesStream(const ResponseState& initial) : state_(initial), events_(initial) {}
+  ResponsesStream(const ResponseState& initial, ToolCallSyntax tools)
+      : state_(initial), events_(initial), tools_(tools), held_(tools) {}
   std::string opening() override { return events_.opening(); }
-  std::string text(std::string_view delta) override { return events_.text_delta(delta); }
+  std::string text(std::string_view delta) override {
+    const std::string out = held_.take(delta);
+    return out.empty() ? std::string() : events_.text_delta(out);
+  }
   std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
-    finish_response(state_, finish, full_text, u);
-    return events_.closing(state_);
+    finish_response(state_, finish, full_text, u, tools_);
+    std::string out;
+    if (state_.calls.empty())
+      if (const std::string rest = held_.rest(); !rest.empty()) out = events_.text_delta(rest);
+    return out + events_.closing(state_);
   }
   std::string failure(const ApiError& e) override {
     fail_response(state_, e);
@@ -93,6 +121,8 @@ class ResponsesStream final : public StreamFormat {
  private:
   ResponseState state_;
   ResponseEvents events_;
+  ToolCallSyntax tools_;
+  HoldBack held_;
 };
 
 }  // namespace
@@ -106,8 +136,8 @@ std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::s
   return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage);
 }
 
-std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial) {
-  return std::make_unique<ResponsesStream>(initial);
+std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools) {
+  return std::make_unique<ResponsesStream>(initial, tools);
 }
 
 }  // namespace tangram::server

@@ -31,7 +31,8 @@ std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include
                                           ToolCallSyntax tools = ToolCallSyntax::None);
 // text_completion events, the echoed prompt first when there is one; then [DONE].
 std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage);
-// The Responses API's typed events (responses_json.h).
-std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial);
+// The Responses API's typed events (responses_json.h); with tools, calls held back as in chat.
+std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
+                                               ToolCallSyntax tools = ToolCallSyntax::None);
 
 }  // namespace tangram::server

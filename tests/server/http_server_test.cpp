@@ -777,7 +777,7 @@ TEST(HttpServer, StoredResponsesBelongToTheirKey) {
   EXPECT_EQ(unstored["store"], false);
   EXPECT_EQ(c.Get("/v1/responses/" + unstored["id"].get<std::string>(), one)->status, 404);
   EXPECT_EQ(c.Get("/v1/responses/not-an-id", one)->status, 404);
-  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "Hi"}, {"tools", {{{"type", "function"}}}}}, 400, one)["error"]["param"],
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "Hi"}, {"tools", {{{"type", "function"}, {"name", "f"}}}}}, 400, one)["error"]["param"],
             "tools");
 }
 
@@ -822,6 +822,21 @@ TEST(HttpServer, ToolsAreRenderedByTheTemplateAndRoundTripsContinue) {
   const json answer = post_json(c, "/v1/chat/completions", round);
   ASSERT_TRUE(answer.is_object());
   EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
+  // The Responses API: function tools in its flat form, and a result sent back as an item.
+  // Tools are sent with every request (they are not carried along a chain), as OpenAI does.
+  const json flat_tools = {{{"type", "function"}, {"name", "get_weather"}, {"description", "The weather in a city"},
+                            {"parameters", tools[0]["function"]["parameters"]}}};
+  const json r1 = post_json(c, "/v1/responses",
+                            json{{"input", "Weather in Oslo?"}, {"max_output_tokens", 8}, {"tools", flat_tools}});
+  EXPECT_EQ(r1["usage"]["input_tokens"], first["usage"]["prompt_tokens"]);  // the same rendering as chat's
+  const json r2 = post_json(c, "/v1/responses",
+                            json{{"previous_response_id", r1["id"]}, {"max_output_tokens", 8}, {"tools", flat_tools},
+                                 {"input", {{{"type", "function_call"}, {"call_id", "call_9"}, {"name", "get_weather"},
+                                             {"arguments", "{\"city\": \"Oslo\"}"}},
+                                            {{"type", "function_call_output"}, {"call_id", "call_9"},
+                                             {"output", "sunny"}}}}});
+  EXPECT_EQ(r2["status"].is_string(), true);
+  EXPECT_GT(r2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
 }
 
 }  // namespace

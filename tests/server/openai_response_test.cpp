@@ -102,6 +102,51 @@ TEST(OpenAiResponse, StreamReleasesHeldTextThatIsNoCall) {
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
 }
 
+// The typed events of a Responses stream, parsed.
+std::vector<nlohmann::json> response_events_of(const std::string& sse) {
+  std::vector<nlohmann::json> out;
+  for (size_t pos = 0; pos < sse.size();) {
+    const size_t end = sse.find("\n\n", pos);
+    const size_t data = sse.find("data: ", pos);
+    out.push_back(nlohmann::json::parse(sse.substr(data + 6, end - data - 6)));
+    pos = end + 2;
+  }
+  return out;
+}
+
+TEST(OpenAiResponse, ResponsesStreamSendsCallsAsFunctionCallItems) {
+  ResponseState initial;
+  initial.id = "resp_1";
+  initial.message_id = "msg_1";
+  auto stream = responses_stream(initial, ToolCallSyntax::Hermes);
+  std::string sse = stream->opening();
+  const std::string full = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
+  sse += stream->text("<tool_call>{\"name\": \"f\", ");
+  sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
+  sse += stream->closing(FinishReason::Stop, full, Usage{5, 9, 0});
+  const auto events = response_events_of(sse);
+  std::vector<std::string> types;
+  for (const auto& e : events) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"response.created", "response.in_progress", "response.output_item.added",
+                                             "response.function_call_arguments.delta",
+                                             "response.function_call_arguments.done", "response.output_item.done",
+                                             "response.completed"}));
+  const auto& item = events[5]["item"];
+  EXPECT_EQ(item["type"], "function_call");
+  EXPECT_EQ(item["name"], "f");
+  EXPECT_EQ(nlohmann::json::parse(item["arguments"].get<std::string>())["a"], 1);
+  const auto& output = events.back()["response"]["output"];
+  ASSERT_EQ(output.size(), 1u);  // no text: no message item
+  EXPECT_EQ(output[0]["call_id"], item["call_id"]);
+  // The same reply, not streamed, gives the same output.
+  ResponseState s = initial;
+  finish_response(s, FinishReason::Stop, full, Usage{5, 9, 0}, ToolCallSyntax::Hermes);
+  const auto body = response_json(s);
+  ASSERT_EQ(body["output"].size(), 1u);
+  EXPECT_EQ(body["output"][0]["type"], "function_call");
+  EXPECT_EQ(body["output"][0]["arguments"], item["arguments"]);
+}
+
 TEST(OpenAiResponse, SseFramingAndInvalidUtf8) {
   const std::string e = sse_event(chat_chunk_json(meta(), std::nullopt, std::string_view("a\xff"), std::nullopt, false));
   EXPECT_EQ(e.rfind("data: {", 0), 0u);

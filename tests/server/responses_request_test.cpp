@@ -78,7 +78,8 @@ TEST(ResponsesRequest, ChainedTurnMayHoldNoUserMessage) {
 }
 
 TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
-  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}]})").param, "tools");
+  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "web_search"}]})").param, "tools[0].type");
+  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "function"}]})").param, "tools[0].name");
   EXPECT_EQ(refused(R"({"input": "hi", "tool_choice": "required"})").param, "tool_choice");
   EXPECT_EQ(refused(R"({"input": "hi", "include": ["reasoning.encrypted_content"]})").param, "include");
   EXPECT_EQ(refused(R"({"input": "hi", "reasoning": {"effort": "high"}})").param, "reasoning");
@@ -88,13 +89,39 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
   EXPECT_EQ(refused(R"({"input": "hi", "prompt": {"id": "p"}})").param, "prompt");
   EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "json_object"}}})").param, "text.format");
-  EXPECT_EQ(refused(R"({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})").param,
-            "input[0].type");
+  EXPECT_EQ(refused(R"({"input": [{"type": "reasoning", "summary": []}]})").param, "input[0].type");
   EXPECT_EQ(refused(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})").code,
             "unsupported_value");
   // What the server does anyway is accepted.
   ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [], "reasoning": null,
          "truncation": "disabled", "background": false, "text": {"format": {"type": "text"}}})");
+}
+
+TEST(ResponsesRequest, FunctionToolsAndCallItems) {
+  const ResponsesRequest r = ok(R"({"tools": [{"type": "function", "name": "get_weather", "description": "d",
+      "parameters": {"type": "object"}}], "tool_choice": "auto",
+      "input": [{"role": "user", "content": "weather?"},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+                {"type": "function_call", "call_id": "call_2", "name": "get_weather", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]})");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0]["type"], "function");
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");  // the chat form the templates take
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["type"], "object");
+  ASSERT_EQ(r.input.size(), 3u);
+  EXPECT_EQ(r.input[1].role, "assistant");
+  ASSERT_TRUE(r.input[1].tool_calls.has_value());
+  ASSERT_EQ(r.input[1].tool_calls->size(), 2u);  // parallel calls: one message
+  EXPECT_EQ((*r.input[1].tool_calls)[0]["function"]["arguments"]["city"], "Oslo");
+  EXPECT_EQ(r.input[2].role, "tool");
+  EXPECT_EQ(r.input[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.input[2].content, "sunny");
+  // A tool result is something to answer: no user message needed.
+  ok(R"({"previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})");
+  EXPECT_TRUE(ok(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}], "tool_choice": "none"})").tools.empty());
+  EXPECT_EQ(refused(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]})").param,
+            "input[0].arguments");
+  EXPECT_EQ(refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})").param, "input[0].call_id");
 }
 
 TEST(ResponsesRequest, MalformedBodiesGetTheFieldNamed) {
