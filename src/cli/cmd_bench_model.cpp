@@ -22,6 +22,7 @@
 #include "cli/bench_report.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "cli/data_dir.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "evaluation/workload.h"
@@ -29,10 +30,6 @@
 #include "kernels/memory_bandwidth.h"
 #include "model/model.h"
 #include "synth/synth.h"
-
-#ifndef TANGRAM_SOURCE_DIR
-#define TANGRAM_SOURCE_DIR "."
-#endif
 
 namespace tangram::cli {
 namespace {
@@ -88,10 +85,11 @@ Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, Mod
 
 // llama.cpp through tools/oracle (node-llama-cpp), on the same file and thread count.
 void measure_llama_cpp(const BenchModelOptions& opt, int threads, ModelFigures& f) {
-  const char* env = std::getenv("TANGRAM_ORACLE_DIR");
-  const fs::path dir = env && *env ? fs::path(env) : fs::path(TANGRAM_SOURCE_DIR) / "tools" / "oracle";
+  const fs::path dir = oracle_dir();
   if (!fs::exists(dir / "node_modules" / "node-llama-cpp")) {
-    f.llama_note = "llama.cpp oracle not installed (run scripts/oracle-setup.sh)";
+    f.llama_note = fmt::format(
+        "llama.cpp oracle not installed in {} (scripts/oracle-setup.sh, or npm install --ignore-scripts there)",
+        dir.string());
     return;
   }
   const fs::path out = fs::temp_directory_path() / fmt::format("tangram-llama-bench-{}.json", ::getpid());

@@ -13,10 +13,10 @@
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/sampling_flags.h"
-#include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/commands.h"
+#include "cli/local_engine.h"
 #include "common/units.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -52,26 +52,23 @@ void print_stats(const SchedulerStats& st) {
 }  // namespace
 
 int cmd_chat(const ChatOptions& opt) {
-  auto engine_opts = to_engine_options(opt.engine);
-  if (!engine_opts) return fail(engine_opts.message());
-  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
-  if (!loaded) return fail(loaded.message());
-  Model& model = *loaded->model;
-  const Tokenizer& tokenizer = *loaded->tokenizer;
+  auto local = start_local_engine(opt.model, opt.engine);
+  if (!local) return fail(local.message());
+  const Model& model = *local->loaded.model;
+  const Tokenizer& tokenizer = *local->loaded.tokenizer;
+  Engine& engine = *local->engine;
   auto tmpl = pick_chat_template(opt.chat_template, tokenizer);
   if (!tmpl) return fail(tmpl.message());
-  auto engine = Engine::create(model, tokenizer, *engine_opts);
-  if (!engine) return fail(engine.message());
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const ModelConfig& c = model.config();
-  const SchedulerStats st0 = (*engine)->stats();
-  const SchedulerOptions& so = (*engine)->options();
+  const SchedulerStats st0 = engine.stats();
+  const SchedulerOptions& so = engine.options();
   if (!opt.quiet) {
     fmt::print(stderr,
                "tangram chat: {} ({} layers, {} KV heads), {} threads | KV memory {} = {} pages of "
                "{} tokens x {} heads ({}) | KV policy {}{}\n",
-               opt.model, c.n_layers, c.n_kv_head, (*engine)->threads(),
+               opt.model, c.n_layers, c.n_kv_head, engine.threads(),
                format_bytes(static_cast<double>(so.kv_memory)), st0.pool.total_pages, so.page_tokens,
                so.page_group_size, kv_type_name(so.kv_type), kv_policy_name(so.compression.policy),
                so.compression.compresses()
@@ -99,8 +96,8 @@ int cmd_chat(const ChatOptions& opt) {
       continue;
     }
     if (text == "/stats") {
-      (*engine)->wait_idle();
-      print_stats((*engine)->stats());
+      engine.wait_idle();
+      print_stats(engine.stats());
       continue;
     }
     if (text == "/reset") {
@@ -127,7 +124,7 @@ int cmd_chat(const ChatOptions& opt) {
       std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       std::fflush(stdout);
     };
-    auto result = (*engine)->generate(std::move(req));
+    auto result = engine.generate(std::move(req));
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (!result || result->finish == FinishReason::Error) {
@@ -141,15 +138,13 @@ int cmd_chat(const ChatOptions& opt) {
     if (!opt.quiet) {
       const RequestResult& r = *result;
       const int64_t fresh = r.usage.prompt_tokens - r.usage.cached_tokens;
-      const double pf = r.timing.prefill_seconds > 0 ? static_cast<double>(fresh) / r.timing.prefill_seconds : 0;
-      const double n_dec = static_cast<double>(std::max<int64_t>(r.usage.completion_tokens, 1) - 1);
-      const double dc = r.timing.decode_seconds > 0 ? n_dec / r.timing.decode_seconds : 0;
+      const GenerationRates rates = generation_rates(r, fresh);
       fmt::print(stderr,
                  "[turn {}: {} prompt tokens, {} reused from the session, {} prefilled in {:.0f} ms "
                  "({:.1f} tok/s) | {} generated in {:.2f} s ({:.1f} tok/s) | finish: {}]\n",
                  turn, r.usage.prompt_tokens, r.usage.cached_tokens, fresh,
-                 1000.0 * r.timing.prefill_seconds, pf, r.usage.completion_tokens,
-                 r.timing.decode_seconds, dc, finish_reason_name(r.finish));
+                 1000.0 * r.timing.prefill_seconds, rates.prefill_tok_s, r.usage.completion_tokens,
+                 r.timing.decode_seconds, rates.decode_tok_s, finish_reason_name(r.finish));
       if (r.compression.compressions > 0)
         fmt::print(stderr, "[KV compressed ({}): {} -> {} entries ({:.0f}% kept), {} pages freed, {:.0f} ms]\n",
                    kv_policy_name(so.compression.policy), r.compression.entries_before,

@@ -125,46 +125,46 @@ std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
   return m;
 }
 
-}  // namespace
+// Puts the kinds of text in turn (kind 0, kind 1, ..., kind 0, ...) so a cap on the number of
+// samples keeps every kind.
+std::vector<Sample> interleave_kinds(std::vector<Sample> samples) {
+  std::vector<std::vector<Sample>> kinds;
+  for (auto& s : samples) {
+    if (kinds.size() <= static_cast<size_t>(s.domain)) kinds.resize(static_cast<size_t>(s.domain) + 1);
+    kinds[static_cast<size_t>(s.domain)].push_back(std::move(s));
+  }
+  std::vector<Sample> out;
+  for (size_t i = 0;; ++i) {
+    bool any = false;
+    for (auto& k : kinds)
+      if (i < k.size()) {
+        out.push_back(std::move(k[i]));
+        any = true;
+      }
+    if (!any) break;
+  }
+  return out;
+}
 
-int cmd_profile(const ProfileOptions& opt) {
-  ModelOptions mo;
-  mo.max_batch = 512;
-  auto model = Model::load(opt.model, mo);
-  if (!model) return fail(model.message());
-  auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail(tok.message());
-  const ModelConfig& cfg = (*model)->config();
-  if (opt.turns < 1) return fail("--turns must be at least 1");
-
+// The pilot samples: the --samples files (one kind of text each) or generated ones, interleaved
+// by kind and capped at --n-samples.
+Result<std::vector<Sample>> pilot_samples(const ProfileOptions& opt, const Tokenizer& tok, int64_t vocab) {
   std::vector<Sample> samples;
   for (size_t f = 0; f < opt.samples.size(); ++f) {
-    auto got = read_samples(opt.samples[f], static_cast<int>(f), **tok, opt.sample_tokens);
-    if (!got) return fail(got.message());
+    auto got = read_samples(opt.samples[f], static_cast<int>(f), tok, opt.sample_tokens);
+    if (!got) return got.error();
     samples.insert(samples.end(), got->begin(), got->end());
   }
-  if (opt.samples.empty()) samples = synthetic_samples(opt.n_samples, opt.sample_tokens, cfg.vocab);
-  // Interleave the kinds of text so a cap keeps every kind.
-  {
-    std::vector<std::vector<Sample>> kinds;
-    for (auto& s : samples) {
-      if (kinds.size() <= static_cast<size_t>(s.domain)) kinds.resize(static_cast<size_t>(s.domain) + 1);
-      kinds[static_cast<size_t>(s.domain)].push_back(std::move(s));
-    }
-    samples.clear();
-    for (size_t i = 0;; ++i) {
-      bool any = false;
-      for (auto& k : kinds)
-        if (i < k.size()) {
-          samples.push_back(std::move(k[i]));
-          any = true;
-        }
-      if (!any) break;
-    }
-  }
+  if (opt.samples.empty()) samples = synthetic_samples(opt.n_samples, opt.sample_tokens, vocab);
+  samples = interleave_kinds(std::move(samples));
   if (static_cast<int>(samples.size()) > opt.n_samples) samples.resize(static_cast<size_t>(opt.n_samples));
-  const int64_t ctx_limit = std::min<int64_t>(cfg.context_length, opt.sample_tokens + 8);
+  return samples;
+}
 
+// A scheduler that compresses every turn in one shot with the dynamic policy, each head its own
+// page group so that kept lengths are exact.
+SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const ModelConfig& cfg, BudgetLevel level) {
+  const int64_t ctx_limit = std::min<int64_t>(cfg.context_length, opt.sample_tokens + 8);
   SchedulerOptions so;
   so.page_group_size = 1;  // every head its own group: exact kept lengths
   so.page_tokens = 16;
@@ -176,79 +176,90 @@ int cmd_profile(const ProfileOptions& opt) {
   CompressionOptions& co = so.compression;
   co.policy = KvPolicy::Dynamic;
   co.ratio = opt.ratio;
-  auto level = parse_budget_level(opt.level);
-  if (!level) return fail(level.message());
-  co.level = *level;
+  co.level = level;
   co.sink = opt.sink;
   co.window = opt.window;
   co.chunk = std::max<int64_t>(opt.sample_tokens + 1, opt.window + 1);  // one-shot per turn
   co.scorer.name = opt.scorer;
-  ThreadPool pool(opt.threads);
-  auto sched = Scheduler::create(**model, **tok, pool, so);
-  if (!sched) return fail(sched.message());
+  return so;
+}
 
-  const int L = cfg.n_layers, H = cfg.n_kv_head;
-  const size_t heads = static_cast<size_t>(L) * static_cast<size_t>(H);
-  std::vector<std::vector<double>> first_turn, last_turn;  // [samples][L*H]
+// The profile's description (model, shape, settings), before any sample is measured.
+RetentionProfile empty_profile(const ProfileOptions& opt, const Model& model, BudgetLevel level) {
+  const ModelConfig& cfg = model.config();
   RetentionProfile prof;
   prof.scorer = opt.scorer;
-  prof.model = (*model)->gguf().get_string("general.name").value_or(opt.model);
-  prof.level = *level == BudgetLevel::CrossLayer ? "cross-layer" : "per-layer";
-  prof.n_layers = L;
-  prof.n_kv_head = H;
-  prof.n_physical_layers = L;
-  for (int l = 0; l < L; ++l) prof.layer_ids.push_back(l);
+  prof.model = model.gguf().get_string("general.name").value_or(opt.model);
+  prof.level = level == BudgetLevel::CrossLayer ? "cross-layer" : "per-layer";
+  prof.n_layers = cfg.n_layers;
+  prof.n_kv_head = cfg.n_kv_head;
+  prof.n_physical_layers = cfg.n_layers;
+  for (int l = 0; l < cfg.n_layers; ++l) prof.layer_ids.push_back(l);
   prof.base_ratio = opt.ratio;
   prof.sink = opt.sink;
   prof.window = opt.window;
-  {
-    ProgressBar bar("profiling", static_cast<int64_t>(samples.size()));
-    for (size_t i = 0; i < samples.size(); ++i) {
-      const Sample& smp = samples[i];
-      const std::string sid = fmt::format("profile-{}", i);
-      for (int t = 0; t < opt.turns; ++t) {
-        const size_t len = smp.tokens.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(opt.turns);
-        if (len < 2) continue;
-        Request r;
-        r.prompt.assign(smp.tokens.begin(), smp.tokens.begin() + static_cast<std::ptrdiff_t>(len));
-        r.params.temperature = 0;
-        r.params.max_tokens = 1;
-        r.session_id = sid;
-        std::string error;
-        r.on_finish = [&error](const RequestResult& res) {
-          if (res.finish == FinishReason::Error) error = res.error;
-        };
-        if (auto id = (*sched)->submit(std::move(r)); !id) return fail(id.message());
-        (*sched)->run_until_idle();
-        if (!error.empty()) return fail(error);
-        const Session* ses = (*sched)->sessions().find(sid);
-        if (ses == nullptr || !ses->cache) return fail("the profiled session lost its cache");
-        const int64_t total = ses->cache->n_positions();
-        std::vector<double> ret(heads);
-        std::vector<int32_t> kept(heads);
-        for (int l = 0; l < L; ++l)
-          for (int h = 0; h < H; ++h) {
-            const int64_t k = ses->cache->length(l, h);
-            kept[static_cast<size_t>(l * H + h)] = static_cast<int32_t>(k);
-            ret[static_cast<size_t>(l * H + h)] = retention(k, total, opt.sink, opt.window);
-          }
-        if (t == 0) first_turn.push_back(ret);
-        if (t == opt.turns - 1) {
-          last_turn.push_back(ret);
-          prof.raw_ratio.insert(prof.raw_ratio.end(), ret.begin(), ret.end());
-          prof.raw_kept.insert(prof.raw_kept.end(), kept.begin(), kept.end());
-          prof.sample_meta.insert(prof.sample_meta.end(),
-                                  {static_cast<int32_t>(total - opt.sink), opt.sink,
-                                   static_cast<int32_t>(total), opt.window});
+  return prof;
+}
+
+// Per-head retention [sample][layer * n_kv_head + head] after the first and after the last turn.
+struct TurnRetention {
+  std::vector<std::vector<double>> first_turn, last_turn;
+};
+
+// Runs every sample as a conversation of opt.turns growing prefixes and records each head's kept
+// length after the first and the last turn; the last turn's figures also go into prof's raw data.
+Status measure_samples(Scheduler& sched, const std::vector<Sample>& samples, const ProfileOptions& opt,
+                       RetentionProfile& prof, TurnRetention& turns) {
+  const int L = prof.n_layers, H = prof.n_kv_head;
+  const size_t heads = static_cast<size_t>(L) * static_cast<size_t>(H);
+  ProgressBar bar("profiling", static_cast<int64_t>(samples.size()));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& smp = samples[i];
+    const std::string sid = fmt::format("profile-{}", i);
+    for (int t = 0; t < opt.turns; ++t) {
+      const size_t len = smp.tokens.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(opt.turns);
+      if (len < 2) continue;
+      Request r;
+      r.prompt.assign(smp.tokens.begin(), smp.tokens.begin() + static_cast<std::ptrdiff_t>(len));
+      r.params.temperature = 0;
+      r.params.max_tokens = 1;
+      r.session_id = sid;
+      std::string error;
+      r.on_finish = [&error](const RequestResult& res) {
+        if (res.finish == FinishReason::Error) error = res.error;
+      };
+      if (auto id = sched.submit(std::move(r)); !id) return id.error();
+      sched.run_until_idle();
+      if (!error.empty()) return Error{error};
+      const Session* ses = sched.sessions().find(sid);
+      if (ses == nullptr || !ses->cache) return make_error("the profiled session lost its cache");
+      const int64_t total = ses->cache->n_positions();
+      std::vector<double> ret(heads);
+      std::vector<int32_t> kept(heads);
+      for (int l = 0; l < L; ++l)
+        for (int h = 0; h < H; ++h) {
+          const int64_t k = ses->cache->length(l, h);
+          kept[static_cast<size_t>(l * H + h)] = static_cast<int32_t>(k);
+          ret[static_cast<size_t>(l * H + h)] = retention(k, total, opt.sink, opt.window);
         }
+      if (t == 0) turns.first_turn.push_back(ret);
+      if (t == opt.turns - 1) {
+        turns.last_turn.push_back(ret);
+        prof.raw_ratio.insert(prof.raw_ratio.end(), ret.begin(), ret.end());
+        prof.raw_kept.insert(prof.raw_kept.end(), kept.begin(), kept.end());
+        prof.sample_meta.insert(prof.sample_meta.end(), {static_cast<int32_t>(total - opt.sink), opt.sink,
+                                                         static_cast<int32_t>(total), opt.window});
       }
-      (*sched)->drop_session(sid);
-      bar.add();
     }
+    sched.drop_session(sid);
+    bar.add();
   }
-  prof.n_samples = static_cast<int>(last_turn.size());
-  if (prof.n_samples < 2) return fail("profiling needs at least 2 samples; give more text or --samples files");
-  // Per-head statistics over samples.
+  return Status::Ok();
+}
+
+// Median, p90, mean and standard deviation over samples of each head's retention.
+void set_head_statistics(RetentionProfile& prof, const std::vector<std::vector<double>>& last_turn) {
+  const size_t heads = static_cast<size_t>(prof.n_layers) * static_cast<size_t>(prof.n_kv_head);
   prof.median.resize(heads);
   prof.p90.resize(heads);
   prof.std_dev.resize(heads);
@@ -273,20 +284,24 @@ int cmd_profile(const ProfileOptions& opt) {
     prof.mean[h] = static_cast<float>(mean);
     prof.std_dev[h] = static_cast<float>(std::sqrt(var / static_cast<double>(v.size())));
   }
-  if (Status st = save_profile(prof, opt.out); !st) return fail(st.message());
+}
 
-  // Is the static premise true here?
+// Prints whether the static premise holds: spread of each head over samples, and how stable the
+// ordering of heads is across samples, turns and kinds of text.
+void print_stability(const RetentionProfile& prof, const ProfileOptions& opt, const TurnRetention& turns,
+                     const std::vector<Sample>& samples) {
   const ProfileStability stab = profile_stability(prof);
   fmt::print("\nprofile of {} ({} layers x {} KV heads), scorer {}, ratio {}, level {}, {} samples, "
              "sink {} window {}: written to {}\n",
-             prof.model, L, H, opt.scorer, opt.ratio, prof.level, prof.n_samples, opt.sink, opt.window, opt.out);
+             prof.model, prof.n_layers, prof.n_kv_head, opt.scorer, opt.ratio, prof.level, prof.n_samples, opt.sink,
+             opt.window, opt.out);
   double lo = 1, hi = 0, avg = 0;
   for (float m : prof.mean) {
     lo = std::min<double>(lo, m);
     hi = std::max<double>(hi, m);
     avg += static_cast<double>(m);
   }
-  avg /= static_cast<double>(heads);
+  avg /= static_cast<double>(prof.mean.size());
   fmt::print("per-head retention (mean over samples): min {:.3f}, mean {:.3f}, max {:.3f}\n", lo, avg, hi);
   fmt::print("spread over samples: std mean {:.3f} max {:.3f}; p90 - median mean {:.3f} max {:.3f}; "
              "{:.0f}% of heads with std < 0.05\n",
@@ -296,16 +311,16 @@ int cmd_profile(const ProfileOptions& opt) {
              stab.global_spearman_mean, stab.global_spearman_min, stab.per_layer_spearman_mean,
              stab.per_layer_spearman_min);
   if (opt.turns > 1) {
-    const auto a = mean_over(first_turn), b = mean_over(last_turn);
+    const auto a = mean_over(turns.first_turn), b = mean_over(turns.last_turn);
     const auto rho = spearman(a, b);
     fmt::print("head ordering across turns (turn 1 vs turn {}): Spearman {}\n", opt.turns,
                rho ? fmt::format("{:.3f}", *rho) : std::string("undefined"));
   }
   std::vector<std::vector<std::vector<double>>> by_domain;
-  for (size_t i = 0; i < last_turn.size(); ++i) {
+  for (size_t i = 0; i < turns.last_turn.size(); ++i) {
     const auto d = static_cast<size_t>(samples[i].domain);
     if (by_domain.size() <= d) by_domain.resize(d + 1);
-    by_domain[d].push_back(last_turn[i]);
+    by_domain[d].push_back(turns.last_turn[i]);
   }
   for (size_t d = 1; d < by_domain.size(); ++d) {
     if (by_domain[0].empty() || by_domain[d].empty()) continue;
@@ -313,6 +328,34 @@ int cmd_profile(const ProfileOptions& opt) {
     fmt::print("head ordering across kinds of text (kind 1 vs kind {}): Spearman {}\n", d + 1,
                rho ? fmt::format("{:.3f}", *rho) : std::string("undefined"));
   }
+}
+
+}  // namespace
+
+int cmd_profile(const ProfileOptions& opt) {
+  ModelOptions mo;
+  mo.max_batch = 512;
+  auto model = Model::load(opt.model, mo);
+  if (!model) return fail(model.message());
+  auto tok = Tokenizer::from_gguf((*model)->gguf());
+  if (!tok) return fail(tok.message());
+  if (opt.turns < 1) return fail("--turns must be at least 1");
+  auto samples = pilot_samples(opt, **tok, (*model)->config().vocab);
+  if (!samples) return fail(samples.message());
+  auto level = parse_budget_level(opt.level);
+  if (!level) return fail(level.message());
+
+  ThreadPool pool(opt.threads);
+  auto sched = Scheduler::create(**model, **tok, pool, profiling_scheduler_options(opt, (*model)->config(), *level));
+  if (!sched) return fail(sched.message());
+  RetentionProfile prof = empty_profile(opt, **model, *level);
+  TurnRetention turns;
+  if (Status st = measure_samples(**sched, *samples, opt, prof, turns); !st) return fail(st.message());
+  prof.n_samples = static_cast<int>(turns.last_turn.size());
+  if (prof.n_samples < 2) return fail("profiling needs at least 2 samples; give more text or --samples files");
+  set_head_statistics(prof, turns.last_turn);
+  if (Status st = save_profile(prof, opt.out); !st) return fail(st.message());
+  print_stability(prof, opt, turns, *samples);
   return 0;
 }
 

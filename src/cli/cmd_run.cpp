@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
+#include "cli/local_engine.h"
 #include "cli/sampling_flags.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -30,32 +30,23 @@ Result<std::vector<int32_t>> encode_prompt(const RunOptions& opt, const Tokenize
 }
 
 void print_run_stats(const RequestResult& r, int threads) {
-  const double pf = r.timing.prefill_seconds > 0
-                        ? static_cast<double>(r.usage.prompt_tokens) / r.timing.prefill_seconds
-                        : 0;
-  // The first generated token comes from the prefill logits; decode time covers the rest.
-  const double n_dec = static_cast<double>(std::max<int64_t>(r.usage.completion_tokens, 1) - 1);
-  const double dc = r.timing.decode_seconds > 0 ? n_dec / r.timing.decode_seconds : 0;
+  const GenerationRates rates = generation_rates(r, r.usage.prompt_tokens);
   fmt::print(stderr,
              "\n[{} prompt tokens in {:.3f}s ({:.1f} tok/s) | {} generated in {:.3f}s ({:.1f} tok/s) | "
              "finish: {} | seed {} | {} threads]\n",
-             r.usage.prompt_tokens, r.timing.prefill_seconds, pf, r.usage.completion_tokens,
-             r.timing.decode_seconds, dc, finish_reason_name(r.finish), r.seed, threads);
+             r.usage.prompt_tokens, r.timing.prefill_seconds, rates.prefill_tok_s, r.usage.completion_tokens,
+             r.timing.decode_seconds, rates.decode_tok_s, finish_reason_name(r.finish), r.seed, threads);
 }
 
 }  // namespace
 
 int cmd_run(const RunOptions& opt) {
-  auto engine_opts = to_engine_options(opt.engine);
-  if (!engine_opts) return fail(engine_opts.message());
-  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
-  if (!loaded) return fail(loaded.message());
-  const Tokenizer& tokenizer = *loaded->tokenizer;
-  auto prompt = encode_prompt(opt, tokenizer);
+  auto local = start_local_engine(opt.model, opt.engine);
+  if (!local) return fail(local.message());
+  Engine& engine = *local->engine;
+  auto prompt = encode_prompt(opt, *local->loaded.tokenizer);
   if (!prompt) return fail(prompt.message());
   if (prompt->empty()) return fail("the prompt encodes to no tokens; give some text with -p");
-  auto engine = Engine::create(*loaded->model, tokenizer, *engine_opts);
-  if (!engine) return fail(engine.message());
 
   Request req;
   req.prompt = std::move(prompt).value();
@@ -67,11 +58,11 @@ int cmd_run(const RunOptions& opt) {
   };
   if (!opt.chat) fmt::print("{}", opt.prompt);
   std::fflush(stdout);
-  auto result = (*engine)->generate(std::move(req));
+  auto result = engine.generate(std::move(req));
   fmt::print("\n");
   if (!result) return fail(result.message());
   if (result->finish == FinishReason::Error) return fail(result->error);
-  if (!opt.quiet) print_run_stats(*result, (*engine)->threads());
+  if (!opt.quiet) print_run_stats(*result, engine.threads());
   return 0;
 }
 

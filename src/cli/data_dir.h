@@ -11,4 +11,10 @@ namespace tangram::cli {
 // has the layout of ../shared (profiles/<scorer>/<model>/...).
 std::filesystem::path data_dir();
 
+// llama.cpp's oracle (oracle.mjs, with node-llama-cpp installed beside it by `npm install`):
+// $TANGRAM_ORACLE_DIR; else whichever of <data_dir()>/oracle (installed) and the source tree's
+// tools/oracle has node-llama-cpp, in that order; else the first of them that exists, so a
+// message can say where to install it.
+std::filesystem::path oracle_dir();
+
 }  // namespace tangram::cli

@@ -1,6 +1,7 @@
 #include "evaluation/trace.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -171,7 +172,14 @@ Result<std::vector<Conversation>> parse_trace(std::string_view text, const std::
 Result<std::vector<Conversation>> load_trace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("trace {}: cannot open for reading", path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read in blocks rather than through istreambuf_iterator, which GCC 12 at -O3 flags with a
+  // false -Wnull-dereference; blocks also work on pipes, whose size is unknown.
+  std::string text;
+  std::array<char, 1 << 16> block;
+  do {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    text.append(block.data(), static_cast<size_t>(in.gcount()));
+  } while (in);
   if (in.bad()) return make_error("trace {}: read failed", path);
   return parse_trace(text, path);
 }

@@ -25,6 +25,9 @@ mv "$work/prefix" "$work/moved"
 bin="$work/moved/bin/tangram"
 test -x "$bin"
 test -d "$work/moved/share/tangram/profiles"
+# bench-model's llama.cpp oracle scripts, found through share/tangram (node_modules left out).
+test -f "$work/moved/share/tangram/oracle/oracle.mjs"
+test ! -e "$work/moved/share/tangram/oracle/node_modules"
 unset TANGRAM_DATA_DIR TANGRAM_SHARED_DIR
 cd "$work"
 
