@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/bench_models.h"
 #include "cli/bench_soak.h"
 #include "cli/bench_report.h"
@@ -497,13 +498,21 @@ Command register_bench_serve(CLI::App& app) {
                    "life) before the verdict is FAIL")
       ->capture_default_str();
   std::vector<CLI::Option*> engine_options = add_engine_options(c_bs, bs.engine);
-  auto run = [opt, c_bs, engine_options] {
+  // What was given, for the checks of --soak and the child server's arguments (run and plan alike).
+  auto record_given = [opt, c_bs, engine_options] {
     for (const CLI::Option* o : c_bs->get_options())
       if (o->count() > 0 && !o->get_lnames().empty()) opt->given.push_back("--" + o->get_lnames().front());
     opt->engine_args = given_as_args(engine_options);
+  };
+  auto run = [opt, record_given] {
+    record_given();
     return cmd_bench_serve(*opt);
   };
-  return {c_bs, run, {}};
+  auto plan = [opt, record_given] {
+    record_given();
+    return plan_json(*opt);
+  };
+  return {c_bs, run, plan};
 }
 
 }  // namespace tangram::cli
