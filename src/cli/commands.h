@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/bench_options.h"
+#include "cli/bench_report.h"
 #include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
 
@@ -143,7 +144,7 @@ struct BenchServeOptions {
   double timeout_s = 600;            // per request
   int max_queue = 64;                // in-process server: requests waiting beyond the running ones
   bool quick = false;
-  std::string out_dir = "bench-serve-out";
+  ReportOutput output{"bench-serve-out", false};  // -o DIR, --json
   EngineFlags engine;
   // --soak: a `tangram serve` child driven for this long (bench_soak.h); "" = the rate benchmark.
   std::string soak;

@@ -170,7 +170,7 @@ Result<json> plan_json(const BenchServeOptions& o) {
          {"type", o.type}, {"layers", o.layers}, {"cache_dir", o.cache_dir}, {"workload", o.workload},
          {"conversations", o.conversations}, {"turns", o.turns}, {"seed", o.seed}, {"rates", o.rates},
          {"max_retries", o.max_retries}, {"timeout_s", o.timeout_s}, {"max_queue", o.max_queue},
-         {"quick", o.quick}, {"out", o.out_dir},
+         {"quick", o.quick}, {"report", report_output_json(o.output)},
          {"soak", {{"duration", o.soak}, {"restart_every", o.soak_restart_every}, {"sample", o.soak_sample},
                    {"rss_growth", o.soak_rss_growth}}}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
