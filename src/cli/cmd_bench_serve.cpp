@@ -484,8 +484,21 @@ Status bench_serve(const BenchServeOptions& opt) {
 
 }  // namespace
 
+Status check_bench_serve_flags(const BenchServeOptions& opt) {
+  TG_TRY(check_soak_flags(opt));
+  if (opt.url.empty()) return Status::Ok();
+  // With --url the server is someone else's: the flags that configure the in-process one would
+  // be accepted and ignored. --threads stays: it builds the generated model whose tokenizer is read.
+  if (std::find(opt.given.begin(), opt.given.end(), "--max-queue") != opt.given.end())
+    return make_error("--max-queue sets the in-process server's queue: with --url, start the server with it");
+  for (const std::string& word : opt.engine_args)
+    if (word.rfind("--", 0) == 0 && word != "--threads")
+      return make_error("{} configures the in-process server: with --url, start the server with it", word);
+  return Status::Ok();
+}
+
 int cmd_bench_serve(const BenchServeOptions& opt) {
-  if (Status st = check_soak_flags(opt); !st) return fail(st.message());
+  if (Status st = check_bench_serve_flags(opt); !st) return fail(st.message());
   if (!opt.soak.empty()) return cmd_bench_soak(opt);
   std::signal(SIGPIPE, SIG_IGN);  // a connection the server drops is an error value, not a crash
   if (Status st = bench_serve(opt); !st) return fail(st.message());

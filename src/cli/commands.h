@@ -157,6 +157,8 @@ struct BenchServeOptions {
 // The HTTP serving benchmark: multi-turn clients against `tangram serve` (or any
 // OpenAI-compatible server) at increasing request rates, session reuse on and off.
 int cmd_bench_serve(const BenchServeOptions& opt);
+// The flags that do not apply to what was asked (--soak's, the in-process server's with --url).
+Status check_bench_serve_flags(const BenchServeOptions& opt);
 
 
 struct ProfileOptions {

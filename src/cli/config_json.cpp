@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "cli/bench_soak.h"
-
 namespace tangram::cli {
 
 using nlohmann::json;
@@ -165,7 +163,7 @@ Result<json> plan_json(const BenchModelOptions& o) {
 }
 
 Result<json> plan_json(const BenchServeOptions& o) {
-  TG_TRY(check_soak_flags(o));
+  TG_TRY(check_bench_serve_flags(o));
   json j{{"url", o.url}, {"api_key", !o.api_key.empty()}, {"model", o.model}, {"preset", o.preset},
          {"type", o.type}, {"layers", o.layers}, {"cache_dir", o.cache_dir}, {"workload", o.workload},
          {"conversations", o.conversations}, {"turns", o.turns}, {"seed", o.seed}, {"rates", o.rates},
