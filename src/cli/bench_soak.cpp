@@ -513,9 +513,9 @@ int cmd_bench_soak(const BenchServeOptions& opt) {
   auto plan = plan_soak(opt);
   if (!plan) return fail(plan.message());
   std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (ec) return fail(fmt::format("cannot create {}: {}", opt.out_dir, ec.message()));
-  const fs::path out(opt.out_dir);
+  fs::create_directories(opt.output.out_dir, ec);
+  if (ec) return fail(fmt::format("cannot create {}: {}", opt.output.out_dir, ec.message()));
+  const fs::path out(opt.output.out_dir);
   SoakRun soak(opt, std::move(plan).value());
   const fs::path work = soak.plan().work_dir;
   auto finish = [&](int code) {
@@ -547,7 +547,7 @@ int cmd_bench_soak(const BenchServeOptions& opt) {
              mib(j["rss"]["first_bytes"].get<double>()), mib(j["rss"]["max_bytes"].get<double>()),
              mib(j["rss"]["last_bytes"].get<double>()), j["kv_pages"]["max"].get<double>(),
              j["kv_pages"]["after_delete"].get<double>());
-  fmt::print("report: {}/report.md, report.json, soak.svg, server.log\n{}\n", opt.out_dir, line);
+  fmt::print("report: {}/report.md, report.json, soak.svg, server.log\n{}\n", opt.output.out_dir, line);
   return finish(verdict == "PASS" ? 0 : 1);
 }
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/bench_models.h"
 #include "cli/bench_oversubscribed.h"
 #include "cli/bench_multiturn.h"
@@ -436,7 +437,7 @@ Command register_bench(CLI::App& app) {
   c_bench->add_flag("--json", bench.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   add_engine_options(c_bench, bench.engine);
   c_bench->parse_complete_callback([c_bench] { refuse_swept_flags(*c_bench); });
-  return {c_bench, [opt] { return cmd_bench(*opt); }, {}};
+  return {c_bench, [opt] { return cmd_bench(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

@@ -18,6 +18,7 @@
 
 #include "cli/bench_batch_decode.h"
 #include "cli/command.h"
+#include "cli/config_json.h"
 #include "cli/bench_models.h"
 #include "cli/bench_report.h"
 #include "cli/cli_error.h"
@@ -252,7 +253,7 @@ Command register_bench_model(CLI::App& app) {
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
-  return {c_bm, [opt] { return cmd_bench_model(*opt); }, {}};
+  return {c_bm, [opt] { return cmd_bench_model(*opt); }, [opt] { return plan_json(*opt); }};
 }
 
 }  // namespace tangram::cli

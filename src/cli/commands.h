@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/bench_options.h"
+#include "cli/bench_report.h"
 #include "cli/engine_flags.h"
 #include "runtime/sampling_params.h"
 
@@ -143,7 +144,7 @@ struct BenchServeOptions {
   double timeout_s = 600;            // per request
   int max_queue = 64;                // in-process server: requests waiting beyond the running ones
   bool quick = false;
-  std::string out_dir = "bench-serve-out";
+  ReportOutput output{"bench-serve-out", false};  // -o DIR, --json
   EngineFlags engine;
   // --soak: a `tangram serve` child driven for this long (bench_soak.h); "" = the rate benchmark.
   std::string soak;
@@ -156,6 +157,8 @@ struct BenchServeOptions {
 // The HTTP serving benchmark: multi-turn clients against `tangram serve` (or any
 // OpenAI-compatible server) at increasing request rates, session reuse on and off.
 int cmd_bench_serve(const BenchServeOptions& opt);
+// The flags that do not apply to what was asked (--soak's, the in-process server's with --url).
+Status check_bench_serve_flags(const BenchServeOptions& opt);
 
 
 struct ProfileOptions {

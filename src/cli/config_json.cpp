@@ -30,6 +30,8 @@ json compression_json(const CompressionOptions& c) {
                       {"ea_value_norm", s.ea_value_norm}}}};
 }
 
+json report_output_json(const ReportOutput& out) { return {{"out", out.out_dir}, {"json", out.json_stdout}}; }
+
 }  // namespace
 
 json engine_options_json(const EngineOptions& o) {
@@ -125,6 +127,50 @@ Result<json> plan_json(const ClusterOptions& o) {
 
 Result<json> plan_json(const PerplexityCmdOptions& o) {
   json j{{"model", o.model}, {"file", o.file}, {"chunk", o.chunk}, {"json", o.json}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
+// bench sizes the KV memory (--kv-memory auto) and the compression chunk (--kv-chunk 0) from the
+// model and the workload, which --dry-run does not load: those two stay as given.
+Result<json> plan_json(const BenchOptions& o) {
+  EngineFlags engine = o.engine;
+  const bool auto_memory = engine.kv_memory == "auto";
+  if (auto_memory) engine.kv_memory = "0";
+  const bool auto_chunk = engine.kv_chunk <= 0;
+  if (auto_chunk) engine.kv_chunk = 2 * static_cast<int64_t>(engine.kv_window) + 1;
+  json j{{"model", o.model}, {"preset", o.preset}, {"type", o.type}, {"layers", o.layers},
+         {"cache_dir", o.cache_dir}, {"workload", o.workload}, {"trace", o.trace},
+         {"conversations", o.conversations}, {"turns", o.turns}, {"concurrency", o.concurrency},
+         {"first_turn_tokens", o.first_turn_tokens}, {"followup_tokens", o.followup_tokens},
+         {"gen_tokens", o.gen_tokens}, {"rate", o.rate}, {"rates", o.rates}, {"seed", o.seed},
+         {"policies", o.policies}, {"ratios", o.ratios}, {"group_sizes", o.group_sizes}, {"scorer", o.scorer},
+         {"profile", o.profile}, {"profile_dir", o.profile_dir}, {"profile_model", o.profile_model},
+         {"memory_sessions", o.memory_sessions}, {"accuracy", o.accuracy}, {"facts", o.facts},
+         {"restore_contexts", o.restore_contexts}, {"disk_dir", o.disk_dir},
+         {"oversubscription", o.oversubscription}, {"quick", o.quick}, {"report", report_output_json(o.output)}};
+  TG_ASSIGN(j["engine"], engine_flags_json(engine));
+  if (auto_memory) j["engine"]["kv_memory"] = "auto";
+  if (auto_chunk) j["engine"]["compression"]["chunk"] = "auto";
+  return j;
+}
+
+Result<json> plan_json(const BenchModelOptions& o) {
+  return json{{"model", o.model}, {"preset", o.preset}, {"types", o.types}, {"prompt_tokens", o.prompt_tokens},
+              {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
+              {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
+              {"report", report_output_json(o.output)}};
+}
+
+Result<json> plan_json(const BenchServeOptions& o) {
+  TG_TRY(check_bench_serve_flags(o));
+  json j{{"url", o.url}, {"api_key", !o.api_key.empty()}, {"model", o.model}, {"preset", o.preset},
+         {"type", o.type}, {"layers", o.layers}, {"cache_dir", o.cache_dir}, {"workload", o.workload},
+         {"conversations", o.conversations}, {"turns", o.turns}, {"seed", o.seed}, {"rates", o.rates},
+         {"max_retries", o.max_retries}, {"timeout_s", o.timeout_s}, {"max_queue", o.max_queue},
+         {"quick", o.quick}, {"report", report_output_json(o.output)},
+         {"soak", {{"duration", o.soak}, {"restart_every", o.soak_restart_every}, {"sample", o.soak_sample},
+                   {"rss_growth", o.soak_rss_growth}}}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
   return j;
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_options.h"
 #include "cli/commands.h"
 #include "common/result.h"
 #include "engine/engine.h"
@@ -27,5 +28,8 @@ Result<nlohmann::json> plan_json(const ProfileOptions& o);
 Result<nlohmann::json> plan_json(const MkmodelOptions& o);
 Result<nlohmann::json> plan_json(const ClusterOptions& o);
 Result<nlohmann::json> plan_json(const PerplexityCmdOptions& o);
+Result<nlohmann::json> plan_json(const BenchOptions& o);
+Result<nlohmann::json> plan_json(const BenchModelOptions& o);
+Result<nlohmann::json> plan_json(const BenchServeOptions& o);
 
 }  // namespace tangram::cli

@@ -115,6 +115,12 @@ TEST(CliBenchServe, BadInputGivesCleanErrors) {
   EXPECT_NE(r.output.find("cannot use the server at http://127.0.0.1:1"), std::string::npos) << r.output;
   r = run_binary("bench-serve --workload nope --quick");
   EXPECT_EQ(r.exit_code, 1) << r.output;
+  // The in-process server's flags do not reach a --url server: refused, not ignored.
+  for (const char* flag : {"--kv-memory 64MiB", "--max-queue 3"}) {
+    r = run_binary(std::string("bench-serve --url http://127.0.0.1:1 --quick ") + flag);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("with --url, start the server with it"), std::string::npos) << flag << ": " << r.output;
+  }
 }
 
 }  // namespace
