@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/finish_reason.h"
+#include "runtime/logprobs.h"
 #include "runtime/sampling_params.h"
 
 namespace tangram {
@@ -21,6 +22,7 @@ struct TokenEvent {
   RequestId id = 0;
   int32_t token = 0;
   std::string_view text;
+  const TokenLogprob* logprob = nullptr;  // with Request::top_logprobs >= 0; valid during the call
 };
 
 struct RequestUsage {
@@ -69,7 +71,10 @@ struct Request {
   // resident session whose tokens its prompt extends (see Scheduler), else it starts a new one.
   std::string session_id;
   int priority = 0;                 // higher is admitted first and preempted last
-  bool keep_first_logits = false;   // fill RequestResult::first_logits (tests, logprobs)
+  bool keep_first_logits = false;   // fill RequestResult::first_logits (tests)
+  // >= 0: every generated token's TokenEvent carries its log-probability and this many most
+  // likely alternatives (at most kMaxTopLogprobs).
+  int top_logprobs = -1;
   // Called on the scheduler's thread; keep them short. on_finish is called exactly once for
   // every request that submit() accepted.
   std::function<void(const TokenEvent&)> on_token;

@@ -99,6 +99,9 @@ int64_t Scheduler::pages_for(int64_t n_total) const {
 
 Status Scheduler::validate(const Request& r) const {
   if (r.prompt.empty()) return make_error("the prompt is empty: give at least one token");
+  if (r.top_logprobs > kMaxTopLogprobs)
+    return make_error("top_logprobs is {}; at most {} alternatives per token are reported", r.top_logprobs,
+                      kMaxTopLogprobs);
   const auto vocab = static_cast<int>(model_.config().vocab);
   for (size_t i = 0; i < r.prompt.size(); ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
@@ -276,6 +279,9 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
   const auto vocab = static_cast<int>(model_.config().vocab);
   if (s.request.keep_first_logits && !s.first_token_done) s.result.first_logits.assign(logits, logits + vocab);
   const int n_vocab = std::min<int>(tokenizer_.n_vocab(), vocab);
+  // Log-probabilities are the model's own: read before the sampler's penalties change the row.
+  const bool logprobs = s.request.top_logprobs >= 0;
+  if (logprobs) s.raw_logits.assign(logits, logits + n_vocab);
   const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
   s.awaiting_sample = false;
   if (!s.first_token_done) {
@@ -289,7 +295,11 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
   s.result.tokens.push_back(tok);
   const StopStringMatcher::Step out = s.stops->feed(s.decoder->push(tok));
   emit(s, out.text);
-  if (s.request.on_token) s.request.on_token(TokenEvent{s.id, tok, out.text});
+  if (s.request.on_token) {
+    std::optional<TokenLogprob> lp;
+    if (logprobs) lp = token_logprob(s.raw_logits, tok, s.request.top_logprobs);
+    s.request.on_token(TokenEvent{s.id, tok, out.text, lp ? &*lp : nullptr});
+  }
   if (out.stopped) return true;
   if (s.sampler->max_tokens_reached() || static_cast<int64_t>(s.tokens.size()) > context_) {
     s.result.finish = FinishReason::Length;

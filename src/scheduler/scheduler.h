@@ -166,6 +166,7 @@ class Scheduler {
     uint64_t arrival = 0;
     Request request;
     std::optional<Sampler> sampler;
+    std::vector<float> raw_logits;  // with top_logprobs: the step's logits before sampling
     std::vector<int32_t> tokens;  // prompt, then generated tokens
     size_t n_prompt = 0;
     std::unique_ptr<PagedKvCache> cache;  // null while queued

@@ -46,6 +46,8 @@ struct Channel {
   std::mutex mu;
   std::condition_variable cv;
   std::string pending;  // text produced and not yet sent
+  std::vector<TokenLogprob> pending_logprobs;  // of the tokens behind `pending` (when asked for)
+  std::vector<TokenLogprob> logprobs;          // every token's, for a non-streamed answer
   int64_t tokens = 0;
   std::optional<RequestResult> result;
   Clock::time_point received;
@@ -229,6 +231,7 @@ struct HttpServer::Impl {
     r.prompt = g.prompt.tokens;
     r.params = g.fields.params;
     r.session_id = g.prompt.engine_session;
+    r.top_logprobs = g.fields.top_logprobs;
     r.on_token = [ch](const TokenEvent& e) {
       std::lock_guard lock(ch->mu);
       const auto now = Clock::now();
@@ -236,6 +239,10 @@ struct HttpServer::Impl {
       ch->last_token = now;
       ++ch->tokens;
       ch->pending.append(e.text);
+      if (e.logprob != nullptr) {
+        ch->pending_logprobs.push_back(*e.logprob);
+        ch->logprobs.push_back(*e.logprob);
+      }
       ch->cv.notify_all();
     };
     // Copies what on_finish needs: it may run after the handler has returned (a disconnect).
@@ -359,6 +366,7 @@ struct HttpServer::Impl {
       }
     }
     const RequestResult r = *ch->result;
+    const std::vector<TokenLogprob> logprobs = std::move(ch->logprobs);
     lock.unlock();
     if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) return send_error(res, generation_failed(r));
     wait_durable(g);
@@ -368,10 +376,15 @@ struct HttpServer::Impl {
         if (g.tools != ToolCallSyntax::None)
           if (ParsedReply reply = parse_tool_calls(g.tools, r.text); !reply.calls.empty())
             return send_json(res, chat_tool_calls_json(m, reply, usage_of(r)));
-        return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r)));
+        return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r),
+                                                   wants_logprobs(g) ? chat_logprobs_json(logprobs, piece_of())
+                                                                     : ordered_json(nullptr)));
       }
       case Endpoint::Completion:
-        return send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r)));
+        return send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r),
+                                              wants_logprobs(g) ? completion_logprobs_json(logprobs, piece_of(),
+                                                                                           g.echo_prefix.size())
+                                                                : ordered_json(nullptr)));
       case Endpoint::Responses: return send_json(res, store_response(g, r));
     }
   }
@@ -412,10 +425,16 @@ struct HttpServer::Impl {
     return m;
   }
 
+  static bool wants_logprobs(const Generation& g) { return g.fields.top_logprobs >= 0; }
+  PieceOf piece_of() const {
+    return [this](int32_t id) { return tok.token_to_piece(id); };
+  }
+
   std::unique_ptr<StreamFormat> stream_format(const Generation& g) const {
+    const PieceOf piece = wants_logprobs(g) ? piece_of() : PieceOf{};
     switch (g.endpoint) {
-      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage, g.tools);
-      case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage);
+      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage, g.tools, piece);
+      case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage, piece);
       case Endpoint::Responses: return responses_stream(g.responses->state, g.tools);
     }
     return nullptr;
@@ -431,13 +450,16 @@ struct HttpServer::Impl {
       if (!write(format->opening())) return client_gone();
       for (;;) {
         std::string text;
+        std::vector<TokenLogprob> logprobs;
         std::optional<RequestResult> result;
         {
           std::unique_lock lock(ch->mu);
-          const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1),
-                                            [&] { return !ch->pending.empty() || ch->result.has_value(); });
+          const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1), [&] {
+            return !ch->pending.empty() || !ch->pending_logprobs.empty() || ch->result.has_value();
+          });
           text.swap(ch->pending);
-          if (ch->result && text.empty()) result = ch->result;
+          logprobs.swap(ch->pending_logprobs);
+          if (ch->result && text.empty() && logprobs.empty()) result = ch->result;
           if (!woke) {
             lock.unlock();
             // An SSE comment: keeps proxies from timing out and finds clients that left.
@@ -445,8 +467,8 @@ struct HttpServer::Impl {
             continue;
           }
         }
-        if (!text.empty()) {
-          if (!write(format->text(text))) return client_gone();
+        if (!text.empty() || !logprobs.empty()) {
+          if (!write(format->text(text, logprobs))) return client_gone();
           continue;
         }
         if (!result) continue;

@@ -2,6 +2,7 @@
 
 #include "server/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -33,12 +34,6 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
     if (it->get<int64_t>() != 1)
       return bad_request("only n = 1 is supported (one choice per request)", "n", "unsupported_value");
   }
-  for (const char* f : {"logprobs", "top_logprobs"}) {
-    auto it = j.find(f);
-    if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
-    if (std::string(f) == "logprobs" && it->is_number_integer() && it->get<int64_t>() == 0) continue;
-    return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
-  }
   for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias", "suffix",
                         "audio", "modalities", "prediction"}) {
     const bool chat_tools = std::string(f) == "tools" || std::string(f) == "tool_choice";
@@ -56,6 +51,24 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
       return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format",
                          "unsupported_value");
   }
+  return std::nullopt;
+}
+
+// Chat: "logprobs": true with "top_logprobs" 0-20 alternatives; completions: "logprobs" 0-5.
+std::optional<ApiError> read_logprobs(const json& j, bool chat, int& top) {
+  if (!chat) {
+    int64_t n = -1;
+    if (auto e = read_int(j, "logprobs", 0, 5, n)) return e;
+    top = static_cast<int>(n);
+    return std::nullopt;
+  }
+  bool on = false;
+  if (auto e = read_bool(j, "logprobs", on)) return e;
+  int64_t n = -1;
+  if (auto e = read_int(j, "top_logprobs", 0, 20, n)) return e;
+  if (n >= 0 && !on)
+    return bad_request("'top_logprobs' needs \"logprobs\": true", "top_logprobs", "invalid_value");
+  top = on ? static_cast<int>(std::max<int64_t>(n, 0)) : -1;
   return std::nullopt;
 }
 
@@ -80,6 +93,7 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
     if (!g.stream) return bad_request("'stream_options' is only allowed with \"stream\": true", "stream_options");
     if (auto e = read_bool(*it, "include_usage", g.include_usage)) return e;
   }
+  if (auto e = read_logprobs(j, chat, g.top_logprobs)) return e;
   if (auto e = read_string(j, "session_id", g.session_id)) return e;
   if (!g.session_id.empty() && !valid_session_id(g.session_id))
     return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",

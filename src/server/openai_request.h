@@ -28,6 +28,9 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   std::string session_id;       // "" = none given (the X-Session-Id header may still give one)
+  // >= 0: report each token's log-probability and this many alternatives (chat: logprobs with
+  // top_logprobs 0-20; completions: logprobs 0-5). -1: none.
+  int top_logprobs = -1;
 };
 
 struct ChatCompletionRequest {

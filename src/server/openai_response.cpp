@@ -40,12 +40,12 @@ void tail(ordered_json& j, const ResponseMeta& m) {
 }  // namespace
 
 ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content, FinishReason finish,
-                                  const Usage& u) {
+                                  const Usage& u, const ordered_json& logprobs) {
   ordered_json j = head(m, "chat.completion");
   ordered_json choice;
   choice["index"] = 0;
   choice["message"] = ordered_json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = openai_finish_reason(finish);
   j["choices"] = ordered_json::array({choice});
   j["usage"] = usage_json(u);
@@ -55,7 +55,7 @@ ordered_json chat_completion_json(const ResponseMeta& m, const std::string& cont
 
 ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
                              std::optional<std::string_view> content, std::optional<FinishReason> finish,
-                             bool with_usage_null) {
+                             bool with_usage_null, const ordered_json& logprobs) {
   ordered_json j = head(m, "chat.completion.chunk");
   ordered_json delta = ordered_json::object();
   if (role) delta["role"] = *role;
@@ -63,7 +63,7 @@ ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_vi
   ordered_json choice;
   choice["index"] = 0;
   choice["delta"] = delta;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
   j["choices"] = ordered_json::array({choice});
   if (with_usage_null) j["usage"] = nullptr;
@@ -134,12 +134,13 @@ ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u) {
   return j;
 }
 
-ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish, const Usage& u) {
+ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish, const Usage& u,
+                             const ordered_json& logprobs) {
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
   choice["index"] = 0;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = openai_finish_reason(finish);
   j["choices"] = ordered_json::array({choice});
   j["usage"] = usage_json(u);
@@ -148,12 +149,12 @@ ordered_json completion_json(const ResponseMeta& m, const std::string& text, Fin
 }
 
 ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text, std::optional<FinishReason> finish,
-                                   bool with_usage_null) {
+                                   bool with_usage_null, const ordered_json& logprobs) {
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
   choice["index"] = 0;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
   j["choices"] = ordered_json::array({choice});
   if (with_usage_null) j["usage"] = nullptr;

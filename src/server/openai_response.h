@@ -37,13 +37,16 @@ std::string_view openai_finish_reason(FinishReason r);
 
 nlohmann::ordered_json usage_json(const Usage& u);
 
+// logprobs: the choice's "logprobs" (null: not asked for), in every function below.
 nlohmann::ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content,
-                                            FinishReason finish, const Usage& u);
+                                            FinishReason finish, const Usage& u,
+                                            const nlohmann::ordered_json& logprobs = nullptr);
 // A chat.completion.chunk. role: the first chunk; content: a content delta; finish: the last
 // choice chunk. with_usage_null: include_usage streams carry "usage": null on every choice chunk.
 nlohmann::ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
                                        std::optional<std::string_view> content,
-                                       std::optional<FinishReason> finish, bool with_usage_null);
+                                       std::optional<FinishReason> finish, bool with_usage_null,
+                                       const nlohmann::ordered_json& logprobs = nullptr);
 // A reply that called tools: the message's tool_calls (content null when there is none) and
 // finish_reason "tool_calls". Calls without the model's own id get "call_" + random hex.
 nlohmann::ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply, const Usage& u);
@@ -53,9 +56,10 @@ std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& rep
 nlohmann::ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
 nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                                       const Usage& u);
+                                       const Usage& u, const nlohmann::ordered_json& logprobs = nullptr);
 nlohmann::ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text,
-                                             std::optional<FinishReason> finish, bool with_usage_null);
+                                             std::optional<FinishReason> finish, bool with_usage_null,
+                                             const nlohmann::ordered_json& logprobs = nullptr);
 nlohmann::ordered_json completion_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
 // "data: <json>\n\n". Invalid UTF-8 in strings is replaced (U+FFFD), never thrown on.

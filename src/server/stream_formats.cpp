@@ -41,12 +41,15 @@ class HoldBack {
 
 class ChatStream final : public StreamFormat {
  public:
-  ChatStream(const ResponseMeta& m, bool include_usage, ToolCallSyntax tools)
-      : m_(m), usage_(include_usage), tools_(tools), held_(tools) {}
+  ChatStream(const ResponseMeta& m, bool include_usage, ToolCallSyntax tools, PieceOf piece)
+      : m_(m), usage_(include_usage), tools_(tools), held_(tools), piece_(std::move(piece)) {}
   std::string opening() override { return sse_event(chat_chunk_json(m_, "assistant", "", std::nullopt, usage_)); }
-  std::string text(std::string_view delta) override {
+  std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
     const std::string out = held_.take(delta);
-    return out.empty() ? std::string() : content(out);
+    const nlohmann::ordered_json lp =
+        piece_ && !logprobs.empty() ? chat_logprobs_json(logprobs, piece_) : nlohmann::ordered_json(nullptr);
+    if (out.empty() && lp.is_null()) return {};
+    return sse_event(chat_chunk_json(m_, std::nullopt, out, std::nullopt, usage_, lp));
   }
   std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
     std::string out;
@@ -71,17 +74,21 @@ class ChatStream final : public StreamFormat {
   bool usage_;
   ToolCallSyntax tools_;
   HoldBack held_;
+  PieceOf piece_;
 };
 
 class CompletionStream final : public StreamFormat {
  public:
-  CompletionStream(const ResponseMeta& m, std::string echo, bool include_usage)
-      : m_(m), echo_(std::move(echo)), usage_(include_usage) {}
+  CompletionStream(const ResponseMeta& m, std::string echo, bool include_usage, PieceOf piece)
+      : m_(m), echo_(std::move(echo)), usage_(include_usage), piece_(std::move(piece)), offset_(echo_.size()) {}
   std::string opening() override {
     return echo_.empty() ? std::string() : sse_event(completion_chunk_json(m_, echo_, std::nullopt, usage_));
   }
-  std::string text(std::string_view delta) override {
-    return sse_event(completion_chunk_json(m_, delta, std::nullopt, usage_));
+  std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
+    const nlohmann::ordered_json lp = piece_ && !logprobs.empty() ? completion_logprobs_json(logprobs, piece_, offset_)
+                                                                  : nlohmann::ordered_json(nullptr);
+    offset_ += delta.size();
+    return sse_event(completion_chunk_json(m_, delta, std::nullopt, usage_, lp));
   }
   std::string closing(FinishReason finish, const std::string&, const Usage& u) override {
     std::string out = sse_event(completion_chunk_json(m_, "", finish, usage_));
@@ -95,6 +102,8 @@ class CompletionStream final : public StreamFormat {
   ResponseMeta m_;
   std::string echo_;
   bool usage_;
+  PieceOf piece_;
+  size_t offset_;  // bytes of text sent so far (the echo included): where the next token starts
 };
 
 class ResponsesStream final : public StreamFormat {
@@ -102,7 +111,7 @@ class ResponsesStream final : public StreamFormat {
   ResponsesStream(const ResponseState& initial, ToolCallSyntax tools)
       : state_(initial), events_(initial), tools_(tools), held_(tools) {}
   std::string opening() override { return events_.opening(); }
-  std::string text(std::string_view delta) override {
+  std::string text(std::string_view delta, std::span<const TokenLogprob>) override {
     const std::string out = held_.take(delta);
     return out.empty() ? std::string() : events_.text_delta(out);
   }
@@ -127,13 +136,14 @@ class ResponsesStream final : public StreamFormat {
 
 }  // namespace
 
-std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage, ToolCallSyntax tools) {
-  return std::make_unique<ChatStream>(meta, include_usage, tools);
+std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage, ToolCallSyntax tools,
+                                          PieceOf piece) {
+  return std::make_unique<ChatStream>(meta, include_usage, tools, std::move(piece));
 }
 
 std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix,
-                                                bool include_usage) {
-  return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage);
+                                                bool include_usage, PieceOf piece) {
+  return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage, std::move(piece));
 }
 
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools) {

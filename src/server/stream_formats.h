@@ -3,12 +3,14 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "chat/tool_calls.h"
 #include "runtime/finish_reason.h"
 #include "server/api_error.h"
+#include "server/logprobs_json.h"
 #include "server/openai_response.h"
 #include "server/responses_json.h"
 
@@ -18,7 +20,8 @@ class StreamFormat {
  public:
   virtual ~StreamFormat() = default;
   virtual std::string opening() = 0;
-  virtual std::string text(std::string_view delta) = 0;
+  // A piece of text and the log-probabilities of the tokens that made it (empty unless asked).
+  virtual std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs = {}) = 0;
   // The end of a generation that finished (stop or length) with `full_text`.
   virtual std::string closing(FinishReason finish, const std::string& full_text, const Usage& usage) = 0;
   virtual std::string failure(const ApiError& error) = 0;
@@ -27,10 +30,12 @@ class StreamFormat {
 // chat.completion.chunk events; with include_usage a last chunk with the usage; then [DONE].
 // With a tool-call syntax (tools were given), text that may begin a call is held back until the
 // reply ends: then it goes out as tool_calls deltas if it parses as calls, as content otherwise.
+// piece: a token's text, given when logprobs were asked for (null otherwise).
 std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
-                                          ToolCallSyntax tools = ToolCallSyntax::None);
+                                          ToolCallSyntax tools = ToolCallSyntax::None, PieceOf piece = {});
 // text_completion events, the echoed prompt first when there is one; then [DONE].
-std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage);
+std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage,
+                                                PieceOf piece = {});
 // The Responses API's typed events (responses_json.h); with tools, calls held back as in chat.
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
                                                ToolCallSyntax tools = ToolCallSyntax::None);

@@ -158,6 +158,44 @@ TEST(Sessions, SecondTurnOnResidentCacheMatchesFreshPrefill) {
   EXPECT_EQ((*s)->stats().session_evictions, 1);
 }
 
+// Each generated token's log-probability is the model's own (the raw logits, not the penalised
+// ones), and greedy picks the most likely alternative.
+TEST(Requests, LogprobsAreTheModelsOwnAndGreedyPicksTheTop) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, small_options());
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int64_t V = tm.model->config().vocab;
+  Request r = greedy_request(prompt_of(30, 3, V), 6);
+  r.params.repetition_penalty = 1.5f;  // changes the sampled logits, not the reported ones
+  r.keep_first_logits = true;
+  r.top_logprobs = 3;
+  std::vector<TokenLogprob> seen;
+  r.on_token = [&](const TokenEvent& e) {
+    ASSERT_NE(e.logprob, nullptr);
+    seen.push_back(*e.logprob);
+  };
+  RequestResult res;
+  r.on_finish = [&](const RequestResult& x) { res = x; };
+  ASSERT_TRUE((*s)->submit(std::move(r)).ok());
+  while (!(*s)->idle()) (*s)->step();
+  ASSERT_EQ(res.tokens.size(), 6u);
+  ASSERT_EQ(seen.size(), res.tokens.size());
+  const TokenLogprob first = token_logprob(res.first_logits, res.tokens[0], 3);
+  EXPECT_FLOAT_EQ(seen[0].logprob, first.logprob);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].token, res.tokens[i]);
+    ASSERT_EQ(seen[i].top.size(), 3u);
+    EXPECT_LE(seen[i].logprob, 0.0f);
+    EXPECT_GE(seen[i].top[0].second, seen[i].top[1].second);
+  }
+  EXPECT_EQ(seen[0].top[0].first, res.tokens[0]);  // no penalty on the first token: greedy is the top
+  Request bad = greedy_request(prompt_of(5, 1, V), 2);
+  bad.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_FALSE((*s)->submit(std::move(bad)).ok());
+}
+
 TEST(Sessions, RequestWithoutIdContinuesTheSessionItExtends) {
   TestModel tm = synth_model("tiny-llama");
   ASSERT_TRUE(tm.model && tm.tokenizer);

@@ -839,5 +839,56 @@ TEST(HttpServer, ToolsAreRenderedByTheTemplateAndRoundTripsContinue) {
   EXPECT_GT(r2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
 }
 
+// Logprobs as OpenAI gives them: chat's content entries (streamed too), the legacy completions
+// object; greedy picks the most likely token, and bad values are refused.
+TEST(HttpServer, LogprobsForChatAndCompletions) {
+  auto s = start();
+  auto c = s->client();
+  json body = chat_body({{"user", "Tell me a story"}}, 12);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 3;
+  const json plain = post_json(c, "/v1/chat/completions", body);
+  const json& content = plain["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 12u);
+  std::string joined;
+  for (const json& e : content) {
+    joined += e["token"].get<std::string>();
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);  // temperature 0: the top one
+    EXPECT_FLOAT_EQ(e["top_logprobs"][0]["logprob"].get<float>(), e["logprob"].get<float>());
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(joined, plain["choices"][0]["message"]["content"]);
+  // Streamed: the same entries, spread over the chunks.
+  body["stream"] = true;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  json streamed = json::array();
+  for (const std::string& e : sse_payloads(res->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    if (!j["choices"].empty() && j["choices"][0]["logprobs"].is_object())
+      for (const json& x : j["choices"][0]["logprobs"]["content"]) streamed.push_back(x);
+  }
+  EXPECT_EQ(streamed, content);
+  // Without logprobs the field stays null.
+  EXPECT_TRUE(post_json(c, "/v1/chat/completions", chat_body({{"user", "Hi"}}, 2))["choices"][0]["logprobs"].is_null());
+  // Completions: the legacy object, offsets after the echoed prompt.
+  const json comp = post_json(c, "/v1/completions", json{{"prompt", "Once upon"}, {"max_tokens", 5}, {"temperature", 0},
+                                                         {"logprobs", 2}, {"echo", true}});
+  const json& lp = comp["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u);
+  EXPECT_EQ(lp["text_offset"][0], 9);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  // Refusals name the field.
+  body.erase("stream");
+  body["top_logprobs"] = 21;
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "top_logprobs");
+  body["logprobs"] = false;
+  body["top_logprobs"] = 2;
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "top_logprobs");
+  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}}, 400)["error"]["param"], "logprobs");
+}
+
 }  // namespace
 }  // namespace tangram::server

@@ -124,7 +124,7 @@ std::vector<BadCase> bad_chat_cases() {
       {"stream a string", chat_with(R"("stream": "yes")"), "stream", "invalid_type"},
       {"stream_options without stream", chat_with(R"("stream_options": {"include_usage": true})"), "stream_options", ""},
       {"n = 2", chat_with(R"("n": 2)"), "n", "unsupported_value"},
-      {"logprobs", chat_with(R"("logprobs": true)"), "logprobs", "unsupported_parameter"},
+      {"logprobs a string", chat_with(R"("logprobs": "yes")"), "logprobs", "invalid_type"},
       {"tool without function", chat_with(R"("tools": [{"type": "function"}])"), "tools[0].function", "missing_field"},
       {"tools an object", chat_with(R"("tools": {"type": "function"})"), "tools", "invalid_type"},
       {"tool_choice required", chat_with(R"("tool_choice": "required")"), "tool_choice", "unsupported_value"},

@@ -3,7 +3,10 @@
 
 #include "server/api_error.h"
 #include "server/openai_response.h"
+#include "server/logprobs_json.h"
 #include "server/stream_formats.h"
+
+#include <cmath>
 
 namespace tangram::server {
 namespace {
@@ -145,6 +148,29 @@ TEST(OpenAiResponse, ResponsesStreamSendsCallsAsFunctionCallItems) {
   ASSERT_EQ(body["output"].size(), 1u);
   EXPECT_EQ(body["output"][0]["type"], "function_call");
   EXPECT_EQ(body["output"][0]["arguments"], item["arguments"]);
+}
+
+TEST(OpenAiResponse, LogprobsInBothShapes) {
+  const PieceOf piece = [](int32_t id) {
+    std::string text = id == 7 ? "\xe2\x96" : "t";  // 7: a piece that is part of a character
+    if (id != 7) text.append(std::to_string(id));
+    return text;
+  };
+  const std::vector<TokenLogprob> lps = {TokenLogprob{3, -0.5f, {{3, -0.5f}, {7, -1.5f}}},
+                                         TokenLogprob{7, -INFINITY, {}}};
+  const auto chat = chat_logprobs_json(lps, piece);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "t3");
+  EXPECT_FLOAT_EQ(chat["content"][0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["bytes"], (nlohmann::ordered_json{0xe2, 0x96}));
+  EXPECT_EQ(chat["content"][1]["logprob"], -9999.0);  // probability zero, as OpenAI writes it
+  EXPECT_TRUE(chat["refusal"].is_null());
+  const auto legacy = completion_logprobs_json(lps, piece, 10);
+  EXPECT_EQ(legacy["tokens"][0], "t3");
+  EXPECT_EQ(legacy["text_offset"], (nlohmann::ordered_json{10, 12}));
+  EXPECT_FLOAT_EQ(legacy["top_logprobs"][0]["t3"].get<float>(), -0.5f);
+  const auto j = chat_completion_json(meta(), "x", FinishReason::Stop, Usage{}, chat);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 2u);
 }
 
 TEST(OpenAiResponse, SseFramingAndInvalidUtf8) {

@@ -66,6 +66,19 @@ test('completions: text and token prompts, streaming and not', async () => {
   assert.equal(ids.usage.completion_tokens, 4);
 });
 
+test('logprobs and top_logprobs through the client', async () => {
+  const r = await client.chat.completions.create({ messages: story, max_tokens: 8, temperature: 0, logprobs: true,
+                                                   top_logprobs: 5 });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, 8);
+  assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
+  for (const e of content) {
+    assert.equal(e.top_logprobs.length, 5);
+    assert.equal(e.top_logprobs[0].token, e.token);
+    assert.ok(e.logprob <= 0);
+  }
+});
+
 test('models list', async () => {
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['stories260K']);
