@@ -1,4 +1,5 @@
-// OpenAI request parser: arbitrary bytes as the body of /v1/chat/completions and /v1/completions.
+// OpenAI request parsers: arbitrary bytes as the body of /v1/chat/completions, /v1/completions
+// and /v1/responses.
 // A body is either refused with an ApiError (whose JSON the server must be able to send) or
 // parsed into a request whose values the engine accepts without further checks; a parsed chat
 // request is rendered with a built-in template, as the server does next.
@@ -10,6 +11,7 @@
 #include "chat/chat_template.h"
 #include "fuzz_support.h"
 #include "server/openai_request.h"
+#include "server/responses_request.h"
 
 using namespace tangram;
 using namespace tangram::server;
@@ -26,6 +28,7 @@ void check_error(const ApiError& e) {
 
 void check_fields(const GenerationFields& gen) {
   TG_FUZZ_CHECK(gen.params.validate().ok());
+  TG_FUZZ_CHECK(gen.top_logprobs >= -1 && gen.top_logprobs <= 20);
   TG_FUZZ_CHECK(gen.session_id.empty() || valid_session_id(gen.session_id));
 }
 
@@ -44,7 +47,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& req = std::get<ChatCompletionRequest>(chat);
     check_fields(req.gen);
     TG_FUZZ_CHECK(!req.messages.empty());
-    (void)chatml.render(req.messages, true, "<s>", "</s>");
+    nlohmann::json extra;
+    if (!req.tools.empty()) extra["tools"] = req.tools;
+    (void)chatml.render(req.messages, true, "<s>", "</s>", extra);
+  }
+
+  auto response = parse_responses_request(body, defaults);
+  if (const auto* e = std::get_if<ApiError>(&response)) {
+    check_error(*e);
+  } else {
+    const auto& req = std::get<ResponsesRequest>(response);
+    check_fields(req.gen);
+    TG_FUZZ_CHECK(!req.input.empty());
+    TG_FUZZ_CHECK(req.previous_response_id.empty() || valid_response_id(req.previous_response_id));
+    (void)chatml.render(req.input, true, "<s>", "</s>");
   }
 
   auto completion = parse_completion_request(body, defaults);
