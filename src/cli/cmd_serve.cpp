@@ -136,7 +136,9 @@ Command register_serve(CLI::App& app) {
   serve.sampling.top_p = 1.0f;
   serve.engine.max_running = 16;
   auto* c_serve = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server: chat and completions with streaming, multi-turn KV reuse, metrics");
+      "serve",
+      "OpenAI-compatible HTTP server: chat, completions and responses with streaming, tools and logprobs; "
+      "multi-turn KV reuse; metrics");
   c_serve->add_option("-m,--model", serve.model, "GGUF model")->required()->check(CLI::ExistingFile);
   c_serve->add_option("--chat-template", serve.chat_template,
                       "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
