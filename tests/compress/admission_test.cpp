@@ -14,6 +14,7 @@
 #include "compress/profile.h"
 #include "model/model.h"
 #include "synth/synth.h"
+#include "compress_test_util.h"
 #include "support/test_support.h"
 
 namespace tangram {
@@ -21,44 +22,11 @@ namespace {
 
 constexpr int kPageTokens = 16;
 
-Model& admission_model() {
-  static std::unique_ptr<Model> m = [] {
-    auto spec = synth_preset("tiny-qwen3");
-    spec->n_layers = 2;
-    spec->n_kv_head = 4;
-    spec->n_head = 8;
-    spec->ctx = 1024;
-    const std::string path = (testing::temp_dir() / "admission-model.gguf").string();
-    EXPECT_TRUE(write_synth_model(*spec, path, 1).ok());
-    auto r = Model::load(path);
-    EXPECT_TRUE(r.ok()) << r.message();
-    return std::move(r).value();
-  }();
-  return *m;
-}
-
 // A tangram profile keeping `fraction` of every head.
 std::string uniform_profile(float fraction, const ModelConfig& c) {
-  RetentionProfile p;
-  p.scorer = "keydiff";
-  p.model = "test";
-  p.level = "per-layer";
-  p.n_layers = c.n_layers;
-  p.n_kv_head = c.n_kv_head;
-  p.n_samples = 1;
-  p.n_physical_layers = c.n_layers;
-  for (int l = 0; l < c.n_layers; ++l) p.layer_ids.push_back(l);
-  p.base_ratio = 0.3;
-  p.sink = 4;
-  p.window = 16;
   const size_t heads = static_cast<size_t>(c.n_layers) * static_cast<size_t>(c.n_kv_head);
-  p.median = p.mean = p.p90 = std::vector<float>(heads, fraction);
-  p.std_dev.assign(heads, 0.0f);
-  p.raw_ratio.assign(heads, fraction);
-  p.sample_meta = {996, 4, 1000, 16};
-  const std::string path = (testing::temp_dir() / "admission-profile.json").string();
-  EXPECT_TRUE(save_profile(p, path).ok());
-  return path;
+  return testing::write_test_profile(std::vector<float>(heads, fraction), c.n_layers, c.n_kv_head,
+                                     "admission-profile.json");
 }
 
 struct RuleSetup {
@@ -69,7 +37,7 @@ struct RuleSetup {
 };
 
 RuleSetup setup(const CompressionOptions& o) {
-  Model& m = admission_model();
+  Model& m = testing::small_compress_model();
   RuleSetup s;
   auto c = Compressor::create(o, m.config(), m.rope(), 1);
   EXPECT_TRUE(c.ok()) << c.message();
@@ -87,7 +55,7 @@ RuleSetup setup(const CompressionOptions& o) {
 
 // Pages of every (single-head) group holding n entries.
 int64_t pages_of(int64_t n) {
-  const ModelConfig& c = admission_model().config();
+  const ModelConfig& c = testing::small_compress_model().config();
   return int64_t{c.n_layers} * c.n_kv_head * ((n + kPageTokens - 1) / kPageTokens);
 }
 
@@ -113,7 +81,7 @@ TEST(AdmissionRule, OtherCompressingPoliciesReserveTheWholePrompt) {
 }
 
 TEST(AdmissionRule, TangramCommitsItsWholeFootprintBesideTheRunning) {
-  const ModelConfig& c = admission_model().config();
+  const ModelConfig& c = testing::small_compress_model().config();
   CompressionOptions o;
   o.policy = KvPolicy::Tangram;
   o.ratio = 0.3;

@@ -15,27 +15,12 @@
 #include "kv/dense_attention.h"
 #include "kv/paged_attention.h"
 #include "model/model.h"
+#include "compress_test_util.h"
 #include "support/test_support.h"
 #include "synth/synth.h"
 
 namespace tangram {
 namespace {
-
-Model& test_model() {
-  static std::unique_ptr<Model> m = [] {
-    auto spec = synth_preset("tiny-qwen3");
-    spec->n_layers = 2;
-    spec->n_kv_head = 4;
-    spec->n_head = 8;
-    spec->ctx = 1024;
-    const std::string path = (testing::temp_dir() / "compress-model.gguf").string();
-    EXPECT_TRUE(write_synth_model(*spec, path, 1).ok());
-    auto r = Model::load(path);
-    EXPECT_TRUE(r.ok()) << r.message();
-    return std::move(r).value();
-  }();
-  return *m;
-}
 
 std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
   std::mt19937 rng(seed);
@@ -47,27 +32,7 @@ std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
 
 // A profile for the test model with the given per-head fractions (as means, zero spread).
 std::string write_profile(const std::vector<float>& fractions, int L, int H, const std::string& name) {
-  RetentionProfile p;
-  p.scorer = "keydiff";
-  p.model = "test";
-  p.level = "per-layer";
-  p.n_layers = L;
-  p.n_kv_head = H;
-  p.n_samples = 2;
-  p.n_physical_layers = L;
-  for (int l = 0; l < L; ++l) p.layer_ids.push_back(l);
-  p.base_ratio = 0.3;
-  p.sink = 4;
-  p.window = 16;
-  p.median = p.mean = p.p90 = fractions;
-  p.std_dev.assign(fractions.size(), 0.0f);
-  for (int s = 0; s < 2; ++s)
-    for (float f : fractions) p.raw_ratio.push_back(f);
-  p.sample_meta = {996, 4, 1000, 16, 996, 4, 1000, 16};
-  const std::string path = (testing::temp_dir() / name).string();
-  const Status st = save_profile(p, path);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return path;
+  return testing::write_test_profile(fractions, L, H, name, /*samples=*/2);
 }
 
 struct PagedSetup {
@@ -181,7 +146,7 @@ class CompressorPolicies : public ::testing::TestWithParam<PolicyCase> {};
 
 TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTokens) {
   const PolicyCase pc = GetParam();
-  Model& m = test_model();
+  Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
   ThreadPool threads(2);
   CompressionOptions o;
@@ -244,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The closed-form footprint of the tangram policy equals the pages held after compression, for
 // random contexts, ratios, alphas, group sizes and page sizes.
 TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
-  Model& m = test_model();
+  Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
   ThreadPool threads(2);
   std::mt19937 rng(17);
@@ -283,7 +248,7 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
 // With one head per group and budgets equal to what the run-time spread chose, the tangram
 // policy keeps exactly the tokens the dynamic policy keeps.
 TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
-  Model& m = test_model();
+  Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
   ThreadPool threads(2);
   const int64_t n = 400;
@@ -323,7 +288,7 @@ TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
 }
 
 TEST(Compressor, RefusesProfilesOfAnotherModelAndMissingQueries) {
-  Model& m = test_model();
+  Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
   CompressionOptions o;
   o.policy = KvPolicy::Tangram;

@@ -14,6 +14,7 @@
 
 #include "compress/compressor.h"
 #include "compress/profile.h"
+#include "compress_test_util.h"
 #include "gguf/gguf_file.h"
 #include "store/session_codec.h"
 #include "store/session_test_util.h"
@@ -56,26 +57,9 @@ std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
 
 // A tangram profile with per-head fractions spread over [0.05, 0.37]; returns its path.
 std::string write_profile(const ModelConfig& c) {
-  RetentionProfile p;
-  p.scorer = "keydiff";
-  p.model = "test";
-  p.level = "per-layer";
-  p.n_layers = c.n_layers;
-  p.n_kv_head = c.n_kv_head;
-  p.n_samples = 1;
-  p.n_physical_layers = c.n_layers;
-  for (int l = 0; l < c.n_layers; ++l) p.layer_ids.push_back(l);
-  p.base_ratio = 0.3;
-  p.sink = 4;
-  p.window = 16;
-  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) p.median.push_back(0.05f + 0.08f * static_cast<float>(i % 5));
-  p.mean = p.p90 = p.median;
-  p.std_dev.assign(p.median.size(), 0.0f);
-  for (const float f : p.median) p.raw_ratio.push_back(f);
-  p.sample_meta = {996, 4, 1000, 16};
-  const std::string path = (testing::temp_dir() / "session-profile.json").string();
-  EXPECT_TRUE(save_profile(p, path).ok());
-  return path;
+  std::vector<float> fractions;
+  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) fractions.push_back(0.05f + 0.08f * static_cast<float>(i % 5));
+  return testing::write_test_profile(fractions, c.n_layers, c.n_kv_head, "session-profile.json");
 }
 
 struct PolicyCase {
