@@ -18,6 +18,7 @@
 
 #include "cli/command.h"
 #include "cli/config_json.h"
+#include "cli/auto_profile.h"
 #include "cli/bench_models.h"
 #include "cli/bench_oversubscribed.h"
 #include "cli/bench_multiturn.h"
@@ -87,10 +88,11 @@ int64_t longest_conversation(const std::vector<Conversation>& conversations) {
   return longest;
 }
 
-// The per-head profile tangram runs with, cut to the model's layers and saved under the report
-// folder for the engine to load.
-Result<RetentionProfile> fit_profile(const BenchOptions& opt, const ModelConfig& cfg, const std::string& fitted_path) {
-  std::string path = opt.profile;
+// The per-head profile tangram runs with (`path`, else the shipped real one of --profile-dir and
+// --profile-model), cut to the model's layers and saved under the report folder for the engine
+// to load.
+Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, const ModelConfig& cfg,
+                                     const std::string& fitted_path) {
   if (path.empty()) path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
   auto profile = load_profile(path);
   if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
@@ -141,7 +143,14 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
   s.profile_path = (fs::path(opt.output.out_dir.empty() ? fs::temp_directory_path().string() : opt.output.out_dir) /
                     "profile.json").string();
   if (std::find(opt.policies.begin(), opt.policies.end(), "tangram") != opt.policies.end()) {
-    TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, cfg, s.profile_path));
+    // -m without --profile: the model's own, made on first use and cached (auto_profile.h).
+    ResolvedProfile own;
+    if (opt.profile.empty() && !opt.model.empty()) {
+      EngineFlags flags = opt.engine;
+      flags.kv_scorer = opt.scorer;
+      TG_ASSIGN(own, automatic_profile(flags, *s.loaded.model, tok, opt.model));
+    }
+    TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, own.path.empty() ? opt.profile : own.path, cfg, s.profile_path));
     s.profile = std::move(fitted);
   }
   s.base = base_engine_flags(opt, cfg, s.spec, s.longest);
@@ -413,7 +422,9 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
       ->delimiter(',');
   c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
-  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: the real one of the preset's model)")
+  c_bench->add_option("--profile", bench.profile,
+                      "Per-head profile for tangram (default: with -m the model's own, made on first use and cached "
+                      "(--profile-cache); else the real one of the preset's model)")
       ->check(CLI::ExistingFile);
   c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
   c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();

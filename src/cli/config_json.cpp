@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "cli/auto_profile.h"
+
 namespace tangram::cli {
 
 using nlohmann::json;
@@ -69,7 +71,9 @@ json sampling_json(const SamplingParams& s) {
 
 Result<json> engine_flags_json(const EngineFlags& flags) {
   TG_ASSIGN(EngineOptions options, to_engine_options(flags));
-  return engine_options_json(options);
+  json j = engine_options_json(options);
+  j["compression"]["profile_source"] = profile_source_json(flags);
+  return j;
 }
 
 Result<json> plan_json(const InfoOptions& o) { return json{{"model", o.model}, {"full", o.full}}; }
