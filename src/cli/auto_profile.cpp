@@ -23,8 +23,8 @@ namespace {
 
 // What the automatic profile measures: the calibration text's 50 samples (ten of each kind) of
 // up to 256 tokens, two turns each, with the engine's scorer, sink and window at the base ratio
-// the shipped profiles were measured at. About 13k tokens of prefill: a few seconds for a small
-// model, a few minutes for a 7-8B one on CPU.
+// the shipped profiles were measured at. About 12.8k tokens of prefill: a second for stories260K,
+// tens of minutes for an 8B model on 2 cores (docs/reference.md).
 constexpr int kAutoSamples = 50;
 constexpr int64_t kAutoSampleTokens = 256;
 
