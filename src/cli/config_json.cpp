@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/auto_profile.h"
+#include "cli/profiler.h"
 
 namespace tangram::cli {
 
@@ -111,8 +112,14 @@ Result<json> plan_json(const ServeOptions& o) {
   return j;
 }
 
+// Without --samples: the shipped calibration files it would read.
 Result<json> plan_json(const ProfileOptions& o) {
-  return json{{"model", o.model}, {"samples", o.samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
+  std::vector<std::string> samples = o.samples;
+  if (samples.empty()) {
+    TG_ASSIGN(std::vector<std::filesystem::path> shipped, calibration_files());
+    for (const auto& f : shipped) samples.push_back(f.string());
+  }
+  return json{{"model", o.model}, {"samples", samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
               {"level", o.level}, {"n_samples", o.n_samples}, {"sample_tokens", o.sample_tokens},
               {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out}};
 }

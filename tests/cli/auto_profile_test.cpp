@@ -105,12 +105,21 @@ TEST(AutoProfile, UnwritableCacheProfilesForThisRunOnly) {
   const fs::path blocker = dir / "not-a-folder";
   std::ofstream(blocker) << "a file where the cache folder would go\n";
   const std::string stories = quoted(testing::shared_file("models/stories260K/stories260K.gguf"));
+  // The profile for this run only goes to a temporary file, removed when the run ends.
+  const auto temporary_profiles = [] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
+      if (e.path().filename().string().rfind("tangram-profile-", 0) == 0) ++n;
+    return n;
+  };
+  const size_t before = temporary_profiles();
   const auto r = run_tangram("run -m " + stories + " -p 'Once upon a time' -n 4 --temp 0 -t 1 --kv-memory 64MiB "
                              "--kv-policy tangram --kv-ratio 0.5 --profile-cache " + quoted(blocker / "profiles"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "warning: cannot write the profile cache")) << r.output;
   EXPECT_TRUE(contains(r.output, "--profile-cache")) << r.output;
   EXPECT_TRUE(contains(r.output, "Once upon a time")) << r.output;
+  EXPECT_EQ(temporary_profiles(), before);
 }
 
 TEST(AutoProfile, DryRunShowsWhereTheProfileComesFrom) {
@@ -128,6 +137,13 @@ TEST(AutoProfile, DryRunShowsWhereTheProfileComesFrom) {
   EXPECT_EQ(source("--kv-policy tangram --kv-ratio 0.3 --kv-profile " + stories)["source"], "--kv-profile");
   EXPECT_EQ(source("--kv-policy tangram")["source"], "none");  // ratio 1: nothing compressed
   EXPECT_EQ(source("")["source"], "none");
+
+  // `tangram profile` without --samples reads the same calibration text: its five kinds.
+  const auto r = run_tangram("profile -m " + stories + " --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto samples = nlohmann::json::parse(r.output)["config"]["samples"];
+  ASSERT_EQ(samples.size(), 5u) << r.output;
+  EXPECT_EQ(fs::path(samples[0].get<std::string>()).parent_path(), fs::path(automatic["calibration"].get<std::string>()));
 }
 
 }  // namespace
