@@ -15,6 +15,7 @@
 #include "common/thread_pool.h"
 #include "gguf/ggml_type.h"
 #include "gguf/tensor_view.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/memory_bandwidth.h"
 #include "kernels/quant.h"
@@ -97,7 +98,8 @@ void BM_Matvec(benchmark::State& state) {
   const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GBps_cpu"] = bytes / 1e9 / (cpu / threads);
-  state.SetLabel(std::string(ggml_type_name(type)));
+  // The kernel level too: TANGRAM_CPU=avx2 runs the same binary on the lower path.
+  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())));
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -120,20 +122,24 @@ void BM_Prefill(benchmark::State& state) {
 }
 
 // Kernel compute rate with the weights in L2 (one thread, CPU time): how fast the dot
-// products could stream if memory kept up. Args: type id, rows, cols.
+// products could stream if memory kept up, for n tokens at once (n > 1: the multi-token and
+// tile kernels of batched decode). Args: type id, rows, cols, tokens. CPU time of one thread
+// makes it the steadiest measure on a shared machine.
 void BM_MatvecCached(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
-  const int64_t rows = state.range(1), cols = state.range(2);
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
   const WeightSet w = make_weights(type, rows, cols, /*replicate=*/false);
-  const auto x = random_floats(static_cast<size_t>(cols));
-  std::vector<float> y(static_cast<size_t>(rows));
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
   for (auto _ : state) {
-    matmul(w.views[0], x.data(), 1, y.data(), pool(1));
+    matmul(w.views[0], x.data(), n, y.data(), pool(1));
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(ggml_type_name(type)));
+  const double macs = static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  state.counters["GMACs"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())));
 }
 
 // The engine's one read-bandwidth probe (kernels/memory_bandwidth.h, the ceiling that
@@ -161,14 +167,15 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 }
 
 void cached_args(benchmark::internal::Benchmark* b) {
-  for (const int64_t t : kTypes) b->Args({t, t == static_cast<int64_t>(GgmlType::F32) ? 32 : 128, 4096});
+  for (const int64_t t : kTypes)
+    for (const int64_t n : {1, 2, 4, 8, 16}) b->Args({t, t == static_cast<int64_t>(GgmlType::F32) ? 32 : 128, 4096, n});
 }
 
 void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes) b->Args({t, 1024, 4096, 1, 128});
 }
 
-BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols", "n"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Decode of a batch of sequences: n tokens against one weight matrix (continuous batching).

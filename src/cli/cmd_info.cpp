@@ -1,4 +1,5 @@
-// `tangram info FILE`: metadata, tensor directory and sizes of a GGUF file.
+// `tangram info FILE`: metadata, tensor directory and sizes of a GGUF file; `--cpu`: the CPU's
+// SIMD features and which kernel path runs on it.
 #include <memory>
 #include <cstdio>
 #include <map>
@@ -10,10 +11,33 @@
 #include "cli/commands.h"
 #include "common/units.h"
 #include "gguf/gguf_file.h"
+#include "kernels/cpu_features.h"
 
 namespace tangram::cli {
 
+namespace {
+
+void print_cpu() {
+  const cpu::LevelChoice& choice = cpu::active();
+  std::string levels;
+  for (const cpu::KernelLevel l : cpu::supported_levels())
+    levels += (levels.empty() ? "" : ", ") + std::string(cpu::level_name(l));
+  fmt::print("cpu features:   {}\n", cpu::feature_list());
+  fmt::print("kernel levels:  {} (this CPU can run)\n", levels);
+  fmt::print("kernel path:    {} ({})\n", cpu::level_name(choice.level), choice.reason);
+}
+
+}  // namespace
+
 int cmd_info(const InfoOptions& opt) {
+  if (opt.cpu) {
+    print_cpu();
+    if (opt.model.empty()) return 0;
+    fmt::print("\n");
+  } else if (opt.model.empty()) {
+    fmt::print(stderr, "error: give a GGUF file, or --cpu\n");
+    return 1;
+  }
   auto file = GgufFile::open(opt.model);
   if (!file) {
     fmt::print(stderr, "error: {}\n", file.message());
@@ -63,9 +87,12 @@ int cmd_info(const InfoOptions& opt) {
 Command register_info(CLI::App& app) {
   auto opt = std::make_shared<InfoOptions>();
   InfoOptions& info = *opt;
-  auto* c_info = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and sizes");
-  c_info->add_option("model", info.model, "GGUF file")->required()->check(CLI::ExistingFile);
+  auto* c_info = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and sizes, or the CPU's kernel path");
+  c_info->add_option("model", info.model, "GGUF file (optional with --cpu)")->check(CLI::ExistingFile);
   c_info->add_flag("--full", info.full, "List every tensor and full metadata values");
+  c_info->add_flag("--cpu", info.cpu,
+                   "Show the CPU's SIMD features and the kernel path in use (avx2 or avx512; "
+                   "TANGRAM_CPU=avx2 forces the lower one)");
   return {c_info, [opt] { return cmd_info(*opt); }, [opt] { return plan_json(*opt); }};
 }
 

@@ -14,8 +14,9 @@
 namespace tangram::cli {
 
 struct InfoOptions {
-  std::string model;
+  std::string model;  // optional with --cpu
   bool full = false;  // every metadata item and tensor, unabridged
+  bool cpu = false;   // the CPU's SIMD features and the kernel path this binary runs on it
 };
 int cmd_info(const InfoOptions& opt);
 

@@ -77,7 +77,9 @@ Result<json> engine_flags_json(const EngineFlags& flags) {
   return j;
 }
 
-Result<json> plan_json(const InfoOptions& o) { return json{{"model", o.model}, {"full", o.full}}; }
+Result<json> plan_json(const InfoOptions& o) {
+  return json{{"model", o.model}, {"full", o.full}, {"cpu", o.cpu}};
+}
 
 Result<json> plan_json(const TokenizeOptions& o) {
   return json{{"model", o.model}, {"flavor", o.flavor}, {"text", o.text}, {"file", o.file},

@@ -2,7 +2,8 @@
 //  * decode path (few tokens; K-quants at any count): the activations are quantised once into
 //    the weight type's companion type, then the pool splits the rows of W; each weight row is
 //    streamed from memory once per chunk of tokens and dotted with them while it sits in L1
-//    (multi-token kernels unpack each weight block once for up to 4 tokens).
+//    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
+//    several rows x several tokens, so each activation block is also loaded once per tile).
 //  * prefill path (many tokens, float and 32-element types): the pool splits the rows of W;
 //    each thread runs a single-threaded cblas_sgemm on its slice (F32 weights in place, other
 //    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
@@ -93,20 +94,27 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
     act = buf.data();
   }
   const vec::MultiDotFn multi = vec::multi_dot_fn(W.type);
+  const vec::TileDotFn tile = vec::tile_dot_fn(W.type);  // null: one row at a time
+  const int64_t rows_per_step = tile != nullptr ? vec::kTileRows : 1;
+  const size_t w_stride = W.row_bytes();
   pool.parallel_for(
       rows,
       [&](int64_t r0, int64_t r1, int) {
-        float out[vec::kMultiTokens];
+        float out[vec::kTileRows * vec::kMultiTokens];  // [row of the tile][token]
         // Token chunks keep the activations a row meets in L2 (Zen 3: 512 KiB); each chunk
         // re-reads this thread's rows, which is cheap next to the work of many tokens.
         for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
           const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
-          for (int64_t r = r0; r < r1; ++r) {
-            const uint8_t* w = W.row(r);
+          for (int64_t r = r0; r < r1; r += rows_per_step) {
+            const int nr = static_cast<int>(std::min(rows_per_step, r1 - r));
             for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
               const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
-              multi(w, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
-              for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r] = out[t];
+              if (tile != nullptr)
+                tile(W.row(r), w_stride, nr, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
+              else
+                multi(W.row(r), act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
+              for (int i = 0; i < nr; ++i)
+                for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
             }
           }
         }

@@ -350,7 +350,8 @@ GgmlType activation_type(GgmlType weight) {
   return GgmlType::F32;
 }
 
-RowDotFn row_dot_fn(GgmlType weight) {
+RowDotFn row_dot_fn(GgmlType weight, cpu::KernelLevel /*level*/) {
+  // The single-token kernels are AVX2 at every level (vec_dot_avx512.h says why).
   switch (weight) {
     case GgmlType::F32: return dot_f32_f32;
     case GgmlType::F16: return dot_f16_f32;

@@ -6,6 +6,7 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/simd.h"
 #include "kernels/vec_dot.h"
+#include "kernels/vec_dot_avx512.h"
 
 namespace tangram::vec {
 
@@ -243,7 +244,9 @@ void multi_by_single(const void* w, const uint8_t* act, size_t stride, int nt, i
 
 }  // namespace
 
-MultiDotFn multi_dot_fn(GgmlType weight) {
+MultiDotFn multi_dot_fn(GgmlType weight, cpu::KernelLevel level) {
+  if (level == cpu::KernelLevel::Avx512Vnni)
+    if (const MultiDotFn f = avx512::multi_dot(weight)) return f;
   switch (weight) {
 #if TANGRAM_AVX2
     case GgmlType::F32: return multi_f32;
@@ -265,6 +268,13 @@ MultiDotFn multi_dot_fn(GgmlType weight) {
     case GgmlType::Q8_K: return multi_by_single<dot_q8_k_f32>;
   }
   return multi_by_single<dot_f32_f32>;
+}
+
+TileDotFn tile_dot_fn(GgmlType weight, cpu::KernelLevel level) {
+  // AVX2's 16 ymm registers hold no tile larger than the multi-token kernel's 1 x 4 without
+  // spilling (a 2 x 4 tile measured slower), so tiles are AVX-512 only.
+  if (level == cpu::KernelLevel::Avx512Vnni) return avx512::tile_dot(weight);
+  return nullptr;
 }
 
 }  // namespace tangram::vec

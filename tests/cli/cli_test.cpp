@@ -2,6 +2,7 @@
 // and clean errors (non-zero exit, a message, no crash) for bad input.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,6 +38,27 @@ TEST(Cli, InfoShowsStories260K) {
   EXPECT_TRUE(contains(r.output, "general.architecture"));
   EXPECT_TRUE(contains(r.output, "token_embd.weight"));
   EXPECT_TRUE(contains(r.output, "48 tensors"));
+}
+
+// `info --cpu`: the CPU's features and the kernel path; TANGRAM_CPU=avx2 lowers the path on any
+// machine (every x86-64-v3 CPU runs it); an unknown level is named and ignored.
+TEST(Cli, InfoCpuShowsTheKernelPath) {
+  auto r = run_tangram("info --cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "cpu features:")) << r.output;
+  EXPECT_TRUE(contains(r.output, "avx2")) << r.output;
+  EXPECT_TRUE(contains(r.output, "kernel path:")) << r.output;
+  setenv("TANGRAM_CPU", "avx2", 1);
+  r = run_tangram("info --cpu");
+  EXPECT_TRUE(contains(r.output, "kernel path:    avx2 (TANGRAM_CPU=avx2)")) << r.output;
+  setenv("TANGRAM_CPU", "sse9", 1);
+  r = run_tangram("info --cpu");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "TANGRAM_CPU=sse9 is not a level")) << r.output;
+  unsetenv("TANGRAM_CPU");
+  r = run_tangram("info");  // neither a file nor --cpu
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "--cpu")) << r.output;
 }
 
 TEST(Cli, RunStories260KGreedyMatchesLlama2c) {

@@ -1,0 +1,128 @@
+// CPUID / XGETBV probing and the one-time choice of kernel level.
+#include "kernels/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace tangram::cpu {
+namespace {
+
+bool bit(unsigned reg, int n) { return ((reg >> n) & 1u) != 0; }
+
+// XCR0, the register state the OS saves on context switches. Only valid when CPUID says the OS
+// enabled XSAVE (OSXSAVE); the caller checks that first.
+uint64_t read_xcr0() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+CpuFeatures probe() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
+  f.fma = bit(c, 12);
+  f.f16c = bit(c, 29);
+  const bool osxsave = bit(c, 27);
+  if (osxsave) {
+    const uint64_t xcr0 = read_xcr0();
+    f.os_ymm = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
+    f.os_zmm = (xcr0 & 0xE6) == 0xE6;   // plus opmask, upper halves of zmm0-15, zmm16-31
+  }
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) {
+    f.avx2 = bit(b, 5);
+    f.avx512f = bit(b, 16);
+    f.avx512bw = bit(b, 30);
+    f.avx512vl = bit(b, 31);
+    f.avx512_vnni = bit(c, 11);
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) != 0) f.avx512_bf16 = bit(a, 5);
+  return f;
+}
+
+LevelChoice choose() {
+  KernelLevel best = KernelLevel::Avx2;
+  for (const KernelLevel l : supported_levels()) best = l;
+  const char* env = std::getenv("TANGRAM_CPU");
+  if (env == nullptr || *env == '\0') return {best, "best the CPU supports"};
+  const auto wanted = parse_level(env);
+  if (!wanted) return {best, fmt::format("TANGRAM_CPU={} is not a level (avx2, avx512); ignored", env)};
+  if (!supports(*wanted)) return {best, fmt::format("TANGRAM_CPU={}: this CPU cannot run it; ignored", env)};
+  return {*wanted, fmt::format("TANGRAM_CPU={}", env)};
+}
+
+}  // namespace
+
+const CpuFeatures& features() {
+  static const CpuFeatures f = probe();
+  return f;
+}
+
+bool supports(KernelLevel level) {
+  const CpuFeatures& f = features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c && f.os_ymm;
+  switch (level) {
+    case KernelLevel::Avx2:
+      return avx2;
+    case KernelLevel::Avx512Vnni:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni && f.os_zmm;
+  }
+  return false;
+}
+
+std::vector<KernelLevel> supported_levels() {
+  std::vector<KernelLevel> levels;
+  for (const KernelLevel l : {KernelLevel::Avx2, KernelLevel::Avx512Vnni})
+    if (supports(l)) levels.push_back(l);
+  // The binary itself needs AVX2: report it even on a CPU that lacks it, where nothing runs.
+  if (levels.empty()) levels.push_back(KernelLevel::Avx2);
+  return levels;
+}
+
+std::string_view level_name(KernelLevel level) {
+  switch (level) {
+    case KernelLevel::Avx2:
+      return "avx2";
+    case KernelLevel::Avx512Vnni:
+      return "avx512";
+  }
+  return "?";
+}
+
+std::optional<KernelLevel> parse_level(std::string_view name) {
+  if (name == "avx2") return KernelLevel::Avx2;
+  if (name == "avx512") return KernelLevel::Avx512Vnni;
+  return std::nullopt;
+}
+
+const LevelChoice& active() {
+  static const LevelChoice choice = choose();
+  return choice;
+}
+
+std::string feature_list() {
+  const CpuFeatures& f = features();
+  std::string out;
+  auto add = [&](bool has, std::string_view name) {
+    if (!has) return;
+    if (!out.empty()) out += ' ';
+    out += name;
+  };
+  add(f.avx2, "avx2");
+  add(f.fma, "fma");
+  add(f.f16c, "f16c");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx512_bf16, "avx512_bf16");
+  add(f.os_ymm, "os:ymm");
+  add(f.os_zmm, "os:zmm");
+  return out.empty() ? "none of the SIMD features Tangram uses" : out;
+}
+
+}  // namespace tangram::cpu

@@ -1,0 +1,50 @@
+// Which SIMD kernels this process runs. The binary is built for x86-64-v3 (AVX2, FMA, F16C);
+// the hot kernels also have AVX-512 variants (compiled with per-function target options),
+// chosen once at start from CPUID and the OS's saved register state, so one binary runs on
+// every x86-64-v3 CPU and uses AVX-512 where the CPU and OS have it.
+// TANGRAM_CPU=avx2 forces the lower path (testing, comparisons); a level the CPU cannot run
+// is never chosen.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tangram::cpu {
+
+// Kernel levels, lowest first.
+enum class KernelLevel {
+  Avx2,        // AVX2 + FMA + F16C: the build baseline
+  Avx512Vnni,  // AVX-512 F/BW/VL + VNNI (int8 dot products), with the OS saving zmm state
+};
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false, avx512_bf16 = false;
+  bool os_ymm = false;  // XCR0: the OS saves ymm state
+  bool os_zmm = false;  // XCR0: the OS saves opmask and zmm state
+};
+
+// Read once from CPUID / XGETBV.
+const CpuFeatures& features();
+bool supports(KernelLevel level);
+// Every level this machine can run, lowest first (tests run each one).
+std::vector<KernelLevel> supported_levels();
+
+std::string_view level_name(KernelLevel level);
+std::optional<KernelLevel> parse_level(std::string_view name);
+
+struct LevelChoice {
+  KernelLevel level;
+  std::string reason;  // "best the CPU supports", "TANGRAM_CPU=avx2", or why the override was ignored
+};
+// The level the kernels run, chosen on first use: the best supported one, lowered by
+// TANGRAM_CPU when that names a supported level.
+const LevelChoice& active();
+inline KernelLevel active_level() { return active().level; }
+
+// The CPU's features as one line ("avx2 fma f16c avx512f ..."), for `tangram info --cpu`.
+std::string feature_list();
+
+}  // namespace tangram::cpu

@@ -1,0 +1,16 @@
+// Internal: the AVX-512 VNNI kernels (vec_dot_avx512.cpp), compiled with per-function target
+// options so the rest of the binary stays x86-64-v3. Call them only where
+// cpu::supports(KernelLevel::Avx512Vnni); vec_dot.h's *_fn look-ups do that.
+#pragma once
+
+#include "gguf/ggml_type.h"
+#include "kernels/vec_dot.h"
+
+namespace tangram::vec::avx512 {
+
+// nullptr where this level has no kernel of its own for the type (its AVX2 kernel runs).
+// Single-token dots stay AVX2 at every level (bound by memory bandwidth; measured no faster).
+MultiDotFn multi_dot(GgmlType weight);
+TileDotFn tile_dot(GgmlType weight);
+
+}  // namespace tangram::vec::avx512
