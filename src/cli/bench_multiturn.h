@@ -11,6 +11,7 @@
 #include "cli/bench_rate_sweep.h"
 #include "cli/bench_report.h"
 #include "cli/restore_probe.h"
+#include "compress/compressor.h"
 #include "compress/profile.h"
 #include "evaluation/accuracy.h"
 #include "evaluation/metrics.h"
@@ -36,6 +37,10 @@ struct RunRow {
   RunMetrics metrics;
   std::optional<AgreementResult> accuracy;  // greedy agreement and KL against full KV
   std::optional<PlantedFactsScore> facts;   // planted-facts exact match (real chat models)
+  // What the policy commits in closed form at `retention_context` (Compressor::retention_at;
+  // none for dynamic): kept entries with group maxima, each head at its own budget, full KV's.
+  std::optional<Compressor::Retention> committed;
+  int64_t retention_context = 0;
 };
 
 // Everything a `tangram bench` run measured: the input of its report.
@@ -46,6 +51,7 @@ struct MultiturnResults {
   int64_t kv_memory_bytes = 0;
   int threads = 0;
   int facts_per_conversation = 0;
+  double dense_kv_bytes_per_token = 0;       // full KV's bytes per token, no page rounding
   std::vector<RunRow> rows;
   std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram runs only)
   std::optional<HostRestoreTiming> restore;  // from the host tier, under the reference tangram run's policy
@@ -59,6 +65,12 @@ struct MultiturnResults {
 const RunRow* full_run(const std::vector<RunRow>& rows);
 // The tangram run the headline figures, the restore and the rate sweep use: the ratio nearest 0.25.
 const RunRow* reference_tangram_run(const std::vector<RunRow>& rows);
+// The fraction of full KV a run kept: its KV bytes per cached token over the full run's (the
+// dense figure when full did not run).
+double effective_ratio(const MultiturnResults& r, const RunRow& row);
+// Tokens kept beyond the heads' own budgets because of their groups, over the tokens kept, at
+// the run's retention context (0 where no group raises a head: full, uniform, dynamic).
+double over_retention(const RunRow& row);
 
 // Console tables go to `console` as each part is known; the report gathers every figure.
 void print_runs_table(const MultiturnResults& r, std::FILE* console);

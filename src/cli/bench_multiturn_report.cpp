@@ -27,6 +27,18 @@ const RunRow* reference_tangram_run(const std::vector<RunRow>& rows) {
   return best;
 }
 
+double effective_ratio(const MultiturnResults& r, const RunRow& row) {
+  const RunRow* full = full_run(r.rows);
+  const double full_bytes = full && full->run.kv_bytes_per_cached_token > 0 ? full->run.kv_bytes_per_cached_token
+                                                                             : r.dense_kv_bytes_per_token;
+  return full_bytes > 0 ? row.run.kv_bytes_per_cached_token / full_bytes : 0.0;
+}
+
+double over_retention(const RunRow& row) {
+  if (!row.committed || row.committed->kept <= 0) return 0.0;
+  return static_cast<double>(row.committed->kept - row.committed->own) / static_cast<double>(row.committed->kept);
+}
+
 namespace {
 
 // Output tokens/s of a run over full KV's (0 without a full run).
@@ -57,12 +69,18 @@ PrefillFigures prefill_figures(const RunRow& r) {
 
 json percentiles(const LatencySummary& p) { return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}}; }
 
-json run_json(const RunRow& r, const RunRow* full) {
+json run_json(const MultiturnResults& results, const RunRow& r) {
+  const RunRow* full = full_run(results.rows);
   const RunMetrics& m = r.metrics;
   const SchedulerStats& st = r.run.stats;
   const PrefillFigures pf = prefill_figures(r);
   json row = {
-      {"policy", r.policy}, {"ratio", r.ratio}, {"group_size", r.group_size}, {"wall_s", r.run.wall_s},
+      {"policy", r.policy}, {"ratio", r.ratio}, {"effective_ratio", effective_ratio(results, r)},
+      {"committed_ratio", r.committed && r.committed->full > 0
+                              ? json(static_cast<double>(r.committed->kept) / static_cast<double>(r.committed->full))
+                              : json(nullptr)},
+      {"retention_context", r.retention_context}, {"over_retention", over_retention(r)},
+      {"group_size", r.group_size}, {"wall_s", r.run.wall_s},
       {"requests_per_s", m.requests_per_s}, {"output_tokens_per_s", m.output_tokens_per_s},
       {"throughput_vs_full", throughput_vs_full(r, full)},
       {"ttft_s", percentiles(m.ttft_s)}, {"tpot_s", percentiles(m.tpot_s)}, {"e2e_s", percentiles(m.e2e_s)},
@@ -124,25 +142,44 @@ std::string restore_sentence(const HostRestoreTiming& t) {
                      fmt_s(t.reprefill_s), t.reprefill_s / std::max(t.host_restore_s, 1e-9));
 }
 
+// What the ratio columns mean, and tangram's bytes per cached token against uniform's.
+std::string retention_note(const MultiturnResults& r) {
+  std::string note =
+      "Effective ratio: KV bytes per cached token over full KV's (sink, window, group maxima, page rounding "
+      "and uncompressed generated tokens included). Over-retained: tokens heads keep beyond their own "
+      "budgets because their group keeps its largest, over the tokens kept. Empty slots: allocated but "
+      "unused page slots.";
+  for (const RunRow& t : r.rows) {
+    if (t.policy != "tangram") continue;
+    for (const RunRow& u : r.rows)
+      if (u.policy == "uniform" && u.ratio == t.ratio && effective_ratio(r, u) > 0)
+        note += fmt::format(" Tangram (G {}) at ratio {:.2f} keeps {:.2f}x uniform's bytes per cached token.",
+                            t.group_size, t.ratio, effective_ratio(r, t) / effective_ratio(r, u));
+  }
+  return note;
+}
+
 std::string runs_markdown(const MultiturnResults& r) {
   const RunRow* full = full_run(r.rows);
   std::string md =
-      "| policy | ratio | G | req/s | out tok/s | x full | TTFT p50 | TTFT p99 | TPOT p50 | e2e p99 | peak conc | KV peak "
-      "| waste | preemptions | compression % of prefill | imbalance | greedy match | mean KL |\n"
+      "| policy | ratio | effective ratio | over-retained | G | req/s | out tok/s | x full | TTFT p50 | TTFT p99 | "
+      "TPOT p50 | e2e p99 | peak conc | KV peak | empty slots | preemptions | compression % of prefill | imbalance | "
+      "greedy match | mean KL |\n"
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-      "---: | ---: |\n";
+      "---: | ---: | ---: | ---: |\n";
   for (const auto& row : r.rows) {
     const RunMetrics& m = row.metrics;
-    md += fmt::format("| {} | {:.2f} | {} | {:.3f} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {:.1f}% | {} | "
-                      "{:.1f}% | {:.2f} | {} | {} |\n",
-                      row.policy, row.ratio, row.group_size, m.requests_per_s, m.output_tokens_per_s,
+    md += fmt::format("| {} | {:.2f} | {:.3f} | {:.1f}% | {} | {:.3f} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | "
+                      "{:.1f}% | {} | {:.1f}% | {:.2f} | {} | {} |\n",
+                      row.policy, row.ratio, effective_ratio(r, row), 100.0 * over_retention(row), row.group_size,
+                      m.requests_per_s, m.output_tokens_per_s,
                       throughput_vs_full(row, full), fmt_s(m.ttft_s.p50), fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50),
                       fmt_s(m.e2e_s.p99), row.run.peak_running, format_bytes(row.run.peak_kv_bytes),
                       100.0 * row.run.mean_waste_fraction, row.run.stats.preemptions,
                       100.0 * prefill_figures(row).compress_share, row.run.attention_imbalance,
                       accuracy_cell(row, false), accuracy_cell(row, true));
   }
-  return md;
+  return md + "\n" + retention_note(r) + "\n";
 }
 
 std::string extras_markdown(const MultiturnResults& r) {
@@ -222,29 +259,36 @@ LinePlot kv_memory_plot(const MultiturnResults& r) {
   return p;
 }
 
-// Wasted slots vs group size for the profile's budgets: contiguous vs clustered grouping. Also
-// records the figures in `j`.
+// Over-allocation vs group size for the profile's median retention (the tokens a group keeps
+// beyond its members' own budgets, over what it keeps): contiguous runs of G heads (unified pages
+// at G = the KV heads of a layer), clustered per layer and clustered globally, at every power of
+// two up to all heads. Also records the figures in `j` (null where a grouping does not exist).
 LinePlot waste_plot(const RetentionProfile& profile, const ModelConfig& cfg, json& j) {
   LinePlot p;
-  p.title = "Wasted KV slots vs head-group size (profile budgets)";
-  p.x_label = "heads per page (G)";
-  p.y_label = "wasted slots %";
+  p.title = "Over-allocation vs head-group size (profile's median retention)";
+  p.x_label = "heads per group (G)";
+  p.y_label = "over-allocated %";
   p.log2_x = true;
-  PlotSeries contiguous{"contiguous", {}, {}}, clustered{"clustered", {}, {}};
-  for (int g = 1; g <= cfg.n_kv_head; g *= 2) {
-    auto cm = contiguous_map(cfg.n_layers, cfg.n_kv_head, g);
-    auto cl = cluster_heads(profile.median, cfg.n_layers, cfg.n_kv_head, g, false);
-    if (!cm || !cl) continue;
-    auto w1 = grouping_waste(std::span<const float>(profile.median), *cm);
-    auto w2 = grouping_waste(std::span<const float>(profile.median), *cl);
-    if (!w1 || !w2) continue;
-    contiguous.x.push_back(g);
-    contiguous.y.push_back(100.0 * *w1);
-    clustered.x.push_back(g);
-    clustered.y.push_back(100.0 * *w2);
-    j.push_back({{"G", g}, {"contiguous", *w1}, {"clustered", *w2}});
+  const int L = cfg.n_layers, H = cfg.n_kv_head;
+  PlotSeries contiguous{"contiguous (unified at G = KV heads)", {}, {}}, per_layer{"clustered per layer", {}, {}},
+      global{"clustered globally", {}, {}};
+  auto add = [&](PlotSeries& series, int g, const Result<ClusterMap>& m) -> json {
+    if (!m) return nullptr;
+    const auto w = grouping_waste(std::span<const float>(profile.median), *m);
+    if (!w) return nullptr;
+    series.x.push_back(g);
+    series.y.push_back(100.0 * *w);
+    return *w;
+  };
+  for (int g = 1; g <= L * H; g *= 2) {
+    if ((L * H) % g != 0) break;
+    json point = {{"G", g}};
+    point["contiguous"] = add(contiguous, g, contiguous_map(L, H, g));
+    point["per_layer"] = add(per_layer, g, cluster_heads(profile.median, L, H, g, false));
+    point["global"] = add(global, g, cluster_heads(profile.median, L, H, g, true));
+    j.push_back(point);
   }
-  p.series = {contiguous, clustered};
+  p.series = {contiguous, per_layer, global};
   return p;
 }
 
@@ -253,22 +297,24 @@ LinePlot waste_plot(const RetentionProfile& profile, const ModelConfig& cfg, jso
 void print_runs_table(const MultiturnResults& r, std::FILE* console) {
   const RunRow* full = full_run(r.rows);
   fmt::print(console,
-             "\n{:<8} {:>5} {:>3} {:>8} {:>9} {:>7} {:>10} {:>10} {:>9} {:>10} {:>5} {:>10} {:>6} {:>7} {:>8} {:>6} "
-             "{:>6} {:>7} {:>8}\n",
-             "policy", "ratio", "G", "req/s", "out tok/s", "x full", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p99",
-             "conc", "KV peak", "waste", "preempt", "compr%pf", "imbal", "match", "KL", "reuse");
+             "\n{:<8} {:>5} {:>5} {:>6} {:>3} {:>8} {:>9} {:>7} {:>10} {:>10} {:>9} {:>10} {:>5} {:>10} {:>6} {:>7} {:>8} "
+             "{:>6} {:>6} {:>7} {:>8}\n",
+             "policy", "ratio", "eff", "overrt", "G", "req/s", "out tok/s", "x full", "TTFT p50", "TTFT p99", "TPOT p50",
+             "e2e p99", "conc", "KV peak", "empty", "preempt", "compr%pf", "imbal", "match", "KL", "reuse");
   for (const RunRow& row : r.rows) {
     const RunMetrics& m = row.metrics;
     const PrefillFigures pf = prefill_figures(row);
     fmt::print(console,
-               "{:<8} {:>5.2f} {:>3} {:>8.3f} {:>9.2f} {:>6.2f}x {:>10} {:>10} {:>9} {:>10} {:>5} {:>10} {:>5.1f}% "
-               "{:>7} {:>7.1f}% {:>6.2f} {:>6} {:>7} {:>7.0f}%\n",
-               row.policy, row.ratio, row.group_size, m.requests_per_s, m.output_tokens_per_s,
+               "{:<8} {:>5.2f} {:>5.3f} {:>5.1f}% {:>3} {:>8.3f} {:>9.2f} {:>6.2f}x {:>10} {:>10} {:>9} {:>10} {:>5} "
+               "{:>10} {:>5.1f}% {:>7} {:>7.1f}% {:>6.2f} {:>6} {:>7} {:>7.0f}%\n",
+               row.policy, row.ratio, effective_ratio(r, row), 100.0 * over_retention(row), row.group_size,
+               m.requests_per_s, m.output_tokens_per_s,
                throughput_vs_full(row, full), fmt_s(m.ttft_s.p50), fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50),
                fmt_s(m.e2e_s.p99), row.run.peak_running, format_bytes(row.run.peak_kv_bytes),
                100.0 * row.run.mean_waste_fraction, row.run.stats.preemptions, 100.0 * pf.compress_share,
                row.run.attention_imbalance, accuracy_cell(row, false), accuracy_cell(row, true), 100.0 * pf.reuse);
   }
+  fmt::print(console, "\n{}\n", retention_note(r));
   if (r.facts_per_conversation > 0) {
     fmt::print(console, "\nPlanted facts ({} per conversation, exact match of greedy answers, one chat session per policy):\n",
                r.facts_per_conversation);
@@ -320,7 +366,7 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
   j["kv_memory_bytes"] = r.kv_memory_bytes;
   j["threads"] = r.threads;
   j["runs"] = json::array();
-  for (const RunRow& row : r.rows) j["runs"].push_back(run_json(row, full_run(r.rows)));
+  for (const RunRow& row : r.rows) j["runs"].push_back(run_json(r, row));
   if (r.restore)
     j["restore"] = {{"context", r.restore->context}, {"session_bytes", r.restore->session_bytes},
                     {"host_restore_s", r.restore->host_restore_s}, {"reprefill_s", r.restore->reprefill_s},

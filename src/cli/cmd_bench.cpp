@@ -105,11 +105,16 @@ Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, 
   return fitted;
 }
 
+// Full KV's bytes per token (every layer's KV heads, keys and values), without page rounding.
+double dense_kv_bytes_per_token(const ModelConfig& cfg, const std::string& kv_type) {
+  return static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
+         (kv_type == "f32" ? 4.0 : 2.0);
+}
+
 // The engine flags every run starts from: KV memory for `memory_sessions` conversations under
-// full KV unless given, the scorer, and compression points.
+// full KV unless given, the scorer, compression points and the budget scaling's context.
 EngineFlags base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg, const WorkloadSpec& spec, int64_t longest) {
-  const double kv_token = static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
-                          (opt.engine.kv_type == "f32" ? 4.0 : 2.0);
+  const double kv_token = dense_kv_bytes_per_token(cfg, opt.engine.kv_type);
   EngineFlags base = opt.engine;
   if (base.kv_memory == "auto") {
     const double bytes = opt.memory_sessions * static_cast<double>(longest + 2 * base.page_tokens) * kv_token;
@@ -120,6 +125,9 @@ EngineFlags base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg, c
   // are to its ~25k-token prompts), so tangram's admitted peak is a fraction of the prompt.
   if (base.kv_chunk <= 0)
     base.kv_chunk = std::max<int64_t>(2 * base.kv_window + 1, (spec.first_turn_tokens / 4 + 63) / 64 * 64);
+  // Tangram's budgets commit --kv-ratio of full KV at the first message's length, the context
+  // every conversation is compressed at first.
+  if (base.kv_budget_context <= 0) base.kv_budget_context = spec.first_turn_tokens;
   base.max_running = std::max(base.max_running, spec.concurrency);
   return base;
 }
@@ -234,6 +242,12 @@ Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunP
   row.group_size = eo.scheduler.page_group_size;
   TG_ASSIGN(row.metrics, compute_run_metrics(run->records, run->wall_s));
   row.run = std::move(run).value();
+  // The closed-form retention of the policy at the context its budgets are scaled at.
+  const CompressionOptions& co = eo.scheduler.compression;
+  TG_ASSIGN(auto compressor, Compressor::create(co, s.loaded.model->config(), s.loaded.model->rope(),
+                                                eo.scheduler.page_group_size));
+  row.retention_context = co.budget_reference();
+  row.committed = compressor->retention_at(row.retention_context);
   if (opt.accuracy && !s.conversations.empty()) measure_accuracy(s, eo, pool, row);
   if (s.chat_template) measure_planted_facts(s, opt, eo, row);
   return row;
@@ -342,6 +356,7 @@ Status run_bench(const BenchOptions& opt) {
   r.spec = s.spec;
   r.kv_memory_bytes = static_cast<int64_t>(*parse_bytes(s.base.kv_memory));
   r.facts_per_conversation = s.n_facts;
+  r.dense_kv_bytes_per_token = dense_kv_bytes_per_token(cfg, s.base.kv_type);
   r.profile = s.profile;
   fmt::print(console, "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} turns, first "
              "turn {} tokens, concurrency {}), KV memory {}, {} runs\n",

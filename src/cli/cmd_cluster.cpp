@@ -70,21 +70,25 @@ int cmd_cluster(const ClusterOptions& opt) {
              "sink {}, window {}\n",
              p.scorer.empty() ? "?" : p.scorer, p.model.empty() ? "?" : p.model, p.level, L, H, p.n_samples,
              p.base_ratio, p.sink, p.window);
-  fmt::print("\nover-allocation = (allocated - ideal) / allocated, a group allocating G x its largest member:\n"
+  fmt::print("\nover-allocation = (allocated - ideal) / allocated, a group allocating G x its largest member\n"
+             "  (the share of kept tokens over-retained beyond the heads' own budgets):\n"
              "  median: on each head's median retention; tokens: mean over samples of the same on the\n"
              "  sample's {} (grouping fixed from the median). Contiguous = runs of G heads in (layer, head)\n"
-             "  order (spanning layers when G > H); clustered = sorted-chunk, {} scope.\n\n",
+             "  order (spanning layers when G > H); clustered = sorted-chunk, per layer and global (the map\n"
+             "  written has {} scope).\n\n",
              p.raw_kept.empty() ? "retention" : "kept tokens", scope);
-  fmt::print("  {:<30} {:>17}   {:>17}\n", "G", "contiguous", "clustered");
-  fmt::print("  {:<30} {:>8} {:>8}   {:>8} {:>8}\n", "", "median", "tokens", "median", "tokens");
+  fmt::print("  {:<30} {:>17}   {:>17}   {:>17}\n", "G", "contiguous", "per layer", "global");
+  fmt::print("  {:<30} {:>8} {:>8}   {:>8} {:>8}   {:>8} {:>8}\n", "", "median", "tokens", "median", "tokens", "median",
+             "tokens");
 
   std::set<int> sizes{1, 2, 4, 8, 16, G, H};
   for (int g : sizes) {
     std::string label = std::to_string(g);
     if (g == H) label += " (unified: a layer's heads)";
     if (g == G) label += " *";
-    fmt::print("  {:<30} {}   {}\n", label, waste_cells(p, contiguous_map(L, H, g)),
-               waste_cells(p, cluster_heads(p.median, L, H, g, global)));
+    fmt::print("  {:<30} {}   {}   {}\n", label, waste_cells(p, contiguous_map(L, H, g)),
+               waste_cells(p, cluster_heads(p.median, L, H, g, false)),
+               waste_cells(p, cluster_heads(p.median, L, H, g, true)));
   }
   fmt::print("  {:<30} {}\n", fmt::format("{} (one length, all heads)", L * H),
              waste_cells(p, contiguous_map(L, H, L * H)));

@@ -24,7 +24,8 @@ std::string attention_split_name(const std::optional<AttentionSplit>& split) {
 json compression_json(const CompressionOptions& c) {
   const ScorerOptions& s = c.scorer;
   return {{"policy", kv_policy_name(c.policy)}, {"ratio", c.ratio}, {"level", budget_level_name(c.level)},
-          {"alpha", c.alpha}, {"sink", c.sink}, {"window", c.window}, {"chunk", c.chunk},
+          {"alpha", c.alpha}, {"budget_scaling", budget_scaling_name(c.budget_scaling)},
+          {"budget_context", c.budget_context}, {"sink", c.sink}, {"window", c.window}, {"chunk", c.chunk},
           {"first_turn_only", c.first_turn_only}, {"profile", c.profile}, {"cluster_map", c.cluster_map},
           {"reconstruction_tokens", c.reconstruction_tokens},
           {"scorer", {{"name", s.name}, {"snap_window", s.snap_window}, {"snap_kernel", s.snap_kernel},
@@ -144,8 +145,9 @@ Result<json> plan_json(const PerplexityCmdOptions& o) {
   return j;
 }
 
-// bench sizes the KV memory (--kv-memory auto) and the compression chunk (--kv-chunk 0) from the
-// model and the workload, which --dry-run does not load: those two stay as given.
+// bench sizes the KV memory (--kv-memory auto), the compression chunk (--kv-chunk 0) and the
+// budget scaling's context (--kv-budget-context 0) from the model and the workload, which
+// --dry-run does not load: those stay as given.
 Result<json> plan_json(const BenchOptions& o) {
   EngineFlags engine = o.engine;
   const bool auto_memory = engine.kv_memory == "auto";
@@ -165,6 +167,7 @@ Result<json> plan_json(const BenchOptions& o) {
   TG_ASSIGN(j["engine"], engine_flags_json(engine));
   if (auto_memory) j["engine"]["kv_memory"] = "auto";
   if (auto_chunk) j["engine"]["compression"]["chunk"] = "auto";
+  if (engine.kv_budget_context <= 0) j["engine"]["compression"]["budget_context"] = "auto";
   return j;
 }
 

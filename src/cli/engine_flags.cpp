@@ -62,6 +62,15 @@ void declare_engine_options(CLI::App* c, EngineFlags& e) {
       ->capture_default_str()->check(CLI::IsMember({"uniform", "per-layer", "cross-layer"}));
   c->add_option("--kv-alpha", e.kv_alpha, "Safety coefficient of deterministic budgets (mean + alpha x std)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-budget-scaling", e.kv_budget_scaling,
+                "How tangram's profile budgets meet --kv-ratio: footprint (one factor on every mean + alpha x std "
+                "so that what its head groups keep, group maxima, sink and window included, is --kv-ratio of "
+                "full KV) or none (the profile's budgets x ratio / profiled ratio)")
+      ->capture_default_str()->check(CLI::IsMember({"footprint", "none"}));
+  c->add_option("--kv-budget-context", e.kv_budget_context,
+                "Context length (tokens) at which --kv-budget-scaling footprint matches --kv-ratio "
+                "(0 = --kv-chunk; bench: the first message's length)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--kv-sink", e.kv_sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--kv-window", e.kv_window, "Most recent tokens always kept")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -157,6 +166,8 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   TG_ASSIGN(c.level, parse_budget_level(f.kv_level));
   c.ratio = f.kv_ratio;
   c.alpha = f.kv_alpha;
+  TG_ASSIGN(c.budget_scaling, parse_budget_scaling(f.kv_budget_scaling));
+  c.budget_context = f.kv_budget_context;
   c.sink = f.kv_sink;
   c.window = f.kv_window;
   c.chunk = f.kv_chunk;

@@ -39,6 +39,8 @@ struct EngineFlags {
   double kv_ratio = 1.0;
   std::string kv_level = "per-layer";
   double kv_alpha = 2.0;
+  std::string kv_budget_scaling = "footprint";  // footprint | none
+  int64_t kv_budget_context = 0;                // 0: --kv-chunk (bench: the first message's length)
   int kv_sink = 4;
   int kv_window = 32;
   int64_t kv_chunk = 2048;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "compress/profile.h"
+
 namespace tangram {
 
 namespace {
@@ -16,9 +18,64 @@ bool is_protected(int32_t pos, int64_t total, int sink, int window) {
 
 int64_t uniform_length(double ratio, int64_t total, int sink, int window) {
   if (total <= 0) return 0;
-  const int64_t s = std::min<int64_t>(sink, total);
-  const auto kept = s + static_cast<int64_t>(std::ceil(ratio * static_cast<double>(total - s)));
-  return std::min(total, std::max(kept, s + window));
+  const auto kept = static_cast<int64_t>(std::ceil(ratio * static_cast<double>(total)));
+  return std::min(total, std::max(kept, static_cast<int64_t>(sink) + window));
+}
+
+int64_t committed_entries(std::span<const float> fractions, std::span<const std::vector<int>> groups,
+                          int64_t total, int sink, int window) {
+  int64_t entries = 0;
+  for (const std::vector<int>& group : groups) {
+    float most = 0.0f;
+    for (int i : group) most = std::max(most, fractions[static_cast<size_t>(i)]);
+    entries += static_cast<int64_t>(group.size()) * budget_length(most, total, sink, window);
+  }
+  return entries;
+}
+
+Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score, std::span<const std::vector<int>> groups,
+                                             double ratio, int64_t total, int sink, int window) {
+  if (!(ratio > 0.0 && ratio <= 1.0)) return make_error("budget scaling: the ratio must be in (0, 1], not {}", ratio);
+  if (total < 1) return make_error("budget scaling: the reference context must be positive, not {}", total);
+  std::vector<int> seen(score.size(), 0);
+  for (const std::vector<int>& group : groups)
+    for (int i : group) {
+      if (i < 0 || static_cast<size_t>(i) >= score.size())
+        return make_error("budget scaling: group member {} outside the {} heads", i, score.size());
+      ++seen[static_cast<size_t>(i)];
+    }
+  float smallest = 0.0f;  // smallest positive score: at 1/smallest every budget is clipped to 1
+  for (size_t i = 0; i < score.size(); ++i) {
+    if (seen[i] != 1) return make_error("budget scaling: head {} is in {} groups, not one", i, seen[i]);
+    if (!(score[i] >= 0.0f) || !std::isfinite(score[i]))
+      return make_error("budget scaling: score {} of head {} is not a finite non-negative value", score[i], i);
+    if (score[i] > 0.0f && (smallest == 0.0f || score[i] < smallest)) smallest = score[i];
+  }
+  ScaledBudgets out;
+  out.fractions.resize(score.size());
+  const double full = static_cast<double>(score.size()) * static_cast<double>(total);
+  const double target = ratio * full;
+  auto scaled = [&](double s) {
+    for (size_t i = 0; i < score.size(); ++i)
+      out.fractions[i] = static_cast<float>(std::min(s * static_cast<double>(score[i]), 1.0));
+    return static_cast<double>(committed_entries(out.fractions, groups, total, sink, window));
+  };
+  // The footprint never falls as s grows: bisect for the last s at or under the target.
+  double lo = 0.0, hi = smallest > 0.0f ? 1.0 / static_cast<double>(smallest) : 0.0;
+  const double at_lo = scaled(lo);
+  if (at_lo < target && hi > 0.0 && scaled(hi) > target) {
+    for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (scaled(mid) > target ? hi : lo) = mid;
+    }
+    // The nearer of the two sides of the step.
+    const double under = scaled(lo), over = scaled(hi);
+    out.scale = target - under <= over - target ? lo : hi;
+  } else {
+    out.scale = at_lo >= target ? lo : hi;
+  }
+  out.committed_ratio = scaled(out.scale) / full;
+  return out;
 }
 
 void select_keep(std::span<const float> scores, std::span<const int32_t> positions, int64_t total,

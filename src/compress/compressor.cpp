@@ -72,13 +72,17 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
                         "profile this model with `tangram profile`",
                         options.profile, profile.n_layers, profile.n_kv_head, L, H);
     const std::vector<float> fractions = budget_fractions(profile, options.ratio, options.alpha);
+    const std::vector<float> scores = budget_scores(profile, options.alpha);
     // Profiled layer i is physical layer layer_ids[i].
     c->fractions_.assign(static_cast<size_t>(L) * static_cast<size_t>(H), 0.0f);
+    std::vector<float> physical_scores(c->fractions_.size());  // [L][H] mu + alpha·sigma
     for (int i = 0; i < L; ++i) {
       const int64_t phys = i < static_cast<int>(profile.layer_ids.size()) ? profile.layer_ids[static_cast<size_t>(i)] : i;
       if (phys < 0 || phys >= L) return make_error("the profile names layer {}, the model has {}", phys, L);
-      for (int h = 0; h < H; ++h)
+      for (int h = 0; h < H; ++h) {
         c->fractions_[static_cast<size_t>(phys * H + h)] = fractions[static_cast<size_t>(i * H + h)];
+        physical_scores[static_cast<size_t>(phys * H + h)] = scores[static_cast<size_t>(i * H + h)];
+      }
     }
     ClusterMap cm;
     if (!options.cluster_map.empty()) {
@@ -88,6 +92,14 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
                           options.cluster_map, cm.group_size, G);
     } else {
       TG_ASSIGN(cm, cluster_heads(c->fractions_, L, H, G, /*global=*/false));
+    }
+    if (options.budget_scaling == BudgetScaling::Footprint) {
+      // Once per (profile, map, ratio): one factor on every mu + alpha·sigma so that what the
+      // groups commit at the reference context (group maxima, sink, window) is `ratio` of full KV.
+      const std::vector<std::vector<int>> groups = cm.members();
+      TG_ASSIGN(ScaledBudgets scaled, scale_budgets_to_ratio(physical_scores, groups, options.ratio,
+                                                             options.budget_reference(), options.sink, options.window));
+      c->fractions_ = std::move(scaled.fractions);
     }
     std::vector<int64_t> ids(static_cast<size_t>(L));
     for (int l = 0; l < L; ++l) ids[static_cast<size_t>(l)] = l;
@@ -154,6 +166,19 @@ int64_t Compressor::predicted_pages(int64_t total, int page_tokens) const {
     pages += (longest + page_tokens - 1) / page_tokens;
   }
   return pages;
+}
+
+std::optional<Compressor::Retention> Compressor::retention_at(int64_t total) const {
+  const std::vector<int64_t> kept = target_lengths(total);
+  if (kept.empty()) return std::nullopt;
+  const bool own_budgets = options_.compresses() && fractions_.size() == kept.size();
+  Retention r;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    r.kept += kept[i];
+    r.own += own_budgets ? budget_length(fractions_[i], total, options_.sink, options_.window) : kept[i];
+  }
+  r.full = static_cast<int64_t>(kept.size()) * total;
+  return r;
 }
 
 Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float* queries,

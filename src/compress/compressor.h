@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,14 @@ class Compressor {
   // Pages a sequence holds right after compressing `total` positions (full: uncompressed), or -1
   // for dynamic (known only after scoring).
   int64_t predicted_pages(int64_t total, int page_tokens) const;
+  // What a length-deterministic policy keeps at a context of `total` positions, summed over
+  // heads: `kept` (every tangram head at its group's largest budget), `own` (each head at its
+  // own budget; kept - own is the group's over-retention, 0 for the other policies) and
+  // `full` (heads x total). nullopt for dynamic (known only after scoring).
+  struct Retention {
+    int64_t kept = 0, own = 0, full = 0;
+  };
+  std::optional<Retention> retention_at(int64_t total) const;
   // Deterministic budget fraction of a head (tangram), [0, 1]; -1 for other policies.
   float budget_fraction(int layer, int kv_head) const;
 
@@ -86,7 +95,8 @@ class Compressor {
   std::unique_ptr<Scorer> scorer_;
   std::shared_ptr<const HeadGroupMap> map_;
   int group_size_ = 0;
-  std::vector<float> fractions_;        // [n_layers][n_kv_head] tangram head budgets
+  std::vector<float> fractions_;        // [n_layers][n_kv_head] tangram head budgets (scaled per
+                                        // options_.budget_scaling)
   std::vector<float> group_fraction_;   // [n_layers][n_kv_head] max over the head's group
 };
 

@@ -35,6 +35,14 @@ Result<BudgetLevel> parse_budget_level(std::string_view name) {
   return make_error("unknown KV budget level '{}': choose uniform, per-layer or cross-layer", name);
 }
 
+std::string_view budget_scaling_name(BudgetScaling s) { return s == BudgetScaling::None ? "none" : "footprint"; }
+
+Result<BudgetScaling> parse_budget_scaling(std::string_view name) {
+  for (BudgetScaling s : {BudgetScaling::Footprint, BudgetScaling::None})
+    if (budget_scaling_name(s) == name) return s;
+  return make_error("unknown KV budget scaling '{}': choose footprint or none", name);
+}
+
 Status CompressionOptions::validate() const {
   if (!(ratio > 0.0 && ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", ratio);
   if (!(alpha >= 0.0) || !std::isfinite(alpha)) return make_error("--kv-alpha must be >= 0, not {}", alpha);
@@ -42,6 +50,7 @@ Status CompressionOptions::validate() const {
   if (window < 0) return make_error("--kv-window must be >= 0, not {}", window);
   if (chunk <= window)
     return make_error("--kv-chunk ({}) must exceed the recent window --kv-window ({})", chunk, window);
+  if (budget_context < 0) return make_error("--kv-budget-context must be >= 0, not {}", budget_context);
   if (reconstruction_tokens < 1) return make_error("the reconstruction pass needs at least one token");
   if (policy == KvPolicy::Tangram && ratio < 1.0 && profile.empty())
     return make_error("the tangram policy needs a per-head profile: pass --kv-profile FILE (`tangram profile` "

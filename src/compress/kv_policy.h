@@ -32,11 +32,22 @@ enum class BudgetLevel {
 std::string_view budget_level_name(BudgetLevel l);
 Result<BudgetLevel> parse_budget_level(std::string_view name);
 
+// How the tangram policy's profile budgets meet --kv-ratio (--kv-budget-scaling).
+enum class BudgetScaling {
+  Footprint,  // mu + alpha·sigma scaled by one factor so that the footprint the head groups
+              // commit (group maxima, sink and window included) is `ratio` of full KV's
+  None,       // the profile's form: clip((mu + alpha·sigma) · ratio / base_ratio, 0, 1)
+};
+std::string_view budget_scaling_name(BudgetScaling s);
+Result<BudgetScaling> parse_budget_scaling(std::string_view name);
+
 struct CompressionOptions {
   KvPolicy policy = KvPolicy::Full;
   double ratio = 1.0;                       // kept fraction of the context beyond the sink
   BudgetLevel level = BudgetLevel::PerLayer;
   double alpha = 2.0;                       // safety coefficient of deterministic budgets
+  BudgetScaling budget_scaling = BudgetScaling::Footprint;
+  int64_t budget_context = 0;               // reference context of the footprint scaling (0: chunk)
   int sink = 4;                             // first tokens always kept
   int window = 32;                          // most recent tokens always kept
   int64_t chunk = 2048;                     // long prompts are compressed every `chunk` tokens
@@ -47,6 +58,8 @@ struct CompressionOptions {
   int64_t reconstruction_tokens = 2048;     // kvzip: most context tokens repeated for scoring
 
   bool compresses() const { return policy != KvPolicy::Full && ratio < 1.0; }
+  // The context at which tangram's budgets are scaled to the ratio.
+  int64_t budget_reference() const { return budget_context > 0 ? budget_context : chunk; }
   // Checks ranges (ratio in (0, 1], alpha >= 0, sink/window >= 0, chunk > window).
   Status validate() const;
 };

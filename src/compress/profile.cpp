@@ -290,18 +290,29 @@ Result<RetentionProfile> profile_first_layers(RetentionProfile p, int n) {
   return p;
 }
 
-std::vector<float> budget_fractions(const RetentionProfile& p, double ratio, double alpha) {
+namespace {
+
+// mu + alpha·sigma of head i, in double; 0 when negative or NaN.
+double budget_score(const RetentionProfile& p, size_t i, double alpha) {
   const size_t heads = p.median.size();
-  const bool have_mean = p.mean.size() == heads;
-  const bool have_std = p.std_dev.size() == heads;
+  const double mu = static_cast<double>(p.mean.size() == heads ? p.mean[i] : p.median[i]);
+  const double sigma = p.std_dev.size() == heads ? static_cast<double>(p.std_dev[i]) : 0.0;
+  const double x = mu + alpha * sigma;
+  return x >= 0.0 ? x : 0.0;  // NaN → 0
+}
+
+}  // namespace
+
+std::vector<float> budget_scores(const RetentionProfile& p, double alpha) {
+  std::vector<float> score(p.median.size());  // [L][H]
+  for (size_t i = 0; i < score.size(); ++i) score[i] = static_cast<float>(budget_score(p, i, alpha));
+  return score;
+}
+
+std::vector<float> budget_fractions(const RetentionProfile& p, double ratio, double alpha) {
   const double scale = p.base_ratio > 0.0 ? std::max(ratio, 0.0) / p.base_ratio : 1.0;
-  std::vector<float> b(heads);  // [L][H]
-  for (size_t i = 0; i < heads; ++i) {
-    const double mu = static_cast<double>(have_mean ? p.mean[i] : p.median[i]);
-    const double sigma = have_std ? static_cast<double>(p.std_dev[i]) : 0.0;
-    const double x = (mu + alpha * sigma) * scale;
-    b[i] = x >= 0.0 ? static_cast<float>(std::min(x, 1.0)) : 0.0f;  // NaN → 0
-  }
+  std::vector<float> b(p.median.size());  // [L][H]
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(std::min(budget_score(p, i, alpha) * scale, 1.0));
   return b;
 }
 

@@ -102,6 +102,10 @@ Result<RetentionProfile> profile_first_layers(RetentionProfile p, int n);
 // taken at face value (no rescaling).
 std::vector<float> budget_fractions(const RetentionProfile& p, double ratio, double alpha);
 
+// The unclipped budget scores mu_h + alpha·sigma_h, [L][H] (negative or NaN → 0): the form both
+// budget_fractions and the footprint scaling (budgets.h, scale_budgets_to_ratio) scale.
+std::vector<float> budget_scores(const RetentionProfile& p, double alpha);
+
 // Kept length of a head with budget fraction b for a context of `total` tokens, with the
 // profile's retention definition: sink + window + ceil_block(b · max(total - sink, 0)), at most
 // total. `block` > 1 rounds the evictable part up to whole blocks (the reference keeps

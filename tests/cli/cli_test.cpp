@@ -241,7 +241,28 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
     EXPECT_EQ(tokens, expected_tokens);
     EXPECT_LE(run["cached_tokens"].get<int64_t>(), run["prompt_tokens"].get<int64_t>());
     EXPECT_GT(run["output_tokens_per_s"].get<double>(), 0.0);
+    // Retention: the effective ratio beside the nominal one (full's is 1); only head groups
+    // over-retain; uniform and tangram commit their ratio at the budget context.
+    const std::string policy = run["policy"].get<std::string>();
+    const double effective = run["effective_ratio"].get<double>();
+    if (policy == "full") {
+      EXPECT_DOUBLE_EQ(effective, 1.0);
+    } else {
+      EXPECT_GT(effective, 0.0) << run.dump();
+      EXPECT_LT(effective, 1.0) << run.dump();
+    }
+    if (policy != "tangram") {
+      EXPECT_EQ(run["over_retention"].get<double>(), 0.0);
+    }
+    EXPECT_EQ(run["retention_context"].get<int64_t>(), 96);
+    if (policy == "uniform" || policy == "tangram") {
+      EXPECT_NEAR(run["committed_ratio"].get<double>(), run["ratio"].get<double>(), 0.03) << run.dump();
+    }
   }
+  for (const auto& point : j["waste_vs_group_size"]) {
+    EXPECT_TRUE(point.contains("contiguous") && point.contains("per_layer") && point.contains("global")) << point;
+  }
+  EXPECT_FALSE(j["waste_vs_group_size"].empty());
   EXPECT_EQ(policies["full"], 1);
   EXPECT_EQ(policies["uniform"], 2);  // one run per ratio
   EXPECT_EQ(policies["dynamic"], 2);
@@ -328,8 +349,9 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
     EXPECT_TRUE(contains(r.output, "Spearman")) << r.output;
     EXPECT_TRUE(contains(r.output, "288 (one length, all heads)")) << r.output;
     if (!per_layer) {
-      // Digest §5.4 (SnapKV, Qwen3-4B): contiguous G=4 47% (26%), clustered global G=4 2% (12%).
-      EXPECT_TRUE(contains(r.output, "46.8%    26.3%       2.2%    11.7%")) << r.output;
+      // Digest §5.4 (SnapKV, Qwen3-4B): contiguous G=4 47% (26%), clustered global G=4 2% (12%);
+      // clustered per layer between the two.
+      EXPECT_TRUE(contains(r.output, "46.8%    26.3%      34.5%    19.5%       2.2%    11.7%")) << r.output;
       EXPECT_TRUE(contains(r.output, "global: mean 0.902, min 0.713")) << r.output;
     }
     // The written map is the shipped one.

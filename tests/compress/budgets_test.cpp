@@ -16,8 +16,9 @@ std::vector<int32_t> iota_positions(int64_t n) {
   return p;
 }
 
-TEST(Budgets, UniformLengthKeepsSinkPlusRatioAndAtLeastTheWindow) {
-  EXPECT_EQ(uniform_length(0.5, 1000, 4, 32), 4 + 498);
+TEST(Budgets, UniformLengthKeepsTheRatioOfTheContextAndAtLeastSinkAndWindow) {
+  EXPECT_EQ(uniform_length(0.5, 1000, 4, 32), 500);   // sink and window inside the budget
+  EXPECT_EQ(uniform_length(0.25, 1001, 4, 32), 251);  // rounded up
   EXPECT_EQ(uniform_length(1.0, 1000, 4, 32), 1000);
   EXPECT_EQ(uniform_length(0.01, 1000, 4, 32), 36);  // sink + window floor
   EXPECT_EQ(uniform_length(0.3, 20, 4, 32), 20);      // never more than the context

@@ -5,11 +5,16 @@
 // their budgets coincide.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "compress/budgets.h"
+#include "compress/cluster.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
 #include "kv/dense_attention.h"
@@ -223,6 +228,7 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     o.alpha = trial % 3;
     o.sink = 4;
     o.window = 8 + trial;
+    o.budget_scaling = (trial / 2) % 2 == 0 ? BudgetScaling::Footprint : BudgetScaling::None;
     o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "footprint-" + std::to_string(trial) + ".json");
     const int G = 1 << (trial % 3);
     const int P = trial % 2 == 0 ? 16 : 8;
@@ -234,7 +240,8 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     ASSERT_TRUE((*comp)->compress(*s.cache, nullptr, 0, 0, threads).ok());
     EXPECT_EQ(s.cache->pages_held(), predicted) << "trial " << trial;
     EXPECT_EQ(s.pool->used_pages(), predicted);
-    // Budgets move as the formula says: a larger ratio or alpha never shrinks a head.
+    // Unscaled budgets move as the formula says: a larger ratio or alpha never shrinks a head.
+    if (o.budget_scaling != BudgetScaling::None) continue;
     CompressionOptions more = o;
     more.ratio = std::min(1.0, o.ratio + 0.2);
     more.alpha = o.alpha + 1;
@@ -274,6 +281,7 @@ TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
   tg.policy = KvPolicy::Tangram;
   tg.alpha = 0;
   tg.ratio = 0.3;
+  tg.budget_scaling = BudgetScaling::None;  // the fractions above, as they are
   tg.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "coincide.json");
   auto tc = Compressor::create(tg, cfg, m.rope(), 1);
   ASSERT_TRUE(tc.ok()) << tc.message();
@@ -285,6 +293,96 @@ TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
       for (int64_t e = 0; e < a.cache->length(l, h); ++e)
         EXPECT_EQ(a.cache->entry_position(l, h, e), b.cache->entry_position(l, h, e));
     }
+}
+
+// Footprint scaling (the default): what tangram commits at the reference context, every member
+// at its group's largest budget, is the ratio of full KV's, with the profile's map or a given
+// one; heads keep their order; the over-retention is what the groups add to the own budgets.
+TEST(Compressor, ScaledTangramCommitsTheRatioOfFullKv) {
+  Model& m = testing::small_compress_model();
+  const ModelConfig& cfg = m.config();
+  const int L = cfg.n_layers, H = cfg.n_kv_head;
+  const auto n_heads = static_cast<double>(L * H);
+  std::vector<float> f;  // distinct budgets, not in head order
+  for (int i = 0; i < L * H; ++i) f.push_back(0.02f + 0.05f * static_cast<float>((i * 5) % (L * H)));
+  const std::string profile = write_profile(f, L, H, "scaled.json");
+  auto per_layer = cluster_heads(f, L, H, 2, /*global=*/false);
+  ASSERT_TRUE(per_layer.ok()) << per_layer.message();
+  // Beside the profile: temp_dir() starts an empty folder each call.
+  const std::string map_path = (std::filesystem::path(profile).parent_path() / "scaled-map.json").string();
+  ASSERT_TRUE(save_cluster_map(*per_layer, map_path).ok());
+  for (const int G : {1, 2, 4})
+    for (const double ratio : {0.15, 0.3, 0.6})
+      for (const bool given_map : {false, true}) {
+        if (given_map && G != 2) continue;
+        SCOPED_TRACE(fmt::format("G {} ratio {} map {}", G, ratio, given_map));
+        CompressionOptions o;
+        o.policy = KvPolicy::Tangram;
+        o.ratio = ratio;
+        o.sink = 4;
+        o.window = 16;
+        o.budget_context = 700;
+        o.profile = profile;
+        if (given_map) o.cluster_map = map_path;
+        auto comp = Compressor::create(o, cfg, m.rope(), G);
+        ASSERT_TRUE(comp.ok()) << comp.message();
+        const auto len = (*comp)->target_lengths(700);
+        int64_t kept = 0;
+        for (int64_t x : len) kept += x;
+        EXPECT_LE(std::abs(static_cast<double>(kept) - ratio * n_heads * 700), n_heads);
+        const auto acct = (*comp)->retention_at(700);
+        ASSERT_TRUE(acct.has_value());
+        EXPECT_EQ(acct->kept, kept);
+        EXPECT_EQ(acct->full, static_cast<int64_t>(n_heads) * 700);
+        EXPECT_LE(acct->own, acct->kept);
+        if (G == 4) {
+          EXPECT_LT(acct->own, acct->kept);
+        }
+        if (G != 1) continue;
+        EXPECT_EQ(acct->own, acct->kept);  // nobody shares: nothing over-retained
+        // Ranks: a head of a larger profile budget never keeps less.
+        for (int a = 0; a < L * H; ++a)
+          for (int b = 0; b < L * H; ++b) {
+            if (f[static_cast<size_t>(a)] < f[static_cast<size_t>(b)]) {
+              EXPECT_LE(len[static_cast<size_t>(a)], len[static_cast<size_t>(b)]) << a << " " << b;
+            }
+          }
+      }
+}
+
+// --kv-budget-scaling none keeps the profile's own form: each head at
+// clip((mu + alpha·sigma) · ratio / base_ratio), its group at the largest.
+TEST(Compressor, UnscaledTangramKeepsTheProfileForm) {
+  Model& m = testing::small_compress_model();
+  const ModelConfig& cfg = m.config();
+  const int L = cfg.n_layers, H = cfg.n_kv_head;
+  std::vector<float> f;
+  for (int i = 0; i < L * H; ++i) f.push_back(0.03f + 0.07f * static_cast<float>((i * 3) % (L * H)));
+  CompressionOptions o;
+  o.policy = KvPolicy::Tangram;
+  o.ratio = 0.2;
+  o.alpha = 1.0;
+  o.sink = 4;
+  o.window = 16;
+  o.budget_scaling = BudgetScaling::None;
+  o.profile = write_profile(f, L, H, "unscaled.json");
+  auto profile = load_profile(o.profile);
+  ASSERT_TRUE(profile.ok()) << profile.message();
+  const std::vector<float> b = budget_fractions(*profile, o.ratio, o.alpha);
+  auto map = cluster_heads(f, L, H, 2, /*global=*/false);
+  ASSERT_TRUE(map.ok());
+  o.cluster_map = (std::filesystem::path(o.profile).parent_path() / "unscaled-map.json").string();
+  ASSERT_TRUE(save_cluster_map(*map, o.cluster_map).ok());
+  auto comp = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(comp.ok()) << comp.message();
+  for (const int64_t total : {100, 513, 1000}) {
+    const auto len = (*comp)->target_lengths(total);
+    for (const auto& group : map->members()) {
+      float most = 0;
+      for (int i : group) most = std::max(most, b[static_cast<size_t>(i)]);
+      for (int i : group) EXPECT_EQ(len[static_cast<size_t>(i)], budget_length(most, total, 4, 16)) << total << " " << i;
+    }
+  }
 }
 
 TEST(Compressor, RefusesProfilesOfAnotherModelAndMissingQueries) {
