@@ -5,7 +5,10 @@
 // `len` entries. G = 8 is the unified (vLLM) page. The paged runs use the default plan (one work
 // item per head group, so a group's pages are read in one sweep). "hot" repeats one layer (its KV stays in
 // cache for short lengths: len 256 is L2-resident and measures the kernel alone); "cold" cycles through enough layers (>= 256 MiB of KV) that every
-// call streams its KV from DRAM, as a real decode step does.
+// call streams its KV from DRAM, as a real decode step does. BM_DecodeBatch is the step of
+// `tangram bench-model --context`: 16 sequences x 8K entries of one layer, one decode row each,
+// planned at run time or ahead of time. Every run reports "of_bw": its KV bytes per second over
+// the machine's read bandwidth with as many threads (measured first, kernels/memory_bandwidth.h).
 //
 // Before the timings, main() prints the waste table: slots allocated but unused, over 36 layers
 // x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
@@ -39,7 +42,9 @@
 #endif
 
 #include "common/thread_pool.h"
+#include "kernels/memory_bandwidth.h"
 #include "kernels/quant.h"
+#include "kv/attention_planner.h"
 #include "kv/balanced_plan.h"
 #include "kv/dense_attention.h"
 #include "kv/paged_attention.h"
@@ -54,6 +59,18 @@ constexpr size_t kColdBytes = size_t{256} << 20;
 ThreadPool& pool(int threads) {
   static ThreadPool one(1), two(2);
   return threads == 1 ? one : two;
+}
+
+// The machine's read bandwidth with 1 and 2 threads (kernels/memory_bandwidth.h, measured in
+// main() before the timings): every cold run reports its KV bytes per second over it ("of_bw").
+double g_read_gbps[3] = {0, 0, 0};
+
+void report_bandwidth(benchmark::State& state, int threads, double bytes_per_iteration) {
+  state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes_per_iteration));
+  const double peak = g_read_gbps[std::clamp(threads, 1, 2)] * 1e9;
+  if (peak > 0)
+    state.counters["of_bw"] = benchmark::Counter(static_cast<double>(state.iterations()) * bytes_per_iteration / peak,
+                                                 benchmark::Counter::kIsRate);
 }
 
 size_t kv_bytes_per_layer(int64_t len) {
@@ -123,7 +140,7 @@ void BM_DecodeContiguous(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % n_layers;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kv_bytes_per_layer(len)));
+  report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)));
 }
 
 // args: len, threads, cold, G, scattered (pages handed out in random order, as after a while
@@ -178,7 +195,63 @@ void BM_DecodePaged(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     layer = (layer + 1) % n_layers;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kv_bytes_per_layer(len)));
+  report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)));
+}
+
+// The KV-bound decode step of `tangram bench-model --context`: one layer of `seqs` sequences of
+// `len` entries per KV head each (16 x 8K: 512 MiB of F16 pages, far beyond the caches), one
+// query row per sequence, planned as the engine plans it (split 0: at run time, 1: ahead of
+// time, balanced and reused). Rows are written straight into the pages (PagedKvCache::restore).
+// args: seqs, len, threads, G, split
+void BM_DecodeBatch(benchmark::State& state) {
+  const int seqs = static_cast<int>(state.range(0));
+  const int64_t len = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const int group = static_cast<int>(state.range(3));
+  const bool ahead = state.range(4) != 0;
+  const KvShape shape{1, kHeads, kKvHeads, kHeadDim, kHeadDim};
+  PageGeometry geo;
+  geo.page_tokens = kPageTokens;
+  geo.group_size = group;
+  geo.head_dim = kHeadDim;
+  geo.head_dim_v = kHeadDim;
+  geo.type = KvType::F16;
+  const int64_t pages_per_seq = int64_t{kKvHeads / group} * ((len + kPageTokens - 1) / kPageTokens);
+  auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages_per_seq * seqs) * geo.page_bytes());
+  auto map_r = HeadGroupMap::contiguous(1, kKvHeads, group);
+  if (!pool_r.ok() || !map_r.ok()) return state.SkipWithError("setup failed");
+  const auto map = std::make_shared<const HeadGroupMap>(std::move(map_r).value());
+  // One head's rows, [len][head_dim] F16, restored into every head of every sequence.
+  std::vector<uint16_t> rows(static_cast<size_t>(len) * kHeadDim);
+  {
+    const auto src = random_floats(rows.size(), 4);
+    quantize_row(GgmlType::F16, src.data(), rows.data(), static_cast<int64_t>(rows.size()));
+  }
+  const auto* bytes = reinterpret_cast<const uint8_t*>(rows.data());
+  std::vector<PagedKvCache::HeadRestore> heads(kKvHeads, PagedKvCache::HeadRestore{len, {}, 0, bytes, bytes});
+  std::vector<std::unique_ptr<PagedKvCache>> caches;
+  std::vector<std::vector<float>> q, out;  // [seqs][n_head * head_dim]
+  std::vector<AttentionItem> items;
+  for (int s = 0; s < seqs; ++s) {
+    auto cache = PagedKvCache::create(shape, len, **pool_r, map);
+    if (!cache.ok() || !(*cache)->restore(len, heads).ok()) return state.SkipWithError("restore failed");
+    caches.push_back(std::move(cache).value());
+    q.push_back(random_floats(kHeads * kHeadDim, static_cast<uint32_t>(20 + s)));
+    out.emplace_back(kHeads * kHeadDim);
+  }
+  for (int s = 0; s < seqs; ++s)
+    items.push_back({caches[static_cast<size_t>(s)].get(), q[static_cast<size_t>(s)].data(),
+                     out[static_cast<size_t>(s)].data(), 1, len - 1});
+  AttentionPlanner planner;
+  planner.set_split(ahead ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime);
+  AttentionWorkspace ws;
+  for (auto _ : state) {
+    if (!planner.begin_step(items, 1).ok() || !build_attention_batch(0, items, ws.batch).ok() ||
+        !run_attention(ws.batch, planner.plan(0, ws.batch, pool(threads).size()), pool(threads), ws).ok())
+      state.SkipWithError("attention failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)) * seqs);
 }
 
 void contiguous_args(benchmark::internal::Benchmark* b) {
@@ -206,6 +279,10 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 
 BENCHMARK(BM_DecodeContiguous)->Apply(contiguous_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
 BENCHMARK(BM_DecodePaged)->Apply(paged_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_DecodeBatch)
+    ->ArgNames({"seqs", "len", "threads", "G", "aot"})
+    ->ArgsProduct({{16}, {8192}, {1, 2}, {8, 4}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // ---- waste table ----
 
@@ -505,6 +582,13 @@ void print_balance_table() {
 }  // namespace tangram
 
 int main(int argc, char** argv) {
+  for (const int threads : {1, 2}) {
+    tangram::g_read_gbps[threads] =
+        tangram::measure_read_bandwidth(tangram::pool(threads), size_t{512} << 20, 3).read_gbps;
+    std::printf("memory read bandwidth, %d thread%s: %.1f GB/s (of_bw below is a cold run's KV bytes/s over it)\n",
+                threads, threads == 1 ? "" : "s", tangram::g_read_gbps[threads]);
+  }
+  std::printf("\n");
   tangram::print_waste_table();
   tangram::print_balance_table();
   benchmark::Initialize(&argc, argv);

@@ -1,7 +1,8 @@
 // `tangram bench-model`: prefill and decode speed of the forward pass on a realistic
 // generated model (or a given file), in several weight types, against the machine's measured
 // memory bandwidth (the decode ceiling: every weight byte is read once per token) and beside
-// llama.cpp on the same file when the oracle is installed.
+// llama.cpp on the same file when the oracle is installed. With --context, the --concurrency runs
+// are KV-bound decode over synthetic KV under every policy (bench_kv_bound.h).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_batch_decode.h"
+#include "cli/bench_kv_bound.h"
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/bench_models.h"
@@ -26,6 +28,8 @@
 #include "cli/data_dir.h"
 #include "common/progress.h"
 #include "common/units.h"
+#include "compress/kv_policy.h"
+#include "compress/profile.h"
 #include "evaluation/workload.h"
 #include "gguf/gguf_file.h"
 #include "kernels/memory_bandwidth.h"
@@ -132,7 +136,7 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
     TG_TRY(measure(*model, opt, pool, f));
   }  // the mapping is freed before llama.cpp maps the same file
   if (opt.llama_cpp) measure_llama_cpp(opt, pool.size(), f);
-  if (opt.concurrency.empty()) return Status::Ok();
+  if (opt.concurrency.empty() || opt.context > 0) return Status::Ok();
   BatchDecodeOptions bo;
   bo.concurrency = opt.concurrency;
   bo.prompt_tokens = opt.prompt_tokens;
@@ -144,6 +148,46 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
                                                        std::max<int64_t>(512, c_max)));
   TG_ASSIGN(BatchDecode b, measure_batch_decode(*loaded.model, *loaded.tokenizer, f.label, bo));
   batches.push_back(std::move(b));
+  return Status::Ok();
+}
+
+// The profile dynamic and tangram run with, cut to the model's layers and saved beside the
+// report (or in a temp folder) for the Compressor to load; empty when neither policy runs.
+Result<std::string> fit_profile(const BenchModelOptions& opt, const ModelConfig& cfg) {
+  const bool needed = std::any_of(opt.policies.begin(), opt.policies.end(),
+                                  [](const std::string& p) { return p == "dynamic" || p == "tangram"; });
+  if (!needed || opt.kv_ratio >= 1.0) return std::string();
+  const std::string path = opt.profile.empty()
+                               ? (shared_dir() / "profiles/keydiff/qwen3-4b-instruct-2507/profile_perlayer.json").string()
+                               : opt.profile;
+  auto profile = load_profile(path);
+  if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
+  TG_ASSIGN(RetentionProfile fitted, profile_first_layers(*profile, cfg.n_layers));
+  if (fitted.n_layers != cfg.n_layers || fitted.n_kv_head != cfg.n_kv_head)
+    return make_error("the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile", path,
+                      profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head);
+  const fs::path dir = opt.output.out_dir.empty() ? fs::temp_directory_path() : fs::path(opt.output.out_dir);
+  const std::string out = (dir / fmt::format("kv-bound-profile-{}.json", ::getpid())).string();
+  TG_TRY(save_profile(fitted, out));
+  return out;
+}
+
+// KV-bound decode of one model file at every --concurrency and policy.
+Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, const ModelFigures& f,
+                        std::vector<KvBoundDecode>& out) {
+  TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, {}));
+  KvBoundOptions ko;
+  ko.concurrency = opt.concurrency;
+  ko.context = opt.context;
+  ko.steps = opt.gen_tokens;
+  ko.policies = opt.policies;
+  ko.ratio = opt.kv_ratio;
+  ko.peak_gbps = peak_gbps;
+  TG_ASSIGN(ko.profile, fit_profile(opt, model->config()));
+  auto d = measure_kv_bound_decode(*model, pool, f.label, ko);
+  if (!ko.profile.empty() && opt.output.out_dir.empty()) fs::remove(ko.profile);
+  if (!d) return d.error();
+  out.push_back(std::move(d).value());
   return Status::Ok();
 }
 
@@ -193,7 +237,26 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
   return report;
 }
 
+}  // namespace
+
+Status check_bench_model_flags(const BenchModelOptions& opt) {
+  const BenchModelOptions defaults;
+  if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
+                           opt.profile != defaults.profile))
+    return make_error("--policies, --kv-ratio and --profile apply to KV-bound runs: give --context too");
+  if (opt.context > 0 && opt.concurrency.empty())
+    return make_error("--context needs --concurrency: the numbers of sequences decoded together");
+  if (!(opt.kv_ratio > 0.0 && opt.kv_ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", opt.kv_ratio);
+  if (opt.policies.empty()) return make_error("--policies is empty");
+  for (const std::string& p : opt.policies)
+    if (auto policy = parse_kv_policy(p); !policy) return policy.error();
+  return Status::Ok();
+}
+
+namespace {
+
 Status run_bench_model(BenchModelOptions opt) {
+  TG_TRY(check_bench_model_flags(opt));
   if (opt.quick) {
     opt.prompt_tokens = std::min(opt.prompt_tokens, 64);
     opt.gen_tokens = std::min(opt.gen_tokens, 16);
@@ -210,6 +273,7 @@ Status run_bench_model(BenchModelOptions opt) {
   TG_ASSIGN(auto files, model_files(opt));
   std::vector<ModelFigures> figures;
   std::vector<BatchDecode> batches;
+  std::vector<KvBoundDecode> kv_bound;
   {
     ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()));
     for (const auto& [label, path] : files) {
@@ -217,11 +281,18 @@ Status run_bench_model(BenchModelOptions opt) {
       f.label = label;
       f.path = path;
       TG_TRY(measure_file(opt, pool, peak_gbps, f, batches));
+      if (opt.context > 0) TG_TRY(measure_kv_bound(opt, pool, peak_gbps, f, kv_bound));
       figures.push_back(f);
       bar.add();
     }
   }
-  return write_report(model_report(opt, pool.size(), peak_gbps, figures, batches, console), opt.output);
+  BenchReport report = model_report(opt, pool.size(), peak_gbps, figures, batches, console);
+  for (const KvBoundDecode& d : kv_bound) {
+    print_kv_bound(d, console);
+    report.json["kv_bound_decode"].push_back(kv_bound_json(d));
+    report.markdown += kv_bound_markdown(d);
+  }
+  return write_report(report, opt.output);
 }
 
 }  // namespace
@@ -250,6 +321,18 @@ Command register_bench_model(CLI::App& app) {
   c_bm->add_option("--concurrency", bm.concurrency,
                    "Also decode this many sequences at once through the engine (continuous batching), e.g. 1,2,4,8")
       ->delimiter(',')->check(CLI::PositiveNumber);
+  c_bm->add_option("--context", bm.context,
+                   "KV-bound decode instead: fill each of the --concurrency sequences to this many positions with "
+                   "synthetic KV written straight into the pages (no prefill) and time --gen-tokens steps per policy")
+      ->check(CLI::NonNegativeNumber);
+  c_bm->add_option("--policies", bm.policies, "KV policies of the --context runs: full, uniform, dynamic, tangram")
+      ->delimiter(',')->capture_default_str();
+  c_bm->add_option("--kv-ratio", bm.kv_ratio,
+                   "Retention of the compressing policies in --context runs (tangram fitted to uniform's pages)")
+      ->capture_default_str();
+  c_bm->add_option("--profile", bm.profile,
+                   "Per-head profile for dynamic and tangram in --context runs (default: the real Qwen3-4B keydiff one, "
+                   "cut to the model's layers)");
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");

@@ -109,9 +109,19 @@ struct BenchModelOptions {
   std::string cache_dir;              // where generated models are kept between runs
   bool llama_cpp = true;              // run llama.cpp (tools/oracle) on the same file alongside
   std::vector<int> concurrency;       // also decode this many sequences at once through the engine (continuous batching)
+  // > 0: the --concurrency runs are KV-bound decode instead: every sequence's cache filled to this
+  // many positions with synthetic KV written straight into its pages, under every --policies
+  // (bench_kv_bound.h).
+  int64_t context = 0;
+  std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
+  double kv_ratio = 0.25;             // retention of the compressing policies in --context runs
+  std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
+// Refuses --policies, --kv-ratio and --profile without --context, unknown policies and ratios
+// outside (0, 1].
+Status check_bench_model_flags(const BenchModelOptions& opt);
 // The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,
 // and (--concurrency) decode throughput against the number of sequences batched together.
 int cmd_bench_model(const BenchModelOptions& opt);

@@ -1,6 +1,7 @@
 #include "kv/batched_attention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 
 namespace tangram {
@@ -28,6 +29,13 @@ Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_
 }
 
 Status BatchedAttention::attend(int layer, const float* q, float* out, ThreadPool& pool) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = attend_layer(layer, q, out, pool);
+  attend_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+Status BatchedAttention::attend_layer(int layer, const float* q, float* out, ThreadPool& pool) {
   if (seqs_.empty()) return make_error("attention: attend() before begin_step()");
   const KvShape& shape = seqs_.front().cache->shape();
   const int64_t q_row = int64_t{shape.n_head} * shape.head_dim;

@@ -47,12 +47,18 @@ class BatchedAttention {
   //   q: [rows][n_head][head_dim]   out: [rows][n_head][head_dim_v], rows = sum of n
   Status attend(int layer, const float* q, float* out, ThreadPool& pool);
 
+  // Wall time spent in attend() since construction (for the share of a step attention takes).
+  double attend_seconds() const { return attend_seconds_; }
+
  private:
+  Status attend_layer(int layer, const float* q, float* out, ThreadPool& pool);
+
   AttentionPlanner planner_;
   std::vector<AttentionQuery> seqs_;
   bool paged_ = false;                      // every cache of the step is paged
   std::vector<AttentionItem> items_;        // [sequences] when paged
   std::unique_ptr<AttentionWorkspace> ws_;  // when paged
+  double attend_seconds_ = 0;
 };
 
 }  // namespace tangram

@@ -90,6 +90,8 @@ class Model {
   // How the attention of a step is split across threads, and the statistics of its plans.
   AttentionPlanner& attention_planner() { return attention_.planner(); }
   const AttentionPlanner& attention_planner() const { return attention_.planner(); }
+  // Wall time the forward passes have spent in attention (all layers) since the model was loaded.
+  double attention_seconds() const { return attention_.attend_seconds(); }
 
  private:
   Model() = default;

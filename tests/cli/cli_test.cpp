@@ -185,6 +185,47 @@ TEST(Cli, BenchModelDecodesAtEveryConcurrency) {
   EXPECT_NE(r.exit_code, 0) << r.output;
 }
 
+// --context: KV-bound decode over synthetic KV, one row per (policy, concurrency), with the
+// attention share and the bytes per cached token over full's.
+TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
+  const auto dir = testing::temp_dir();
+  const auto out = dir / "kv-out";
+  auto r = run_tangram("bench-model --preset tiny-llama --types f32 --context 160 --concurrency 1,3 --policies "
+                       "full,uniform --kv-ratio 0.5 --prompt-tokens 8 --gen-tokens 4 --reps 1 --no-llama-cpp "
+                       "--cache-dir '" + dir.string() + "' -o '" + out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "synthetic KV")) << r.output;
+  const auto j = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  const auto& kv = j["kv_bound_decode"][0];
+  EXPECT_EQ(kv["context"], 160);
+  EXPECT_TRUE(kv["synthetic_kv"].get<bool>());
+  ASSERT_EQ(kv["runs"].size(), 4u) << kv.dump();
+  for (const auto& run : kv["runs"]) {
+    EXPECT_GT(run["decode_tok_s"].get<double>(), 0.0);
+    EXPECT_GT(run["attention_share"].get<double>(), 0.0);
+    EXPECT_LT(run["attention_share"].get<double>(), 1.0);
+    EXPECT_GT(run["kv_read_bytes_per_step"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(kv["runs"][0]["policy"], "full");
+  EXPECT_DOUBLE_EQ(kv["runs"][0]["retention_vs_full"].get<double>(), 1.0);
+  EXPECT_EQ(kv["runs"][2]["policy"], "uniform");
+  const double kept = kv["runs"][2]["retention_vs_full"].get<double>();
+  EXPECT_GT(kept, 0.45);
+  EXPECT_LT(kept, 0.65);
+  // The step reads what the caches hold: uniform's KV read is about its retention of full's.
+  EXPECT_LT(kv["runs"][2]["kv_read_bytes_per_step"].get<double>(), 0.7 * kv["runs"][0]["kv_read_bytes_per_step"].get<double>());
+  // Past the model's context, without --concurrency, or an unknown policy: refused.
+  r = run_tangram("bench-model --preset tiny-llama --types f32 --context 100000 --concurrency 1 --no-llama-cpp --prompt-tokens 8 --gen-tokens 4 --reps 1 "
+                  "--policies full --cache-dir '" + dir.string() + "'");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "context")) << r.output;
+  r = run_tangram("bench-model --context 64 --dry-run");
+  EXPECT_NE(r.exit_code, 0);
+  r = run_tangram("bench-model --context 64 --concurrency 2 --policies full,bogus --dry-run");
+  EXPECT_NE(r.exit_code, 0);
+}
+
 // profile -> serve with the tangram policy -> compare policies, end to end on a generated model.
 TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
   const auto dir = testing::temp_dir();

@@ -1,0 +1,232 @@
+#include "cli/bench_kv_bound.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "common/units.h"
+#include "compress/kv_policy.h"
+#include "evaluation/synthetic_kv.h"
+#include "kv/attention_planner.h"
+#include "kv/block_pool.h"
+#include "kv/paged_kv_cache.h"
+
+namespace tangram::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWarmupSteps = 2;  // untimed steps first: plans made, pages touched
+constexpr int kPageTokens = 16;  // the engine's default page
+
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+PageGeometry geometry_of(const ModelConfig& cfg, int group_size) {
+  PageGeometry geo;
+  geo.page_tokens = kPageTokens;
+  geo.group_size = group_size;
+  geo.head_dim = cfg.head_dim;
+  geo.head_dim_v = cfg.head_dim_v;
+  geo.type = KvType::F16;
+  return geo;
+}
+
+// c sequences of one layout, filled, in a pool with room for the decode steps' growth.
+struct FilledBatch {
+  std::unique_ptr<BlockPool> pool;
+  std::vector<std::unique_ptr<PagedKvCache>> caches;
+};
+
+Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, int c, int64_t context,
+                               int growth, const SyntheticKvOptions& so) {
+  const PageGeometry geo = geometry_of(model.config(), layout.group_size);
+  const int64_t grow_pages = int64_t{layout.map->total_groups()} * ((growth + kPageTokens - 1) / kPageTokens + 1);
+  const int64_t pages = c * (layout.footprint_pages(kPageTokens) + grow_pages);
+  FilledBatch b;
+  TG_ASSIGN(b.pool, BlockPool::create(geo, sz(pages) * geo.page_bytes()));
+  for (int i = 0; i < c; ++i) {
+    TG_ASSIGN(std::unique_ptr<PagedKvCache> cache,
+              PagedKvCache::create(model.kv_shape(), context + growth + 1, *b.pool, layout.map));
+    TG_TRY(fill_synthetic_kv(*cache, layout, context, so, static_cast<uint32_t>(7 + i)));
+    b.caches.push_back(std::move(cache));
+  }
+  return b;
+}
+
+// KV bytes one decode step's attention reads: every stored key and value row once.
+double kv_read_bytes(const FilledBatch& b) {
+  const PageGeometry& geo = b.pool->geometry();
+  double rows = 0;
+  for (const auto& c : b.caches) rows += static_cast<double>(c->used_slots());
+  return rows * static_cast<double>(geo.key_row_bytes() + geo.value_row_bytes());
+}
+
+// Times `steps` decode steps of every sequence of the batch together.
+Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvBoundRun& run) {
+  const int c = static_cast<int>(b.caches.size());
+  const int64_t vocab = model.config().vocab;
+  std::vector<int32_t> tokens(sz(c));
+  std::vector<float> logits(sz(int64_t{c} * vocab));  // [c][vocab]
+  std::vector<SequenceStep> seqs(sz(c));
+  auto step = [&](int k) {
+    for (int i = 0; i < c; ++i) {
+      tokens[sz(i)] = static_cast<int32_t>((7 * i + k) % vocab);
+      PagedKvCache& cache = *b.caches[sz(i)];
+      seqs[sz(i)] = SequenceStep{&cache, &tokens[sz(i)], 1, cache.n_positions(), logits.data() + int64_t{i} * vocab};
+    }
+    return model.forward_step(seqs, pool);
+  };
+  for (int k = 0; k < kWarmupSteps; ++k) TG_TRY(step(k));
+  const double bytes_before = kv_read_bytes(b);
+  const double attention0 = model.attention_seconds();
+  const auto t0 = Clock::now();
+  for (int k = 0; k < steps; ++k) TG_TRY(step(kWarmupSteps + k));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double attention = model.attention_seconds() - attention0;
+  // Heads grow by a row per step: the mean step reads the mean of the first and last.
+  run.kv_read_bytes = (bytes_before + kv_read_bytes(b)) / 2;
+  run.step_ms = 1000.0 * seconds / steps;
+  run.decode_tok_s = c * steps / seconds;
+  run.attention_ms = 1000.0 * attention / steps;
+  run.attention_share = attention / seconds;
+  run.attention_gbps = attention > 0 ? run.kv_read_bytes * steps / attention / 1e9 : 0;
+  return Status::Ok();
+}
+
+Status check_options(const Model& model, const KvBoundOptions& opt) {
+  if (opt.concurrency.empty()) return make_error("--context needs --concurrency: the sequences decoded together");
+  if (opt.policies.empty()) return make_error("--policies is empty");
+  for (int c : opt.concurrency)
+    if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
+  if (opt.steps < 1) return make_error("--gen-tokens must be positive");
+  const int64_t need = opt.context + kWarmupSteps + opt.steps;
+  if (need > model.config().context_length)
+    return make_error("--context {} plus {} decode steps is {} positions, past the model's context of {} "
+                      "(a generated model can be made longer: tangram mkmodel --ctx)",
+                      opt.context, kWarmupSteps + opt.steps, need, model.config().context_length);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
+                                              const KvBoundOptions& opt) {
+  TG_TRY(check_options(model, opt));
+  std::vector<KvPolicy> policies;
+  for (const std::string& p : opt.policies) {
+    TG_ASSIGN(KvPolicy policy, parse_kv_policy(p));
+    policies.push_back(policy);
+  }
+  SyntheticKvOptions so;
+  so.context = opt.context;
+  so.ratio = opt.ratio;
+  so.profile = opt.profile;
+  so.page_tokens = kPageTokens;
+  KvBoundDecode out;
+  out.label = label;
+  out.context = opt.context;
+  out.page_tokens = kPageTokens;
+  out.threads = pool.size();
+  out.steps = opt.steps;
+  out.peak_gbps = opt.peak_gbps;
+  TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
+  const double full_bytes = static_cast<double>(full.footprint_pages(kPageTokens)) *
+                            static_cast<double>(geometry_of(model.config(), full.group_size).page_bytes());
+  const AttentionSplit split_before = model.attention_planner().split();
+  for (const KvPolicy policy : policies) {
+    TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
+    // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
+    model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
+                                                                    : AttentionSplit::Runtime);
+    const double page_bytes = static_cast<double>(geometry_of(model.config(), layout.group_size).page_bytes());
+    for (const int c : opt.concurrency) {
+      KvBoundRun run;
+      run.policy = std::string(kv_policy_name(policy));
+      run.concurrency = c;
+      run.compressor_ratio = layout.compressor_ratio;
+      TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, c, opt.context, kWarmupSteps + opt.steps, so));
+      run.pages_per_seq = batch.caches.front()->pages_held();
+      run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
+      run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
+      TG_TRY(time_steps(model, pool, batch, opt.steps, run));
+      run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
+      out.runs.push_back(run);
+    }
+  }
+  model.attention_planner().set_split(split_before);
+  return out;
+}
+
+namespace {
+
+// Decode tok/s of full at the same concurrency, or 0 when full was not run.
+double full_tok_s(const KvBoundDecode& d, int c) {
+  for (const KvBoundRun& r : d.runs)
+    if (r.policy == "full" && r.concurrency == c) return r.decode_tok_s;
+  return 0;
+}
+
+std::string vs_full(const KvBoundDecode& d, const KvBoundRun& r) {
+  const double f = full_tok_s(d, r.concurrency);
+  return f > 0 ? fmt::format("{:.2f}x", r.decode_tok_s / f) : "-";
+}
+
+}  // namespace
+
+void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
+  fmt::print(console,
+             "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
+             "straight into the pages, no prefill), F16 pages of {} tokens, {} threads, {} steps timed; "
+             "read bandwidth {:.1f} GB/s\n",
+             d.label, d.context, d.page_tokens, d.threads, d.steps, d.peak_gbps);
+  fmt::print(console, "{:<8} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}\n", "policy",
+             "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
+             "attn GB/s", "of bw");
+  for (const KvBoundRun& r : d.runs)
+    fmt::print(console, "{:<8} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} {:>5.0f}%\n",
+               r.policy, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
+               r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms, 100.0 * r.attention_share,
+               format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction);
+  fmt::print(console,
+             "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
+             "per cached token over full's (effective retention); KV read: K and V rows one step's attention reads; "
+             "attn GB/s: that over attention's time; of bw: that over the read bandwidth.\n");
+}
+
+nlohmann::json kv_bound_json(const KvBoundDecode& d) {
+  nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
+                      {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
+                      {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
+  for (const KvBoundRun& r : d.runs) {
+    const double f = full_tok_s(d, r.concurrency);
+    j["runs"].push_back({{"policy", r.policy}, {"concurrency", r.concurrency},
+                         {"compressor_ratio", r.compressor_ratio}, {"pages_per_sequence", r.pages_per_seq},
+                         {"bytes_per_cached_token", r.bytes_per_token}, {"retention_vs_full", r.retention_vs_full},
+                         {"decode_tok_s", r.decode_tok_s}, {"vs_full", f > 0 ? r.decode_tok_s / f : 0.0},
+                         {"step_ms", r.step_ms}, {"attention_ms", r.attention_ms},
+                         {"attention_share", r.attention_share}, {"kv_read_bytes_per_step", r.kv_read_bytes},
+                         {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction}});
+  }
+  return j;
+}
+
+std::string kv_bound_markdown(const KvBoundDecode& d) {
+  std::string md = fmt::format(
+      "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
+      "into the pages, no prefill), F16 pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s.\n\n"
+      "| policy | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
+      "| attention share | KV read per step | attention GB/s | of bandwidth |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      d.label, d.context, d.page_tokens, d.threads, d.steps, d.peak_gbps);
+  for (const KvBoundRun& r : d.runs)
+    md += fmt::format("| {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% |\n",
+                      r.policy, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
+                      r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms,
+                      100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
+                      100.0 * r.bandwidth_fraction);
+  return md;
+}
+
+}  // namespace tangram::cli

@@ -1,0 +1,71 @@
+// `tangram bench-model --context N --concurrency LIST`: decode where the KV cache, not the
+// weights, is most of what a step reads. Every sequence's cache is filled to N positions with
+// synthetic rows written straight into its pages (evaluation/synthetic_kv.h: each policy's
+// per-head lengths and page layout, no prefill), then decode steps of all sequences together run
+// through the model (Model::forward_step, the engine's step), attention planned as the engine
+// plans it for that policy (tangram: ahead of time; the others: at run time). Per policy and
+// concurrency: tok/s, ms per step, the time attention takes in the step and its share, the KV
+// bytes the step's attention reads (every stored row of every head once) and that over the
+// attention time against the machine's measured read bandwidth, and each policy's bytes per
+// cached token over full's (its effective retention).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "common/thread_pool.h"
+#include "model/model.h"
+
+namespace tangram::cli {
+
+struct KvBoundOptions {
+  std::vector<int> concurrency;
+  int64_t context = 0;                // N: positions each sequence holds before decoding
+  int steps = 0;                      // decode steps timed per run
+  std::vector<std::string> policies;  // full | uniform | dynamic | tangram
+  double ratio = 0.25;                // retention of the compressing policies
+  std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
+  double peak_gbps = 0;               // the machine's measured read bandwidth
+};
+
+struct KvBoundRun {
+  std::string policy;
+  int concurrency = 0;
+  double compressor_ratio = 0;     // the ratio the Compressor was given (tangram: fitted)
+  int64_t pages_per_seq = 0;       // pages one sequence holds after the fill
+  double bytes_per_token = 0;      // pages held x page bytes / context, per sequence
+  double retention_vs_full = 0;    // bytes_per_token / full's
+  double decode_tok_s = 0;
+  double step_ms = 0;
+  double attention_ms = 0;         // per step, all layers
+  double attention_share = 0;      // attention_ms / step_ms
+  double kv_read_bytes = 0;        // per step: every stored K and V row of every head
+  double attention_gbps = 0;       // kv_read_bytes / attention time
+  double bandwidth_fraction = 0;   // attention_gbps / peak_gbps
+};
+
+struct KvBoundDecode {
+  std::string label;
+  int64_t context = 0;
+  int page_tokens = 0;
+  int threads = 0;
+  int steps = 0;
+  double peak_gbps = 0;
+  std::vector<KvBoundRun> runs;  // policy after policy, each at every concurrency
+};
+
+// Errors: no concurrency or policies, an unknown policy, a context that with the decode steps
+// does not fit the model's context length, a profile that does not fit the model, or host memory
+// too small for the pages.
+Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
+                                              const KvBoundOptions& opt);
+void print_kv_bound(const KvBoundDecode& d, std::FILE* console);
+nlohmann::json kv_bound_json(const KvBoundDecode& d);
+std::string kv_bound_markdown(const KvBoundDecode& d);
+
+}  // namespace tangram::cli
