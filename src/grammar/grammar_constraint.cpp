@@ -64,7 +64,8 @@ void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& al
   const bool may_end = matcher_.may_end();
   for (int32_t id = 0; id < n; ++id)
     if (texts_->kind(id) == TokenTexts::Kind::EndOfGeneration) allowed[static_cast<size_t>(id)] = may_end ? 1 : 0;
-  // states[d]: the matcher after the first d bytes of the current token; alive[d] as well.
+  // states[d]: the matcher after the first d bytes of the current token (valid up to the
+  // token's length, or to where it died). Copy-assigning into a kept slot reuses its buffers.
   std::vector<OutputMatcher> states{matcher_};
   size_t dead_at = SIZE_MAX;  // the depth at which the current prefix died (SIZE_MAX: alive)
   const std::vector<int32_t>& order = texts_->by_bytes();
@@ -74,10 +75,10 @@ void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& al
     const auto shared = static_cast<size_t>(texts_->shared_prefix()[k]);
     if (dead_at <= shared) continue;  // a prefix already refused: so is this token
     dead_at = SIZE_MAX;
-    states.resize(shared + 1, matcher_);
     for (size_t d = shared; d < piece.size(); ++d) {
-      states.push_back(states[d]);
-      if (!states.back().feed_byte(static_cast<uint8_t>(piece[d]))) {
+      if (states.size() <= d + 1) states.push_back(states[d]);
+      else states[d + 1] = states[d];
+      if (!states[d + 1].feed_byte(static_cast<uint8_t>(piece[d]))) {
         dead_at = d + 1;
         break;
       }
