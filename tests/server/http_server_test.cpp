@@ -894,6 +894,20 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
 
 namespace structured {
 
+// The bodies posted at once (one client each), so the engine decodes them as one batch.
+std::vector<json> post_together(const Running& s, const std::string& path, const std::vector<json>& bodies) {
+  std::vector<json> out(bodies.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto c = s.client();
+      auto res = c.Post(path, bodies[i].dump(), "application/json");
+      if (res && res->status == 200) out[i] = json::parse(res->body, nullptr, false);
+    });
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
 // The checks the schema below asks for, written out: the reply must be exactly this shape.
 void expect_person(const json& v, const std::string& text) {
   ASSERT_TRUE(v.is_object()) << text;
@@ -922,9 +936,12 @@ TEST(HttpServer, JsonSchemaResponseFormatHoldsOverSeeds) {
   body["response_format"] = {{"type", "json_schema"},
                              {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", structured::person_schema()}}}};
   body["temperature"] = 1.0;
-  for (int seed = 1; seed <= 6; ++seed) {
+  std::vector<json> bodies;
+  for (int seed = 1; seed <= 8; ++seed) {
     body["seed"] = seed;
-    const json r = post_json(c, "/v1/chat/completions", body);
+    bodies.push_back(body);
+  }
+  for (const json& r : structured::post_together(*s, "/v1/chat/completions", bodies)) {
     ASSERT_TRUE(r.is_object());
     EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
     const std::string text = r["choices"][0]["message"]["content"];
@@ -1011,10 +1028,13 @@ TEST(HttpServer, ForcedToolCallsAreParsedCalls) {
   body["tools"] = tools;
   body["tool_choice"] = "required";
   body["parallel_tool_calls"] = false;
-  for (int seed = 1; seed <= 4; ++seed) {
+  body["temperature"] = 1.0;
+  std::vector<json> bodies;
+  for (int seed = 1; seed <= 6; ++seed) {
     body["seed"] = seed;
-    body["temperature"] = 1.0;
-    const json r = post_json(c, "/v1/chat/completions", body);
+    bodies.push_back(body);
+  }
+  for (const json& r : structured::post_together(*s, "/v1/chat/completions", bodies)) {
     ASSERT_TRUE(r.is_object());
     const json& choice = r["choices"][0];
     ASSERT_EQ(choice["finish_reason"], "tool_calls") << choice.dump();
