@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "runtime/finish_reason.h"
 #include "runtime/logprobs.h"
 #include "runtime/sampling_params.h"
+#include "runtime/token_constraint.h"
 
 namespace tangram {
 
@@ -75,6 +77,11 @@ struct Request {
   // >= 0: every generated token's TokenEvent carries its log-probability and this many most
   // likely alternatives (at most kMaxTopLogprobs).
   int top_logprobs = -1;
+  // What the output must look like (a JSON schema, a tool-call syntax), in its initial state;
+  // null: unconstrained. The scheduler works on its own copy per sequence. A constrained
+  // sequence ends with finish Stop as soon as the constraint says the output is complete, and
+  // with Error if no token of the vocabulary can continue it.
+  std::shared_ptr<const TokenConstraint> constraint;
   // Called on the scheduler's thread; keep them short. on_finish is called exactly once for
   // every request that submit() accepted.
   std::function<void(const TokenEvent&)> on_token;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <new>
 
@@ -10,6 +11,8 @@
 namespace tangram {
 
 namespace {
+
+constexpr int32_t kNoAllowedToken = -2;  // sample_token: the constraint allows no token
 
 double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -133,6 +136,7 @@ Status Scheduler::submit_with_id(RequestId id, Request request) {
   TG_ASSIGN(Sampler sampler, Sampler::create(request.params));
   sampler.set_eos_tokens(eos_ids_);
   s->sampler.emplace(std::move(sampler));
+  if (request.constraint) s->constraint = request.constraint->clone();
   s->id = id;
   s->arrival = next_arrival_++;
   s->tokens = request.prompt;
@@ -282,14 +286,20 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
   // Log-probabilities are the model's own: read before the sampler's penalties change the row.
   const bool logprobs = s.request.top_logprobs >= 0;
   if (logprobs) s.raw_logits.assign(logits, logits + n_vocab);
-  const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
+  const int32_t tok = sample_token(s, logits, n_vocab);
   s.awaiting_sample = false;
   if (!s.first_token_done) {
     s.first_token_done = true;
     s.first_token = Clock::now();
   }
+  if (tok == kNoAllowedToken) {
+    s.result.finish = FinishReason::Error;
+    s.result.error = "constrained decoding: no token of the vocabulary can continue the output";
+    return true;
+  }
   if (tok < 0) return true;
   if (!s.request.params.ignore_eos && tokenizer_.is_eog(tok)) return true;
+  if (s.constraint) s.constraint->accept(tok);
   s.sampler->accept(tok);
   s.tokens.push_back(tok);
   s.result.tokens.push_back(tok);
@@ -301,11 +311,30 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
     s.request.on_token(TokenEvent{s.id, tok, out.text, lp ? &*lp : nullptr});
   }
   if (out.stopped) return true;
+  if (s.constraint && s.constraint->must_end()) return true;  // the output is whole
   if (s.sampler->max_tokens_reached() || static_cast<int64_t>(s.tokens.size()) > context_) {
     s.result.finish = FinishReason::Length;
     return true;
   }
   return false;
+}
+
+int32_t Scheduler::sample_token(Sequence& s, float* logits, int n_vocab) {
+  if (!s.constraint) return s.sampler->sample(logits, n_vocab, s.tokens);
+  s.unmasked.assign(logits, logits + n_vocab);
+  const int32_t drawn = s.sampler->sample(logits, n_vocab, s.tokens);
+  if (drawn >= 0 && s.constraint->allows(drawn)) return drawn;
+  std::copy(s.unmasked.begin(), s.unmasked.end(), logits);
+  s.constraint->allowed_tokens(n_vocab, s.allowed);
+  bool any = false;
+  for (int i = 0; i < n_vocab; ++i) {
+    if (s.allowed[static_cast<size_t>(i)] != 0) any = true;
+    else logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  if (!any) return kNoAllowedToken;
+  const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
+  // Every allowed logit may have been -inf (the model's, or a ban): nothing valid was drawn.
+  return tok >= 0 && s.allowed[static_cast<size_t>(tok)] != 0 ? tok : kNoAllowedToken;
 }
 
 void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::string error) {
@@ -520,7 +549,8 @@ void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status&
     if (!sample_next(s, done.logits)) continue;
     auto owned = take(&s);
     const FinishReason reason = owned->result.finish;
-    finish(std::move(owned), reason);
+    std::string error = std::move(owned->result.error);
+    finish(std::move(owned), reason, std::move(error));
   }
 }
 

@@ -167,6 +167,9 @@ class Scheduler {
     Request request;
     std::optional<Sampler> sampler;
     std::vector<float> raw_logits;  // with top_logprobs: the step's logits before sampling
+    std::unique_ptr<TokenConstraint> constraint;  // this sequence's copy of request.constraint
+    std::vector<float> unmasked;    // [n_vocab] with a constraint: the row before sampling
+    std::vector<uint8_t> allowed;   // [n_vocab] with a constraint: its mask, when it was needed
     std::vector<int32_t> tokens;  // prompt, then generated tokens
     size_t n_prompt = 0;
     std::unique_ptr<PagedKvCache> cache;  // null while queued
@@ -201,6 +204,10 @@ class Scheduler {
   Status attach_cache(Sequence& s);
   // Samples after a chunk that ended the sequence's input; true when it finished.
   bool sample_next(Sequence& s, float* logits);
+  // Samples one token, keeping to the sequence's constraint if it has one: the draw is checked
+  // and, when refused, made again from the row with every refused token masked. -1: nothing
+  // was drawn (no vocabulary); -2: the constraint allows no token.
+  int32_t sample_token(Sequence& s, float* logits, int n_vocab);
   void emit(Sequence& s, const std::string& text);
   // Ends a sequence: its cache returns to its session (or the pool), on_finish is called.
   void finish(std::unique_ptr<Sequence> s, FinishReason reason, std::string error = {});

@@ -17,6 +17,8 @@
 #include "server/api_error.h"
 #include "server/chat_page.h"
 #include "server/conversations.h"
+#include "grammar/grammar_constraint.h"
+#include "server/output_constraint.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/response_store.h"
@@ -76,6 +78,7 @@ struct Generation {
   std::string echo_prefix;   // completions with echo: the prompt text
   std::optional<ResponsesTurn> responses;  // POST /v1/responses only
   ToolCallSyntax tools = ToolCallSyntax::None;  // tools were given: the reply is parsed for calls
+  std::shared_ptr<const OutputGrammar> grammar;  // what the output is held to (null: free text)
 
   // The request field that holds the prompt, for errors about it.
   const char* prompt_field() const {
@@ -123,6 +126,7 @@ struct HttpServer::Impl {
   const Tokenizer& tok;
   ChatTemplate tmpl;
   ToolCallSyntax tool_syntax;  // how the template's model writes a tool call (None: no tools)
+  std::shared_ptr<const TokenTexts> token_texts;  // every token's bytes, for constrained decoding
   ServerOptions opt;
   RequestDefaults defaults;
   http::ServerCore http;
@@ -140,7 +144,8 @@ struct HttpServer::Impl {
   std::set<RequestId> inflight;  // engine ids of this server's pending requests
 
   Impl(Engine& e, const Tokenizer& t, ChatTemplate ct, ServerOptions o)
-      : engine(e), tok(t), tmpl(std::move(ct)), tool_syntax(detect_tool_call_syntax(tmpl.source())), opt(std::move(o)), http(core_options(opt, e)),
+      : engine(e), tok(t), tmpl(std::move(ct)), tool_syntax(detect_tool_call_syntax(tmpl.source())),
+        token_texts(TokenTexts::from_tokenizer(t)), opt(std::move(o)), http(core_options(opt, e)),
         // A record that goes takes its KV with it; queued, as it runs under the records' lock.
         conversations(opt.max_conversations, [&e](const std::string& key) { e.drop_session_later(key); }),
         responses(opt.max_conversations),
@@ -232,6 +237,7 @@ struct HttpServer::Impl {
     r.params = g.fields.params;
     r.session_id = g.prompt.engine_session;
     r.top_logprobs = g.fields.top_logprobs;
+    if (g.grammar) r.constraint = std::make_shared<const GrammarConstraint>(g.grammar, token_texts);
     r.on_token = [ch](const TokenEvent& e) {
       std::lock_guard lock(ch->mu);
       const auto now = Clock::now();
@@ -565,6 +571,28 @@ struct HttpServer::Impl {
     return std::nullopt;
   }
 
+  // The grammar the output is held to: a forced tool call in the template's syntax (after
+  // take_tools), or the response format; both at once are refused.
+  std::optional<ApiError> take_constraint(Generation& g, const ToolChoice& choice, const nlohmann::json& tools,
+                                          bool parallel) const {
+    const char* format_field = g.endpoint == Endpoint::Responses ? "text.format" : "response_format";
+    GrammarOrError made;
+    if (choice.mode != ToolChoice::Mode::Auto) {
+      if (g.fields.format)
+        return bad_request(fmt::format("'{}' cannot be combined with a forced tool call ('tool_choice' \"required\" "
+                                       "or a named function)", format_field),
+                           "tool_choice", "invalid_value");
+      made = tool_call_grammar(g.tools, tools, choice, parallel);
+    } else if (g.fields.format) {
+      made = output_format_grammar(*g.fields.format, format_field);
+    } else {
+      return std::nullopt;
+    }
+    if (auto* e = std::get_if<ApiError>(&made)) return *e;
+    g.grammar = std::get<std::shared_ptr<const OutputGrammar>>(made);
+    return std::nullopt;
+  }
+
   void handle_chat(const http::Request& req, http::Response& res) {
     const auto received = Clock::now();
     Generation g = start_generation(Endpoint::Chat, req, res);
@@ -574,6 +602,7 @@ struct HttpServer::Impl {
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
     nlohmann::json extra;
     if (auto e = take_tools(g, cr.tools, extra)) return send_error(res, *e);
+    if (auto e = take_constraint(g, cr.tool_choice, cr.tools, cr.parallel_tool_calls)) return send_error(res, *e);
     if (auto e = render_and_resolve(g, cr.messages, extra)) return send_error(res, *e);
     run_generation(g, req, res, received);
   }
@@ -608,6 +637,7 @@ struct HttpServer::Impl {
     messages.insert(messages.end(), rr.input.begin(), rr.input.end());
     nlohmann::json extra;
     if (auto e = take_tools(g, rr.tools, extra)) return send_error(res, *e);
+    if (auto e = take_constraint(g, rr.tool_choice, rr.tools, rr.parallel_tool_calls)) return send_error(res, *e);
     if (auto e = render_and_resolve(g, messages, extra)) return send_error(res, *e);
     ResponseState& s = turn.state;
     s.id = g.request_id;
@@ -621,6 +651,7 @@ struct HttpServer::Impl {
     s.top_p = g.fields.params.top_p;
     s.store = rr.store;
     s.metadata = std::move(rr.metadata);
+    if (!rr.text_format.is_null()) s.text_format = rr.text_format;
     s.session_id = g.prompt.public_id;
     turn.input = std::move(rr.input);
     g.responses = std::move(turn);
@@ -648,6 +679,7 @@ struct HttpServer::Impl {
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
     auto& cr = std::get<CompletionRequest>(parsed);
     if (auto e = take_fields(g, std::move(cr.gen), req)) return send_error(res, *e);
+    if (auto e = take_constraint(g, ToolChoice{}, nlohmann::json::array(), false)) return send_error(res, *e);
     if (auto* text = std::get_if<std::string>(&cr.prompt)) {
       // A completion prompt gets a BOS where the vocabulary asks for one, as llama.cpp does.
       g.history_text = *text;

@@ -44,13 +44,6 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
     if (std::string(f) == "tool_choice" && it->is_string() && it->get<std::string>() == "none") continue;
     return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
   }
-  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) return wrong_type("response_format", "an object", *it);
-    auto t = it->find("type");
-    if (t == it->end() || !t->is_string() || t->get<std::string>() != "text")
-      return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format",
-                         "unsupported_value");
-  }
   return std::nullopt;
 }
 
@@ -94,6 +87,11 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
     if (auto e = read_bool(*it, "include_usage", g.include_usage)) return e;
   }
   if (auto e = read_logprobs(j, chat, g.top_logprobs)) return e;
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+    auto format = parse_output_format(*it, "response_format", /*nested=*/true);
+    if (auto* e = std::get_if<ApiError>(&format)) return *e;
+    g.format = std::move(std::get<std::optional<OutputFormat>>(format));
+  }
   if (auto e = read_string(j, "session_id", g.session_id)) return e;
   if (!g.session_id.empty() && !valid_session_id(g.session_id))
     return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
@@ -156,18 +154,17 @@ std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
     }
     r.tools = *tools;
   }
+  if (auto e = read_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return e;
   auto choice = j.find("tool_choice");
   if (choice == j.end() || choice->is_null()) return std::nullopt;
-  if (choice->is_string() && (*choice == "none" || *choice == "auto")) {
-    if (*choice == "none") r.tools = json::array();  // the model is not told of them
-    return std::nullopt;
-  }
-  if (choice->is_string() && *choice != "required")
-    return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function", "tool_choice",
-                       "invalid_value");
-  return bad_request("'tool_choice' \"required\" or a named function needs constrained decoding, which this server "
-                     "does not do yet: use \"auto\"",
-                     "tool_choice", "unsupported_value");
+  bool none = false;
+  auto parsed = parse_tool_choice(*choice, none);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  r.tool_choice = std::get<ToolChoice>(parsed);
+  if (none) r.tools = json::array();  // the model is not told of them
+  if (r.tool_choice.mode != ToolChoice::Mode::Auto && r.tools.empty())
+    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice", "invalid_value");
+  return std::nullopt;
 }
 
 // An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
@@ -203,6 +200,80 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
 }
 
 }  // namespace
+
+std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const json& format, const std::string& field,
+                                                                        bool nested) {
+  if (!format.is_object()) return wrong_type(field, "an object", format);
+  auto t = format.find("type");
+  if (t == format.end() || !t->is_string())
+    return bad_request(fmt::format("'{}.type' is required", field), field + ".type", "missing_field");
+  const std::string& type = t->get_ref<const std::string&>();
+  if (type == "text") return std::optional<OutputFormat>();
+  OutputFormat out;
+  if (type == "json_object") {
+    out.any_object = true;
+    return std::optional<OutputFormat>(std::move(out));
+  }
+  if (type != "json_schema")
+    return bad_request(fmt::format("'{}.type' must be \"text\", \"json_object\" or \"json_schema\"", field),
+                       field + ".type", "invalid_value");
+  const json* body = &format;
+  std::string where = field;
+  if (nested) {
+    auto inner = format.find("json_schema");
+    where = field + ".json_schema";
+    if (inner == format.end() || !inner->is_object())
+      return bad_request(fmt::format("'{}' is required and must be an object", where), where, "missing_field");
+    body = &*inner;
+  }
+  auto name = body->find("name");
+  if (name != body->end() && !name->is_null()) {
+    if (!name->is_string()) return wrong_type(where + ".name", "a string", *name);
+    out.name = name->get<std::string>();
+  }
+  if (auto strict = body->find("strict"); strict != body->end() && !strict->is_null()) {
+    if (!strict->is_boolean()) return wrong_type(where + ".strict", "a boolean", *strict);
+    out.strict = strict->get<bool>();
+  }
+  auto schema = body->find("schema");
+  if (schema == body->end() || schema->is_null()) {
+    out.schema = json::object();  // OpenAI: no schema means any JSON value
+  } else if (!schema->is_object() && !schema->is_boolean()) {
+    return wrong_type(where + ".schema", "a JSON Schema object", *schema);
+  } else {
+    out.schema = *schema;
+  }
+  return std::optional<OutputFormat>(std::move(out));
+}
+
+std::variant<ToolChoice, ApiError> parse_tool_choice(const json& choice, bool& none_chosen) {
+  none_chosen = false;
+  ToolChoice out;
+  if (choice.is_string()) {
+    const std::string& c = choice.get_ref<const std::string&>();
+    if (c == "none" || c == "auto") {
+      none_chosen = c == "none";
+      return out;
+    }
+    if (c == "required") {
+      out.mode = ToolChoice::Mode::Required;
+      return out;
+    }
+  } else if (choice.is_object() && choice.value("type", json()) == "function") {
+    // Chat nests the name ({"function": {"name"}}); the Responses API does not ({"name"}).
+    auto fn = choice.find("function");
+    const json& holder = fn != choice.end() && fn->is_object() ? *fn : choice;
+    auto name = holder.find("name");
+    if (name != holder.end() && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+      out.mode = ToolChoice::Mode::Named;
+      out.name = name->get<std::string>();
+      return out;
+    }
+  }
+  return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function "
+                     "({\"type\": \"function\", \"function\": {\"name\": ...}})",
+                     "tool_choice", "invalid_value");
+}
 
 bool valid_session_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;

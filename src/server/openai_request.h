@@ -3,8 +3,7 @@
 // malformed request; the first problem found comes back as an ApiError naming the field.
 //
 // Fields that would change what a client gets back but that Tangram does not implement (n > 1,
-// logprobs, tool_choice "required", response_format, logit_bias) are refused rather than
-// silently ignored;
+// logit_bias, ...) are refused rather than silently ignored;
 // harmless ones (user, metadata, store, ...) are ignored, as OpenAI-compatible servers do.
 #pragma once
 
@@ -22,6 +21,22 @@
 
 namespace tangram::server {
 
+// response_format json_object / json_schema (Responses: text.format): the output's shape,
+// enforced by constrained decoding (output_constraint.h compiles it).
+struct OutputFormat {
+  bool any_object = false;  // json_object: any JSON object
+  nlohmann::json schema;    // json_schema: the schema
+  std::string name;         // json_schema: its name
+  bool strict = false;      // as sent (the output is held to the schema either way)
+};
+
+// tool_choice: whether the model must call a tool (required), this one (named), or may (auto).
+struct ToolChoice {
+  enum class Mode { Auto, Required, Named };
+  Mode mode = Mode::Auto;
+  std::string name;  // Named
+};
+
 struct GenerationFields {
   std::string model;
   SamplingParams params;        // max_tokens 0 = up to the context
@@ -31,6 +46,7 @@ struct GenerationFields {
   // >= 0: report each token's log-probability and this many alternatives (chat: logprobs with
   // top_logprobs 0-20; completions: logprobs 0-5). -1: none.
   int top_logprobs = -1;
+  std::optional<OutputFormat> format;  // none: free text
 };
 
 struct ChatCompletionRequest {
@@ -39,6 +55,8 @@ struct ChatCompletionRequest {
   // The functions the model may call, as sent ([{"type": "function", "function": {...}}]);
   // empty when none were given or tool_choice is "none".
   nlohmann::json tools = nlohmann::json::array();
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
 };
 
 struct CompletionRequest {
@@ -73,6 +91,15 @@ struct DetokenizeRequest {
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);
 std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body, int32_t vocab_size);
+
+// A response_format object ({"type": "text" | "json_object" | "json_schema", ...}); field names
+// the request field for errors. Chat nests the schema ({"json_schema": {"name", "schema",
+// "strict"}}); the Responses API's text.format holds those keys itself (nested = false).
+std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const nlohmann::json& format,
+                                                                        const std::string& field, bool nested);
+// A tool_choice value: "none", "auto", "required", {"type": "function", "function": {"name"}}
+// (chat) or {"type": "function", "name"} (Responses). none_chosen: it was "none".
+std::variant<ToolChoice, ApiError> parse_tool_choice(const nlohmann::json& choice, bool& none_chosen);
 
 // A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
 bool valid_session_id(const std::string& id);

@@ -93,7 +93,7 @@ ordered_json response_json(const ResponseState& s) {
   j["reasoning"] = ordered_json{{"effort", nullptr}, {"summary", nullptr}};
   j["store"] = s.store;
   j["temperature"] = s.temperature;
-  j["text"] = ordered_json{{"format", {{"type", "text"}}}};
+  j["text"] = ordered_json{{"format", s.text_format}};
   j["tool_choice"] = "auto";
   j["tools"] = ordered_json::array();
   j["top_p"] = s.top_p;

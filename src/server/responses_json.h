@@ -40,6 +40,7 @@ struct ResponseState {
   float top_p = 1.0f;
   bool store = true;
   nlohmann::json metadata = nlohmann::json::object();
+  nlohmann::json text_format = {{"type", "text"}};  // text.format as asked for
   std::string session_id;  // Tangram extension: the conversation whose KV this chain reuses
   std::string text;        // the output text so far (with calls: the text before the first)
   struct Call {

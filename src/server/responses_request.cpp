@@ -22,13 +22,6 @@ ApiError unsupported(const std::string& field, const std::string& why) {
 
 // Fields that change what a response is: refused unless they ask for what Tangram does anyway.
 std::optional<ApiError> refuse_unsupported(const json& j) {
-  if (auto it = j.find("tool_choice"); it != j.end() && !it->is_null()) {
-    const bool plain = it->is_string() && (it->get<std::string>() == "none" || it->get<std::string>() == "auto");
-    if (!plain)
-      return bad_request("'tool_choice' may be \"none\" or \"auto\": \"required\" and a named function need "
-                         "constrained decoding, which this server does not do yet",
-                         "tool_choice", "unsupported_value");
-  }
   if (auto it = j.find("include"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
     return unsupported("include", "is not supported by this server (nothing extra to include)");
   if (auto it = j.find("reasoning"); it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
@@ -46,14 +39,6 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
       return unsupported(f, std::string(f) == "conversation"
                                 ? "is not supported: chain turns with 'previous_response_id'"
                                 : "is not supported by this server");
-  if (auto it = j.find("text"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) return wrong_type("text", "an object", *it);
-    if (auto f = it->find("format"); f != it->end() && !f->is_null()) {
-      auto t = f->is_object() ? f->find("type") : f->end();
-      if (t == f->end() || !t->is_string() || t->get<std::string>() != "text")
-        return bad_request("only text.format {\"type\": \"text\"} is supported", "text.format", "unsupported_value");
-    }
-  }
   return std::nullopt;
 }
 
@@ -83,7 +68,34 @@ std::optional<ApiError> read_tools(const json& j, json& out) {
     }
     out.push_back(json{{"type", "function"}, {"function", std::move(fn)}});
   }
-  if (auto c = j.find("tool_choice"); c != j.end() && c->is_string() && *c == "none") out = json::array();
+  return std::nullopt;
+}
+
+// tool_choice (after tools): "none" hides the tools; "required" or a named one needs tools.
+std::optional<ApiError> read_tool_choice(const json& j, ResponsesRequest& r) {
+  auto c = j.find("tool_choice");
+  if (c == j.end() || c->is_null()) return std::nullopt;
+  bool none = false;
+  auto parsed = parse_tool_choice(*c, none);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  r.tool_choice = std::get<ToolChoice>(parsed);
+  if (none) r.tools = json::array();
+  if (r.tool_choice.mode != ToolChoice::Mode::Auto && r.tools.empty())
+    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice", "invalid_value");
+  return std::nullopt;
+}
+
+// text: {"format": {"type": "text" | "json_object" | "json_schema", "name", "schema", "strict"}}.
+std::optional<ApiError> read_text_format(const json& j, ResponsesRequest& r) {
+  auto it = j.find("text");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("text", "an object", *it);
+  auto f = it->find("format");
+  if (f == it->end() || f->is_null()) return std::nullopt;
+  auto format = parse_output_format(*f, "text.format", /*nested=*/false);
+  if (auto* e = std::get_if<ApiError>(&format)) return *e;
+  r.gen.format = std::move(std::get<std::optional<OutputFormat>>(format));
+  if (r.gen.format) r.text_format = *f;
   return std::nullopt;
 }
 
@@ -256,6 +268,9 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
                        "invalid_session_id");
   if (auto e = read_metadata(j, r.metadata)) return e;
   if (auto e = read_tools(j, r.tools)) return e;
+  if (auto e = read_tool_choice(j, r)) return e;
+  if (auto e = read_text_format(j, r)) return e;
+  if (auto e = read_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return e;
   if (Status st = r.gen.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }

@@ -5,11 +5,10 @@
 // model made and function_call_output items with their results) after the stored history
 // of `previous_response_id`, with `instructions` as the system message of this turn only (as
 // OpenAI does: instructions are not carried along a chain). Fields that would change what a
-// client gets back and that Tangram does not implement (built-in tools, tool_choice "required",
-// reasoning, include, structured text formats, background runs, stored prompts, server-side
-// conversations, truncation "auto")
-// are refused rather than silently ignored; harmless ones (user, service_tier, prompt_cache_key,
-// parallel_tool_calls) are ignored.
+// client gets back and that Tangram does not implement (built-in tools, reasoning, include,
+// background runs, stored prompts, server-side conversations, truncation "auto")
+// are refused rather than silently ignored; harmless ones (user, service_tier, prompt_cache_key)
+// are ignored.
 #pragma once
 
 #include <optional>
@@ -35,6 +34,9 @@ struct ResponsesRequest {
   nlohmann::json metadata = nlohmann::json::object();  // echoed back: up to 16 string values
   // Function tools in the chat form the templates take; empty when none or tool_choice "none".
   nlohmann::json tools = nlohmann::json::array();
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  nlohmann::json text_format;  // text.format as sent when it is JSON (echoed in the response)
 };
 
 std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::string& body,

@@ -196,6 +196,60 @@ TEST(Requests, LogprobsAreTheModelsOwnAndGreedyPicksTheTop) {
   EXPECT_FALSE((*s)->submit(std::move(bad)).ok());
 }
 
+// A constraint by rule: ids with id % modulus == remainder, and the output is whole after
+// `length` tokens.
+class EveryNthToken final : public TokenConstraint {
+ public:
+  EveryNthToken(int32_t modulus, int length, int32_t remainder = 0)
+      : modulus_(modulus), remainder_(remainder), left_(length) {}
+  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<EveryNthToken>(*this); }
+  bool allows(int32_t token) const override { return left_ > 0 && token % modulus_ == remainder_; }
+  void accept(int32_t) override { --left_; }
+  bool must_end() const override { return left_ == 0; }
+
+ private:
+  int32_t modulus_;
+  int32_t remainder_;
+  int left_;
+};
+
+// A constrained sequence keeps to its constraint (greedy: the most likely allowed token, the
+// masked row's argmax) and ends when it says so; a sequence decoded beside it is untouched.
+TEST(Requests, ConstraintHoldsPerSequenceAndEndsTheOutput) {
+  TestModel tm = synth_model("tiny-qwen3");
+  ASSERT_TRUE(tm.model && tm.tokenizer);
+  ThreadPool pool(2);
+  auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, small_options());
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int64_t V = tm.model->config().vocab;
+  Request free_alone = greedy_request(prompt_of(20, 9, V), 8);
+  const Outcome alone = run_all(**s, {free_alone});
+  Request constrained = greedy_request(prompt_of(24, 4, V), 20);
+  constrained.constraint = std::make_shared<const EveryNthToken>(7, 5);
+  constrained.keep_first_logits = true;
+  std::vector<RequestId> ids;
+  const Outcome both = run_all(**s, {constrained, greedy_request(prompt_of(20, 9, V), 8)}, &ids);
+  ASSERT_EQ(ids.size(), 2u);
+  const RequestResult& c = both.results.at(ids[0]);
+  EXPECT_EQ(c.finish, FinishReason::Stop);
+  ASSERT_EQ(c.tokens.size(), 5u);
+  for (int32_t t : c.tokens) EXPECT_EQ(t % 7, 0) << t;
+  int32_t best = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(c.first_logits.size()); id += 7)
+    if (c.first_logits[static_cast<size_t>(id)] > c.first_logits[static_cast<size_t>(best)]) best = id;
+  EXPECT_EQ(c.tokens[0], best);
+  EXPECT_EQ(both.results.at(ids[1]).tokens, alone.results.begin()->second.tokens);
+  // A constraint no token satisfies ends the sequence with an error, not a crash or a stray token.
+  Request impossible = greedy_request(prompt_of(10, 2, V), 4);
+  impossible.constraint = std::make_shared<const EveryNthToken>(static_cast<int32_t>(V) + 1, 3, static_cast<int32_t>(V));
+  impossible.params.ignore_eos = true;
+  std::vector<RequestId> bad_id;
+  const Outcome failed = run_all(**s, {impossible}, &bad_id);
+  ASSERT_EQ(bad_id.size(), 1u);
+  EXPECT_EQ(failed.results.at(bad_id[0]).finish, FinishReason::Error);
+  EXPECT_NE(failed.results.at(bad_id[0]).error.find("constrained"), std::string::npos);
+}
+
 TEST(Sessions, RequestWithoutIdContinuesTheSessionItExtends) {
   TestModel tm = synth_model("tiny-llama");
   ASSERT_TRUE(tm.model && tm.tokenizer);

@@ -890,5 +890,190 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
   EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}}, 400)["error"]["param"], "logprobs");
 }
 
+// ---- structured output (constrained decoding) --------------------------------------------------
+
+namespace structured {
+
+// The bodies posted at once (one client each), so the engine decodes them as one batch.
+std::vector<json> post_together(const Running& s, const std::string& path, const std::vector<json>& bodies) {
+  std::vector<json> out(bodies.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto c = s.client();
+      auto res = c.Post(path, bodies[i].dump(), "application/json");
+      if (res && res->status == 200) out[i] = json::parse(res->body, nullptr, false);
+    });
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+// The checks the schema below asks for, written out: the reply must be exactly this shape.
+void expect_person(const json& v, const std::string& text) {
+  ASSERT_TRUE(v.is_object()) << text;
+  EXPECT_EQ(v.size(), 3u) << text;
+  ASSERT_TRUE(v.contains("mood") && v.contains("age") && v.contains("happy")) << text;
+  EXPECT_TRUE(v["mood"] == "calm" || v["mood"] == "cross") << text;
+  EXPECT_TRUE(v["age"].is_number_integer()) << text;
+  EXPECT_TRUE(v["happy"].is_boolean()) << text;
+}
+
+const json& person_schema() {
+  static const json s = json::parse(R"({"type": "object", "additionalProperties": false,
+      "properties": {"mood": {"enum": ["calm", "cross"]}, "age": {"type": "integer"}, "happy": {"type": "boolean"}},
+      "required": ["mood", "age", "happy"]})");
+  return s;
+}
+
+}  // namespace structured
+
+// response_format json_schema over many seeds: every reply parses and has the schema's shape
+// (its bounds keep it short enough to finish within max_tokens), streamed like non-streamed.
+TEST(HttpServer, JsonSchemaResponseFormatHoldsOverSeeds) {
+  auto s = start();
+  auto c = s->client();
+  json body = chat_body({{"user", "Describe a person as JSON"}}, 400);
+  body["response_format"] = {{"type", "json_schema"},
+                             {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", structured::person_schema()}}}};
+  body["temperature"] = 1.0;
+  std::vector<json> bodies;
+  for (int seed = 1; seed <= 8; ++seed) {
+    body["seed"] = seed;
+    bodies.push_back(body);
+  }
+  for (const json& r : structured::post_together(*s, "/v1/chat/completions", bodies)) {
+    ASSERT_TRUE(r.is_object());
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    const std::string text = r["choices"][0]["message"]["content"];
+    structured::expect_person(json::parse(text, nullptr, false), text);
+  }
+  body["temperature"] = 0;
+  body.erase("seed");
+  const std::string greedy = post_json(c, "/v1/chat/completions", body)["choices"][0]["message"]["content"];
+  body["stream"] = true;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string streamed;
+  for (const std::string& e : sse_payloads(res->body)) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    if (!j["choices"].empty() && j["choices"][0]["delta"].contains("content"))
+      streamed += j["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, greedy);
+  // json_object: any object; a reply cut by max_tokens says "length" and is what was written.
+  json any = chat_body({{"user", "JSON please"}}, 32);
+  any["response_format"] = {{"type", "json_object"}};
+  for (int seed = 1; seed <= 2; ++seed) {
+    any["seed"] = seed;
+    any["temperature"] = 1.0;
+    const json r = post_json(c, "/v1/chat/completions", any);
+    const std::string text = r["choices"][0]["message"]["content"];
+    ASSERT_FALSE(text.empty());
+    EXPECT_EQ(text.find_first_not_of(" \t\n\r"), text.find('{')) << text;
+    if (r["choices"][0]["finish_reason"] == "stop") {
+      EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+    } else {
+      EXPECT_EQ(r["choices"][0]["finish_reason"], "length") << text;
+      EXPECT_EQ(r["usage"]["completion_tokens"], 32) << text;
+    }
+  }
+  // The Responses API's text.format: the same constraint, echoed in the response.
+  const json resp = post_json(c, "/v1/responses",
+                              json{{"input", "A person"}, {"max_output_tokens", 400}, {"temperature", 0},
+                                   {"text", {{"format", {{"type", "json_schema"}, {"name", "person"},
+                                                         {"schema", structured::person_schema()}}}}}});
+  ASSERT_TRUE(resp.is_object());
+  EXPECT_EQ(resp["status"], "completed");
+  EXPECT_EQ(resp["text"]["format"]["type"], "json_schema");
+  const std::string out = resp["output"][0]["content"][0]["text"];
+  structured::expect_person(json::parse(out, nullptr, false), out);
+}
+
+TEST(HttpServer, UnsupportedSchemasAndFormatsAreRefusedByName) {
+  auto s = start();
+  auto c = s->client();
+  json body = chat_body({{"user", "x"}}, 8);
+  body["response_format"] = {{"type", "json_schema"},
+                             {"json_schema", {{"name", "n"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
+  json e = post_json(c, "/v1/chat/completions", body, 400);
+  EXPECT_EQ(e["error"]["param"], "response_format.json_schema.schema");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("pattern"), std::string::npos);
+  body["response_format"] = {{"type", "yaml"}};
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "response_format.type");
+  body["response_format"] = {{"type", "json_schema"}};
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "response_format.json_schema");
+  EXPECT_EQ(post_json(c, "/v1/responses",
+                      json{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"schema", {{"$ref", "#/a"}}}}}}}},
+                      400)["error"]["param"],
+            "text.format.schema");
+  // tool_choice that forces a call needs tools, and a template syntax it can hold output to.
+  body = chat_body({{"user", "x"}}, 8);
+  body["tool_choice"] = "required";
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "tool_choice");
+}
+
+// tool_choice "required" and a named function: the reply is a call in the template's syntax
+// (Hermes for Qwen) whose arguments match the tool's parameters.
+TEST(HttpServer, ForcedToolCallsAreParsedCalls) {
+  const json tools = json::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+          "properties": {"city": {"enum": ["Oslo", "Lima"]}, "days": {"type": "integer"}},
+          "required": ["city", "days"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+          "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"], "additionalProperties": false}}}])");
+  auto s = start({}, 8, "", "Qwen-Qwen2.5-7B-Instruct");
+  auto c = s->client();
+  json body = chat_body({{"user", "Weather in Oslo?"}}, 300);
+  body["tools"] = tools;
+  body["tool_choice"] = "required";
+  body["parallel_tool_calls"] = false;
+  body["temperature"] = 1.0;
+  std::vector<json> bodies;
+  for (int seed = 1; seed <= 6; ++seed) {
+    body["seed"] = seed;
+    bodies.push_back(body);
+  }
+  for (const json& r : structured::post_together(*s, "/v1/chat/completions", bodies)) {
+    ASSERT_TRUE(r.is_object());
+    const json& choice = r["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "tool_calls") << choice.dump();
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+    const json& fn = choice["message"]["tool_calls"][0]["function"];
+    const json args = json::parse(fn["arguments"].get<std::string>());
+    if (fn["name"] == "get_weather") {
+      EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Lima") << args;
+      EXPECT_TRUE(args["days"].is_number_integer()) << args;
+    } else {
+      EXPECT_EQ(fn["name"], "get_time");
+      EXPECT_TRUE(args["zone"] == "UTC" || args["zone"] == "CET") << args;
+    }
+  }
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  const json named = post_json(c, "/v1/chat/completions", body);
+  EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time");
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "tool_choice");
+  body["tool_choice"] = "required";
+  body["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "tool_choice");
+  // The Responses API: a function_call item for the named function.
+  const json flat = {{{"type", "function"}, {"name", "get_time"}, {"parameters", tools[1]["function"]["parameters"]}}};
+  const json resp = post_json(c, "/v1/responses", json{{"input", "Time?"}, {"max_output_tokens", 300}, {"tools", flat},
+                                                       {"tool_choice", {{"type", "function"}, {"name", "get_time"}}}});
+  ASSERT_TRUE(resp.is_object());
+  bool called = false;
+  for (const json& item : resp["output"]) called = called || (item["type"] == "function_call" && item["name"] == "get_time");
+  EXPECT_TRUE(called) << resp.dump();
+  // A syntax the constraint cannot write is refused, not answered unconstrained.
+  auto mistral = start({}, 8, "", "Mistral-Small-3.2-24B-Instruct-2506");
+  auto mc = mistral->client();
+  json mbody = chat_body({{"user", "Weather?"}}, 8);
+  mbody["tools"] = tools;
+  mbody["tool_choice"] = "required";
+  const json refused = post_json(mc, "/v1/chat/completions", mbody, 400);
+  EXPECT_EQ(refused["error"]["param"], "tool_choice");
+}
+
 }  // namespace
 }  // namespace tangram::server

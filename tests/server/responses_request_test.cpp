@@ -88,10 +88,22 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_EQ(refused(R"({"input": "hi", "truncation": "auto"})").param, "truncation");
   EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
   EXPECT_EQ(refused(R"({"input": "hi", "prompt": {"id": "p"}})").param, "prompt");
-  EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "json_object"}}})").param, "text.format");
+  EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "yaml"}}})").param, "text.format.type");
   EXPECT_EQ(refused(R"({"input": [{"type": "reasoning", "summary": []}]})").param, "input[0].type");
   EXPECT_EQ(refused(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})").code,
             "unsupported_value");
+  // Structured output and forced calls (compiled against the template by the server).
+  const ResponsesRequest json_format = ok(R"({"input": "hi", "text": {"format": {"type": "json_schema", "name": "p",
+      "schema": {"type": "object"}, "strict": true}}})");
+  ASSERT_TRUE(json_format.gen.format.has_value());
+  EXPECT_EQ(json_format.gen.format->name, "p");
+  EXPECT_TRUE(json_format.gen.format->strict);
+  EXPECT_EQ(json_format.text_format["type"], "json_schema");
+  const ResponsesRequest named = ok(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}],
+      "tool_choice": {"type": "function", "name": "f"}, "parallel_tool_calls": false})");
+  EXPECT_EQ(named.tool_choice.mode, ToolChoice::Mode::Named);
+  EXPECT_EQ(named.tool_choice.name, "f");
+  EXPECT_FALSE(named.parallel_tool_calls);
   // What the server does anyway is accepted.
   ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [], "reasoning": null,
          "truncation": "disabled", "background": false, "text": {"format": {"type": "text"}}})");

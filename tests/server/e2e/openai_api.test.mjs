@@ -79,6 +79,28 @@ test('logprobs and top_logprobs through the client', async () => {
   }
 });
 
+test('response_format json_schema: every reply parses and has the schema shape', async () => {
+  const schema = {
+    type: 'object', additionalProperties: false, required: ['mood', 'age'],
+    properties: { mood: { enum: ['calm', 'cross'] }, age: { type: 'integer' } },
+  };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      messages: story, max_tokens: 200, temperature: 1, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(value).sort(), ['age', 'mood']);
+    assert.ok(['calm', 'cross'].includes(value.mood));
+    assert.ok(Number.isInteger(value.age));
+  }
+  await assert.rejects(
+    client.chat.completions.create({ messages: story, response_format: { type: 'json_schema',
+      json_schema: { name: 'p', schema: { type: 'string', pattern: '^a' } } } }),
+    (e) => e.status === 400 && e.param === 'response_format.json_schema.schema');
+});
+
 test('models list', async () => {
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), ['stories260K']);

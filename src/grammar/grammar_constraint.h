@@ -1,0 +1,62 @@
+// Constrained decoding for one request: an OutputMatcher judged token by token, through the
+// scheduler's TokenConstraint seam.
+//
+// A token is allowed when its bytes, fed to a copy of the matcher, leave it alive; an
+// end-of-generation token when the output may end; control, unknown and unused tokens (and
+// tokens with no bytes) never, as they are no part of the output's text. allowed_tokens() walks
+// the vocabulary sorted by bytes and reuses the matcher state of the prefix a token shares with
+// the one before it, so a vocabulary of 150k costs far fewer than 150k full walks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/output_matcher.h"
+#include "runtime/token_constraint.h"
+
+namespace tangram {
+
+class Tokenizer;
+
+// Each token's bytes as the output receives them, and its kind; shared by all requests.
+class TokenTexts {
+ public:
+  enum class Kind : uint8_t { Text, EndOfGeneration, Never };
+
+  static std::shared_ptr<const TokenTexts> from_tokenizer(const Tokenizer& tokenizer);
+  // pieces[id], kinds[id]: [n_vocab].
+  TokenTexts(std::vector<std::string> pieces, std::vector<Kind> kinds);
+
+  int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
+  const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
+  Kind kind(int32_t id) const { return kinds_[static_cast<size_t>(id)]; }
+  // Text tokens sorted by their bytes, and how many leading bytes each shares with the one before.
+  const std::vector<int32_t>& by_bytes() const { return by_bytes_; }
+  const std::vector<int32_t>& shared_prefix() const { return shared_prefix_; }
+
+ private:
+  std::vector<std::string> pieces_;  // [n_vocab]
+  std::vector<Kind> kinds_;          // [n_vocab]
+  std::vector<int32_t> by_bytes_;    // [n_text_tokens] ids
+  std::vector<int32_t> shared_prefix_;  // [n_text_tokens]; 0 for the first
+};
+
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const OutputGrammar> grammar, std::shared_ptr<const TokenTexts> texts);
+
+  std::unique_ptr<TokenConstraint> clone() const override;
+  bool allows(int32_t token) const override;
+  void allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& allowed) const override;
+  void accept(int32_t token) override;
+  bool must_end() const override;
+  bool may_end() const { return matcher_.may_end(); }
+
+ private:
+  std::shared_ptr<const TokenTexts> texts_;
+  OutputMatcher matcher_;
+};
+
+}  // namespace tangram
