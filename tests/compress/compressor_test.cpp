@@ -199,6 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{KvPolicy::Tangram, "keydiff", 1, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "tova", 2, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "expected_attention", 4, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer},  // global, a short group
                       PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform}),
     [](const auto& tinfo) {
       std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer + "_G" +
@@ -207,7 +208,8 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The closed-form footprint of the tangram policy equals the pages held after compression, for
-// random contexts, ratios, alphas, group sizes and page sizes.
+// random contexts, ratios, alphas, group sizes (3 leaves a short last global group) and page
+// sizes, under global (cross-layer) and per-layer maps.
 TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
   Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
@@ -224,7 +226,8 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     o.sink = 4;
     o.window = 8 + trial;
     o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "footprint-" + std::to_string(trial) + ".json");
-    const int G = 1 << (trial % 3);
+    o.per_layer_groups = trial % 4 == 3;
+    const int G = trial % 4 == 1 ? 3 : 1 << (trial % 3);
     const int P = trial % 2 == 0 ? 16 : 8;
     auto comp = Compressor::create(o, cfg, m.rope(), G);
     ASSERT_TRUE(comp.ok()) << comp.message();
