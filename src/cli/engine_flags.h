@@ -44,6 +44,7 @@ struct EngineFlags {
   int64_t kv_chunk = 2048;
   std::string kv_profile;
   std::string kv_cluster_map;
+  std::string kv_group_scope = "global";  // global | per-layer
   bool kv_first_turn_only = false;
   int snap_window = 32;
   int snap_kernel = 7;
