@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "compress/budgets.h"
+#include "compress/cluster.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
 #include "kv/dense_attention.h"
@@ -288,6 +290,40 @@ TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
       for (int64_t e = 0; e < a.cache->length(l, h); ++e)
         EXPECT_EQ(a.cache->entry_position(l, h, e), b.cache->entry_position(l, h, e));
     }
+}
+
+// Tangram's map: the profile clustered globally by default, per layer on request; a cluster-map
+// file that groups across layers is served by default and refused under the per-layer scope.
+TEST(Compressor, GroupScopeChoosesTheMapAndAGlobalMapFileNeedsTheGlobalScope) {
+  Model& m = testing::small_compress_model();
+  const ModelConfig& cfg = m.config();
+  // 2 layers x 4 KV heads; budgets interleaved across layers so that global groups mix layers.
+  const std::vector<float> f{0.1f, 0.5f, 0.2f, 0.6f, 0.5f, 0.1f, 0.6f, 0.2f};
+  CompressionOptions o;
+  o.policy = KvPolicy::Tangram;
+  o.ratio = 0.3;
+  o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "scope-profile.json");
+  auto global = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(global.ok()) << global.message();
+  EXPECT_FALSE((*global)->group_map()->per_layer());
+  o.per_layer_groups = true;
+  auto per_layer = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(per_layer.ok()) << per_layer.message();
+  EXPECT_TRUE((*per_layer)->group_map()->per_layer());
+  // Fewer retained tokens under the global map: its groups' members have closer budgets.
+  EXPECT_LT((*global)->predicted_pages(400, 16), (*per_layer)->predicted_pages(400, 16));
+
+  auto cm = cluster_heads(f, cfg.n_layers, cfg.n_kv_head, 2, true);
+  ASSERT_TRUE(cm.ok()) << cm.message();
+  o.cluster_map = (std::filesystem::path(o.profile).parent_path() / "scope-map.json").string();
+  ASSERT_TRUE(save_cluster_map(*cm, o.cluster_map).ok());
+  auto refused = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("--kv-group-scope is per-layer"), std::string::npos) << refused.message();
+  o.per_layer_groups = false;
+  auto from_file = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(from_file.ok()) << from_file.message();
+  EXPECT_FALSE((*from_file)->group_map()->per_layer());
 }
 
 TEST(Compressor, RefusesProfilesOfAnotherModelAndMissingQueries) {
