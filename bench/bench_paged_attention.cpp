@@ -9,6 +9,8 @@
 // `tangram bench-model --context`: 16 sequences x 8K entries of one layer, one decode row each,
 // planned at run time or ahead of time. Every run reports "of_bw": its KV bytes per second over
 // the machine's read bandwidth with as many threads (measured first, kernels/memory_bandwidth.h).
+// The "global" rows group heads across layers (every layer's heads shuffled together, then cut
+// into groups of G) at the same kept tokens, to compare with per-layer groups.
 //
 // Before the timings, main() prints the waste table: slots allocated but unused, over 36 layers
 // x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
@@ -143,8 +145,22 @@ void BM_DecodeContiguous(benchmark::State& state) {
   report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)));
 }
 
+// Head groups of G over every layer's heads shuffled together (seeded): groups span layers, as
+// the global clustering makes them, and a layer's heads sit in as many groups as it has heads.
+Result<HeadGroupMap> shuffled_global_map(int n_layers, int group) {
+  std::vector<int> heads(static_cast<size_t>(n_layers) * kKvHeads);
+  std::iota(heads.begin(), heads.end(), 0);
+  std::shuffle(heads.begin(), heads.end(), std::mt19937(7));
+  std::vector<std::vector<int>> groups;
+  for (size_t i = 0; i < heads.size(); i += static_cast<size_t>(group))
+    groups.emplace_back(heads.begin() + static_cast<std::ptrdiff_t>(i),
+                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(heads.size(), i + static_cast<size_t>(group))));
+  return HeadGroupMap::from_flat_groups(n_layers, kKvHeads, group, groups);
+}
+
 // args: len, threads, cold, G, scattered (pages handed out in random order, as after a while
-// of serving, instead of consecutively from a fresh pool)
+// of serving, instead of consecutively from a fresh pool), P, global (1: groups across layers,
+// shuffled_global_map; 0: contiguous per layer; every head holds len entries either way)
 void BM_DecodePaged(benchmark::State& state) {
   const int64_t len = state.range(0);
   const int threads = static_cast<int>(state.range(1));
@@ -152,6 +168,7 @@ void BM_DecodePaged(benchmark::State& state) {
   const int group = static_cast<int>(state.range(3));
   const bool scattered = state.range(4) != 0;
   const int page_tokens = static_cast<int>(state.range(5));
+  const bool global = state.range(6) != 0;
   const KvShape shape{n_layers, kHeads, kKvHeads, kHeadDim, kHeadDim};
   PageGeometry geo;
   geo.page_tokens = page_tokens;
@@ -159,10 +176,10 @@ void BM_DecodePaged(benchmark::State& state) {
   geo.head_dim = kHeadDim;
   geo.head_dim_v = kHeadDim;
   geo.type = KvType::F16;
-  const int64_t groups = (kKvHeads + group - 1) / group;
-  const int64_t pages = int64_t{n_layers} * groups * ((len + page_tokens - 1) / page_tokens);
+  auto map = global ? shuffled_global_map(n_layers, group) : HeadGroupMap::contiguous(n_layers, kKvHeads, group);
+  if (!map.ok()) return state.SkipWithError("setup failed");
+  const int64_t pages = int64_t{map->total_groups()} * ((len + page_tokens - 1) / page_tokens);
   auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
-  auto map = HeadGroupMap::contiguous(n_layers, kKvHeads, group);
   if (!pool_r.ok() || !map.ok()) return state.SkipWithError("setup failed");
   if (scattered) {
     std::vector<PageId> all;
@@ -262,16 +279,20 @@ void contiguous_args(benchmark::internal::Benchmark* b) {
         if (len > 256 || cold == 0) b->Args({len, threads, cold});
 }
 void paged_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"len", "threads", "cold", "G", "scattered", "P"});
+  b->ArgNames({"len", "threads", "cold", "G", "scattered", "P", "global"});
   for (const int cold : {0, 1})
     for (const int threads : {1, 2})
       for (const int64_t len : {256, 1024, 4096, 16384})
         for (const int g : {1, 2, 4, 8})
           for (const int scattered : {0, 1})
             if ((len > 256 || cold == 0) && (scattered == 0 || cold == 1))
-              b->Args({len, threads, cold, g, scattered, kPageTokens});
+              b->Args({len, threads, cold, g, scattered, kPageTokens, 0});
   // Larger pages: longer contiguous runs per head when pages are scattered.
-  for (const int g : {1, 2, 4, 8}) b->Args({16384, 1, 1, g, 1, 64});
+  for (const int g : {1, 2, 4, 8}) b->Args({16384, 1, 1, g, 1, 64, 0});
+  // Groups across layers at equal kept tokens (compare with the global = 0 rows above).
+  for (const int threads : {1, 2})
+    for (const int64_t len : {4096, 16384})
+      for (const int g : {2, 4, 8}) b->Args({len, threads, 1, g, 1, kPageTokens, 1});
 }
 
 // With --benchmark_repetitions, "min" is the least noisy figure on a shared machine.

@@ -6,7 +6,8 @@
 // the structure, bounds and position checks behind them. Bit 1 picks an F32 pool instead of F16.
 //
 // TANGRAM_FUZZ_WRITE_SEEDS=<dir> writes real encoded sessions there (how fuzz/corpus/session_codec
-// was made) instead of fuzzing.
+// was made) instead of fuzzing. The head groups pair heads of different layers (format 2);
+// f16_ragged_format1 is a session of the previous format, refused at its header.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -36,7 +37,9 @@ struct Setup {
 
 Setup make_setup(KvType type) {
   Setup s;
-  s.map = std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(kShape.n_layers, kShape.n_kv_head, 2).value());
+  // Pairs of heads from different layers (flat head = layer * 4 + kv_head): the global layout.
+  s.map = std::make_shared<const HeadGroupMap>(
+      HeadGroupMap::from_flat_groups(kShape.n_layers, kShape.n_kv_head, 2, {{0, 5}, {2, 7}, {4, 1}, {6, 3}}).value());
   const PageGeometry g{4, 2, kShape.head_dim, kShape.head_dim_v, type};
   s.pool = std::move(BlockPool::create(g, 64 * g.page_bytes(), false).value());
   s.fingerprint = SessionFingerprint{0x1234abcd, type, 0x77, group_map_fingerprint(*s.map)};

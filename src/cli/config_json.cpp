@@ -27,6 +27,7 @@ json compression_json(const CompressionOptions& c) {
           {"alpha", c.alpha}, {"budget_scaling", budget_scaling_name(c.budget_scaling)},
           {"budget_context", c.budget_context}, {"sink", c.sink}, {"window", c.window}, {"chunk", c.chunk},
           {"first_turn_only", c.first_turn_only}, {"profile", c.profile}, {"cluster_map", c.cluster_map},
+          {"group_scope", c.per_layer_groups ? "per-layer" : "global"},
           {"reconstruction_tokens", c.reconstruction_tokens},
           {"scorer", {{"name", s.name}, {"snap_window", s.snap_window}, {"snap_kernel", s.snap_kernel},
                       {"ea_queries", s.ea_queries}, {"ea_skip", s.ea_skip}, {"ea_future", s.ea_future},

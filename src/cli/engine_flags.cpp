@@ -85,6 +85,10 @@ void declare_engine_options(CLI::App* c, EngineFlags& e) {
                 "else $XDG_CACHE_HOME/tangram/profiles or ~/.cache/tangram/profiles)");
   c->add_option("--kv-cluster-map", e.kv_cluster_map, "Head-group map (default: cluster the profile; `tangram cluster`)")
       ->check(CLI::ExistingFile);
+  c->add_option("--kv-group-scope", e.kv_group_scope,
+                "Tangram head groups: global (heads of similar budget from any layers share pages) or "
+                "per-layer (each layer's heads apart)")
+      ->capture_default_str()->check(CLI::IsMember({"global", "per-layer"}));
   c->add_flag("--kv-first-turn-only", e.kv_first_turn_only,
               "Compress only a conversation's first prefill (as the reference implementation)");
   c->add_option("--snap-window", e.snap_window, "SnapKV observation window")->capture_default_str()
@@ -173,6 +177,9 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   c.chunk = f.kv_chunk;
   c.profile = f.kv_profile;  // "" with tangram: resolve_kv_profile() fills it once the model is loaded
   c.cluster_map = f.kv_cluster_map;
+  if (f.kv_group_scope != "global" && f.kv_group_scope != "per-layer")
+    return make_error("--kv-group-scope must be global or per-layer, not '{}'", f.kv_group_scope);
+  c.per_layer_groups = f.kv_group_scope == "per-layer";
   c.first_turn_only = f.kv_first_turn_only;
   c.scorer.name = f.kv_scorer;
   c.scorer.snap_window = f.snap_window;

@@ -47,6 +47,7 @@ struct EngineFlags {
   std::string kv_profile;           // "" with tangram: the model's cached profile (auto_profile.h)
   std::string profile_cache;        // folder of cached profiles ("" = $TANGRAM_PROFILE_CACHE or ~/.cache/tangram/profiles)
   std::string kv_cluster_map;
+  std::string kv_group_scope = "global";  // global | per-layer
   bool kv_first_turn_only = false;
   int snap_window = 32;
   int snap_kernel = 7;

@@ -59,8 +59,9 @@ Result<double> waste_of(std::span<const T> score, const ClusterMap& m) {
     double& mx = cluster_max[static_cast<size_t>(m.cluster_of[i])];
     mx = std::max(mx, x);
   }
-  const double allocated =
-      static_cast<double>(m.group_size) * std::accumulate(cluster_max.begin(), cluster_max.end(), 0.0);
+  // A cluster allocates its size (G, or fewer for a global map's last) times its largest score.
+  double allocated = 0;
+  for (size_t c = 0; c < cluster_max.size(); ++c) allocated += static_cast<double>(m.cluster_size(static_cast<int>(c))) * cluster_max[c];
   return allocated > 0 ? (allocated - ideal) / allocated : 0.0;
 }
 
@@ -71,8 +72,8 @@ std::string default_map_name(const ClusterMap& m) {
 }  // namespace
 
 std::vector<std::vector<int>> ClusterMap::members() const {
-  std::vector<std::vector<int>> out(static_cast<size_t>(n_clusters()),
-                                    std::vector<int>(static_cast<size_t>(group_size), -1));
+  std::vector<std::vector<int>> out(static_cast<size_t>(n_clusters()));
+  for (size_t c = 0; c < out.size(); ++c) out[c].assign(static_cast<size_t>(cluster_size(static_cast<int>(c))), -1);
   for (size_t i = 0; i < cluster_of.size(); ++i)
     out[static_cast<size_t>(cluster_of[i])][static_cast<size_t>(column_of[i])] = static_cast<int>(i);
   return out;
@@ -81,8 +82,8 @@ std::vector<std::vector<int>> ClusterMap::members() const {
 Status validate_cluster_map(const ClusterMap& m) {
   TG_TRY(check_dims(m.n_layers, m.n_kv_head, m.group_size));
   const size_t heads = static_cast<size_t>(m.n_layers) * static_cast<size_t>(m.n_kv_head);
-  if (heads % static_cast<size_t>(m.group_size) != 0)
-    return make_error("cluster map: {} heads do not split into groups of {}", heads, m.group_size);
+  if (!m.global && heads % static_cast<size_t>(m.group_size) != 0)
+    return make_error("cluster map: {} heads do not split into per-layer groups of {}", heads, m.group_size);
   if (m.cluster_of.size() != heads || m.column_of.size() != heads)
     return make_error("cluster map: cluster_of / column_of hold {} / {} values, expected {} ({} x {})",
                       m.cluster_of.size(), m.column_of.size(), heads, m.n_layers, m.n_kv_head);
@@ -91,7 +92,8 @@ Status validate_cluster_map(const ClusterMap& m) {
   if (!m.layer_ids.empty() && m.layer_ids.size() != static_cast<size_t>(m.n_layers))
     return make_error("cluster map: {} layer ids for {} layers", m.layer_ids.size(), m.n_layers);
   const int n_clusters = m.n_clusters();
-  std::vector<int> slot_head(heads, -1);  // [cluster][column] → flat head
+  // [cluster][column] → flat head; a global map's last cluster may leave trailing slots empty.
+  std::vector<int> slot_head(static_cast<size_t>(n_clusters) * static_cast<size_t>(m.group_size), -1);
   for (size_t i = 0; i < heads; ++i) {
     const int c = m.cluster_of[i], col = m.column_of[i];
     const int l = static_cast<int>(i) / m.n_kv_head, h = static_cast<int>(i) % m.n_kv_head;
@@ -105,7 +107,11 @@ Status validate_cluster_map(const ClusterMap& m) {
                         c, col, owner / m.n_kv_head, owner % m.n_kv_head, l, h);
     owner = static_cast<int>(i);
   }
-  // heads == n_clusters·G slots and no slot is taken twice, so every slot is filled.
+  // No slot is taken twice, so `heads` placements fill the first `heads` slots only if each is set.
+  for (size_t k = 0; k < heads; ++k)
+    if (slot_head[k] < 0)
+      return make_error("cluster map: cluster {} column {} is empty (only the last cluster may be short)",
+                        k / static_cast<size_t>(m.group_size), k % static_cast<size_t>(m.group_size));
   if (!m.global && mixes_layers(m))
     return make_error("cluster map: a per-layer map has a cluster with heads of two layers");
   return Status::Ok();
@@ -117,9 +123,6 @@ Result<ClusterMap> cluster_heads(std::span<const float> score, int n_layers, int
   const size_t heads = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_head);
   if (score.size() != heads)
     return make_error("head clustering: {} scores for {} x {} heads", score.size(), n_layers, n_kv_head);
-  if (global && heads % static_cast<size_t>(group_size) != 0)
-    return make_error("head clustering: {} x {} heads do not split into global groups of {} heads", n_layers,
-                      n_kv_head, group_size);
   if (!global && n_kv_head % group_size != 0)
     return make_error("head clustering: {} KV heads per layer do not split into per-layer groups of {} heads "
                       "(use the global scope or a divisor of {})",
@@ -265,6 +268,9 @@ Result<ClusterMap> load_cluster_map(const std::string& path) {
 
 Status save_cluster_map(const ClusterMap& m, const std::string& path, const ClusterMapMeta& meta) {
   TG_TRY(validate_cluster_map(m));
+  if ((int64_t{m.n_layers} * m.n_kv_head) % m.group_size != 0)
+    return make_error("cluster map: {} x {} heads leave a last cluster shorter than {}, which the shared map "
+                      "format (cluster_members [C][G][2]) cannot hold", m.n_layers, m.n_kv_head, m.group_size);
   const int64_t L = m.n_layers, H = m.n_kv_head, G = m.group_size, C = m.n_clusters();
   ProfileJsonDoc doc;
   doc.kind = "cluster_map";
@@ -329,30 +335,35 @@ Result<HeadGroupMap> to_head_group_map(const ClusterMap& m, int n_layers_physica
       return make_error("head groups: physical layer {} is listed twice", id);
     profiled_at[static_cast<size_t>(id)] = static_cast<int>(l);
   }
-  if (mixes_layers(m))
-    return make_error("head groups: the map's clusters mix heads of different layers (a global-scope map), but "
-                      "Tangram's pages hold one layer's heads; use a per-layer map (--scope per-layer)");
-
-  // Clusters of each profiled layer in id order, members in column order.
-  std::vector<std::vector<std::vector<int>>> by_profiled(static_cast<size_t>(m.n_layers));
+  // Clusters in id order with their heads renamed to physical layers, then contiguous groups of G
+  // for each unprofiled layer; ordered by the layer of each group's first column (stable), so a
+  // per-layer map keeps its layer-major group order.
+  struct Group {
+    int layer;
+    std::vector<int> heads;  // flat physical heads in column order
+  };
+  const int H = m.n_kv_head;
+  std::vector<Group> groups;
   for (const auto& cluster : m.members()) {
-    std::vector<int> heads;
-    for (int i : cluster) heads.push_back(i % m.n_kv_head);
-    by_profiled[static_cast<size_t>(cluster.front() / m.n_kv_head)].push_back(std::move(heads));
+    // A valid map has no empty cluster.
+    Group g{static_cast<int>(layer_ids[static_cast<size_t>(cluster[0] / H)]), {}};
+    for (const int i : cluster)
+      g.heads.push_back(static_cast<int>(layer_ids[static_cast<size_t>(i / H)]) * H + i % H);
+    groups.push_back(std::move(g));
   }
-  std::vector<std::vector<std::vector<int>>> groups(static_cast<size_t>(n_layers_physical));
-  for (size_t pl = 0; pl < groups.size(); ++pl) {
-    if (profiled_at[pl] >= 0) {
-      groups[pl] = std::move(by_profiled[static_cast<size_t>(profiled_at[pl])]);
-      continue;
-    }
-    for (int h = 0; h < m.n_kv_head; h += m.group_size) {
-      std::vector<int> g;
-      for (int c = h; c < std::min(m.n_kv_head, h + m.group_size); ++c) g.push_back(c);
-      groups[pl].push_back(std::move(g));
+  for (int pl = 0; pl < n_layers_physical; ++pl) {
+    if (profiled_at[static_cast<size_t>(pl)] >= 0) continue;
+    for (int h = 0; h < H; h += m.group_size) {
+      Group g{pl, {}};
+      for (int c = h; c < std::min(H, h + m.group_size); ++c) g.heads.push_back(pl * H + c);
+      groups.push_back(std::move(g));
     }
   }
-  return HeadGroupMap::from_groups(m.n_kv_head, m.group_size, groups);
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) { return x.layer < y.layer; });
+  std::vector<std::vector<int>> flat;
+  flat.reserve(groups.size());
+  for (Group& g : groups) flat.push_back(std::move(g.heads));
+  return HeadGroupMap::from_flat_groups(n_layers_physical, H, m.group_size, flat);
 }
 
 }  // namespace tangram

@@ -11,6 +11,7 @@
 // sibling profile's median retention (the tests check all of them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,7 +32,9 @@ struct ClusterMap {
   std::vector<int64_t> layer_ids;     // [L] physical layer ids (meta.static_layer_ids; may be empty)
   double base_ratio = 0;              // informational: the profiled ratio the score came from
 
-  int n_clusters() const { return group_size > 0 ? n_layers * n_kv_head / group_size : 0; }
+  // ceil(L·H / G): a global map's last cluster holds the remainder when G does not divide L·H.
+  int n_clusters() const { return group_size > 0 ? (n_layers * n_kv_head + group_size - 1) / group_size : 0; }
+  int cluster_size(int c) const { return std::min(group_size, n_layers * n_kv_head - c * group_size); }
   size_t head_index(int l, int h) const {
     return static_cast<size_t>(l) * static_cast<size_t>(n_kv_head) + static_cast<size_t>(h);
   }
@@ -39,13 +42,14 @@ struct ClusterMap {
   std::vector<std::vector<int>> members() const;
 };
 
-// Checks that (cluster_of, column_of) is a bijection onto every (cluster, column) slot (every
-// cluster has exactly G members) and, for a per-layer map, that no cluster mixes layers. The
+// Checks that (cluster_of, column_of) is a bijection onto the (cluster, column) slots (every
+// cluster has exactly G members, except a global map's last, which holds the remainder of L·H
+// heads) and, for a per-layer map, that no cluster mixes layers. The
 // (l, h) column order that clustering produces is not required: any order is a valid page layout.
 Status validate_cluster_map(const ClusterMap& m);
 
-// Sorted-chunk clustering of score [L][H] into clusters of G. Needs H % G == 0 (per-layer) or
-// (L·H) % G == 0 (global), and finite scores.
+// Sorted-chunk clustering of score [L][H] into clusters of G. Needs H % G == 0 (per-layer) and
+// finite scores; globally the last cluster holds the remainder when G does not divide L·H.
 Result<ClusterMap> cluster_heads(std::span<const float> score /*[L][H]*/, int n_layers, int n_kv_head,
                                  int group_size, bool global);
 
@@ -77,14 +81,14 @@ struct ClusterMapMeta {
 };
 
 Result<ClusterMap> load_cluster_map(const std::string& path);
-// Writes the map (validated first) with cluster_members and, when rank_score is present,
+// Writes the map (validated first; a short last cluster is refused: the format has none) with cluster_members and, when rank_score is present,
 // meta.over_allocation of the map on that score.
 Status save_cluster_map(const ClusterMap& m, const std::string& path, const ClusterMapMeta& meta = {});
 
-// The engine's per-layer head groups for a model of n_layers_physical layers: profiled layer l is
-// physical layer layer_ids[l]; its groups are its clusters in id order, heads in column order.
-// Unprofiled layers (e.g. sliding-window layers of a hybrid model) get contiguous groups of G.
-// A map whose clusters mix layers cannot convert: Tangram's pages hold one layer's heads.
+// The engine's head groups for a model of n_layers_physical layers: profiled layer l is physical
+// layer layer_ids[l]; each cluster is a group (heads in column order, from any layers for a
+// global map). Unprofiled layers (e.g. sliding-window layers of a hybrid model) get contiguous
+// groups of G. Groups are ordered by the layer of their first column, clusters in id order.
 Result<HeadGroupMap> to_head_group_map(const ClusterMap& m, int n_layers_physical,
                                        std::span<const int64_t> layer_ids);
 

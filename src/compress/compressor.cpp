@@ -90,8 +90,11 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
       if (cm.group_size != G)
         return make_error("the cluster map {} groups {} heads per page, --page-group-size is {}",
                           options.cluster_map, cm.group_size, G);
+      if (cm.global && options.per_layer_groups)
+        return make_error("the cluster map {} groups heads across layers, --kv-group-scope is per-layer",
+                          options.cluster_map);
     } else {
-      TG_ASSIGN(cm, cluster_heads(c->fractions_, L, H, G, /*global=*/false));
+      TG_ASSIGN(cm, cluster_heads(c->fractions_, L, H, G, /*global=*/!options.per_layer_groups));
     }
     if (options.budget_scaling == BudgetScaling::Footprint) {
       // Once per (profile, map, ratio): one factor on every mu + alpha·sigma so that what the
@@ -109,8 +112,7 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
     c->group_fraction_.assign(c->fractions_.size(), 0.0f);
     for (int g = 0; g < c->map_->total_groups(); ++g) {
       const float most = c->map_->group_max(g, std::span<const float>(c->fractions_));
-      const int layer = c->map_->layer_of(g);
-      for (int h : c->map_->members(g)) c->group_fraction_[static_cast<size_t>(layer * H + h)] = most;
+      for (const int f : c->map_->members(g)) c->group_fraction_[static_cast<size_t>(f)] = most;
     }
   } else {
     TG_ASSIGN(HeadGroupMap map, HeadGroupMap::contiguous(L, H, G));

@@ -56,7 +56,8 @@ class Compressor {
   const CompressionOptions& options() const { return options_; }
   const Scorer& scorer() const { return *scorer_; }
   // The head groups pages use: unified for full/uniform/dynamic; for tangram, heads of similar
-  // budget grouped per layer (from --kv-cluster-map, else clustered from the profile).
+  // budget grouped (from --kv-cluster-map, else clustered from the profile: across layers, or
+  // within each layer with --kv-group-scope per-layer).
   std::shared_ptr<const HeadGroupMap> group_map() const { return map_; }
   int group_size() const { return group_size_; }
 

@@ -55,6 +55,8 @@ struct CompressionOptions {
   ScorerOptions scorer;
   std::string profile;                      // tangram: per-head retention profile (JSON)
   std::string cluster_map;                  // tangram: head groups (JSON); default: cluster the profile
+  bool per_layer_groups = false;            // tangram: cluster each layer's heads apart (--kv-group-scope
+                                            // per-layer) instead of all heads together (global)
   int64_t reconstruction_tokens = 2048;     // kvzip: most context tokens repeated for scoring
 
   bool compresses() const { return policy != KvPolicy::Full && ratio < 1.0; }

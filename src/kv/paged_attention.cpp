@@ -209,13 +209,14 @@ Status build_attention_batch(int layer, std::span<const AttentionItem> items,
       batch.seqs.push_back({it.q, it.out, it.n, it.pos0});
       for (int h = 0; h < s0.n_kv_head; ++h) batch.heads.push_back(it.cache->head_view(layer, h));
       const HeadGroupMap& map = it.cache->map();
-      for (int g = 0; g < map.n_groups(layer); ++g) {
-        const auto members = map.members(map.flat_group(layer, g));
-        for (size_t c = 0; c < members.size(); ++c) {
-          batch.head_order.push_back(members[c]);
-          batch.group_start.push_back(c == 0 ? 1 : 0);
+      // The layer's heads group by group (a cross-layer group contributes its members in this
+      // layer), so tiles of whole groups read the pages those heads share.
+      const std::span<const int> heads = map.layer_heads(layer);
+      for (const HeadGroupMap::LayerGroup& lg : map.layer_groups(layer))
+        for (int i = lg.begin; i < lg.end; ++i) {
+          batch.head_order.push_back(heads[static_cast<size_t>(i)]);
+          batch.group_start.push_back(i == lg.begin ? 1 : 0);
         }
-      }
     }
   } catch (const std::bad_alloc&) {
     return make_error("attention: out of host memory for a batch of {} sequences", items.size());

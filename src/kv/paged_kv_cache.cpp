@@ -92,30 +92,24 @@ int64_t PagedKvCache::length(int layer, int kv_head) const {
   return valid_head(layer, kv_head) ? head(layer, kv_head).length : 0;
 }
 
-std::span<const PageId> PagedKvCache::group_pages(int layer, int group) const {
-  if (layer < 0 || layer >= shape_.n_layers || group < 0 || group >= map_->n_groups(layer)) return {};
-  return pages_[sz(map_->flat_group(layer, group))];
+std::span<const PageId> PagedKvCache::group_pages(int flat_group) const {
+  if (flat_group < 0 || flat_group >= map_->total_groups()) return {};
+  return pages_[sz(flat_group)];
 }
 
-int64_t PagedKvCache::group_longest(int layer, int flat_group) const {
+int64_t PagedKvCache::group_pages_for(int flat_group, int64_t n_total) const {
   int64_t longest = 0;
-  for (const int h : map_->members(flat_group)) longest = std::max(longest, head(layer, h).length);
-  return longest;
-}
-
-int64_t PagedKvCache::group_pages_for(int layer, int flat_group, int64_t extra) const {
-  return ceil_div(group_longest(layer, flat_group) + extra, pool_->geometry().page_tokens);
+  for (const int f : map_->members(flat_group)) {
+    const int64_t to_write = n_total - layer_positions_[sz(map_->layer_of_head(f))];
+    longest = std::max(longest, heads_[sz(f)].length + std::max<int64_t>(0, to_write));
+  }
+  return ceil_div(longest, pool_->geometry().page_tokens);
 }
 
 int64_t PagedKvCache::pages_needed(int64_t n_total) const {
   int64_t needed = 0;
-  for (int l = 0; l < shape_.n_layers; ++l) {
-    const int64_t extra = std::max<int64_t>(0, n_total - layer_positions_[sz(l)]);
-    for (int g = 0; g < map_->n_groups(l); ++g) {
-      const int fg = map_->flat_group(l, g);
-      needed += std::max<int64_t>(0, group_pages_for(l, fg, extra) - static_cast<int64_t>(pages_[sz(fg)].size()));
-    }
-  }
+  for (int fg = 0; fg < map_->total_groups(); ++fg)
+    needed += std::max<int64_t>(0, group_pages_for(fg, n_total) - static_cast<int64_t>(pages_[sz(fg)].size()));
   return needed;
 }
 
@@ -127,14 +121,10 @@ Status PagedKvCache::reserve(int64_t n_total) {
     // Grow the tables first (the only step that may fail on host memory), then take pages.
     std::vector<int64_t> deficit(pages_.size(), 0);
     try {
-      for (int l = 0; l < shape_.n_layers; ++l) {
-        const int64_t extra = std::max<int64_t>(0, n_total - layer_positions_[sz(l)]);
-        for (int g = 0; g < map_->n_groups(l); ++g) {
-          const int fg = map_->flat_group(l, g);
-          std::vector<PageId>& table = pages_[sz(fg)];
-          deficit[sz(fg)] = std::max<int64_t>(0, group_pages_for(l, fg, extra) - static_cast<int64_t>(table.size()));
-          table.reserve(table.size() + sz(deficit[sz(fg)]));
-        }
+      for (size_t fg = 0; fg < pages_.size(); ++fg) {
+        std::vector<PageId>& table = pages_[fg];
+        deficit[fg] = std::max<int64_t>(0, group_pages_for(static_cast<int>(fg), n_total) - static_cast<int64_t>(table.size()));
+        table.reserve(table.size() + sz(deficit[fg]));
       }
     } catch (const std::bad_alloc&) {
       return make_error("KV cache: out of host memory for page tables");
@@ -171,12 +161,13 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
   if (n < 0 || pos0 != at || pos0 + n > capacity_ || (n > 0 && (k == nullptr || v == nullptr)))
     return make_error("KV cache: write of {} positions at {} (layer holds {}, capacity {})", n,
                       pos0, at, capacity_);
-  for (int g = 0; g < map_->n_groups(layer); ++g) {
-    const int fg = map_->flat_group(layer, g);
-    if (group_pages_for(layer, fg, n) > static_cast<int64_t>(pages_[sz(fg)].size()))
+  // Only this layer's heads must fit: other members of a group may be ahead or behind.
+  const int64_t P = pool_->geometry().page_tokens;
+  for (int h = 0; h < shape_.n_kv_head; ++h)
+    if (ceil_div(head(layer, h).length + n, P) >
+        static_cast<int64_t>(pages_[sz(map_->group_of(layer, h))].size()))
       return make_error("KV cache: write of {} positions at {} in layer {} was not reserved", n,
                         pos0, layer);
-  }
   const PageGeometry& geo = pool_->geometry();
   const int64_t hd = shape_.head_dim;
   const int64_t hdv = shape_.head_dim_v;
@@ -313,18 +304,16 @@ int64_t PagedKvCache::release_group_tail(int flat_group, int64_t keep_pages) {
 
 int64_t PagedKvCache::release_unused_pages(int layer) {
   if (layer < 0 || layer >= shape_.n_layers) return 0;
-  const int64_t extra = std::max<int64_t>(0, reserved_positions_ - layer_positions_[sz(layer)]);
   int64_t released = 0;
-  for (int g = 0; g < map_->n_groups(layer); ++g) {
-    const int fg = map_->flat_group(layer, g);
-    released += release_group_tail(fg, group_pages_for(layer, fg, extra));
-  }
+  for (const HeadGroupMap::LayerGroup& lg : map_->layer_groups(layer))
+    released += release_group_tail(lg.flat_group, group_pages_for(lg.flat_group, reserved_positions_));
   return released;
 }
 
 int64_t PagedKvCache::release_unused_pages() {
   int64_t released = 0;
-  for (int l = 0; l < shape_.n_layers; ++l) released += release_unused_pages(l);
+  for (int fg = 0; fg < map_->total_groups(); ++fg)
+    released += release_group_tail(fg, group_pages_for(fg, reserved_positions_));
   return released;
 }
 
@@ -384,10 +373,8 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
   std::vector<int64_t> group_pages(pages_.size(), 0);
   int64_t needed = 0;
   for (size_t fg = 0; fg < pages_.size(); ++fg) {
-    const int layer = map_->layer_of(static_cast<int>(fg));
     int64_t longest = 0;
-    for (const int h : map_->members(static_cast<int>(fg)))
-      longest = std::max(longest, heads[sz(layer) * sz(shape_.n_kv_head) + sz(h)].length);
+    for (const int f : map_->members(static_cast<int>(fg))) longest = std::max(longest, heads[sz(f)].length);
     group_pages[fg] = ceil_div(longest, P);
     needed += group_pages[fg];
   }

@@ -1,8 +1,10 @@
-// KvCache of one sequence stored in pages of a shared BlockPool, one page table per
-// (layer, head group) and one length per (layer, KV head).
+// KvCache of one sequence stored in pages of a shared BlockPool, one page table per head group
+// and one length per (layer, KV head). A group's members may come from several layers (see
+// head_group_map.h): each member has its own column, and the pages for a token position are
+// allocated once per group, by whichever reserve() first needs them.
 //
-// A group holds pages for its longest head only; shorter heads leave slots of their column
-// unused. Heads shrink independently (per-head compression: set_head_length, compact_head)
+// A group holds pages for its longest member (counting the positions its layer has yet to write
+// up to the reservation) only; shorter heads leave slots of their column unused. Heads shrink independently (per-head compression: set_head_length, compact_head)
 // and release_unused_pages() hands whole trailing pages back. Keys are stored after RoPE, so
 // compaction moves rows without touching them; each head remembers the positions of the
 // entries it kept (only heads that were compacted pay for that list), which keeps causal
@@ -48,11 +50,13 @@ class PagedKvCache final : public KvCache {
   }
   int64_t length(int layer, int kv_head) const override;
   // Allocates, all or nothing, the pages every group needs to append up to n_total positions
-  // (its longest head plus the positions not yet written). Error (nothing changed) past
+  // (the most, over its members, of a member's length plus the positions its layer has not yet
+  // written). Error (nothing changed) past
   // capacity or when the pool has too few free pages.
   Status reserve(int64_t n_total) override;
   // Appends rows to every head of the layer (F32 -> F16 when the pool stores F16). Error and
-  // nothing written when pos0 is not the layer's position count or a group lacks room.
+  // nothing written when pos0 is not the layer's position count or one of the layer's heads
+  // lacks room in its group's pages.
   Status write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) override;
   // Paged attention over this sequence alone (see paged_attention.h for batches). Uses scratch
   // held by the cache: not for concurrent calls on the same cache.
@@ -77,8 +81,8 @@ class PagedKvCache final : public KvCache {
   // --- Layout access (attention kernels, compression, checks) ---
   const BlockPool& pool() const { return *pool_; }
   const HeadGroupMap& map() const { return *map_; }
-  // Page table of (layer, group index within the layer).
-  std::span<const PageId> group_pages(int layer, int group) const;
+  // Page table of a group (flat id, see HeadGroupMap); empty when out of range.
+  std::span<const PageId> group_pages(int flat_group) const;
   // Where one head's entries are and which positions they hold. Valid until the cache changes.
   KvHeadView head_view(int layer, int kv_head) const;
   // Token position of one stored entry (entry < length(layer, kv_head)).
@@ -91,8 +95,9 @@ class PagedKvCache final : public KvCache {
   // Keeps exactly the entries `keep` (strictly ascending indices < length) of a head, moved to
   // the front in that order, with their positions. Pages stay until release_unused_pages().
   Status compact_head(int layer, int kv_head, std::span<const int64_t> keep);
-  // Returns to the pool, in bulk, each group's trailing pages beyond what its longest head and
-  // the reserved positions need. Returns the number of pages released.
+  // Returns to the pool, in bulk, the trailing pages of each group (of those touching `layer`, or
+  // all) beyond what its members need: the most, over every member in any layer, of its length
+  // plus the reserved positions its layer has yet to write. Returns the number of pages released.
   int64_t release_unused_pages(int layer);
   int64_t release_unused_pages();
 
@@ -132,9 +137,9 @@ class PagedKvCache final : public KvCache {
   bool valid_head(int layer, int kv_head) const {
     return layer >= 0 && layer < shape_.n_layers && kv_head >= 0 && kv_head < shape_.n_kv_head;
   }
-  // Longest head of a flat group, and the pages the group needs to hold `extra` more entries.
-  int64_t group_longest(int layer, int flat_group) const;
-  int64_t group_pages_for(int layer, int flat_group, int64_t extra) const;
+  // Pages a group needs for every member to hold its entries plus the positions its layer has
+  // yet to write up to n_total.
+  int64_t group_pages_for(int flat_group, int64_t n_total) const;
   // Folds a head's trailing consecutive positions into kept_pos for entries [0, new_length), so
   // later appends continue from the layer's position count.
   void make_positions_explicit(int layer, HeadState& h, int64_t new_length);

@@ -16,8 +16,8 @@ constexpr std::string_view kMagic = "TGKVSESS";
 constexpr std::string_view kTrailerMagic = "TGKVTAIL";
 constexpr size_t kHeaderFields = 80;    // header bytes before its checksum
 constexpr size_t kHeaderBytes = kSessionHeaderBytes;
-constexpr size_t kBlockPrefix = 16;     // i32 layer, i32 group, u64 payload_bytes
-constexpr size_t kHeadFields = 28;      // i32 kv_head, i64 length, i64 n_kept, i64 tail_pos0
+constexpr size_t kBlockPrefix = 16;     // i32 group, i32 n_members, u64 payload_bytes
+constexpr size_t kHeadFields = 32;      // i32 layer, i32 kv_head, i64 length, i64 n_kept, i64 tail_pos0
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kTrailerFields = 24;
 constexpr size_t kTrailerBytes = 32;
@@ -42,11 +42,11 @@ std::string shape_text(const KvShape& s) {
 
 // Payload bytes of one group block (its heads' fields, positions and rows).
 size_t group_payload_bytes(const PagedKvCache& cache, int flat_group) {
-  const int layer = cache.map().layer_of(flat_group);
+  const HeadGroupMap& map = cache.map();
   const size_t row = cache.pool().geometry().key_row_bytes() + cache.pool().geometry().value_row_bytes();
   size_t n = 0;
-  for (const int h : cache.map().members(flat_group)) {
-    const KvHeadView v = cache.head_view(layer, h);
+  for (const int f : map.members(flat_group)) {
+    const KvHeadView v = cache.head_view(map.layer_of_head(f), map.kv_head_of(f));
     n += kHeadFields + sz(v.n_kept) * sizeof(int32_t) + sz(v.length) * row;
   }
   return n;
@@ -66,7 +66,9 @@ Result<Header> read_header(ByteReader& r, std::string_view blob) {
   uint32_t version = 0;
   TG_TRY(r.get(version, "the format version"));
   if (version != kSessionFormatVersion)
-    return make_error("session format version {} (this build reads {})", version, kSessionFormatVersion);
+    return make_error("session format version {} (this build reads {}{}); the session must be recomputed",
+                      version, kSessionFormatVersion,
+                      version < kSessionFormatVersion ? ", whose head groups may span layers" : "");
   TG_TRY(r.need(kHeaderBytes - r.pos(), "the header"));
   uint64_t stored = 0;
   std::memcpy(&stored, blob.data() + kHeaderFields, sizeof(stored));
@@ -116,16 +118,15 @@ Result<std::vector<int32_t>> read_tokens(ByteReader& r, int64_t n) {
 
 // One group block's heads, pointing into the blob (kept positions copied: they are unaligned).
 Status read_group(ByteReader& r, std::string_view blob, const HeadGroupMap& map, int flat_group,
-                  const KvShape& shape, size_t key_row, size_t value_row,
+                  size_t key_row, size_t value_row,
                   std::vector<PagedKvCache::HeadRestore>& heads, std::vector<std::vector<int32_t>>& kept) {
-  const int layer = map.layer_of(flat_group);
-  const int group = flat_group - map.flat_group(layer, 0);
-  const std::string where = fmt::format("layer {} group {}", layer, group);
+  const std::span<const int> members = map.members(flat_group);
+  const std::string where = fmt::format("group {}", flat_group);
   const size_t start = r.offset();
-  int32_t got_layer = 0, got_group = 0;
+  int32_t got_group = 0, got_members = 0;
   uint64_t payload_bytes = 0;
-  TG_TRY(r.get(got_layer, where));
   TG_TRY(r.get(got_group, where));
+  TG_TRY(r.get(got_members, where));
   TG_TRY(r.get(payload_bytes, where));
   if (payload_bytes > r.remaining() || r.remaining() - payload_bytes < kChecksumBytes)
     return make_error("session truncated at byte {}: {} needs {} bytes from byte {}", blob.size(), where,
@@ -134,27 +135,30 @@ Status read_group(ByteReader& r, std::string_view blob, const HeadGroupMap& map,
   std::memcpy(&stored, blob.data() + r.offset() + payload_bytes, sizeof(stored));
   if (checksum(blob.substr(start, kBlockPrefix + payload_bytes)) != stored)
     return make_error("checksum of {} fails", where);
-  if (got_layer != layer || got_group != group)
-    return make_error("session: block at byte {} holds layer {} group {}, expected {}", start, got_layer,
-                      got_group, where);
+  if (got_group != flat_group || got_members != static_cast<int32_t>(members.size()))
+    return make_error("session: block at byte {} holds group {} of {} heads, expected {} of {}", start,
+                      got_group, got_members, where, members.size());
   const size_t payload_at = r.offset();
   TG_ASSIGN(const std::string_view payload, r.take(payload_bytes, where));
   TG_TRY(r.get(stored, where));
   ByteReader p(payload, payload_at, blob.size());
-  for (const int h : map.members(flat_group)) {
-    const std::string head_where = fmt::format("{} head {}", where, h);
-    int32_t kv_head = 0;
+  for (const int f : members) {
+    const int layer = map.layer_of_head(f), h = map.kv_head_of(f);
+    const std::string head_where = fmt::format("{} layer {} head {}", where, layer, h);
+    int32_t got_layer = 0, kv_head = 0;
     int64_t length = 0, n_kept = 0, tail_pos0 = 0;
+    TG_TRY(p.get(got_layer, head_where));
     TG_TRY(p.get(kv_head, head_where));
     TG_TRY(p.get(length, head_where));
     TG_TRY(p.get(n_kept, head_where));
     TG_TRY(p.get(tail_pos0, head_where));
-    if (kv_head != h) return make_error("session: {} holds KV head {} in its place", head_where, kv_head);
+    if (got_layer != layer || kv_head != h)
+      return make_error("session: {} holds layer {} KV head {} in its place", head_where, got_layer, kv_head);
     // Bounds before any multiplication: every entry needs at least a key and a value row.
     if (length < 0 || n_kept < 0 || n_kept > length || sz(length) > p.remaining() / (key_row + value_row))
       return make_error("session: {} claims {} entries ({} with explicit positions) in a block of {} "
                         "bytes", head_where, length, n_kept, payload.size());
-    const size_t i = sz(layer) * sz(shape.n_kv_head) + sz(h);
+    const auto i = static_cast<size_t>(f);
     TG_ASSIGN(const std::string_view pos_bytes, p.take(sz(n_kept) * sizeof(int32_t), head_where));
     TG_ASSIGN(const std::string_view keys, p.take(sz(length) * key_row, head_where));
     TG_ASSIGN(const std::string_view values, p.take(sz(length) * value_row, head_where));
@@ -253,14 +257,14 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
   // Group blocks
   const size_t kb = geo.key_row_bytes(), vb = geo.value_row_bytes();
   for (int fg = 0; fg < map.total_groups(); ++fg) {
-    const int layer = map.layer_of(fg);
     const size_t start = w.pos();
-    w.put<int32_t>(layer);
-    w.put<int32_t>(fg - map.flat_group(layer, 0));
+    w.put<int32_t>(fg);
+    w.put<int32_t>(static_cast<int32_t>(map.members(fg).size()));
     w.put<uint64_t>(group_payload_bytes(cache, fg));
-    for (const int h : map.members(fg)) {
-      const KvHeadView v = cache.head_view(layer, h);
-      w.put<int32_t>(h);
+    for (const int f : map.members(fg)) {
+      const KvHeadView v = cache.head_view(map.layer_of_head(f), map.kv_head_of(f));
+      w.put<int32_t>(map.layer_of_head(f));
+      w.put<int32_t>(map.kv_head_of(f));
       w.put<int64_t>(v.length);
       w.put<int64_t>(v.n_kept);
       w.put<int64_t>(v.tail_pos0);
@@ -319,6 +323,9 @@ Result<DecodedSession> decode_session(std::string_view bytes, const SessionFinge
   if (!same_shape(h.shape, shape))
     return make_error("session refused: shape differs (session {}; expected {})", shape_text(h.shape),
                       shape_text(shape));
+  if (map->n_layers() != shape.n_layers || map->n_kv_head() != shape.n_kv_head)
+    return make_error("decode session: the head-group map is for {} layers x {} KV heads, the shape has {} x {}",
+                      map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
   if (h.n_groups != map->total_groups())
     return make_error("session refused: {} head groups, the map has {}", h.n_groups, map->total_groups());
   if (h.n_positions > capacity)
@@ -337,7 +344,7 @@ Result<DecodedSession> decode_session(std::string_view bytes, const SessionFinge
   const size_t kb = sz(shape.head_dim) * element_bytes(expected.kv_type);
   const size_t vb = sz(shape.head_dim_v) * element_bytes(expected.kv_type);
   for (int fg = 0; fg < map->total_groups(); ++fg)
-    TG_TRY(read_group(r, bytes, *map, fg, shape, kb, vb, heads, kept));
+    TG_TRY(read_group(r, bytes, *map, fg, kb, vb, heads, kept));
   TG_TRY(read_trailer(r, bytes, h.checksum));
   TG_ASSIGN(out.cache, PagedKvCache::create(shape, capacity, pool, std::move(map)));
   if (Status s = out.cache->restore(h.n_positions, heads); !s.ok())

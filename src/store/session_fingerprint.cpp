@@ -104,17 +104,16 @@ uint64_t model_fingerprint(const GgufFile& gguf) {
 
 uint64_t group_map_fingerprint(const HeadGroupMap& map) {
   Hasher h;
-  h.str("tangram head-group map 1");
+  // Version 2: groups of flat heads (layer·n_kv_head + kv_head), which may span layers.
+  h.str("tangram head-group map 2");
   h.i64(map.n_layers());
   h.i64(map.n_kv_head());
   h.i64(map.group_size());
-  for (int l = 0; l < map.n_layers(); ++l) {
-    h.i64(map.n_groups(l));
-    for (int g = 0; g < map.n_groups(l); ++g) {
-      const std::span<const int> members = map.members(map.flat_group(l, g));
-      h.u64(members.size());
-      for (const int m : members) h.i64(m);
-    }
+  h.i64(map.total_groups());
+  for (int g = 0; g < map.total_groups(); ++g) {
+    const std::span<const int> members = map.members(g);
+    h.u64(members.size());
+    for (const int m : members) h.i64(m);
   }
   return h.digest();
 }

@@ -169,7 +169,9 @@ bool SessionKeeper::restore(Session& session) {
   // Room for the session as if uncompressed (an upper bound); idle sessions move down for it.
   auto summary = inspect_session(blob);
   if (!summary) {
+    // A damaged header, or a blob of another format version: never served; the turn is recomputed.
     ++tiers_->counters().restore_failures;
+    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id, fetched->tier, summary.message()));
     tiers_->erase(session.id);
     return false;
   }

@@ -180,5 +180,19 @@ TEST(CliFlags, DryRunLoadsNothing) {
   EXPECT_EQ(j["config"]["engine"]["kv_type"], "f16");
 }
 
+TEST(CliFlags, KvGroupScopeIsGlobalByDefaultAndPerLayerOnRequest) {
+  const std::string model = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string base = "run -m '" + model + "' -p hi --dry-run";
+  const auto plain = run_tangram(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(nlohmann::json::parse(plain.output)["config"]["engine"]["compression"]["group_scope"], "global");
+  const auto per_layer = run_tangram(base + " --kv-group-scope per-layer");
+  ASSERT_EQ(per_layer.exit_code, 0) << per_layer.output;
+  EXPECT_EQ(nlohmann::json::parse(per_layer.output)["config"]["engine"]["compression"]["group_scope"], "per-layer");
+  const auto bad = run_tangram(base + " --kv-group-scope layer");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("global"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace tangram

@@ -191,7 +191,7 @@ TEST(Cluster, RejectsBadArguments) {
   EXPECT_NE(r.message().find("groups of 3"), std::string::npos) << r.message();
   EXPECT_FALSE(cluster_heads(score, 2, 8, 16, false).ok());  // per-layer G > H
   EXPECT_TRUE(cluster_heads(score, 2, 8, 16, true).ok());    // global G = L·H
-  EXPECT_FALSE(cluster_heads(score, 2, 8, 5, true).ok());
+  EXPECT_EQ(cluster_heads(score, 2, 8, 5, true).value().n_clusters(), 4);  // global: 5, 5, 5 and 1
   EXPECT_FALSE(cluster_heads(score, 2, 8, 0, true).ok());
   EXPECT_FALSE(cluster_heads(score, 3, 8, 2, true).ok());  // wrong score count
   std::vector<float> nan_score = score;
@@ -340,13 +340,14 @@ TEST(Cluster, PerLayerMapBecomesHeadGroups) {
     const auto it = std::find(p.layer_ids.begin(), p.layer_ids.end(), phys);
     for (int h = 0; h < 8; ++h) {
       if (it == p.layer_ids.end()) {  // unprofiled: contiguous
-        EXPECT_EQ(hg->group_of(phys, h), hg->flat_group(phys, h / 4));
+        EXPECT_EQ(hg->group_of(phys, h), hg->layer_groups(phys)[static_cast<size_t>(h / 4)].flat_group);
         EXPECT_EQ(hg->column_of(phys, h), h % 4);
         continue;
       }
       const int l = static_cast<int>(it - p.layer_ids.begin());
       const size_t i = m->head_index(l, h);
-      EXPECT_EQ(hg->group_of(phys, h), hg->flat_group(phys, m->cluster_of[i] - l * 2)) << phys << " " << h;
+      EXPECT_EQ(hg->group_of(phys, h), hg->layer_groups(phys)[static_cast<size_t>(m->cluster_of[i] - l * 2)].flat_group)
+          << phys << " " << h;
       EXPECT_EQ(hg->column_of(phys, h), m->column_of[i]);
     }
   }
@@ -356,18 +357,66 @@ TEST(Cluster, PerLayerMapBecomesHeadGroups) {
   ASSERT_TRUE(ident.ok()) << ident.message();
   EXPECT_TRUE(ident->is_contiguous());
 
-  // A global map mixes layers: refused with the reason.
-  auto g = cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, true);
-  ASSERT_TRUE(g.ok());
-  auto refused = to_head_group_map(*g, 48, p.layer_ids);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("per-layer"), std::string::npos) << refused.message();
+  EXPECT_TRUE(hg->per_layer());
   // Bad layer ids.
   EXPECT_FALSE(to_head_group_map(*m, 40, p.layer_ids).ok());  // 41, 47 out of range
   std::vector<int64_t> dup = p.layer_ids;
   dup[1] = dup[0];
   EXPECT_FALSE(to_head_group_map(*m, 48, dup).ok());
   EXPECT_FALSE(to_head_group_map(*m, 48, std::span<const int64_t>(p.layer_ids).first(3)).ok());
+}
+
+TEST(Cluster, GlobalMapBecomesHeadGroupsAcrossLayers) {
+  const RetentionProfile p = load_or_fail(testing::profile_path("snapkv", "gemma-3-12b-it", true));
+  auto g = cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, true);
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto hg = to_head_group_map(*g, 48, p.layer_ids);
+  ASSERT_TRUE(hg.ok()) << hg.message();
+  EXPECT_FALSE(hg->per_layer());
+  // Profiled heads: one group per cluster, same columns; unprofiled layers: contiguous runs.
+  EXPECT_EQ(hg->total_groups(), g->n_clusters() + (48 - p.n_layers) * 2);
+  for (int phys = 0; phys < 48; ++phys) {
+    const auto it = std::find(p.layer_ids.begin(), p.layer_ids.end(), phys);
+    for (int h = 0; h < 8; ++h) {
+      const int group = hg->group_of(phys, h);
+      if (it == p.layer_ids.end()) {
+        EXPECT_EQ(hg->column_of(phys, h), h % 4);
+        EXPECT_EQ(hg->group_of(phys, h - h % 4), group);
+        continue;
+      }
+      const size_t i = g->head_index(static_cast<int>(it - p.layer_ids.begin()), h);
+      EXPECT_EQ(hg->column_of(phys, h), g->column_of[i]);
+      // Every head of the same cluster is in this head's group.
+      for (size_t j = 0; j < g->cluster_of.size(); ++j)
+        if (g->cluster_of[j] == g->cluster_of[i]) {
+          const int pl = static_cast<int>(p.layer_ids[j / 8]);
+          EXPECT_EQ(hg->group_of(pl, static_cast<int>(j % 8)), group);
+        }
+    }
+  }
+}
+
+TEST(Cluster, GlobalClusteringLeavesAShorterLastClusterWhenGDoesNotDivide) {
+  // 3 layers x 2 heads in clusters of 4: one of 4 and one of 2.
+  const std::vector<float> score{0.1f, 0.9f, 0.5f, 0.3f, 0.8f, 0.2f};
+  auto m = cluster_heads(score, 3, 2, 4, true);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->n_clusters(), 2);
+  EXPECT_EQ(m->cluster_size(1), 2);
+  EXPECT_TRUE(validate_cluster_map(*m).ok());
+  const auto members = m->members();
+  EXPECT_EQ(members[0], (std::vector<int>{1, 2, 3, 4}));  // the four highest, (l, h) order
+  EXPECT_EQ(members[1], (std::vector<int>{0, 5}));
+  // Waste counts the short cluster's 2 slots: allocated 4·0.9 + 2·0.2 = 4.0, ideal 2.8.
+  EXPECT_NEAR(grouping_waste(std::span<const float>(score), *m).value(), (4.0 - 2.8) / 4.0, 1e-6);
+  auto hg = to_head_group_map(*m, 3, std::vector<int64_t>{0, 1, 2});
+  ASSERT_TRUE(hg.ok()) << hg.message();
+  EXPECT_EQ(hg->total_groups(), 2);
+  EXPECT_EQ(hg->members(1).size(), 2u);
+  // The shared map format has no short cluster: saving is refused, not written wrong.
+  EXPECT_FALSE(save_cluster_map(*m, (testing::temp_dir() / "short.json").string()).ok());
+  // Per-layer clustering still needs G to divide H.
+  EXPECT_FALSE(cluster_heads(score, 3, 2, 4, false).ok());
 }
 
 }  // namespace

@@ -204,6 +204,7 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{KvPolicy::Tangram, "keydiff", 1, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "tova", 2, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "expected_attention", 4, BudgetLevel::PerLayer},
+                      PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer},  // global, a short group
                       PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform}),
     [](const auto& tinfo) {
       std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer + "_G" +
@@ -212,7 +213,8 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The closed-form footprint of the tangram policy equals the pages held after compression, for
-// random contexts, ratios, alphas, group sizes and page sizes.
+// random contexts, ratios, alphas, group sizes (3 leaves a short last global group) and page
+// sizes, under global (cross-layer) and per-layer maps.
 TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
   Model& m = testing::small_compress_model();
   const ModelConfig& cfg = m.config();
@@ -230,7 +232,8 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     o.window = 8 + trial;
     o.budget_scaling = (trial / 2) % 2 == 0 ? BudgetScaling::Footprint : BudgetScaling::None;
     o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "footprint-" + std::to_string(trial) + ".json");
-    const int G = 1 << (trial % 3);
+    o.per_layer_groups = trial % 4 == 3;
+    const int G = trial % 4 == 1 ? 3 : 1 << (trial % 3);
     const int P = trial % 2 == 0 ? 16 : 8;
     auto comp = Compressor::create(o, cfg, m.rope(), G);
     ASSERT_TRUE(comp.ok()) << comp.message();
@@ -383,6 +386,41 @@ TEST(Compressor, UnscaledTangramKeepsTheProfileForm) {
       for (int i : group) EXPECT_EQ(len[static_cast<size_t>(i)], budget_length(most, total, 4, 16)) << total << " " << i;
     }
   }
+
+// Tangram's map: the profile clustered globally by default, per layer on request; a cluster-map
+// file that groups across layers is served by default and refused under the per-layer scope.
+TEST(Compressor, GroupScopeChoosesTheMapAndAGlobalMapFileNeedsTheGlobalScope) {
+  Model& m = testing::small_compress_model();
+  const ModelConfig& cfg = m.config();
+  // 2 layers x 4 KV heads; budgets interleaved across layers so that global groups mix layers.
+  const std::vector<float> f{0.1f, 0.5f, 0.2f, 0.6f, 0.5f, 0.1f, 0.6f, 0.2f};
+  CompressionOptions o;
+  o.policy = KvPolicy::Tangram;
+  o.ratio = 0.3;
+  // The profile's own budgets: footprint scaling would bring both maps to the same footprint.
+  o.budget_scaling = BudgetScaling::None;
+  o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "scope-profile.json");
+  auto global = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(global.ok()) << global.message();
+  EXPECT_FALSE((*global)->group_map()->per_layer());
+  o.per_layer_groups = true;
+  auto per_layer = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(per_layer.ok()) << per_layer.message();
+  EXPECT_TRUE((*per_layer)->group_map()->per_layer());
+  // Fewer retained tokens under the global map: its groups' members have closer budgets.
+  EXPECT_LT((*global)->predicted_pages(400, 16), (*per_layer)->predicted_pages(400, 16));
+
+  auto cm = cluster_heads(f, cfg.n_layers, cfg.n_kv_head, 2, true);
+  ASSERT_TRUE(cm.ok()) << cm.message();
+  o.cluster_map = (std::filesystem::path(o.profile).parent_path() / "scope-map.json").string();
+  ASSERT_TRUE(save_cluster_map(*cm, o.cluster_map).ok());
+  auto refused = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("--kv-group-scope is per-layer"), std::string::npos) << refused.message();
+  o.per_layer_groups = false;
+  auto from_file = Compressor::create(o, cfg, m.rope(), 2);
+  ASSERT_TRUE(from_file.ok()) << from_file.message();
+  EXPECT_FALSE((*from_file)->group_map()->per_layer());
 }
 
 TEST(Compressor, RefusesProfilesOfAnotherModelAndMissingQueries) {

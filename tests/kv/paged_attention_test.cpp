@@ -162,6 +162,83 @@ INSTANTIATE_TEST_SUITE_P(
                          kv_type_name(std::get<2>(p.param)));
     });
 
+// Heads of every layer shuffled and cut into groups of G (the last may be shorter): groups mix
+// layers, as the global clustering makes them.
+std::shared_ptr<const HeadGroupMap> shuffled_cross_layer_map(const KvShape& s, int group,
+                                                             uint32_t seed) {
+  std::vector<int> heads(static_cast<size_t>(s.n_layers * s.n_kv_head));
+  for (size_t i = 0; i < heads.size(); ++i) heads[i] = static_cast<int>(i);
+  std::mt19937 rng(seed);
+  std::shuffle(heads.begin(), heads.end(), rng);
+  std::vector<std::vector<int>> groups;
+  for (size_t i = 0; i < heads.size(); i += static_cast<size_t>(group))
+    groups.emplace_back(heads.begin() + static_cast<std::ptrdiff_t>(i),
+                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(heads.size(), i + static_cast<size_t>(group))));
+  return std::make_shared<const HeadGroupMap>(
+      HeadGroupMap::from_flat_groups(s.n_layers, s.n_kv_head, group, groups).value());
+}
+
+// One forward step as the engine runs it: reserve once, then each layer writes and attends
+// before the next layer writes (groups spanning layers are mid-step in between).
+void step_layer_by_layer(Seq& s, int64_t n, std::mt19937& rng, ThreadPool& pool,
+                         const std::string& what) {
+  const KvShape& sh = s.cache->shape();
+  ASSERT_TRUE(s.cache->reserve(s.cache->n_positions() + n).ok());
+  for (int l = 0; l < sh.n_layers; ++l) {
+    const auto k = random_values(static_cast<size_t>(n * sh.n_kv_head * sh.head_dim), rng);
+    const auto v = random_values(static_cast<size_t>(n * sh.n_kv_head * sh.head_dim_v), rng);
+    const int64_t pos0 = s.mirror->positions(l);
+    ASSERT_TRUE(s.cache->write(l, pos0, k.data(), v.data(), n).ok()) << what << " layer " << l;
+    s.mirror->write(l, k.data(), v.data(), n);
+    const auto q = random_values(static_cast<size_t>(n * sh.n_head * sh.head_dim), rng, 2.0f);
+    const auto want = s.mirror->attend(l, q.data(), n, pos0);
+    std::vector<float> got(want.size(), -7.0f);
+    s.cache->attend(l, q.data(), n, pos0, got.data(), pool);
+    EXPECT_LE(max_abs_diff(want, got), kTol) << what << " layer " << l;
+  }
+}
+
+class CrossLayerAttentionSweep : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecodeAndSecondTurn) {
+  const auto [page_tokens, group, type] = GetParam();
+  const KvShape shape{3, 12, 6, 32, 24};
+  const auto seed = static_cast<uint32_t>(page_tokens * 100 + group * 10 + (type == KvType::F16));
+  auto map = shuffled_cross_layer_map(shape, group, seed);
+  ASSERT_FALSE(map->per_layer());
+  Env env(shape, page_tokens, group, type, map);
+  ThreadPool pool(3);
+  std::mt19937 rng(seed);
+  Seq s = make_seq(env);
+
+  step_layer_by_layer(s, 60, rng, pool, "prefill");
+  for (int l = 0; l < 3; ++l) check_attend(s, l, 60, rng, pool, "prefill (split plans)");
+  compact_randomly(s, rng);  // ragged per-head lengths, whole pages released per group
+  for (int step = 0; step < 3; ++step) step_layer_by_layer(s, 1, rng, pool, "decode");
+  step_layer_by_layer(s, 37, rng, pool, "second turn prefill");
+  for (int l = 0; l < 3; ++l) check_attend(s, l, 37, rng, pool, "second turn (split plans)");
+  compact_randomly(s, rng);
+  step_layer_by_layer(s, 1, rng, pool, "second turn decode");
+  // Every group holds exactly the pages its longest member needs.
+  const int64_t P = page_tokens;
+  for (int g = 0; g < map->total_groups(); ++g) {
+    int64_t longest = 0;
+    for (const int f : map->members(g))
+      longest = std::max(longest, s.cache->length(map->layer_of_head(f), map->kv_head_of(f)));
+    EXPECT_EQ(static_cast<int64_t>(s.cache->group_pages(g).size()), (longest + P - 1) / P) << "group " << g;
+  }
+  EXPECT_TRUE(env.pool->check_consistency().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PagesGroupsTypes, CrossLayerAttentionSweep,
+    ::testing::Combine(::testing::Values(1, 4, 16), ::testing::Values(2, 4, 5, 8),
+                       ::testing::Values(KvType::F32, KvType::F16)),
+    [](const ::testing::TestParamInfo<Param>& p) {
+      return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
+                         kv_type_name(std::get<2>(p.param)));
+    });
+
 TEST(PagedAttention, NonContiguousHeadGroups) {
   using Groups = std::vector<std::vector<std::vector<int>>>;
   const KvShape shape{2, 32, 8, 64, 64};

@@ -119,8 +119,7 @@ TEST(PagedKvCache, ReserveFailureChangesNothing) {
   EXPECT_EQ(b->pages_held(), 0);
   EXPECT_EQ(b->reserved_positions(), 0);
   EXPECT_EQ(s.pool->free_pages(), 2);
-  for (int l = 0; l < 2; ++l)
-    for (int g = 0; g < 2; ++g) EXPECT_TRUE(b->group_pages(l, g).empty());
+  for (int g = 0; g < 4; ++g) EXPECT_TRUE(b->group_pages(g).empty());
   EXPECT_TRUE(s.pool->check_consistency().ok());
 }
 
@@ -156,9 +155,9 @@ TEST(PagedKvCache, CompactKeepsChosenEntriesAndPositions) {
   EXPECT_EQ(cache->entry_position(1, 2, 3), 9);
   EXPECT_TRUE(cache_matches_mirror(*cache, mirror));
   // Group (layer 1, heads 2-3) now needs 2 pages instead of 5.
-  EXPECT_EQ(cache->group_pages(1, 1).size(), 5u);
+  EXPECT_EQ(cache->group_pages(3).size(), 5u);
   EXPECT_EQ(cache->release_unused_pages(), 3);
-  EXPECT_EQ(cache->group_pages(1, 1).size(), 2u);
+  EXPECT_EQ(cache->group_pages(3).size(), 2u);
   EXPECT_TRUE(cache_matches_mirror(*cache, mirror));
   // Appends continue at the layer's position count after the kept entries.
   ASSERT_TRUE(cache->reserve(23).ok());

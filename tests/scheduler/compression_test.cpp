@@ -23,7 +23,8 @@ std::string test_profile(const ModelConfig& c, const std::string& name) {
   p.n_physical_layers = c.n_layers;
   for (int l = 0; l < c.n_layers; ++l) p.layer_ids.push_back(l);
   p.base_ratio = 0.3;
-  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) p.median.push_back(0.05f + 0.1f * static_cast<float>(i % 4));
+  // Four budget levels, permuted so that the global clustering pairs heads of different layers.
+  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) p.median.push_back(0.05f + 0.1f * static_cast<float>((i * 3) % 4));
   p.mean = p.p90 = p.median;
   p.std_dev.assign(p.median.size(), 0.01f);
   for (float f : p.median) p.raw_ratio.push_back(f);
@@ -59,18 +60,18 @@ SchedulerOptions compressing(const TestModel& tm, KvPolicy policy, const char* s
 int64_t pages_for_lengths(const PagedKvCache& cache, int page_tokens) {
   const HeadGroupMap& map = cache.map();
   int64_t pages = 0;
-  for (int l = 0; l < cache.shape().n_layers; ++l)
-    for (int g = 0; g < map.n_groups(l); ++g) {
-      int64_t longest = 0;
-      for (int h : map.members(map.flat_group(l, g))) longest = std::max(longest, cache.length(l, h));
-      pages += (longest + page_tokens - 1) / page_tokens;
-    }
+  for (int g = 0; g < map.total_groups(); ++g) {
+    int64_t longest = 0;
+    for (const int f : map.members(g)) longest = std::max(longest, cache.length(map.layer_of_head(f), map.kv_head_of(f)));
+    pages += (longest + page_tokens - 1) / page_tokens;
+  }
   return pages;
 }
 
 struct TurnCase {
   KvPolicy policy;
   const char* scorer;
+  bool per_layer_groups = false;  // tangram: --kv-group-scope per-layer (default global)
 };
 class MultiTurn : public ::testing::TestWithParam<TurnCase> {};
 
@@ -80,8 +81,13 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
   ASSERT_TRUE(tm.model && tm.tokenizer);
   ThreadPool pool(2);
   SchedulerOptions o = compressing(tm, tc.policy, tc.scorer);
+  o.compression.per_layer_groups = tc.per_layer_groups;
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(s.ok()) << s.message();
+  if (tc.policy == KvPolicy::Tangram) {
+    // The global clustering of this profile pairs heads of different layers (2 layers x 2 KV heads).
+    EXPECT_EQ((*s)->compressor().group_map()->per_layer(), tc.per_layer_groups);
+  }
   const int64_t V = tm.model->config().vocab;
   std::vector<int32_t> convo;
   for (int turn = 0; turn < 5; ++turn) {
@@ -139,9 +145,11 @@ INSTANTIATE_TEST_SUITE_P(Policies, MultiTurn,
                                            TurnCase{KvPolicy::Dynamic, "snapkv"},
                                            TurnCase{KvPolicy::Tangram, "keydiff"},
                                            TurnCase{KvPolicy::Tangram, "expected_attention"},
-                                           TurnCase{KvPolicy::Tangram, "kvzip"}),
+                                           TurnCase{KvPolicy::Tangram, "kvzip"},
+                                           TurnCase{KvPolicy::Tangram, "keydiff", true}),
                          [](const auto& tinfo) {
-                           return std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer;
+                           return std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer +
+                                  (tinfo.param.per_layer_groups ? "_per_layer" : "");
                          });
 
 TEST(Compression, LongPromptsAreCompressedChunkByChunkAndFirstTurnOnlyStopsAfterTurnOne) {

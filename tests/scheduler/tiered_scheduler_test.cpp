@@ -1,12 +1,17 @@
 // Sessions whose KV leaves the pool: moved to host memory or disk under memory pressure and
 // restored on their next turn (not recomputed), surviving a restart through the disk tier, and a
-// damaged file recomputed, never served. Each second turn is checked against a scheduler with
+// damaged file or one of an older format recomputed, never served. Each second turn is checked against a scheduler with
 // memory to spare and no tiers, on the same requests one at a time (same batch shapes, so the
 // same floating-point sums: tokens must be equal).
 #include <gtest/gtest.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
 
 #include "scheduler_test_util.h"
@@ -115,7 +120,7 @@ TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
   EXPECT_GT((*plain)->stats().prefill_tokens, st.prefill_tokens);
 }
 
-TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
+TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamageAndOldFormats) {
   const ModelConfig& c = tm.model->config();
 
   const auto dir = temp_dir() / "sessions";
@@ -143,6 +148,25 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
     f.seekp(static_cast<std::streamoff>(size / 2));
     f.write(&b, 1);
   }
+  {
+    // Another as a blob of the previous format version would be: version 1 in a header whose
+    // checksum holds (the whole file read, the version rewritten, the header re-summed).
+    std::string bytes(std::filesystem::file_size(files[1]), '\0');
+    {
+      std::ifstream in(files[1], std::ios::binary);
+      in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    const size_t at = bytes.find("TGKVSESS");
+    ASSERT_NE(at, std::string::npos);
+    const uint32_t version = 1;
+    std::memcpy(bytes.data() + at + 8, &version, sizeof(version));
+    const uint64_t sum = XXH3_64bits(bytes.data() + at, 80);
+    std::memcpy(bytes.data() + at + 80, &sum, sizeof(sum));
+    std::ofstream out(files[1], std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  std::vector<std::string> warnings;
+  k.warn = [&](const std::string& m) { warnings.push_back(m); };
   auto after = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(after.ok()) << after.message();
   int reused = 0;
@@ -156,9 +180,15 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamage) {
     }
   }
   const SchedulerStats st = (*after)->stats();
-  EXPECT_EQ(reused, kSessions - 1);  // every session but the damaged one came back from disk
-  EXPECT_EQ(st.tiers.restores, kSessions - 1);
-  EXPECT_EQ(st.tiers.restore_failures, 1);
+  // Every session but the damaged one and the old-format one came back from disk; those two were
+  // recomputed, with the same replies.
+  EXPECT_EQ(reused, kSessions - 2);
+  EXPECT_EQ(st.tiers.restores, kSessions - 2);
+  EXPECT_EQ(st.tiers.restore_failures, 2);
+  const bool version_named = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("session format version 1") != std::string::npos;
+  });
+  EXPECT_TRUE(version_named) << "no warning names the old format version";
 }
 
 // Two replicas (schedulers over the same model) sharing one Redis: turn 1 of every session on

@@ -129,9 +129,9 @@ TEST(PagedKvCacheRestore, DecodeRefusesValidlyChecksummedBadPositions) {
   const size_t block = 88 + r.tokens.size() * 4 + 8;  // first group block
   uint64_t payload = 0;
   std::memcpy(&payload, blob.data() + block + 8, sizeof(payload));
-  const size_t kept_at = block + 16 + 28;  // layer 0 head 0: kept_pos[0], kept_pos[1]
+  const size_t kept_at = block + 16 + 32;  // layer 0 head 0: kept_pos[0], kept_pos[1]
   int64_t n_kept = 0;
-  std::memcpy(&n_kept, blob.data() + block + 16 + 12, sizeof(n_kept));
+  std::memcpy(&n_kept, blob.data() + block + 16 + 16, sizeof(n_kept));  // after layer, head, length
   ASSERT_GE(n_kept, 2);
   std::swap_ranges(blob.begin() + static_cast<std::ptrdiff_t>(kept_at),
                    blob.begin() + static_cast<std::ptrdiff_t>(kept_at + 4),

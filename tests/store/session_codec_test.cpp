@@ -7,8 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <string>
 
 #include "kv/kv_test_util.h"
 #include "store/session_test_util.h"
@@ -18,6 +22,7 @@ namespace {
 
 using testing::clustered_map;
 using testing::contiguous_map;
+using testing::cross_layer_map;
 using testing::fingerprint_of;
 using testing::kSessionShape;
 using testing::make_pool;
@@ -30,7 +35,7 @@ using testing::write_positions;
 
 struct CodecCase {
   KvType type;
-  int map;  // 0: contiguous 2, 1: unified 4, 2: clustered
+  int map;  // 0: contiguous 2, 1: unified 4, 2: clustered, 3: groups across layers
   int page_tokens;
 };
 
@@ -38,7 +43,7 @@ class SessionRoundTrip : public ::testing::TestWithParam<CodecCase> {};
 
 TEST_P(SessionRoundTrip, RestoresTheSameEntriesAndAttentionAndKeepsWorking) {
   const CodecCase c = GetParam();
-  auto map = c.map == 0 ? contiguous_map(2) : c.map == 1 ? contiguous_map(4) : clustered_map();
+  auto map = c.map == 0 ? contiguous_map(2) : c.map == 1 ? contiguous_map(4) : c.map == 2 ? clustered_map() : cross_layer_map();
   ThreadPool threads(2);
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     Ragged r = ragged(c.type, map, c.page_tokens, seed);
@@ -76,7 +81,9 @@ TEST_P(SessionRoundTrip, RestoresTheSameEntriesAndAttentionAndKeepsWorking) {
 INSTANTIATE_TEST_SUITE_P(Layouts, SessionRoundTrip,
                          ::testing::Values(CodecCase{KvType::F16, 0, 4}, CodecCase{KvType::F32, 0, 4},
                                            CodecCase{KvType::F16, 1, 16}, CodecCase{KvType::F32, 1, 8},
-                                           CodecCase{KvType::F16, 2, 4}, CodecCase{KvType::F32, 2, 16}),
+                                           CodecCase{KvType::F16, 2, 4}, CodecCase{KvType::F32, 2, 16},
+                                           CodecCase{KvType::F16, 3, 4}, CodecCase{KvType::F32, 3, 16},
+                                           CodecCase{KvType::F16, 3, 2}),
                          [](const auto& tinfo) {
                            return std::string(kv_type_name(tinfo.param.type)) + "_map" +
                                   std::to_string(tinfo.param.map) + "_P" + std::to_string(tinfo.param.page_tokens);
@@ -183,6 +190,83 @@ TEST(SessionCodec, RefusesEveryKindOfMismatchWithItsReason) {
   EXPECT_NE(junk.message().find("not a Tangram session"), std::string::npos) << junk.message();
 }
 
+// The blob format 1 wrote for a per-layer map (one block per (layer, group), heads named by
+// their KV head only), written here field by field as that version did.
+std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& tokens, const SessionFingerprint& fp) {
+  std::string out;
+  auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  auto put_sum = [&](size_t from) { put(static_cast<uint64_t>(XXH3_64bits(out.data() + from, out.size() - from))); };
+  const KvShape& s = c.shape();
+  const HeadGroupMap& map = c.map();
+  out += "TGKVSESS";
+  put(uint32_t{1});
+  put(uint32_t{c.type() == KvType::F32 ? 0u : 1u});
+  put(fp.model);
+  put(fp.profile);
+  put(fp.group_map);
+  for (const int32_t d : {s.n_layers, s.n_head, s.n_kv_head, s.head_dim, s.head_dim_v}) put(d);
+  put(uint32_t{c.type() == KvType::F32 ? 4u : 2u});
+  put(c.n_positions());
+  put(int64_t{map.total_groups()});
+  put_sum(0);
+  const uint64_t header_sum = XXH3_64bits(out.data(), 80);
+  const size_t tokens_at = out.size();
+  out.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(int32_t));
+  put_sum(tokens_at);
+  for (int l = 0; l < s.n_layers; ++l)
+    for (size_t g = 0; g < map.layer_groups(l).size(); ++g) {
+      std::string payload;
+      for (const int f : map.members(map.layer_groups(l)[g].flat_group)) {
+        const KvHeadView v = c.head_view(l, map.kv_head_of(f));
+        const int32_t h = map.kv_head_of(f);
+        payload.append(reinterpret_cast<const char*>(&h), 4);
+        for (const int64_t x : {v.length, v.n_kept, v.tail_pos0}) payload.append(reinterpret_cast<const char*>(&x), 8);
+        payload.append(reinterpret_cast<const char*>(v.kept_pos), static_cast<size_t>(v.n_kept) * 4);
+        v.for_each_run(0, v.length, [&](int64_t, const uint8_t* k, const uint8_t*, int64_t n) {
+          payload.append(reinterpret_cast<const char*>(k), static_cast<size_t>(n) * v.k_row_bytes);
+        });
+        v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t n) {
+          payload.append(reinterpret_cast<const char*>(val), static_cast<size_t>(n) * v.v_row_bytes);
+        });
+      }
+      const size_t block_at = out.size();
+      put(int32_t{l});
+      put(static_cast<int32_t>(g));
+      put(static_cast<uint64_t>(payload.size()));
+      out += payload;
+      put_sum(block_at);
+    }
+  const size_t trailer_at = out.size();
+  out += "TGKVTAIL";
+  put(static_cast<uint64_t>(trailer_at + 32));  // the blob's total size
+  put(header_sum);
+  put_sum(trailer_at);
+  return out;
+}
+
+TEST(SessionCodec, ABlobOfThePreviousVersionIsRefused) {
+  Ragged r = ragged(KvType::F16, contiguous_map(2), 4, 5);
+  const SessionFingerprint fp = fingerprint_of(KvType::F16, *r.map);
+  const std::string old = encode_version_1(*r.cache, r.tokens, fp);
+  // Well formed as version 1: its size is the trailer's, and it differs from this version's blob
+  // in the version field and the group blocks only.
+  uint64_t total = 0;
+  std::memcpy(&total, old.data() + old.size() - 24, sizeof(total));
+  ASSERT_EQ(total, old.size());
+  const std::string now = encode_session(*r.cache, r.tokens, fp).value();
+  ASSERT_NE(old.size(), now.size());
+  auto pool = make_pool(KvType::F16, 4, 2, 256);
+  auto got = decode_session(old, fp, *pool, r.map, kSessionShape, 512);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.message().find("session format version 1 (this build reads 2"), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find("recomputed"), std::string::npos) << got.message();
+  EXPECT_EQ(pool->used_pages(), 0);
+  // Nor is it listed with a history to restore.
+  EXPECT_FALSE(inspect_session(old).ok());
+  EXPECT_FALSE(session_summary_bytes(std::string_view(old).substr(0, kSessionHeaderBytes)).ok());
+  EXPECT_TRUE(decode_session(now, fp, *pool, r.map, kSessionShape, 512).ok());
+}
+
 // A small session: every byte can be tried.
 Ragged small_session(KvType type) {
   return ragged(type, contiguous_map(2), 4, 6, 9, 3);
@@ -233,12 +317,12 @@ TEST(SessionCodec, ChecksumErrorsNameTheBlock) {
   const SessionFingerprint fp = fingerprint_of(KvType::F32, *r.map);
   const std::string blob = encode_session(*r.cache, r.tokens, fp).value();
   auto pool = make_pool(KvType::F32, 4, 2, 256);
-  // The last row of the last group (layer 1 group 1) sits just before its checksum and the trailer.
+  // The last row of the last group (flat group 3) sits just before its checksum and the trailer.
   std::string bad = blob;
   bad[bad.size() - 32 - 8 - 1] ^= 0x40;
   auto got = decode_session(bad, fp, *pool, r.map, kSessionShape, 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find("checksum of layer 1 group 1 fails"), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find("checksum of group 3 fails"), std::string::npos) << got.message();
   bad = blob;
   bad[20] ^= 1;  // the model fingerprint, inside the header
   got = decode_session(bad, fp, *pool, r.map, kSessionShape, 512);

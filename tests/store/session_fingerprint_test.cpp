@@ -66,6 +66,18 @@ TEST(SessionFingerprint, GroupMapFingerprintFollowsTheLayout) {
   EXPECT_NE(group_map_fingerprint(regrouped), fa);
   EXPECT_NE(group_map_fingerprint(wider), fa);
   EXPECT_NE(group_map_fingerprint(wider_pages), fa);
+  // Groups across layers: the same heads in other groups or group order are other maps.
+  const auto across = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
+  const auto across_same = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
+  const auto across_swapped = HeadGroupMap::from_flat_groups(2, 4, 2, {{1, 5}, {0, 4}, {2, 6}, {3, 7}}).value();
+  const auto across_mixed = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 5}, {1, 4}, {2, 6}, {3, 7}}).value();
+  const uint64_t fx = group_map_fingerprint(across);
+  EXPECT_EQ(group_map_fingerprint(across_same), fx);
+  EXPECT_NE(fx, fa);
+  EXPECT_NE(group_map_fingerprint(across_swapped), fx);
+  EXPECT_NE(group_map_fingerprint(across_mixed), fx);
+  // Flat groups of one layer each are the per-layer map itself.
+  EXPECT_EQ(group_map_fingerprint(HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}).value()), fa);
 }
 
 TEST(SessionFingerprint, BytesAndMismatchReasons) {

@@ -28,6 +28,14 @@ inline std::shared_ptr<const HeadGroupMap> clustered_map() {
       HeadGroupMap::from_groups(kSessionShape.n_kv_head, 3, {{{2, 0}, {3}, {1}}, {{1, 2, 3}, {0}}}).value());
 }
 
+// Groups of up to 3 heads mixing both layers (flat head = layer * 4 + kv_head), columns out of
+// order, one group shorter: the layout of a global clustering.
+inline std::shared_ptr<const HeadGroupMap> cross_layer_map() {
+  return std::make_shared<const HeadGroupMap>(
+      HeadGroupMap::from_flat_groups(kSessionShape.n_layers, kSessionShape.n_kv_head, 3, {{5, 0, 7}, {2, 4}, {1, 6, 3}})
+          .value());
+}
+
 inline std::unique_ptr<BlockPool> make_pool(KvType type, int page_tokens, int group, int64_t pages) {
   PageGeometry g{page_tokens, group, kSessionShape.head_dim, kSessionShape.head_dim_v, type};
   return std::move(BlockPool::create(g, static_cast<size_t>(pages) * g.page_bytes(), false).value());
@@ -97,7 +105,7 @@ inline int64_t pages_for_entries(const PagedKvCache& c) {
   int64_t pages = 0;
   for (int fg = 0; fg < map.total_groups(); ++fg) {
     int64_t longest = 0;
-    for (const int h : map.members(fg)) longest = std::max(longest, c.length(map.layer_of(fg), h));
+    for (const int f : map.members(fg)) longest = std::max(longest, c.length(map.layer_of_head(f), map.kv_head_of(f)));
     pages += (longest + P - 1) / P;
   }
   return pages;
