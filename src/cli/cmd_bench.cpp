@@ -95,14 +95,17 @@ int64_t longest_conversation(const std::vector<Conversation>& conversations) {
 Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vector<Conversation>& conversations,
                                   int64_t& longest) {
   const int64_t outputs = static_cast<int64_t>(spec.turns) * spec.output_tokens;
-  const double prompts = static_cast<double>(std::max<int64_t>(longest - outputs, 1));
-  const double scale = static_cast<double>(context - 8 - outputs - 2 * spec.turns) / prompts;
-  if (scale <= 0) return Status::Ok();  // the outputs alone do not fit: the caller's error says so
   const int64_t first = spec.first_turn_tokens, followup = spec.followup_tokens;
-  spec.first_turn_tokens = std::max<int64_t>(8, static_cast<int64_t>(static_cast<double>(first) * scale));
-  spec.followup_tokens = std::max<int64_t>(4, static_cast<int64_t>(static_cast<double>(followup) * scale));
-  TG_ASSIGN(conversations, generate_workload(spec));
-  longest = longest_conversation(conversations);
+  // Message lengths are drawn around their means: scale, regenerate, and again while it overflows.
+  for (int attempt = 0; attempt < 4 && longest + 8 > context; ++attempt) {
+    const double prompts = static_cast<double>(std::max<int64_t>(longest - outputs, 1));
+    const double scale = 0.97 * static_cast<double>(context - 8 - outputs) / prompts;
+    if (scale <= 0) return Status::Ok();  // the outputs alone do not fit: the caller's error says so
+    spec.first_turn_tokens = std::max<int64_t>(8, static_cast<int64_t>(static_cast<double>(spec.first_turn_tokens) * scale));
+    spec.followup_tokens = std::max<int64_t>(4, static_cast<int64_t>(static_cast<double>(spec.followup_tokens) * scale));
+    TG_ASSIGN(conversations, generate_workload(spec));
+    longest = longest_conversation(conversations);
+  }
   fmt::print(stderr, "note: messages shortened to fit the model's context of {} tokens: first {} -> {}, later {} -> {}\n",
              context, first, spec.first_turn_tokens, followup, spec.followup_tokens);
   return Status::Ok();
