@@ -362,7 +362,8 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                             {"profile", r.accuracy.profile_source}};
 
   std::string plots;
-  for (const auto& [name, plot] : report.plots) plots += (plots.empty() ? "`" : ", `") + name + "`";
+  // Shown in the report (a Markdown viewer renders them side by side where there is room).
+  for (const auto& [name, plot] : report.plots) plots += fmt::format("![{}]({})\n", plot.title, name);
   report.markdown = "# tangram bench report\n\n" +
                     fmt::format("Model `{}` ({} layers, {} KV heads x {}), workload `{}`: {} sessions x {} turns, first "
                                 "turn {} tokens, follow-ups {} tokens, {} output tokens, concurrency {}. KV memory {}. "
@@ -370,7 +371,7 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                 r.model_path, cfg.n_layers, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
                                 spec.turns, spec.first_turn_tokens, spec.followup_tokens, spec.output_tokens,
                                 spec.concurrency, format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads) +
-                    runs_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\nPlots: " + plots + ".\n";
+                    runs_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\n## Plots\n\n" + plots;
   return report;
 }
 
