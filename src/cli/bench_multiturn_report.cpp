@@ -354,6 +354,7 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
   if (r.profile) report.plots.emplace_back("waste_vs_group_size.svg", waste_plot(*r.profile, cfg, j["waste_vs_group_size"]));
   if (r.sweep) report.plots.emplace_back("ttft_vs_rate.svg", rate_sweep_plot(*r.sweep));
   for (auto& [name, plot] : report.plots) plot.caption = run_caption(r);
+  if (r.sweep) report.plots.back().second.caption += "; the rates: the same conversations, open loop";
   if (std::any_of(r.rows.begin(), r.rows.end(), [](const RunRow& row) { return row.perplexity.has_value(); }))
     report.plots.emplace_back("accuracy_vs_retention.svg", accuracy_retention_plot(r));
   j["accuracy_workload"] = {{"text", r.accuracy.text_source}, {"text_tokens", r.accuracy.text_tokens},
