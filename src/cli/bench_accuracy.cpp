@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
-#include "cli/commands.h"
+#include "cli/profiler.h"
 #include "common/units.h"
 #include "evaluation/perplexity.h"
 #include "scheduler/scheduler.h"
@@ -31,28 +28,6 @@ Result<std::string> read_file_text(const std::string& path) {
   if (in.bad()) return make_error("reading the accuracy text '{}' failed", path);
   return s.str();
 }
-
-// `tangram profile` prints its summary on stdout; inside bench that would break --json's stdout,
-// so the summary is sent to stderr while the guard lives.
-class StdoutToStderr {
- public:
-  StdoutToStderr() {
-    std::fflush(stdout);
-    saved_ = ::dup(STDOUT_FILENO);
-    if (saved_ >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
-  }
-  ~StdoutToStderr() {
-    std::fflush(stdout);
-    if (saved_ < 0) return;
-    ::dup2(saved_, STDOUT_FILENO);
-    ::close(saved_);
-  }
-  StdoutToStderr(const StdoutToStderr&) = delete;
-  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
-
- private:
-  int saved_ = -1;
-};
 
 // Samples of the model's own writing: each generated from BOS alone, sampled (temperature 1,
 // top-p 0.9, seeded) so that they differ, through a full-KV scheduler.
@@ -154,7 +129,7 @@ Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedM
     for (size_t i = 0; i < texts.size(); ++i) out << (i > 0 ? "\n---\n" : "") << texts[i];
     if (!out) return make_error("cannot write {}", samples);
   }
-  ProfileOptions po;
+  ProfileOptions po;  // `tangram profile`'s settings but the samples and the output
   po.model = loaded.path;
   po.samples = {samples};
   po.scorer = opt.scorer;
@@ -167,12 +142,9 @@ Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedM
   po.out = (fs::path(dir) / "own_text_profile.json").string();
   fmt::print(stderr, "profiling {} on {} samples of its own text ({}), for tangram's budgets\n", loaded.path,
              texts.size(), samples);
-  int rc = 0;
-  {
-    const StdoutToStderr guard;
-    rc = cmd_profile(po);
-  }
-  if (rc != 0) return make_error("`tangram profile` on the model's own text failed (exit {})", rc);
+  TG_ASSIGN(std::vector<PilotSample> pilot, read_pilot_samples(po.samples, *loaded.tokenizer, sample_tokens, kSamples));
+  TG_ASSIGN(MeasuredProfile measured, measure_profile(*loaded.model, *loaded.tokenizer, pilot, po));
+  TG_TRY(save_profile(measured.profile, po.out));
   return po.out;
 }
 

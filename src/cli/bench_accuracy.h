@@ -24,7 +24,7 @@ Result<AccuracyWorkload> accuracy_workload_for(const BenchOptions& opt, const To
 // With -m and no --profile, tangram's profile is made from the model's own text: a few samples
 // generated from BOS (seeded, temperature 1), written to <dir>/own_text.txt and profiled by
 // `tangram profile` (--kv-ratio 0.3, the scorer, sink and window of the run) into
-// <dir>/own_text_profile.json, whose path is returned. The profiler's summary goes to stderr.
+// <dir>/own_text_profile.json (profiler.h, on the loaded model), whose path is returned.
 Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedModel& loaded, const EngineFlags& base,
                                           const std::string& dir, ThreadPool& pool);
 

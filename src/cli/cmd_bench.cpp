@@ -111,9 +111,10 @@ Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vect
   return Status::Ok();
 }
 
-// The per-head profile tangram runs with, cut to the model's layers and saved under the report
-// folder for the engine to load.
-Result<RetentionProfile> fit_profile(std::string path, const BenchOptions& opt, const ModelConfig& cfg,
+// The per-head profile tangram runs with (`path`, else the shipped real one of --profile-dir and
+// --profile-model), cut to the model's layers and saved under the report folder for the engine
+// to load.
+Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, const ModelConfig& cfg,
                                      const std::string& fitted_path) {
   if (path.empty()) path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
   auto profile = load_profile(path);
@@ -176,7 +177,7 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
       TG_ASSIGN(source, profile_from_own_text(opt, s.loaded, s.base, dir, pool));
       s.accuracy_info.profile_source = fmt::format("`tangram profile` on the model's own text ({})", source);
     }
-    TG_ASSIGN(RetentionProfile fitted, fit_profile(source, opt, cfg, s.profile_path));
+    TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, source, cfg, s.profile_path));
     if (s.accuracy_info.profile_source.empty()) s.accuracy_info.profile_source = source.empty() ? "the preset's" : source;
     s.profile = std::move(fitted);
   }
@@ -395,6 +396,9 @@ void refuse_swept_flags(const CLI::App& c) {
   for (const auto& [flag, use] : kSwept)
     if (c.count(flag) > 0)
       throw CLI::ValidationError(flag, fmt::format("bench sets it for each run: use {} (a list) instead", use));
+  if (c.count("--profile-cache") > 0)
+    throw CLI::ValidationError("--profile-cache", "bench makes tangram's profile from the model's own text in its -o "
+                                                  "folder (or takes --profile): no cache is read");
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/bench_models.h"
+#include "cli/auto_profile.h"
 #include "cli/bench_soak.h"
 #include "cli/bench_report.h"
 #include "cli/cli_error.h"
@@ -183,6 +184,7 @@ Status start_local_server(const BenchServeOptions& opt, ServeSetup& s) {
   TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0,
                                              opt.cache_dir, opt.engine.threads, model_batch_for(opt.engine)));
   s.tok = s.loaded.tokenizer.get();
+  TG_ASSIGN(ResolvedProfile profile, resolve_kv_profile(eo, opt.engine, *s.loaded.model, *s.tok, s.loaded.path));
   TG_ASSIGN(s.local, InProcessServer::start(*s.loaded.model, *s.tok, eo, opt));
   s.context = s.local->engine().context();
   s.target = fmt::format("http://127.0.0.1:{}", s.local->port());

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/auto_profile.h"
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/bench_models.h"
@@ -112,13 +113,15 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   if (Status st = refuse_inapplicable(opt.given); !st.ok()) return fail(st.message());
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  const SchedulerOptions& so = engine_opts->scheduler;
   auto text = read_text(opt.file);
   if (!text) return fail(text.message());
   auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
   if (!loaded) return fail(loaded.message());
   Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;
+  auto profile = resolve_kv_profile(*engine_opts, opt.engine, model, tok, opt.model);
+  if (!profile) return fail(profile.message());
+  const SchedulerOptions& so = engine_opts->scheduler;
   const std::vector<int32_t> tokens = tok.encode(*text, /*add_special=*/true, /*parse_special=*/false);
   const std::vector<int32_t> repeat = tok.encode(kRepeatInstruction, false, false);
   const PerplexityOptions o = library_options(opt, so, tok, repeat);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/auto_profile.h"
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/sampling_flags.h"
@@ -83,6 +84,8 @@ int cmd_serve(const ServeOptions& opt) {
   const Tokenizer& tok = *loaded->tokenizer;
   auto tmpl = pick_chat_template(opt.chat_template, tok);
   if (!tmpl) return fail(tmpl.message());
+  auto profile = resolve_kv_profile(*engine_opts, opt.engine, model, tok, opt.model);
+  if (!profile) return fail(profile.message());
 
   // Signals go to one thread that waits for them; every other thread (engine, HTTP workers)
   // inherits the blocked mask, so Ctrl-C never interrupts a step half-way.

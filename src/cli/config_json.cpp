@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "cli/auto_profile.h"
+#include "cli/profiler.h"
+
 namespace tangram::cli {
 
 using nlohmann::json;
@@ -69,7 +72,9 @@ json sampling_json(const SamplingParams& s) {
 
 Result<json> engine_flags_json(const EngineFlags& flags) {
   TG_ASSIGN(EngineOptions options, to_engine_options(flags));
-  return engine_options_json(options);
+  json j = engine_options_json(options);
+  j["compression"]["profile_source"] = profile_source_json(flags);
+  return j;
 }
 
 Result<json> plan_json(const InfoOptions& o) { return json{{"model", o.model}, {"full", o.full}}; }
@@ -107,8 +112,14 @@ Result<json> plan_json(const ServeOptions& o) {
   return j;
 }
 
+// Without --samples: the shipped calibration files it would read.
 Result<json> plan_json(const ProfileOptions& o) {
-  return json{{"model", o.model}, {"samples", o.samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
+  std::vector<std::string> samples = o.samples;
+  if (samples.empty()) {
+    TG_ASSIGN(std::vector<std::filesystem::path> shipped, calibration_files());
+    for (const auto& f : shipped) samples.push_back(f.string());
+  }
+  return json{{"model", o.model}, {"samples", samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
               {"level", o.level}, {"n_samples", o.n_samples}, {"sample_tokens", o.sample_tokens},
               {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out}};
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/auto_profile.h"
 #include "common/units.h"
 #include "store/session_redis_store.h"
 
@@ -66,8 +67,13 @@ void declare_engine_options(CLI::App* c, EngineFlags& e) {
       ->check(CLI::NonNegativeNumber);
   c->add_option("--kv-chunk", e.kv_chunk, "Long prompts are compressed every this many tokens (bench: 0 = auto)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--kv-profile", e.kv_profile, "Per-head retention profile (tangram policy; `tangram profile` makes one)")
+  c->add_option("--kv-profile", e.kv_profile,
+                "Per-head retention profile (tangram policy; default: the model's own, made on first use from "
+                "tangram's calibration text and cached; `tangram profile` makes one from your text)")
       ->check(CLI::ExistingFile);
+  c->add_option("--profile-cache", e.profile_cache,
+                "Folder of the cached per-model profiles of the tangram policy (default: $TANGRAM_PROFILE_CACHE, "
+                "else $XDG_CACHE_HOME/tangram/profiles or ~/.cache/tangram/profiles)");
   c->add_option("--kv-cluster-map", e.kv_cluster_map, "Head-group map (default: cluster the profile; `tangram cluster`)")
       ->check(CLI::ExistingFile);
   c->add_flag("--kv-first-turn-only", e.kv_first_turn_only,
@@ -154,7 +160,7 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   c.sink = f.kv_sink;
   c.window = f.kv_window;
   c.chunk = f.kv_chunk;
-  c.profile = f.kv_profile;
+  c.profile = f.kv_profile;  // "" with tangram: resolve_kv_profile() fills it once the model is loaded
   c.cluster_map = f.kv_cluster_map;
   c.first_turn_only = f.kv_first_turn_only;
   c.scorer.name = f.kv_scorer;
@@ -170,7 +176,11 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   else if (f.attention_split == "aot") s.attention_split = AttentionSplit::AheadOfTime;
   else if (f.attention_split != "auto")
     return make_error("--attention-split must be auto, runtime, naive or aot, not '{}'", f.attention_split);
-  TG_TRY(c.validate());
+  // Without --kv-profile the tangram policy's profile is found or made once the model is loaded
+  // (auto_profile.h); every other setting is checked now, before anything slow.
+  CompressionOptions checked = c;
+  if (wants_auto_profile(f)) checked.profile = "(the model's cached profile)";
+  TG_TRY(checked.validate());
   return o;
 }
 

@@ -44,8 +44,8 @@ Status CompressionOptions::validate() const {
     return make_error("--kv-chunk ({}) must exceed the recent window --kv-window ({})", chunk, window);
   if (reconstruction_tokens < 1) return make_error("the reconstruction pass needs at least one token");
   if (policy == KvPolicy::Tangram && ratio < 1.0 && profile.empty())
-    return make_error("the tangram policy needs a per-head profile: pass --kv-profile FILE "
-                      "(make one with `tangram profile`, or use one of ../shared/profiles)");
+    return make_error("the tangram policy needs a per-head profile: pass --kv-profile FILE (`tangram profile` "
+                      "makes one; tangram serve, chat and run make and cache one when it is left out)");
   return Status::Ok();
 }
 

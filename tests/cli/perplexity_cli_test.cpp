@@ -74,7 +74,6 @@ TEST(PerplexityCli, BadInputGivesCleanErrors) {
       {model_arg() + " " + text_arg() + " --kv-policy uniform --kv-ratio 0", "ratio"},
       {model_arg() + " " + text_arg() + " --kv-memory 1GiB", "does not apply to perplexity"},
       {model_arg() + " " + text_arg() + " --max-running 2", "does not apply to perplexity"},
-      {model_arg() + " " + text_arg() + " --kv-policy tangram --kv-ratio 0.5", "profile"},
       {model_arg() + " " + text_arg() + " --chunk 0", "--chunk"},
       {model_arg() + " " + text_arg() + " -c 1", "at least 2 tokens"},
       {model_arg() + " " + text_arg() + " -c 100000", "exceeds the model's context"},
