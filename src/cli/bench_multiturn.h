@@ -15,6 +15,7 @@
 #include "compress/profile.h"
 #include "evaluation/accuracy.h"
 #include "evaluation/metrics.h"
+#include "evaluation/perplexity.h"
 #include "evaluation/planted_eval.h"
 #include "evaluation/runner.h"
 #include "evaluation/workload.h"
@@ -36,11 +37,23 @@ struct RunRow {
   WorkloadRun run;
   RunMetrics metrics;
   std::optional<AgreementResult> accuracy;  // greedy agreement and KL against full KV
+  std::optional<PerplexityResult> perplexity;  // the accuracy text read in turns, KL against full KV
   std::optional<PlantedFactsScore> facts;   // planted-facts exact match (real chat models)
   // What the policy commits in closed form at `retention_context` (Compressor::retention_at;
   // none for dynamic): kept entries with group maxima, each head at its own budget, full KV's.
   std::optional<Compressor::Retention> committed;
   int64_t retention_context = 0;
+};
+
+// The accuracy workload the rows were measured on (bench_accuracy.h).
+struct AccuracyInfo {
+  std::string text_source;     // the file, or the built-in text
+  int64_t text_tokens = 0;     // the whole text
+  int64_t window = 0;          // tokens read teacher-forced
+  int64_t chunk = 0;           // tokens per turn of that read
+  int64_t context_tokens = 0;  // greedy agreement: context prefilled before generating
+  int n_generate = 0;          // greedy agreement: tokens generated
+  std::string profile_source;  // tangram's profile: the file given, or how it was made
 };
 
 // Everything a `tangram bench` run measured: the input of its report.
@@ -54,6 +67,7 @@ struct MultiturnResults {
   double dense_kv_bytes_per_token = 0;       // full KV's bytes per token, no page rounding
   std::vector<RunRow> rows;
   std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram runs only)
+  AccuracyInfo accuracy;
   std::optional<HostRestoreTiming> restore;  // from the host tier, under the reference tangram run's policy
   std::vector<HostRestoreTiming> restore_contexts;  // --restore-contexts: host and disk at each length
   std::string restore_policy;                // the KV policy the restores ran under

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_accuracy.h"
 #include "cli/bench_multiturn.h"
 #include "common/units.h"
 #include "compress/cluster.h"
@@ -104,6 +105,7 @@ json run_json(const MultiturnResults& results, const RunRow& r) {
     row["planted_facts"] = {{"questions", r.facts->questions}, {"correct", r.facts->correct},
                             {"accuracy", r.facts->accuracy()}, {"conversation_tokens", r.facts->conversation_tokens},
                             {"expected", r.facts->expected}, {"answers", r.facts->answers}};
+  row["accuracy_on_text"] = accuracy_json(r, full);
   row["kv_used_bytes"] = {{"t", r.run.kv_used_bytes.t}, {"v", r.run.kv_used_bytes.value}};
   return row;
 }
@@ -222,22 +224,28 @@ LinePlot throughput_plot(const MultiturnResults& r, const std::vector<std::strin
                          const std::vector<double>& ratios) {
   LinePlot p;
   p.title = "Output throughput vs retention ratio";
-  p.x_label = "retention ratio";
-  p.y_label = "output tokens/s";
-  for (const std::string& pol : policies) {
-    PlotSeries s{pol, {}, {}};
-    for (const auto& row : r.rows)
-      if (row.policy == pol) {
-        s.x.push_back(row.ratio);
-        s.y.push_back(row.metrics.output_tokens_per_s);
-      }
-    if (pol == "full" && s.x.size() == 1)
-      for (double rr : ratios) {  // full does not compress: a flat reference line
-        s.x.push_back(rr);
-        s.y.push_back(s.y.front());
-      }
-    if (!s.x.empty()) p.series.push_back(std::move(s));
-  }
+  p.x_label = "retention ratio asked (--ratios)";
+  p.y_label = "output tokens/s (all conversations)";
+  std::vector<int> group_sizes;  // tangram's, one line each when it ran with several
+  for (const auto& row : r.rows)
+    if (row.policy == "tangram" && std::find(group_sizes.begin(), group_sizes.end(), row.group_size) == group_sizes.end())
+      group_sizes.push_back(row.group_size);
+  for (const std::string& pol : policies)
+    for (size_t g = 0; g < (pol == "tangram" && group_sizes.size() > 1 ? group_sizes.size() : 1); ++g) {
+      const bool per_group = pol == "tangram" && group_sizes.size() > 1;
+      PlotSeries s{per_group ? fmt::format("{} G={}", pol, group_sizes[g]) : pol, {}, {}};
+      for (const auto& row : r.rows)
+        if (row.policy == pol && (!per_group || row.group_size == group_sizes[g])) {
+          s.x.push_back(row.ratio);
+          s.y.push_back(row.metrics.output_tokens_per_s);
+        }
+      if (pol == "full" && s.x.size() == 1)
+        for (double rr : ratios) {  // full does not compress: a flat reference line
+          s.x.push_back(rr);
+          s.y.push_back(s.y.front());
+        }
+      if (!s.x.empty()) p.series.push_back(std::move(s));
+    }
   return p;
 }
 
@@ -245,8 +253,8 @@ LinePlot throughput_plot(const MultiturnResults& r, const std::vector<std::strin
 LinePlot kv_memory_plot(const MultiturnResults& r) {
   LinePlot p;
   p.title = "KV memory in use over time";
-  p.x_label = "seconds";
-  p.y_label = "MiB";
+  p.x_label = "time since the run started (s)";
+  p.y_label = "KV pages in use (MiB)";
   const RunRow* tangram = reference_tangram_run(r.rows);
   const double ratio = tangram ? tangram->ratio : 0.25;
   for (const auto& row : r.rows) {
@@ -256,6 +264,12 @@ LinePlot kv_memory_plot(const MultiturnResults& r) {
     for (double v : d.value) s.y.push_back(v / (1024.0 * 1024.0));
     p.series.push_back(std::move(s));
   }
+  // The pool's size, so a reader sees which runs were bound by memory.
+  double end_s = 0;
+  for (const PlotSeries& s : p.series)
+    if (!s.x.empty()) end_s = std::max(end_s, s.x.back());
+  const double limit_mib = static_cast<double>(r.kv_memory_bytes) / (1024.0 * 1024.0);
+  p.series.push_back(PlotSeries{"KV memory (limit)", {0.0, end_s}, {limit_mib, limit_mib}});
   return p;
 }
 
@@ -266,8 +280,8 @@ LinePlot kv_memory_plot(const MultiturnResults& r) {
 LinePlot waste_plot(const RetentionProfile& profile, const ModelConfig& cfg, json& j) {
   LinePlot p;
   p.title = "Over-allocation vs head-group size (profile's median retention)";
-  p.x_label = "heads per group (G)";
-  p.y_label = "over-allocated %";
+  p.x_label = "heads per page group (G)";
+  p.y_label = "over-allocated KV slots (% of allocated)";
   p.log2_x = true;
   const int L = cfg.n_layers, H = cfg.n_kv_head;
   PlotSeries contiguous{"contiguous (unified at G = KV heads)", {}, {}}, per_layer{"clustered per layer", {}, {}},
@@ -385,9 +399,18 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
   report.plots.emplace_back("kv_memory_over_time.svg", kv_memory_plot(r));
   if (r.profile) report.plots.emplace_back("waste_vs_group_size.svg", waste_plot(*r.profile, cfg, j["waste_vs_group_size"]));
   if (r.sweep) report.plots.emplace_back("ttft_vs_rate.svg", rate_sweep_plot(*r.sweep));
+  for (auto& [name, plot] : report.plots) plot.caption = run_caption(r);
+  if (r.sweep) report.plots.back().second.caption += "; the rates: the same conversations, open loop";
+  if (std::any_of(r.rows.begin(), r.rows.end(), [](const RunRow& row) { return row.perplexity.has_value(); }))
+    report.plots.emplace_back("accuracy_vs_retention.svg", accuracy_retention_plot(r));
+  j["accuracy_workload"] = {{"text", r.accuracy.text_source}, {"text_tokens", r.accuracy.text_tokens},
+                            {"window", r.accuracy.window}, {"chunk", r.accuracy.chunk},
+                            {"context_tokens", r.accuracy.context_tokens}, {"n_generate", r.accuracy.n_generate},
+                            {"profile", r.accuracy.profile_source}};
 
   std::string plots;
-  for (const auto& [name, plot] : report.plots) plots += (plots.empty() ? "`" : ", `") + name + "`";
+  // Shown in the report (a Markdown viewer renders them side by side where there is room).
+  for (const auto& [name, plot] : report.plots) plots += fmt::format("![{}]({})\n", plot.title, name);
   report.markdown = "# tangram bench report\n\n" +
                     fmt::format("Model `{}` ({} layers, {} KV heads x {}), workload `{}`: {} sessions x {} turns, first "
                                 "turn {} tokens, follow-ups {} tokens, {} output tokens, concurrency {}. KV memory {}. "
@@ -395,7 +418,7 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                 r.model_path, cfg.n_layers, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
                                 spec.turns, spec.first_turn_tokens, spec.followup_tokens, spec.output_tokens,
                                 spec.concurrency, format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads) +
-                    runs_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\nPlots: " + plots + ".\n";
+                    runs_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\n## Plots\n\n" + plots;
   return report;
 }
 

@@ -33,6 +33,8 @@ struct BenchOptions {
   std::string profile_model = "qwen3-4b-instruct-2507";
   double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV
   bool accuracy = true;
+  std::string accuracy_text;         // text for the accuracy runs; empty: the built-in stories
+  int64_t accuracy_tokens = 512;     // most tokens of it read (and at most the model's context)
   int facts = -1;                    // planted facts per conversation; -1: 4 with -m (a real model), else 0
   // Time to restore an idle conversation of each of these lengths from host memory and from disk
   // against re-prefilling it; empty: one restore from host memory at the first message's length.

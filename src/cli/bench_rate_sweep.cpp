@@ -79,7 +79,7 @@ Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool&
 LinePlot rate_sweep_plot(const RateSweep& sweep) {
   LinePlot p;
   p.title = "Time to first token vs request rate";
-  p.x_label = "new conversations per second";
+  p.x_label = "new conversations per second (Poisson arrivals)";
   p.y_label = "TTFT (s)";
   std::map<std::string, std::pair<PlotSeries, PlotSeries>> by_policy;
   std::vector<std::string> order;

@@ -18,7 +18,7 @@
 
 #include "cli/command.h"
 #include "cli/config_json.h"
-#include "cli/auto_profile.h"
+#include "cli/bench_accuracy.h"
 #include "cli/bench_models.h"
 #include "cli/bench_oversubscribed.h"
 #include "cli/bench_multiturn.h"
@@ -44,6 +44,8 @@ struct BenchSetup {
   EngineFlags base;                          // the engine flags before each plan's policy is set
   std::optional<ChatTemplate> chat_template; // planted facts only
   int n_facts = 0;
+  std::optional<AccuracyWorkload> accuracy;  // text the model knows, cut to its context
+  AccuracyInfo accuracy_info;
 };
 
 Result<WorkloadSpec> workload_spec(const BenchOptions& opt) {
@@ -86,6 +88,27 @@ int64_t longest_conversation(const std::vector<Conversation>& conversations) {
     longest = std::max(longest, n);
   }
   return longest;
+}
+
+// The preset's message lengths scaled down (the same for every policy) so that its longest
+// conversation fits a model with a short context; lengths given on the command line are kept.
+Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vector<Conversation>& conversations,
+                                  int64_t& longest) {
+  const int64_t outputs = static_cast<int64_t>(spec.turns) * spec.output_tokens;
+  const int64_t first = spec.first_turn_tokens, followup = spec.followup_tokens;
+  // Message lengths are drawn around their means: scale, regenerate, and again while it overflows.
+  for (int attempt = 0; attempt < 4 && longest + 8 > context; ++attempt) {
+    const double prompts = static_cast<double>(std::max<int64_t>(longest - outputs, 1));
+    const double scale = 0.97 * static_cast<double>(context - 8 - outputs) / prompts;
+    if (scale <= 0) return Status::Ok();  // the outputs alone do not fit: the caller's error says so
+    spec.first_turn_tokens = std::max<int64_t>(8, static_cast<int64_t>(static_cast<double>(spec.first_turn_tokens) * scale));
+    spec.followup_tokens = std::max<int64_t>(4, static_cast<int64_t>(static_cast<double>(spec.followup_tokens) * scale));
+    TG_ASSIGN(conversations, generate_workload(spec));
+    longest = longest_conversation(conversations);
+  }
+  fmt::print(stderr, "note: messages shortened to fit the model's context of {} tokens: first {} -> {}, later {} -> {}\n",
+             context, first, spec.first_turn_tokens, followup, spec.followup_tokens);
+  return Status::Ok();
 }
 
 // The per-head profile tangram runs with (`path`, else the shipped real one of --profile-dir and
@@ -143,27 +166,38 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
   TG_ASSIGN(s.conversations, load_conversations(opt, s.spec, tok));
   TG_TRY(check_token_range(s.conversations, static_cast<int32_t>(cfg.vocab)));
   s.longest = longest_conversation(s.conversations);
+  if (s.longest + 8 > cfg.context_length && opt.trace.empty() && opt.first_turn_tokens == 0 && opt.followup_tokens == 0)
+    TG_TRY(shrink_messages_to_context(s.spec, cfg.context_length, s.conversations, s.longest));
   if (s.longest + 8 > cfg.context_length)
     return make_error("a conversation reaches {} tokens, past the model's context of {}: shorten the workload",
                       s.longest, cfg.context_length);
   // The report folder first: the fitted profile goes there.
   TG_TRY(prepare_report_dir(opt.output));
-  s.profile_path = (fs::path(opt.output.out_dir.empty() ? fs::temp_directory_path().string() : opt.output.out_dir) /
-                    "profile.json").string();
+  const std::string dir = opt.output.out_dir.empty() ? fs::temp_directory_path().string() : opt.output.out_dir;
+  s.profile_path = (fs::path(dir) / "profile.json").string();
+  s.base = base_engine_flags(opt, cfg, s.spec, s.longest);
   if (std::find(opt.policies.begin(), opt.policies.end(), "tangram") != opt.policies.end()) {
-    // -m without --profile: the model's own, made on first use and cached (auto_profile.h).
-    ResolvedProfile own;
-    if (opt.profile.empty() && !opt.model.empty()) {
-      EngineFlags flags = opt.engine;
-      flags.kv_scorer = opt.scorer;
-      TG_ASSIGN(own, automatic_profile(flags, *s.loaded.model, tok, opt.model));
+    // A real model's profile comes from its own text unless one is given: another model's
+    // budgets would say nothing about this one's heads.
+    std::string source = opt.profile;
+    if (source.empty() && !opt.model.empty()) {
+      ThreadPool pool(s.base.threads);
+      TG_ASSIGN(source, profile_from_own_text(opt, s.loaded, s.base, dir, pool));
+      s.accuracy_info.profile_source = fmt::format("`tangram profile` on the model's own text ({})", source);
     }
-    TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, own.path.empty() ? opt.profile : own.path, cfg, s.profile_path));
+    TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, source, cfg, s.profile_path));
+    if (s.accuracy_info.profile_source.empty()) s.accuracy_info.profile_source = source.empty() ? "the preset's" : source;
     s.profile = std::move(fitted);
   }
-  s.base = base_engine_flags(opt, cfg, s.spec, s.longest);
-  // Planted facts need a model that follows a chat: on by default with -m only.
-  s.n_facts = opt.facts >= 0 ? opt.facts : (opt.model.empty() ? 0 : 4);
+  if (opt.accuracy) {
+    TG_ASSIGN(AccuracyWorkload w, accuracy_workload_for(opt, tok, cfg.context_length, s.accuracy_info));
+    s.accuracy = std::move(w);
+  }
+  // Planted facts need a model that follows a chat: on by default with -m when the model carries
+  // a chat template (a base model such as a story writer has none and cannot answer).
+  s.n_facts = opt.facts >= 0 ? opt.facts : (!opt.model.empty() && !tok.chat_template().empty() ? 4 : 0);
+  if (opt.facts < 0 && !opt.model.empty() && s.n_facts == 0)
+    fmt::print(stderr, "note: planted facts off: the model has no chat template (--facts N runs them anyway)\n");
   if (s.n_facts > 0) {
     TG_ASSIGN(ChatTemplate t, pick_chat_template("", tok));
     s.chat_template = std::move(t);
@@ -198,24 +232,6 @@ EngineFlags plan_flags(const BenchSetup& s, const RunPlan& plan) {
   return f;
 }
 
-// Greedy agreement and KL against full KV on a fixed context (the first conversation's first
-// message) and continuation (its second).
-void measure_accuracy(const BenchSetup& s, const EngineOptions& eo, ThreadPool& pool, RunRow& row) {
-  const auto& c0 = s.conversations.front();
-  std::vector<int32_t> ctx = c0.turns.front().user_tokens;
-  std::vector<int32_t> cont;
-  if (c0.turns.size() > 1) cont = c0.turns[1].user_tokens;
-  if (cont.size() > 64) cont.resize(64);
-  if (cont.size() < 2)
-    cont = std::vector<int32_t>(ctx.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(ctx.size())), ctx.end());
-  auto acc = policy_agreement(*s.loaded.model, eo.scheduler.compression, row.group_size > 0 ? row.group_size : -1,
-                              eo.scheduler.page_tokens, ctx, cont, 16, pool);
-  if (acc)
-    row.accuracy = *acc;
-  else
-    fmt::print(stderr, "note: accuracy of {} at {} not measured: {}\n", row.policy, row.ratio, acc.message());
-}
-
 void measure_planted_facts(const BenchSetup& s, const BenchOptions& opt, const EngineOptions& eo, RunRow& row) {
   PlantedFactsOptions po;
   po.seed = opt.seed;
@@ -248,7 +264,7 @@ Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunP
                                                 eo.scheduler.page_group_size));
   row.retention_context = co.budget_reference();
   row.committed = compressor->retention_at(row.retention_context);
-  if (opt.accuracy && !s.conversations.empty()) measure_accuracy(s, eo, pool, row);
+  if (s.accuracy) measure_accuracy(*s.loaded.model, *s.loaded.tokenizer, *s.accuracy, eo, pool, row);
   if (s.chat_template) measure_planted_facts(s, opt, eo, row);
   return row;
 }
@@ -358,6 +374,7 @@ Status run_bench(const BenchOptions& opt) {
   r.facts_per_conversation = s.n_facts;
   r.dense_kv_bytes_per_token = dense_kv_bytes_per_token(cfg, s.base.kv_type);
   r.profile = s.profile;
+  r.accuracy = s.accuracy_info;
   fmt::print(console, "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} turns, first "
              "turn {} tokens, concurrency {}), KV memory {}, {} runs\n",
              r.model_path, cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, s.spec.preset, s.spec.sessions,
@@ -394,6 +411,9 @@ void refuse_swept_flags(const CLI::App& c) {
   for (const auto& [flag, use] : kSwept)
     if (c.count(flag) > 0)
       throw CLI::ValidationError(flag, fmt::format("bench sets it for each run: use {} (a list) instead", use));
+  if (c.count("--profile-cache") > 0)
+    throw CLI::ValidationError("--profile-cache", "bench makes tangram's profile from the model's own text in its -o "
+                                                  "folder (or takes --profile): no cache is read");
 }
 
 }  // namespace
@@ -437,9 +457,8 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
       ->delimiter(',');
   c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
-  c_bench->add_option("--profile", bench.profile,
-                      "Per-head profile for tangram (default: with -m the model's own, made on first use and cached "
-                      "(--profile-cache); else the real one of the preset's model)")
+  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: with -m, made by `tangram profile` from the model's own text; "
+                      "else the real one of the preset's model)")
       ->check(CLI::ExistingFile);
   c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
   c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
@@ -447,9 +466,15 @@ Command register_bench(CLI::App& app) {
                       "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
       ->check(CLI::PositiveNumber);
   c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
+  c_bench->add_option("--accuracy-text", bench.accuracy_text,
+                      "Text the accuracy runs read (default: the built-in short stories, docs/accuracy-text.txt)")
+      ->check(CLI::ExistingFile);
+  c_bench->add_option("--accuracy-tokens", bench.accuracy_tokens,
+                      "Most tokens of the accuracy text read per policy (also cut to the model's context and -c)")
+      ->capture_default_str()->check(CLI::Range(int64_t{64}, int64_t{1} << 20));
   c_bench->add_option("--facts", bench.facts,
                       "Planted facts in a long chat, asked back later and scored by exact match, per policy "
-                      "(needs a real chat model: default 4 with -m, else 0 = off)")->check(CLI::Range(-1, 144));
+                      "(needs a real chat model: default 4 with -m when the model has a chat template, else 0 = off)")->check(CLI::Range(-1, 144));
   c_bench->add_option("--restore-contexts", bench.restore_contexts,
                       "Time to restore an idle conversation of each length from host memory and disk vs re-prefill")
       ->delimiter(',')->check(CLI::PositiveNumber);

@@ -163,6 +163,7 @@ Result<json> plan_json(const BenchOptions& o) {
          {"policies", o.policies}, {"ratios", o.ratios}, {"group_sizes", o.group_sizes}, {"scorer", o.scorer},
          {"profile", o.profile}, {"profile_dir", o.profile_dir}, {"profile_model", o.profile_model},
          {"memory_sessions", o.memory_sessions}, {"accuracy", o.accuracy}, {"facts", o.facts},
+         {"accuracy_text", o.accuracy_text}, {"accuracy_tokens", o.accuracy_tokens},
          {"restore_contexts", o.restore_contexts}, {"disk_dir", o.disk_dir},
          {"oversubscription", o.oversubscription}, {"quick", o.quick}, {"report", report_output_json(o.output)}};
   TG_ASSIGN(j["engine"], engine_flags_json(engine));

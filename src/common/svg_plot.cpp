@@ -35,7 +35,38 @@ double nice_step(double span, int target) {
   return 10 * mag;
 }
 
-constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50;
+constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50, kCaptionLine = 16;
+
+std::vector<std::string> caption_lines(const LinePlot& plot) {
+  std::vector<std::string> lines;
+  size_t begin = 0;
+  while (begin < plot.caption.size()) {
+    const size_t end = std::min(plot.caption.find('\n', begin), plot.caption.size());
+    lines.push_back(plot.caption.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+double plot_height(const LinePlot& plot) {
+  return H + kCaptionLine * static_cast<double>(caption_lines(plot).size());
+}
+
+// Ticks at the first series' x values when every series' x is among them (a sweep over the same
+// values); otherwise, or when they are many (a time series), evenly spaced nice values.
+std::vector<double> x_ticks(const LinePlot& plot, double x0, double x1) {
+  std::vector<double> xt;
+  if (plot.series.empty()) return xt;
+  xt = plot.series.front().x;
+  bool shared = true;
+  for (const auto& s : plot.series)
+    for (double x : s.x) shared = shared && std::find(xt.begin(), xt.end(), x) != xt.end();
+  if (plot.log2_x || (shared && xt.size() <= 10)) return xt;
+  xt.clear();
+  const double xstep = nice_step(x1 - x0, 6);
+  for (double x = std::ceil(x0 / xstep) * xstep; x <= x1 + xstep * 1e-9; x += xstep) xt.push_back(x);
+  return xt;
+}
 
 Status write_text(const std::string& text, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -59,6 +90,7 @@ std::string render_svg(const LinePlot& plot) {
       y1 = std::max(y1, s.y[i]);
     }
   if (!(x0 <= x1)) x0 = 0, x1 = 1;
+  if (plot.x_from_zero) x0 = std::min(x0, 0.0);
   if (x1 == x0) x1 = x0 + 1;
   const double ystep = nice_step(y1 > 0 ? y1 : 1, 5);
   y1 = std::ceil((y1 > 0 ? y1 : 1) / ystep) * ystep;
@@ -68,7 +100,7 @@ std::string render_svg(const LinePlot& plot) {
   std::string o = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      W, H);
+      W, plot_height(plot));
   o += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
                    (L + W - R) / 2, escape(plot.title));
   // Grid and y ticks.
@@ -77,15 +109,7 @@ std::string render_svg(const LinePlot& plot) {
                      W - R, py(y));
     o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", L - 6, py(y) + 4, y);
   }
-  // x ticks at the data points of the first series, or evenly when those are many (a time series).
-  std::vector<double> xt;
-  if (!plot.series.empty()) xt = plot.series.front().x;
-  if (xt.size() > 10 && !plot.log2_x) {
-    xt.clear();
-    const double xstep = nice_step(x1 - x0, 6);
-    for (double x = std::ceil(x0 / xstep) * xstep; x <= x1 + xstep * 1e-9; x += xstep) xt.push_back(x);
-  }
-  for (double x : xt)
+  for (double x : x_ticks(plot, x0, x1))
     o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", px(x), H - B + 18, x);
   o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
   o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, T, L, H - B);
@@ -109,6 +133,10 @@ std::string render_svg(const LinePlot& plot) {
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", W - R + 35, ly + 4, escape(s.name));
     ++k;
   }
+  const std::vector<std::string> caption = caption_lines(plot);
+  for (size_t i = 0; i < caption.size(); ++i)
+    o += fmt::format("<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#444\">{}</text>\n",
+                     H + kCaptionLine * static_cast<double>(i) + 2, escape(caption[i]));
   o += "</svg>\n";
   return o;
 }
@@ -116,13 +144,16 @@ std::string render_svg(const LinePlot& plot) {
 Status write_svg(const LinePlot& plot, const std::string& path) { return write_text(render_svg(plot), path); }
 
 std::string render_svg_panels(const std::vector<LinePlot>& plots) {
-  std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n", W,
-                              H * static_cast<double>(plots.size()));
-  for (size_t i = 0; i < plots.size(); ++i) {
-    std::string panel = render_svg(plots[i]);
+  double height = 0;
+  for (const LinePlot& p : plots) height += plot_height(p);
+  std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n", W, height);
+  double y = 0;
+  for (const LinePlot& p : plots) {
+    std::string panel = render_svg(p);
     // Each chart is a nested <svg>, moved down to its place.
-    panel.insert(std::string_view("<svg ").size(), fmt::format("y=\"{}\" ", H * static_cast<double>(i)));
+    panel.insert(std::string_view("<svg ").size(), fmt::format("y=\"{}\" ", y));
     o += panel;
+    y += plot_height(p);
   }
   return o + "</svg>\n";
 }

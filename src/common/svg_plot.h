@@ -20,10 +20,15 @@ struct LinePlot {
   std::string x_label;
   std::string y_label;
   bool log2_x = false;  // x axis in powers of two (e.g. concurrency 1, 2, 4, ...)
+  bool x_from_zero = false;  // x axis from 0 (e.g. a fraction kept), not from the smallest x
+  // Under the chart, one line per '\n': what was run (model, workload, memory), so a plot read on
+  // its own says what it measured.
+  std::string caption;
   std::vector<PlotSeries> series;
 };
 
-// The chart as SVG text. Empty series are skipped; axes start at 0 on y.
+// The chart as SVG text. Empty series are skipped; axes start at 0 on y. x ticks sit at the
+// first series' x values when every series shares them (a sweep), else evenly.
 std::string render_svg(const LinePlot& plot);
 // Writes render_svg(plot) to path.
 Status write_svg(const LinePlot& plot, const std::string& path);

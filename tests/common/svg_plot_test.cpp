@@ -51,5 +51,34 @@ TEST(SvgPlot, ATimeSeriesGetsEvenTicks) {
   EXPECT_EQ(svg.find(std::string(kXTick) + "0.37<"), std::string::npos) << "not every point";
 }
 
+// Series measured at different x (a Pareto view: each policy's own retention) get even ticks,
+// from 0 when asked, not the first series' points.
+TEST(SvgPlot, SeriesAtDifferentXGetEvenTicksFromZero) {
+  LinePlot p;
+  p.x_from_zero = true;
+  p.series.push_back({"uniform", {0.27, 0.51}, {0.014, 0.002}});
+  p.series.push_back({"tangram", {0.44, 0.81}, {0.0015, 0.0003}});
+  const std::string svg = render(p);
+  EXPECT_NE(svg.find(std::string(kXTick) + "0<"), std::string::npos);
+  EXPECT_EQ(svg.find(std::string(kXTick) + "0.27<"), std::string::npos);
+  EXPECT_GE(count(svg, kXTick), 4u);
+  // Without x_from_zero the axis starts at the smallest x.
+  p.x_from_zero = false;
+  EXPECT_EQ(render(p).find(std::string(kXTick) + "0<"), std::string::npos);
+}
+
+TEST(SvgPlot, CaptionLinesGoUnderTheChartAndGrowIt) {
+  LinePlot p;
+  p.series.push_back({"a", {1, 2}, {1, 2}});
+  EXPECT_NE(render(p).find("height=\"400\""), std::string::npos);
+  p.caption = "model m.gguf, 5 layers\nKV memory 1 MiB & <2> threads";
+  const std::string svg = render(p);
+  EXPECT_NE(svg.find("height=\"432\""), std::string::npos);
+  EXPECT_NE(svg.find(">model m.gguf, 5 layers</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">KV memory 1 MiB &amp; &lt;2&gt; threads</text>"), std::string::npos);
+  // Stacked panels leave room for each one's caption.
+  EXPECT_NE(render_svg_panels({p, p}).find("height=\"864\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tangram
