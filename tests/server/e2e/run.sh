@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI client, curl SSE,
-# hostile requests, 64-client load, the chat page in headless Chromium, kill -9 with --kv-disk,
-# scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
+# the Vercel AI SDK and LangChain, hostile requests, 64-client load, the chat page in headless
+# Chromium, kill -9 with --kv-disk, scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
 # on the real TinyStories model from ../shared.
 #   run.sh /path/to/tangram
 set -euo pipefail
@@ -14,10 +14,9 @@ if [ ! -f "$model" ]; then
   echo "server e2e: $model is missing: ../shared must sit beside the repository root (or set TANGRAM_SHARED_DIR)" >&2
   exit 1
 fi
-if [ ! -d "$here/node_modules/openai" ] || [ ! -d "$here/node_modules/playwright-core" ]; then
-  echo "server e2e: node packages missing: run scripts/e2e-setup.sh" >&2
-  exit 1
-fi
+for package in openai playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod; do
+  [ -d "$here/node_modules/$package" ] || { echo "server e2e: node package $package missing: run scripts/e2e-setup.sh" >&2; exit 1; }
+done
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "server e2e: Chromium is missing: run scripts/setup.sh (Debian package chromium)" >&2
   exit 1
@@ -27,4 +26,10 @@ for tool in redis-server haproxy curl; do
 done
 cd "$here"
 export TANGRAM_BIN="$bin" TANGRAM_MODEL="$model"
-exec node --test --test-concurrency=1 ./*.test.mjs
+# structured_clients.test.mjs (structured output through the AI SDK and LangChain) waits for
+# constrained decoding (response_format json_schema, tool_choice "required").
+suites=()
+for suite in ./*.test.mjs; do
+  [ "$suite" = ./structured_clients.test.mjs ] || suites+=("$suite")
+done
+exec node --test --test-concurrency=1 "${suites[@]}"
