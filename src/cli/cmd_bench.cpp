@@ -329,8 +329,9 @@ std::string arrival_summary(const WorkloadSpec& spec) {
                       ? fmt::format("arriving at {}/s", spec.request_rate)
                       : fmt::format("concurrency {}", spec.concurrency);
   if (spec.think_time_s > 0)
-    a += fmt::format(", think time {} {} s", spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential
-                                                 ? "exponential, mean" : "", spec.think_time_s);
+    a += fmt::format(", think time {}{} s",
+                     spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential ? "exponential, mean " : "",
+                     spec.think_time_s);
   return a;
 }
 
