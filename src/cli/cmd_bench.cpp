@@ -218,7 +218,8 @@ void measure_planted_facts(const BenchSetup& s, const BenchOptions& opt, const E
 Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunPlan& plan, ThreadPool& pool,
                         const std::function<void(int64_t, int64_t)>& on_progress) {
   TG_ASSIGN(EngineOptions eo, to_engine_options(plan_flags(s, plan)));
-  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations, s.spec, on_progress);
+  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations, s.spec, on_progress,
+                          eo.sessions);
   if (!run) return make_error("{} at ratio {}: {}", plan.policy, plan.ratio, run.message());
   RunRow row;
   row.policy = plan.policy;

@@ -217,8 +217,9 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
                                  const SchedulerOptions& options,
                                  const std::vector<Conversation>& conversations,
                                  const WorkloadSpec& spec,
-                                 const std::function<void(int64_t, int64_t)>& on_progress) {
-  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options));
+                                 const std::function<void(int64_t, int64_t)>& on_progress,
+                                 const SessionKeeperOptions& sessions) {
+  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options, sessions));
   model.attention_planner().reset_stats();
   WorkloadDriver driver(*sched, conversations, spec, on_progress);
   TG_TRY(driver.run());

@@ -46,11 +46,13 @@ struct WorkloadRun {
 };
 
 // Runs every conversation to its end. on_progress(done_turns, total_turns) is called as turns
-// finish. Errors: a request the scheduler refuses (e.g. a prompt past the context).
+// finish; `sessions` gives the tiers idle conversations move down to (none by default). Errors:
+// a request the scheduler refuses (e.g. a prompt past the context).
 Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, ThreadPool& pool,
                                  const SchedulerOptions& options,
                                  const std::vector<Conversation>& conversations,
                                  const WorkloadSpec& spec,
-                                 const std::function<void(int64_t, int64_t)>& on_progress = {});
+                                 const std::function<void(int64_t, int64_t)>& on_progress = {},
+                                 const SessionKeeperOptions& sessions = {});
 
 }  // namespace tangram
