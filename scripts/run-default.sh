@@ -2,13 +2,22 @@
 # Sets up a fresh Debian 12 machine, builds Tangram, and runs the main job on its embedded
 # default: `tangram bench` generates (once, cached) a Q8_0 model with the attention shape of
 # Qwen3-4B, takes the real per-head profile of Qwen3-4B from ../shared/profiles, and runs the
-# SCBench-like multi-turn workload under the full, uniform, dynamic and tangram KV policies at
-# 25% retention on the same KV memory, writing the report to ./tangram-bench. Extra arguments
-# go to `tangram bench` (e.g. --quick for a run of about two minutes).
+# service workload (many more conversations than the KV memory holds under full KV, arriving
+# over time, idle for seeded think times between turns) under the full, uniform, dynamic and
+# tangram KV policies at 25% retention on the same KV memory. It runs twice: with no tier below
+# the KV pool (an evicted conversation's next turn is recomputed) and with a host-memory tier
+# (--kv-host-memory: it is restored), the reports going to ./tangram-bench/no-tier and
+# ./tangram-bench/host-tier. Extra arguments go to both runs (e.g. --quick for a run of a few
+# minutes); not -o, which this script sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
 cmake --preset release
 cmake --build --preset release -j "$(nproc)" --target tangram
-./build/release/tangram bench "$@"
+SECONDS=0
+./build/release/tangram bench -o tangram-bench/no-tier "$@"
+echo "no tier: ${SECONDS} s"
+SECONDS=0
+./build/release/tangram bench --kv-host-memory 1GiB -o tangram-bench/host-tier "$@"
+echo "host-memory tier: ${SECONDS} s"

@@ -90,6 +90,14 @@ double over_retention(const RunRow& row);
 void print_runs_table(const MultiturnResults& r, std::FILE* console);
 void print_restore(const MultiturnResults& r, std::FILE* console);
 void print_rate_sweep(const RateSweep& sweep, std::FILE* console);
+// The service figures and the equal-memory comparison (bench_service_report.cpp): where each
+// run's follow-up turns found their history, the engine's busy share, and x full / x dynamic at
+// the same ratio and at equal effective retention.
+void print_service_table(const MultiturnResults& r, std::FILE* console);
+std::string service_markdown(const MultiturnResults& r);
+nlohmann::json service_json(const MultiturnResults& r);
+// tangram's x dynamic at equal effective retention, as a clause ("" when it cannot be paired).
+std::string equal_retention_verdict(const MultiturnResults& r, const RunRow& tangram);
 // The targets, stated plainly: tangram's throughput against full's and dynamic's, and the rate sweep's.
 std::string multiturn_verdict(const MultiturnResults& r);
 BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies,

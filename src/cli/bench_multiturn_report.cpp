@@ -132,6 +132,7 @@ std::string multiturn_verdict(const MultiturnResults& r) {
       const double y = tangram->metrics.output_tokens_per_s / dynamic->metrics.output_tokens_per_s;
       v += fmt::format("; {:.2f}x dynamic's (target 1.3x: {})", y, y >= 1.3 ? "met" : "NOT met");
     }
+    if (const std::string eq = equal_retention_verdict(r, *tangram); !eq.empty()) v += "; " + eq;
   }
   if (r.sweep) v += (v.empty() ? "" : "; ") + r.sweep->verdict;
   return v;
@@ -376,6 +377,8 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                    {"first_turn_tokens", spec.first_turn_tokens}, {"followup_tokens", spec.followup_tokens},
                    {"output_tokens", spec.output_tokens}, {"concurrency", spec.concurrency},
                    {"open_loop", spec.arrival == WorkloadSpec::Arrival::OpenLoop}, {"rate", spec.request_rate},
+                   {"think_time_s", spec.think_time_s},
+                   {"think_time", spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential ? "exponential" : "constant"},
                    {"seed", spec.seed}};
   j["kv_memory_bytes"] = r.kv_memory_bytes;
   j["threads"] = r.threads;
@@ -393,6 +396,7 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                      {"offload_s", t.offload_s}, {"policy", r.restore_policy}});
   if (!r.oversubscribed.is_null()) j["oversubscribed"] = r.oversubscribed;
   if (r.sweep) j["rate_sweep"] = rate_sweep_json(*r.sweep);
+  j["service"] = service_json(r);
   j["verdict"] = multiturn_verdict(r);
 
   report.plots.emplace_back("throughput_vs_ratio.svg", throughput_plot(r, policies, ratios));
@@ -418,7 +422,13 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                 r.model_path, cfg.n_layers, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
                                 spec.turns, spec.first_turn_tokens, spec.followup_tokens, spec.output_tokens,
                                 spec.concurrency, format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads) +
-                    runs_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\n## Plots\n\n" + plots;
+                    runs_markdown(r) + service_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "
+" + multiturn_verdict(r) +
+                    "
+
+## Plots
+
+" + plots;
   return report;
 }
 

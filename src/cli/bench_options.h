@@ -17,11 +17,12 @@ struct BenchOptions {
   std::string type = "q8_0";
   int layers = 8;                    // layers of the generated model (its attention shape is the preset's)
   std::string cache_dir;
-  std::string workload = "scbench";  // scbench | locomo | sharegpt
+  std::string workload = "service";  // service | scbench | locomo | sharegpt
   std::string trace;                 // replay a JSONL trace instead
   int conversations = 0, turns = 0, concurrency = 0;  // overrides (0: the preset's)
   int64_t first_turn_tokens = 0, followup_tokens = 0, gen_tokens = 0;
   double rate = 0;                   // > 0: open loop, new sessions per second (Poisson)
+  double think_time = -1;            // >= 0: mean think time before each follow-up (-1: the preset's)
   std::vector<double> rates;         // also sweep these open-loop rates with full and tangram (TTFT vs rate)
   uint64_t seed = 1;
   std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};

@@ -61,6 +61,7 @@ Result<WorkloadSpec> workload_spec(const BenchOptions& opt) {
     spec.arrival = WorkloadSpec::Arrival::OpenLoop;
     spec.request_rate = opt.rate;
   }
+  if (opt.think_time >= 0) spec.think_time_s = opt.think_time;
   spec.seed = opt.seed;
   return spec;
 }
@@ -250,7 +251,8 @@ void measure_planted_facts(const BenchSetup& s, const BenchOptions& opt, const E
 Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunPlan& plan, ThreadPool& pool,
                         const std::function<void(int64_t, int64_t)>& on_progress) {
   TG_ASSIGN(EngineOptions eo, to_engine_options(plan_flags(s, plan)));
-  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations, s.spec, on_progress);
+  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations, s.spec, on_progress,
+                          eo.sessions);
   if (!run) return make_error("{} at ratio {}: {}", plan.policy, plan.ratio, run.message());
   RunRow row;
   row.policy = plan.policy;
@@ -361,6 +363,18 @@ Result<std::optional<RateSweep>> sweep_rates(const BenchSetup& s, const BenchOpt
   return std::optional<RateSweep>(std::move(sweep));
 }
 
+// How conversations arrive and pause, for the run's header line.
+std::string arrival_summary(const WorkloadSpec& spec) {
+  std::string a = spec.arrival == WorkloadSpec::Arrival::OpenLoop
+                      ? fmt::format("arriving at {}/s", spec.request_rate)
+                      : fmt::format("concurrency {}", spec.concurrency);
+  if (spec.think_time_s > 0)
+    a += fmt::format(", think time {}{} s",
+                     spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential ? "exponential, mean " : "",
+                     spec.think_time_s);
+  return a;
+}
+
 Status run_bench(const BenchOptions& opt) {
   TG_ASSIGN(BenchSetup s, set_up(opt));
   std::FILE* console = opt.output.console();
@@ -376,14 +390,15 @@ Status run_bench(const BenchOptions& opt) {
   r.profile = s.profile;
   r.accuracy = s.accuracy_info;
   fmt::print(console, "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} turns, first "
-             "turn {} tokens, concurrency {}), KV memory {}, {} runs\n",
+             "turn {} tokens, {}), KV memory {}, {} runs\n",
              r.model_path, cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, s.spec.preset, s.spec.sessions,
-             s.spec.turns, s.spec.first_turn_tokens, s.spec.concurrency,
+             s.spec.turns, s.spec.first_turn_tokens, arrival_summary(s.spec),
              format_bytes(static_cast<double>(r.kv_memory_bytes)), plans.size());
   ThreadPool pool(s.base.threads);
   r.threads = pool.size();
   TG_ASSIGN(r.rows, run_plans(s, opt, plans, pool));
   print_runs_table(r, console);
+  print_service_table(r, console);
   TG_TRY(measure_restores(s, opt, r));
   print_restore(r, console);
   TG_TRY(run_oversubscription(s, opt, r));
@@ -432,9 +447,10 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--layers", bench.layers, "Layers of the generated model (0: the preset's)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   c_bench->add_option("--cache-dir", bench.cache_dir, "Where generated models are kept");
-  c_bench->add_option("--workload", bench.workload, "Preset: scbench (shared long context, follow-up questions), "
+  c_bench->add_option("--workload", bench.workload, "Preset: service (many conversations arriving over time, "
+                      "idle between turns for seeded think times), scbench (shared long context, follow-up questions), "
                       "locomo (long chat histories), sharegpt (short chat)")->capture_default_str()
-      ->check(CLI::IsMember({"scbench", "locomo", "sharegpt"}));
+      ->check(CLI::IsMember({"service", "scbench", "locomo", "sharegpt"}));
   c_bench->add_option("--trace", bench.trace, "Replay a JSONL trace of conversations (see README)")
       ->check(CLI::ExistingFile);
   c_bench->add_option("--conversations", bench.conversations, "Conversations (default: the preset's)")
@@ -451,6 +467,9 @@ Command register_bench(CLI::App& app) {
                       "Also run full and tangram open loop at each of these rates (new conversations per second): "
                       "TTFT vs request rate, ttft_vs_rate.svg")
       ->delimiter(',');
+  c_bench->add_option("--think-time", bench.think_time,
+                      "Mean seconds a user thinks before each follow-up (service: drawn exponential; default: the "
+                      "preset's)")->check(CLI::NonNegativeNumber);
   c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
   c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
   c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
@@ -482,7 +501,7 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--oversubscription", bench.oversubscription,
                       "Also run the conversations in a KV pool holding 1/X of them: no tier, host tier, disk tier")
       ->check(CLI::NonNegativeNumber);
-  c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in under 2 minutes");
+  c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in a few minutes");
   c_bench->add_option("-o,--out", bench.output.out_dir, "Folder for report.json, report.md and the plots")
       ->capture_default_str();
   c_bench->add_flag("--json", bench.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");

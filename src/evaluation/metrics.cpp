@@ -42,11 +42,14 @@ Status check_record(const RequestRecord& r) {
     return make_error("finish {} before submit {}", r.finish_s, r.submit_s);
   if (r.queue_s < 0.0) return make_error("negative queue time {}", r.queue_s);
   if (r.prompt_tokens < 0 || r.cached_tokens < 0 || r.output_tokens < 0 ||
-      r.recomputed_tokens < 0 || r.preemptions < 0)
+      r.recomputed_tokens < 0 || r.restored_tokens < 0 || r.preemptions < 0)
     return make_error("negative token or preemption count");
   if (r.cached_tokens > r.prompt_tokens)
     return make_error("cached_tokens {} exceed prompt_tokens {}", r.cached_tokens,
                       r.prompt_tokens);
+  if (r.restored_tokens > r.cached_tokens)
+    return make_error("restored_tokens {} exceed cached_tokens {}", r.restored_tokens,
+                      r.cached_tokens);
   return Status::Ok();
 }
 
@@ -77,6 +80,24 @@ LatencySummary summarize(std::vector<double> values) {
   return s;
 }
 
+double FollowupSources::share(int64_t count) const {
+  return total() > 0 ? static_cast<double>(count) / static_cast<double>(total()) : kNaN;
+}
+
+FollowupSources classify_followups(std::span<const RequestRecord> records) {
+  FollowupSources f;
+  for (const RequestRecord& r : records) {
+    if (r.error || r.turn < 1) continue;
+    if (r.restored_tokens > 0)
+      ++f.restored;
+    else if (r.cached_tokens > 0)
+      ++f.resident;
+    else
+      ++f.recomputed;
+  }
+  return f;
+}
+
 Result<RunMetrics> compute_run_metrics(std::span<const RequestRecord> records, double wall_s) {
   if (!(std::isfinite(wall_s) && wall_s > 0.0))
     return make_error("run metrics: wall time must be finite and > 0 (got {})", wall_s);
@@ -103,8 +124,10 @@ Result<RunMetrics> compute_run_metrics(std::span<const RequestRecord> records, d
     m.cached_tokens += r.cached_tokens;
     m.output_tokens += r.output_tokens;
     m.recomputed_tokens += r.recomputed_tokens;
+    m.restored_tokens += r.restored_tokens;
     m.preemptions += r.preemptions;
   }
+  m.followups = classify_followups(records);
   m.requests_per_s = static_cast<double>(m.completed) / wall_s;
   m.output_tokens_per_s = static_cast<double>(m.output_tokens) / wall_s;
   m.ttft_s = summarize(std::move(ttft));
@@ -166,7 +189,15 @@ void to_json(nlohmann::json& j, const RunMetrics& m) {
                      {"output_tokens", m.output_tokens},
                      {"recomputed_tokens", m.recomputed_tokens},
                      {"preemptions", m.preemptions},
-                     {"cached_fraction", m.cached_fraction}};
+                     {"cached_fraction", m.cached_fraction},
+                     {"restored_tokens", m.restored_tokens},
+                     {"followups", m.followups}};
+}
+
+void to_json(nlohmann::json& j, const FollowupSources& f) {
+  j = nlohmann::json{{"resident", f.resident}, {"restored", f.restored}, {"recomputed", f.recomputed},
+                     {"resident_share", f.share(f.resident)}, {"restored_share", f.share(f.restored)},
+                     {"recomputed_share", f.share(f.recomputed)}};
 }
 
 void to_json(nlohmann::json& j, const TimeSeries& s) {

@@ -45,7 +45,21 @@ struct RequestRecord {
   int64_t recomputed_tokens = 0;  // prefilled again after eviction or preemption
   int preemptions = 0;
   bool error = false;  // failed requests count only in `errors`: their partial figures mislead
+  int64_t restored_tokens = 0;  // of cached_tokens, brought back from a tier (host, disk, Redis)
 };
+
+// Where the follow-up turns (turn >= 1) of completed requests found their conversation's history
+// when first admitted: still resident in the KV pool, restored from a tier, or nowhere (the
+// whole history prefilled again). A turn is restored when any of its cached tokens came from a
+// tier, else resident when any were cached, else recomputed. Recomputation after a preemption
+// is not counted here (RunMetrics::recomputed_tokens and preemptions carry it).
+struct FollowupSources {
+  int64_t resident = 0, restored = 0, recomputed = 0;
+  int64_t total() const { return resident + restored + recomputed; }
+  // count / total(); NaN with no follow-up turns.
+  double share(int64_t count) const;
+};
+FollowupSources classify_followups(std::span<const RequestRecord> records);
 
 struct RunMetrics {
   double wall_s = 0.0;
@@ -62,10 +76,13 @@ struct RunMetrics {
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0, recomputed_tokens = 0;
   int64_t preemptions = 0;
   double cached_fraction = 0.0;  // cached_tokens / prompt_tokens; NaN with no prompt tokens
+  int64_t restored_tokens = 0;
+  FollowupSources followups;
 };
 
 // Errors: wall_s not finite and > 0; a completed record with non-finite times, times out of order
-// (submit <= first_token <= finish), negative queue time or counts, or cached > prompt tokens.
+// (submit <= first_token <= finish), negative queue time or counts, cached > prompt tokens, or
+// restored > cached tokens.
 Result<RunMetrics> compute_run_metrics(std::span<const RequestRecord> records, double wall_s);
 
 // A quantity sampled over a run (KV slots in use, admitted concurrency, ...), t in seconds.
@@ -91,6 +108,7 @@ TimeSeries downsample(const TimeSeries& series, size_t max_points,
 
 // nlohmann conversions for the report file (`nlohmann::json j = metrics;`); NaN becomes null.
 void to_json(nlohmann::json& j, const LatencySummary& s);
+void to_json(nlohmann::json& j, const FollowupSources& f);
 void to_json(nlohmann::json& j, const RunMetrics& m);
 void to_json(nlohmann::json& j, const TimeSeries& s);
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 namespace tangram {
 
@@ -48,14 +47,14 @@ class WorkloadDriver {
       const double next_event = submit_due_turns(t);
       if (!failure_.ok()) break;
       if (sched_.idle()) {
-        // Nothing to compute until the next arrival or think time ends.
-        if (next_event < kNever) {
-          const double wait = std::max(0.0, next_event - now());
-          std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.05)));
-        }
+        // Nothing to compute until the next arrival or think time ends: the clock jumps there
+        // (nothing is queued or running, so no request's times straddle the jump).
+        if (next_event < kNever) skipped_s_ += std::max(0.0, next_event - now());
         continue;
       }
+      const Clock::time_point step_start = Clock::now();
       sched_.step();
+      busy_s_ += std::chrono::duration<double>(Clock::now() - step_start).count();
       sample_pool();
     }
     return failure_;
@@ -64,6 +63,8 @@ class WorkloadDriver {
   // The run's summary once run() succeeded; `attention_imbalance` is the caller's to fill.
   WorkloadRun finish() {
     run_.wall_s = now();
+    run_.busy_s = busy_s_;
+    run_.idle_skipped_s = skipped_s_;
     run_.stats = sched_.stats();
     run_.mean_waste_fraction = waste_n_ > 0 ? waste_sum_ / static_cast<double>(waste_n_) : 0.0;
     for (size_t t = 0; t < kv_sum_.size(); ++t)
@@ -80,7 +81,8 @@ class WorkloadDriver {
  private:
   static constexpr double kNever = 1e300;
 
-  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  // The run's clock: wall time since the start plus the idle gaps skipped.
+  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count() + skipped_s_; }
 
   // Closed loop: conversations start in order, `concurrency` at a time; open loop: at arrival.
   void start_conversations(double t) {
@@ -150,6 +152,7 @@ class WorkloadDriver {
     rec.cached_tokens = res.usage.cached_tokens;
     rec.output_tokens = res.usage.completion_tokens;
     rec.recomputed_tokens = res.usage.recomputed_tokens;
+    rec.restored_tokens = res.usage.restored_tokens;
     rec.preemptions = res.usage.preemptions;
     rec.error = res.finish == FinishReason::Error;
     run_.records.push_back(rec);
@@ -204,6 +207,8 @@ class WorkloadDriver {
   int active_ = 0;
   double waste_sum_ = 0;
   int64_t waste_n_ = 0;
+  double skipped_s_ = 0;  // idle time the clock jumped over
+  double busy_s_ = 0;     // wall time inside scheduler steps
 };
 
 }  // namespace
@@ -212,8 +217,9 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
                                  const SchedulerOptions& options,
                                  const std::vector<Conversation>& conversations,
                                  const WorkloadSpec& spec,
-                                 const std::function<void(int64_t, int64_t)>& on_progress) {
-  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options));
+                                 const std::function<void(int64_t, int64_t)>& on_progress,
+                                 const SessionKeeperOptions& sessions) {
+  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options, sessions));
   model.attention_planner().reset_stats();
   WorkloadDriver driver(*sched, conversations, spec, on_progress);
   TG_TRY(driver.run());

@@ -21,6 +21,9 @@ constexpr int32_t kFirstOrdinaryToken = 3;  // ids 0..2 are usually BOS / EOS / 
 constexpr uint64_t kStreamContext = 0xC0;
 constexpr uint64_t kStreamArrivals = 0xA1;
 constexpr uint64_t kStreamFirstSession = 0x1000;
+// Think times draw from their own per-conversation streams, so drawing them leaves every
+// conversation's tokens and lengths as they are without think times.
+constexpr uint64_t kStreamFirstThinkTime = 0x100000;
 
 // Clipped log-normal with the given mean and coefficient of variation `jitter`.
 int64_t draw_length(SeededRng& rng, int64_t mean, double jitter) {
@@ -58,6 +61,17 @@ WorkloadSpec base_preset(std::string_view name) {
     s.output_tokens = 64;
     s.length_jitter = 0.3;
     s.concurrency = 3;
+  } else if (name == "service") {
+    s.sessions = 24;
+    s.turns = 4;
+    s.first_turn_tokens = 512;
+    s.followup_tokens = 64;
+    s.output_tokens = 32;
+    s.length_jitter = 0.3;
+    s.concurrency = 4;
+    s.arrival = WorkloadSpec::Arrival::OpenLoop;
+    s.think_time_s = 12.0;
+    s.think_time_dist = WorkloadSpec::ThinkTime::Exponential;
   } else {  // sharegpt
     s.sessions = 16;
     s.turns = 3;
@@ -75,7 +89,7 @@ bool finite_non_negative(double v) { return std::isfinite(v) && v >= 0.0; }
 
 }  // namespace
 
-std::vector<std::string> workload_preset_names() { return {"scbench", "locomo", "sharegpt"}; }
+std::vector<std::string> workload_preset_names() { return {"scbench", "locomo", "sharegpt", "service"}; }
 
 Result<WorkloadSpec> workload_preset(std::string_view name) {
   constexpr std::string_view kQuick = "-quick";
@@ -92,6 +106,16 @@ Result<WorkloadSpec> workload_preset(std::string_view name) {
 WorkloadSpec scale_for_quick(const WorkloadSpec& spec) {
   WorkloadSpec q = spec;
   q.preset = spec.preset + "-quick";
+  if (spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential) {
+    // A service stays a service: many conversations, most of them thinking at any moment.
+    q.sessions = std::clamp(spec.sessions / 2, 1, 12);
+    q.turns = std::clamp(spec.turns, 1, 3);
+    q.first_turn_tokens = std::max<int64_t>(16, spec.first_turn_tokens / 2);
+    q.followup_tokens = std::max<int64_t>(8, spec.followup_tokens / 2);
+    q.output_tokens = std::max<int64_t>(8, spec.output_tokens / 2);
+    q.concurrency = std::clamp(spec.concurrency, 1, q.sessions);
+    return q;
+  }
   q.sessions = std::clamp(spec.sessions / 2, 1, 4);
   q.turns = std::clamp(spec.turns, 1, 3);
   q.first_turn_tokens = std::max<int64_t>(16, spec.first_turn_tokens / 4);
@@ -171,6 +195,11 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
       }
       turn.output_tokens = draw_length(rng, s.output_tokens, s.length_jitter);
       turn.think_time_s = t == 0 ? 0.0 : s.think_time_s;
+    }
+    if (s.think_time_dist == WorkloadSpec::ThinkTime::Exponential && s.think_time_s > 0.0) {
+      SeededRng think(s.seed, kStreamFirstThinkTime + static_cast<uint64_t>(i));
+      for (size_t t = 1; t < c.turns.size(); ++t)
+        c.turns[t].think_time_s = std::min(think.exponential(s.think_time_s), kClipFactor * s.think_time_s);
     }
   }
   return out;

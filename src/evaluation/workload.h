@@ -15,6 +15,10 @@
 //             closed loop, concurrency 3                              conversation
 //   sharegpt  16 sessions of 3 turns; ~96-token user messages,        ShareGPT: short chats with
 //             ~128-token answers; jitter 0.5; closed loop, conc. 8    wide length spread
+//   service   24 conversations of 4 turns arriving open loop (0.5/s); a multi-turn chat service:
+//             ~512-token first messages, ~64-token follow-ups,        many more conversations
+//             ~32-token answers; jitter 0.3; think time before each   than KV memory, most idle
+//             follow-up exponential, mean 12 s (clipped at 4x)        between turns
 //
 // Every preset uses vocab 32000 and seed 1: callers set `vocab` to the model's vocabulary size.
 // Open-loop runs (arrival = OpenLoop) use request_rate 0.5 sessions/s (scbench, locomo) or 1.0
@@ -46,7 +50,11 @@ struct WorkloadSpec {
   // Relative spread (coefficient of variation) of every length: lengths are drawn from a
   // log-normal with the stated mean and this CV, rounded and clipped to [1, 4 x mean]. 0 = exact.
   double length_jitter = 0.0;
-  double think_time_s = 0.0;       // pause before each turn after the first (constant)
+  double think_time_s = 0.0;       // pause before each turn after the first (its mean when drawn)
+  // Constant: every pause is think_time_s. Exponential: each pause is drawn (the conversation's
+  // own stream of the seed) from an exponential with that mean, clipped to 4 x mean.
+  enum class ThinkTime { Constant, Exponential };
+  ThinkTime think_time_dist = ThinkTime::Constant;
   Arrival arrival = Arrival::ClosedLoop;
   int concurrency = 4;             // closed loop: sessions active at once (used by the runner)
   double request_rate = 1.0;       // open loop: Poisson arrivals of new sessions per second
@@ -74,14 +82,15 @@ struct Conversation {
   bool operator==(const Conversation&) const = default;
 };
 
-// "scbench", "locomo", "sharegpt", or any of them with "-quick" (scale_for_quick applied).
+// "scbench", "locomo", "sharegpt", "service", or any of them with "-quick" (scale_for_quick applied).
 Result<WorkloadSpec> workload_preset(std::string_view name);
 // The base preset names, for help texts.
 std::vector<std::string> workload_preset_names();
 // A smaller version of spec for `--quick`: at most 4 sessions and 3 turns, the first turn / shared
 // context a quarter as long, follow-ups half, outputs a quarter (floors of 16 / 8 / 8 tokens), no
 // think time. Sized so four policies over the scbench preset finish in under 2 minutes on a
-// small model on 2 cores. The preset name gains "-quick".
+// small model on 2 cores. A service workload (drawn think times) keeps 12 conversations and its
+// think times instead, so most are still idle at any moment. The preset name gains "-quick".
 WorkloadSpec scale_for_quick(const WorkloadSpec& spec);
 
 // Checks ranges: sessions and turns >= 1, lengths >= 1, jitter in [0, 4], think time >= 0,

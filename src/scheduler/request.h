@@ -32,6 +32,9 @@ struct RequestUsage {
   int64_t cached_tokens = 0;      // prompt tokens found in a resident session cache (not run)
   int64_t completion_tokens = 0;  // tokens generated
   int64_t recomputed_tokens = 0;  // tokens run again after a preemption freed their KV
+  // Of cached_tokens, those whose KV was brought back from a tier (host, disk, Redis) for this
+  // request rather than found resident in the pool.
+  int64_t restored_tokens = 0;
   int preemptions = 0;
 };
 

@@ -200,13 +200,18 @@ Status Scheduler::attach_cache(Sequence& s) {
   }
   if (session != nullptr) {
     s.session_id = session->id;
+    const bool was_resident = session->cache != nullptr;
     sessions_->claim(*session);
+    if (!was_resident && session->cache != nullptr && !s.admitted_once) s.restored_from_tier = true;
   }
   if (session != nullptr && session->cache) {
     const size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
     s.cache = std::move(session->cache);
     s.cache->truncate(static_cast<int64_t>(common));
-    if (!s.admitted_once) s.result.usage.cached_tokens = static_cast<int64_t>(common);
+    if (!s.admitted_once) {
+      s.result.usage.cached_tokens = static_cast<int64_t>(common);
+      if (s.restored_from_tier) s.result.usage.restored_tokens = static_cast<int64_t>(common);
+    }
   } else {
     TG_ASSIGN(s.cache, PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_));
   }

@@ -186,6 +186,9 @@ class Scheduler {
     int64_t capture_from = 0;
     int64_t capture_rows = 0;
     bool admitted_once = false;
+    // Its session's KV was brought back from a tier while it waited to be admitted (kept when
+    // an admission fails and the restored cache waits resident for the next try).
+    bool restored_from_tier = false;
     bool first_token_done = false;
     bool session_dropped = false;  // its session was deleted: its KV must not return to it
     Clock::time_point submitted, admitted, first_token;

@@ -142,6 +142,49 @@ TEST(RunMetrics, ZeroOutputRequestHasNoTtft) {
   EXPECT_NEAR(m->e2e_s.mean, 0.5, kEps);
 }
 
+// Follow-up turns by where their history was found: restored (any cached token from a tier)
+// before resident (cached), recomputed otherwise; first turns and failed requests are not counted.
+TEST(RunMetrics, FollowupTurnsResidentRestoredRecomputed) {
+  std::vector<RequestRecord> r(7);
+  for (RequestRecord& x : r) {
+    x.submit_s = 0.0;
+    x.first_token_s = 0.5;
+    x.finish_s = 1.0;
+    x.prompt_tokens = 100;
+    x.output_tokens = 4;
+  }
+  r[0].turn = 0;                                              // first turn: not a follow-up
+  r[1].turn = 1, r[1].cached_tokens = 90;                     // resident
+  r[2].turn = 2, r[2].cached_tokens = 95;                     // resident
+  r[3].turn = 1, r[3].cached_tokens = 90, r[3].restored_tokens = 90;  // restored from a tier
+  r[4].turn = 3;                                              // recomputed: nothing cached
+  r[5].turn = 2, r[5].recomputed_tokens = 50, r[5].preemptions = 1;  // recomputed, then preempted too
+  r[6].turn = 1, r[6].cached_tokens = 90, r[6].error = true;  // failed: left out
+  const FollowupSources f = classify_followups(r);
+  EXPECT_EQ(f.resident, 2);
+  EXPECT_EQ(f.restored, 1);
+  EXPECT_EQ(f.recomputed, 2);
+  EXPECT_EQ(f.total(), 5);
+  EXPECT_NEAR(f.share(f.resident), 0.4, kEps);
+  EXPECT_NEAR(f.share(f.restored), 0.2, kEps);
+  EXPECT_TRUE(std::isnan(FollowupSources{}.share(0)));
+
+  const auto m = compute_run_metrics(r, 2.0);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->followups.resident, 2);
+  EXPECT_EQ(m->followups.restored, 1);
+  EXPECT_EQ(m->followups.recomputed, 2);
+  EXPECT_EQ(m->restored_tokens, 90);
+  nlohmann::json j = *m;
+  EXPECT_EQ(j["followups"]["restored"], 1);
+  EXPECT_NEAR(j["followups"]["recomputed_share"].get<double>(), 0.4, kEps);
+
+  r[3].restored_tokens = 91;  // more restored than cached: not a record the engine makes
+  const auto bad = compute_run_metrics(r, 2.0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("restored_tokens"), std::string::npos) << bad.message();
+}
+
 TEST(TimeSeries, DownsampleMeanAndMax) {
   TimeSeries s;
   for (int i = 0; i < 10; ++i) s.add(i, i % 3 == 0 ? 100.0 : i);  // peaks at 0, 3, 6, 9

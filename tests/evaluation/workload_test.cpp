@@ -162,6 +162,63 @@ TEST(Workload, PoissonArrivalsHaveMeanGapOneOverRate) {
   EXPECT_NEAR(m.cv, 1.0, 0.06);
 }
 
+// The service preset: conversations arrive open loop and think between turns for times drawn
+// from the seed. The figures below were drawn once; SeededRng spells out every step (no standard
+// library distribution), so the same seed must give them on every standard library.
+TEST(Workload, ServiceArrivalsAndThinkTimesAreSeeded) {
+  const auto spec = workload_preset("service");
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  EXPECT_EQ(spec->arrival, WorkloadSpec::Arrival::OpenLoop);
+  EXPECT_EQ(spec->think_time_dist, WorkloadSpec::ThinkTime::Exponential);
+  const auto w = generate_ok(*spec);
+  ASSERT_EQ(w.size(), static_cast<size_t>(spec->sessions));
+  EXPECT_EQ(w, generate_ok(*spec));
+  constexpr double kTol = 1e-9;  // relative: libm's log and exp may differ in the last bit
+  EXPECT_NEAR(w[1].arrival_s, 3.3187729329400755, kTol * 3.3187729329400755);
+  EXPECT_NEAR(w[23].arrival_s, 37.582182960840534, kTol * 37.582182960840534);
+  EXPECT_EQ(w[0].turns[0].think_time_s, 0.0);
+  EXPECT_NEAR(w[0].turns[1].think_time_s, 12.86444204799195, kTol * 12.86444204799195);
+  EXPECT_NEAR(w[5].turns[3].think_time_s, 23.497459901885836, kTol * 23.497459901885836);
+  EXPECT_EQ(w[0].turns[0].user_tokens.size(), 452u);
+  WorkloadSpec other = *spec;
+  other.seed = 2;
+  const auto w2 = generate_ok(other);
+  EXPECT_NE(w2[0].turns[1].think_time_s, w[0].turns[1].think_time_s);
+  EXPECT_NE(w2[1].arrival_s, w[1].arrival_s);
+}
+
+// Drawn think times are exponential with the stated mean, clipped at 4x, and leave every token
+// and length as a constant think time would.
+TEST(Workload, DrawnThinkTimesHaveTheMeanAndLeaveTokensAlone) {
+  WorkloadSpec spec = small_spec();
+  spec.sessions = 400;
+  spec.turns = 6;
+  spec.think_time_s = 10.0;
+  WorkloadSpec constant = spec;
+  spec.think_time_dist = WorkloadSpec::ThinkTime::Exponential;
+  const auto drawn = generate_ok(spec);
+  const auto fixed = generate_ok(constant);
+  std::vector<double> thinks;
+  for (size_t i = 0; i < drawn.size(); ++i)
+    for (size_t t = 0; t < drawn[i].turns.size(); ++t) {
+      EXPECT_EQ(drawn[i].turns[t].user_tokens, fixed[i].turns[t].user_tokens);
+      EXPECT_EQ(drawn[i].turns[t].output_tokens, fixed[i].turns[t].output_tokens);
+      if (t == 0) {
+        EXPECT_EQ(drawn[i].turns[t].think_time_s, 0.0);
+        continue;
+      }
+      EXPECT_EQ(fixed[i].turns[t].think_time_s, 10.0);
+      EXPECT_GE(drawn[i].turns[t].think_time_s, 0.0);
+      EXPECT_LE(drawn[i].turns[t].think_time_s, 40.0);
+      thinks.push_back(drawn[i].turns[t].think_time_s);
+    }
+  // 2000 draws: an exponential clipped at 4x the mean has mean (1 - e^-4) x 10 = 9.82 and CV
+  // near 0.94; the standard error of the mean is about 2%.
+  const Moments m = moments(thinks);
+  EXPECT_NEAR(m.mean, 9.817, 0.08 * 9.817);
+  EXPECT_NEAR(m.cv, 0.94, 0.08);
+}
+
 TEST(Workload, SharedContextIsACommonPrefix) {
   WorkloadSpec spec = small_spec();
   spec.shared_context = true;

@@ -48,6 +48,7 @@ struct Conversations {
   std::vector<std::vector<int32_t>> first;   // [kSessions] turn-1 prompts
   std::vector<std::vector<int32_t>> second;  // [kSessions] turn-2 prompts (turn 1 + reply + more)
   std::vector<std::vector<int32_t>> replies; // [kSessions] turn-2 outputs
+  std::vector<RequestUsage> usage;           // [kSessions] turn-2 usage
 };
 
 // Turn 1 of every session, then turn 2 of every session.
@@ -66,7 +67,11 @@ Conversations play(Scheduler& s, int64_t vocab, bool turn2 = true, Conversations
   }
   if (given != nullptr) c.second = given->second;
   if (turn2)
-    for (int i = 0; i < kSessions; ++i) c.replies.push_back(run_one(s, c.second[static_cast<size_t>(i)], "chat-" + std::to_string(i)).tokens);
+    for (int i = 0; i < kSessions; ++i) {
+      const RequestResult r = run_one(s, c.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+      c.replies.push_back(r.tokens);
+      c.usage.push_back(r.usage);
+    }
   return c;
 }
 
@@ -112,12 +117,25 @@ TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
     EXPECT_EQ(got.second[static_cast<size_t>(i)], ref.second[static_cast<size_t>(i)]);  // same turn-1 replies
     EXPECT_EQ(got.replies[static_cast<size_t>(i)], ref.replies[static_cast<size_t>(i)]);
   }
+  // Each second turn says where its history came from: a restored one has all its cached tokens
+  // from the tier, a resident one none; as many restored as the tier counted.
+  int64_t restored_turns = 0;
+  for (const RequestUsage& u : got.usage) {
+    EXPECT_GT(u.cached_tokens, 0);
+    if (u.restored_tokens > 0) {
+      ++restored_turns;
+      EXPECT_EQ(u.restored_tokens, u.cached_tokens);
+    }
+  }
+  EXPECT_EQ(restored_turns, st.tiers.restores);
+  for (const RequestUsage& u : ref.usage) EXPECT_EQ(u.restored_tokens, 0);  // all resident, no tier
   // Without tiers the same pool recomputes instead: the restored turns above reused their KV.
   auto plain = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(plain.ok());
   const Conversations p = play(**plain, c.vocab);
   EXPECT_EQ(p.replies, ref.replies);
   EXPECT_GT((*plain)->stats().prefill_tokens, st.prefill_tokens);
+  for (const RequestUsage& u : p.usage) EXPECT_EQ(u.restored_tokens, 0);
 }
 
 TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamageAndOldFormats) {
