@@ -386,6 +386,7 @@ TEST(Compressor, UnscaledTangramKeepsTheProfileForm) {
       for (int i : group) EXPECT_EQ(len[static_cast<size_t>(i)], budget_length(most, total, 4, 16)) << total << " " << i;
     }
   }
+}
 
 // Tangram's map: the profile clustered globally by default, per layer on request; a cluster-map
 // file that groups across layers is served by default and refused under the per-layer scope.
