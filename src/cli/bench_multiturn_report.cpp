@@ -422,13 +422,8 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                 r.model_path, cfg.n_layers, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
                                 spec.turns, spec.first_turn_tokens, spec.followup_tokens, spec.output_tokens,
                                 spec.concurrency, format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads) +
-                    runs_markdown(r) + service_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "
-" + multiturn_verdict(r) +
-                    "
-
-## Plots
-
-" + plots;
+                    runs_markdown(r) + service_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" + multiturn_verdict(r) +
+                    "\n\n## Plots\n\n" + plots;
   return report;
 }
 
