@@ -111,12 +111,22 @@ test('instructions, message items, retrieve and delete', async () => {
                        (e) => e.status === 404 && e.param === 'previous_response_id');
 });
 
+test('text.format json_object holds the output to JSON: it parses, or the response says it was cut', async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await client.responses.create({ input: 'Tell me about a cat as JSON.', text: { format: { type: 'json_object' } },
+                                              max_output_tokens: 48, temperature: 1, seed });
+    assert.deepEqual(r.text.format, { type: 'json_object' });
+    if (r.status === 'completed') assert.doesNotThrow(() => JSON.parse(r.output_text), r.output_text);
+    else assert.equal(r.incomplete_details?.reason, 'max_output_tokens');
+  }
+});
+
 test('what the server does not do is refused with the field named', async () => {
   await assert.rejects(
     client.responses.create({ input: 'hi', tools: [{ type: 'function', name: 'f', parameters: {} }] }),
     (e) => e.status === 400 && e.param === 'tools');
-  await assert.rejects(client.responses.create({ input: 'hi', text: { format: { type: 'json_object' } } }),
-                       (e) => e.status === 400 && e.param === 'text.format');
+  await assert.rejects(client.responses.create({ input: 'hi', text: { format: { type: 'xml' } } }),
+                       (e) => e.status === 400 && e.param === 'text.format.type');
   await assert.rejects(client.responses.create({ input: 'hi', store: false, max_output_tokens: 4 }).then((r) => client.responses.retrieve(r.id)),
                        (e) => e.status === 404);
 });
