@@ -7,7 +7,8 @@
 // integers and numbers with "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
 // (numbers, not draft-4 booleans). A bounded "number" is matched as an integer in the bounds
 // (no fraction or exponent): always a valid value, and refused when the bounds hold no integer
-// within the matcher's 16 digits (e.g. minimum 0.5, maximum 0.7);
+// within the matcher's 16 digits (e.g. minimum 0.5, maximum 0.7). Without "type", these words
+// imply string / number, as "properties" implies object;
 // "enum" and "const" (any JSON values); "anyOf" and "oneOf" (oneOf is matched as anyOf: its
 // branches should not overlap); nested schemas to a depth of 32; `true` / `{}` as any value.
 // Annotations (title, description, default, examples, $schema, $id, $comment, $defs and
