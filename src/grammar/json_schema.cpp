@@ -17,9 +17,18 @@ constexpr size_t kMaxProperties = 64;
 constexpr std::array<std::string_view, 12> kAnnotations = {
     "title", "description", "default", "examples", "$schema", "$id",
     "$comment", "$defs", "definitions", "deprecated", "readOnly", "writeOnly"};
-constexpr std::array<std::string_view, 11> kSupported = {
+constexpr std::array<std::string_view, 17> kSupported = {
     "type", "properties", "required", "additionalProperties", "items", "minItems",
-    "maxItems", "enum", "const", "anyOf", "oneOf"};
+    "maxItems", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "enum", "const", "anyOf", "oneOf"};
+constexpr std::array<std::string_view, 2> kLengthWords = {"minLength", "maxLength"};
+constexpr std::array<std::string_view, 4> kBoundWords = {"minimum", "maximum", "exclusiveMinimum",
+                                                         "exclusiveMaximum"};
+
+template <size_t N>
+bool has_any(const nlohmann::json& s, const std::array<std::string_view, N>& words) {
+  return std::any_of(words.begin(), words.end(), [&](std::string_view w) { return s.contains(w); });
+}
 
 template <size_t N>
 bool listed(const std::array<std::string_view, N>& list, std::string_view key) {
@@ -61,6 +70,80 @@ bool plain_key(std::string_view key) {
   return true;
 }
 
+// Code points in well-formed UTF-8: the bytes that are not continuation bytes.
+int64_t code_points(std::string_view text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; });
+}
+
+// The integer bound a JSON number sets, clamped to the matcher's 16 digits: the least integer
+// above it (lower bounds) or the greatest below it (upper bounds), strictly when exclusive.
+int64_t integer_bound(const json& v, bool lower, bool exclusive) {
+  constexpr double kClamp = 1e17;  // past the 16 digits either way, and exact in an int64
+  int64_t bound = 0;
+  if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 62)) {
+    bound = std::clamp<int64_t>(v.get<int64_t>(), -static_cast<int64_t>(kClamp), static_cast<int64_t>(kClamp));
+    if (exclusive) bound += lower ? 1 : -1;
+  } else {
+    const double d = std::clamp(v.get<double>(), -kClamp, kClamp);
+    double rounded = lower ? std::ceil(d) : std::floor(d);
+    if (exclusive && rounded == d) rounded += lower ? 1 : -1;
+    bound = static_cast<int64_t>(rounded);
+  }
+  return std::clamp(bound, -kMaxIntegerMagnitude - 1, kMaxIntegerMagnitude + 1);
+}
+
+// The string-length and numeric bounds a schema sets (validated), and whether a value meets them.
+struct ValueBounds {
+  int32_t min_length = 0, max_length = -1;
+  bool numeric = false;
+  int64_t min_value = -kMaxIntegerMagnitude, max_value = kMaxIntegerMagnitude;  // integers within
+  // As written, for enum/const values (which need not be integers).
+  double lowest = -HUGE_VAL, highest = HUGE_VAL;
+  bool lowest_excluded = false, highest_excluded = false;
+
+  bool admits(const json& v) const {
+    if (v.is_string()) {
+      const int64_t n = code_points(v.get_ref<const std::string&>());
+      return n >= min_length && (max_length < 0 || n <= max_length);
+    }
+    if (!v.is_number() || !numeric) return true;
+    const double d = v.get<double>();
+    return (lowest_excluded ? d > lowest : d >= lowest) && (highest_excluded ? d < highest : d <= highest);
+  }
+};
+
+Result<ValueBounds> bounds_of(const json& s, const std::string& path) {
+  ValueBounds b;
+  for (std::string_view key : kLengthWords) {
+    auto it = s.find(key);
+    if (it == s.end()) continue;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000)
+      return make_error("'{}' at {} must be an integer from 0 to 1000000", key, where(path));
+    (key == "minLength" ? b.min_length : b.max_length) = static_cast<int32_t>(it->get<int64_t>());
+  }
+  if (b.max_length >= 0 && b.max_length < b.min_length)
+    return make_error("'maxLength' is below 'minLength' at {}: no string can match", where(path));
+  for (std::string_view key : kBoundWords) {
+    auto it = s.find(key);
+    if (it == s.end()) continue;
+    if (!it->is_number())
+      return make_error("'{}' at {} must be a number (draft-4 boolean forms are not supported)", key, where(path));
+    b.numeric = true;
+    const bool lower = key == "minimum" || key == "exclusiveMinimum";
+    const bool exclusive = key.starts_with("exclusive");
+    const int64_t bound = integer_bound(*it, lower, exclusive);
+    const double raw = it->get<double>();
+    if (lower) {
+      b.min_value = std::max(b.min_value, bound);
+      if (raw > b.lowest || (raw == b.lowest && exclusive)) b.lowest = raw, b.lowest_excluded = exclusive;
+    } else {
+      b.max_value = std::min(b.max_value, bound);
+      if (raw < b.highest || (raw == b.highest && exclusive)) b.highest = raw, b.highest_excluded = exclusive;
+    }
+  }
+  return b;
+}
+
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(JsonSchemaGraph& g) : g_(g) {}
@@ -93,8 +176,8 @@ Status SchemaCompiler::check_keywords(const json& s, const std::string& path) co
   for (const auto& [key, value] : s.items()) {
     if (listed(kAnnotations, key) || listed(kSupported, key)) continue;
     return make_error("the JSON Schema keyword '{}' at {} is not supported for constrained output (supported: type, "
-                      "properties, required, additionalProperties, items, minItems, maxItems, enum, const, anyOf, "
-                      "oneOf)",
+                      "properties, required, additionalProperties, items, minItems, maxItems, minLength, maxLength, "
+                      "minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, oneOf)",
                       key, where(path));
   }
   return {};
@@ -105,11 +188,14 @@ int32_t SchemaCompiler::any() {
   if (any_ >= 0) return any_;
   any_ = add_choice({});
   const auto base = static_cast<int32_t>(g_.nodes.size());
-  JsonNode obj{JsonNodeKind::Object, {}, 0, any_, -1, 0, -1, {}};
-  JsonNode arr{JsonNodeKind::Array, {}, 0, -1, any_, 0, -1, {}};
-  JsonNode str{JsonNodeKind::String, {}, 0, -1, -1, 0, -1, {}};
-  JsonNode num{JsonNodeKind::Number, {}, 0, -1, -1, 0, -1, {}};
-  JsonNode lit{JsonNodeKind::Literals, {}, 0, -1, -1, 0, -1, {"false", "null", "true"}};
+  JsonNode obj, arr, str, num, lit;
+  obj.kind = JsonNodeKind::Object;
+  obj.additional = any_;
+  arr.kind = JsonNodeKind::Array;
+  arr.items = any_;
+  str.kind = JsonNodeKind::String;
+  num.kind = JsonNodeKind::Number;
+  lit.literals = {"false", "null", "true"};
   for (JsonNode* n : {&obj, &arr, &str, &num, &lit}) g_.nodes.push_back(std::move(*n));
   g_.choices[static_cast<size_t>(any_)] = {base, base + 1, base + 2, base + 3, base + 4};
   return any_;
@@ -156,6 +242,8 @@ Result<int32_t> SchemaCompiler::slot(const json& s, const std::string& path, int
     const bool array_words = s.contains("items") || s.contains("minItems") || s.contains("maxItems");
     if (object_words) types.push_back("object");
     if (array_words) types.push_back("array");
+    if (has_any(s, kLengthWords)) types.push_back("string");
+    if (has_any(s, kBoundWords)) types.push_back("number");
     if (types.empty()) return any();
   }
   std::vector<int32_t> alternatives;
@@ -168,7 +256,8 @@ Result<int32_t> SchemaCompiler::slot(const json& s, const std::string& path, int
 
 Result<int32_t> SchemaCompiler::any_of(const json& s, const char* key, const std::string& path, int depth) {
   for (const char* other : {"type", "properties", "items", "enum", "const", "anyOf", "oneOf", "required",
-                            "additionalProperties", "minItems", "maxItems"})
+                            "additionalProperties", "minItems", "maxItems", "minLength", "maxLength", "minimum",
+                            "maximum", "exclusiveMinimum", "exclusiveMaximum"})
     if (std::string_view(other) != key && s.contains(other))
       return make_error("'{}' alongside '{}' at {} is not supported: put it inside each branch", other, key,
                         where(path));
@@ -197,12 +286,14 @@ Result<int32_t> SchemaCompiler::literals(const json& s, const std::vector<std::s
   }
   JsonNode node;
   node.kind = JsonNodeKind::Literals;
+  TG_ASSIGN(const ValueBounds bounds, bounds_of(s, path));
   for (const json& v : values) {
     const bool typed_ok = types.empty() || std::any_of(types.begin(), types.end(),
                                                        [&](const std::string& t) { return value_has_type(v, t); });
-    if (typed_ok) node.literals.push_back(v.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace));
+    if (typed_ok && bounds.admits(v)) node.literals.push_back(v.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace));
   }
-  if (node.literals.empty()) return make_error("no value of 'enum'/'const' at {} has the schema's type", where(path));
+  if (node.literals.empty())
+    return make_error("no value of 'enum'/'const' at {} has the schema's type and bounds", where(path));
   std::sort(node.literals.begin(), node.literals.end());
   node.literals.erase(std::unique(node.literals.begin(), node.literals.end()), node.literals.end());
   TG_ASSIGN(int32_t index, add_node(std::move(node)));
@@ -218,6 +309,19 @@ Result<int32_t> SchemaCompiler::typed(const json& s, std::string_view type, cons
   if (type == "integer") node.kind = JsonNodeKind::Integer;
   if (type == "boolean") node.literals = {"false", "true"};
   if (type == "null") node.literals = {"null"};
+  TG_ASSIGN(const ValueBounds bounds, bounds_of(s, path));
+  if (node.kind == JsonNodeKind::String) {
+    node.min_length = bounds.min_length;
+    node.max_length = bounds.max_length;
+  }
+  if ((node.kind == JsonNodeKind::Number || node.kind == JsonNodeKind::Integer) && bounds.numeric) {
+    if (bounds.min_value > bounds.max_value)
+      return make_error("no integer of at most 16 digits lies within the bounds at {} (a bounded '{}' is matched "
+                        "as an integer: fractions and exponents are not written)", where(path), type);
+    node.bounded = true;
+    node.min_value = bounds.min_value;
+    node.max_value = bounds.max_value;
+  }
   return add_node(std::move(node));
 }
 

@@ -3,11 +3,17 @@
 // Supported: "type" (object, array, string, number, integer, boolean, null, or a list of them);
 // objects with "properties", "required" and "additionalProperties" (false, true or a schema;
 // absent means true, as JSON Schema says); arrays with "items", "minItems", "maxItems";
+// strings with "minLength", "maxLength" (in Unicode code points; an escape is one character);
+// integers and numbers with "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"
+// (numbers, not draft-4 booleans). A bounded "number" is matched as an integer in the bounds
+// (no fraction or exponent): always a valid value, and refused when the bounds hold no integer
+// within the matcher's 16 digits (e.g. minimum 0.5, maximum 0.7). Without "type", these words
+// imply string / number, as "properties" implies object;
 // "enum" and "const" (any JSON values); "anyOf" and "oneOf" (oneOf is matched as anyOf: its
 // branches should not overlap); nested schemas to a depth of 32; `true` / `{}` as any value.
 // Annotations (title, description, default, examples, $schema, $id, $comment, $defs and
 // definitions as containers, deprecated, readOnly, writeOnly) are ignored. Every other keyword
-// (pattern, format, minLength, minimum, $ref, allOf, not, ...) is refused with an error naming
+// (pattern, format, multipleOf, $ref, allOf, not, ...) is refused with an error naming
 // it and where it is, so an output is never claimed to match a schema it was not held to.
 //
 // Limits (refused beyond them): 64 properties per object, property names without quotes,
@@ -23,6 +29,9 @@
 #include "common/result.h"
 
 namespace tangram {
+
+// The largest magnitude the matcher writes in an integer part (16 digits): bounds are clamped to it.
+constexpr int64_t kMaxIntegerMagnitude = 9'999'999'999'999'999;
 
 enum class JsonNodeKind : uint8_t { Object, Array, String, Number, Integer, Literals };
 
@@ -45,6 +54,14 @@ struct JsonNode {
   int32_t max_items = -1;
   // Literals: each allowed value's compact JSON text, sorted and unique.
   std::vector<std::string> literals;
+  // String: character (code point) count bounds (max -1 = unbounded).
+  int32_t min_length = 0;
+  int32_t max_length = -1;
+  // Integer / Number: when bounded, the value is an integer in [min_value, max_value] (a bounded
+  // Number takes no fraction or exponent).
+  bool bounded = false;
+  int64_t min_value = 0;
+  int64_t max_value = 0;
 };
 
 // The nodes, and the choices (a value slot's alternatives: a flattened anyOf) that refer to them.

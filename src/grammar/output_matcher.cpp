@@ -6,11 +6,24 @@ namespace tangram {
 namespace {
 
 constexpr int32_t kMaxNumberDigits = 16;
+static_assert(kMaxIntegerMagnitude == 9'999'999'999'999'999, "the schema's bound clamp is the matcher's digit cap");
 constexpr int32_t kMaxExponentDigits = 2;  // 1e99 at most: every parser reads it as a double
 
 bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// Whether some integer typed by appending at most `digits_left` digits to the magnitude `prefix`
+// (with its sign) lies in [lo, hi].
+bool reachable(int64_t prefix, int32_t digits_left, bool negative, int64_t lo, int64_t hi) {
+  int64_t scale = 1;
+  for (int32_t j = 0; j <= digits_left; ++j, scale *= 10) {
+    int64_t a = prefix * scale, b = a + scale - 1;
+    if (negative) std::swap(a, b), a = -a, b = -b;
+    if (a <= hi && b >= lo) return true;
+  }
+  return false;
+}
 
 // Phases of each kind of frame.
 enum StringPhase : uint8_t { kStrOpen, kStrBody };
@@ -125,8 +138,11 @@ bool OutputMatcher::completable(const Frame& f) const {
   const JsonNode& n = node(f);
   if (n.kind == JsonNodeKind::Literals)
     return f.lo < f.hi && n.literals[static_cast<size_t>(f.lo)].size() == static_cast<size_t>(f.pos);
-  if (n.kind == JsonNodeKind::Number || n.kind == JsonNodeKind::Integer)
-    return f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExpDigits;
+  if (n.kind == JsonNodeKind::Number || n.kind == JsonNodeKind::Integer) {
+    const bool whole = f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExpDigits;
+    const int64_t value = f.negative ? -f.value : f.value;
+    return whole && (!n.bounded || (value >= n.min_value && value <= n.max_value));
+  }
   return false;
 }
 
@@ -180,15 +196,27 @@ void OutputMatcher::step_frame(Path p, uint8_t c, std::vector<Path>& out) const 
     case JsonNodeKind::Integer: return step_number(std::move(p), c, out);
     case JsonNodeKind::Object: return step_object(std::move(p), c, out);
     case JsonNodeKind::Array: return step_array(std::move(p), c, out);
-    case JsonNodeKind::String: break;
+    case JsonNodeKind::String: return step_string(std::move(p), c, out);
   }
+}
+
+void OutputMatcher::step_string(Path p, uint8_t c, std::vector<Path>& out) const {
+  Frame& f = p.frames.back();
+  const JsonNode& n = node(f);
   if (f.phase == kStrOpen) {
     if (c != '"') return;
     f.phase = kStrBody;
   } else {
+    const bool char_begins = f.str == StringScan{};
     const Scan s = scan(f.str, c);
     if (s == Scan::Reject) return;
-    if (s == Scan::Close) pop(p);
+    if (s == Scan::Close) {
+      if (f.count < n.min_length) return;
+      pop(p);
+    } else {
+      if (char_begins && n.max_length >= 0 && f.count >= n.max_length) return;
+      if (f.str == StringScan{}) ++f.count;  // the character (or escape) is complete
+    }
   }
   p.ws_run = 0;
   out.push_back(std::move(p));
@@ -213,9 +241,21 @@ void OutputMatcher::step_literals(Path p, uint8_t c, std::vector<Path>& out) con
   out.push_back(std::move(p));
 }
 
+bool OutputMatcher::bounded_number_step(const JsonNode& n, Frame& f, uint8_t c, uint8_t next) {
+  if (next == kNumMinus) {
+    f.negative = true;
+    return n.min_value < 0;
+  }
+  if (next == kNumZero) return n.min_value <= 0 && n.max_value >= 0;  // "0" / "-0": nothing may follow
+  f.value = f.value * 10 + (c - '0');
+  return reachable(f.value, kMaxNumberDigits - f.count, f.negative, n.min_value, n.max_value);
+}
+
 void OutputMatcher::step_number(Path p, uint8_t c, std::vector<Path>& out) const {
   Frame& f = p.frames.back();
-  const bool real = node(f).kind == JsonNodeKind::Number;
+  const JsonNode& n = node(f);
+  const Frame before = f;
+  const bool real = n.kind == JsonNodeKind::Number && !n.bounded;  // bounded: integers only
   const bool digit = is_digit(c);
   uint8_t next = 0xFF;  // 0xFF: c does not continue the number
   switch (f.phase) {
@@ -247,6 +287,10 @@ void OutputMatcher::step_number(Path p, uint8_t c, std::vector<Path>& out) const
         f.count = f.phase == kNumExpDigits ? f.count + 1 : 1, next = kNumExpDigits;
       break;
     default: break;
+  }
+  if (next != 0xFF && n.bounded && !bounded_number_step(n, f, c, next)) {
+    f = before;
+    next = 0xFF;
   }
   if (next == 0xFF) {
     if (!completable(f)) return;

@@ -6,7 +6,8 @@
 // JSON as matched: RFC 8259 with at most kMaxWhitespace whitespace bytes in a row between
 // tokens (none after the whole value: the output ends there), strings of well-formed UTF-8
 // without lone-surrogate escapes, numbers with at most 16 digits in the integer part and in the
-// fraction and 2 in the exponent, nesting at most kMaxDepth deep, object keys in any order,
+// fraction and 2 in the exponent (a bounded number: an integer in its bounds, digit by digit only
+// while some value in them can still be typed), string lengths counted in code points, nesting at most kMaxDepth deep, object keys in any order,
 // declared ones once each (undeclared keys of an open object are not checked for repeats).
 // These bounds keep a model that rambles from filling its budget with blanks or digits; every
 // text they admit is still valid JSON.
@@ -78,7 +79,9 @@ class OutputMatcher {
     uint8_t phase = 0;
     StringScan str;
     int32_t pos = 0, lo = 0, hi = 0;  // literal or key: bytes matched, candidates still matching
-    int32_t count = 0;                // array: items begun; number: digits in the current part
+    int32_t count = 0;                // array: items begun; string: characters; number: digits in the current part
+    int64_t value = 0;                // bounded number: the integer part's magnitude so far
+    bool negative = false;            // bounded number: after a minus sign
     int32_t key = -1;                 // object: the property being valued (-1: an additional one)
     uint64_t used = 0;                // object: properties given
     bool operator==(const Frame&) const = default;
@@ -95,6 +98,10 @@ class OutputMatcher {
   void step_frame(Path p, uint8_t c, std::vector<Path>& out) const;
   void step_literals(Path p, uint8_t c, std::vector<Path>& out) const;
   void step_number(Path p, uint8_t c, std::vector<Path>& out) const;
+  void step_string(Path p, uint8_t c, std::vector<Path>& out) const;
+  // A bounded number's next byte (already taken into f as phase `next`): whether some value in
+  // the bounds still begins with what is then typed.
+  static bool bounded_number_step(const JsonNode& n, Frame& f, uint8_t c, uint8_t next);
   void step_object(Path p, uint8_t c, std::vector<Path>& out) const;
   void step_key(Path p, uint8_t c, std::vector<Path>& out) const;
   void step_array(Path p, uint8_t c, std::vector<Path>& out) const;

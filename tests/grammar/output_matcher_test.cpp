@@ -138,6 +138,76 @@ TEST(OutputMatcher, LiteralSegmentsAroundAValueRepeat) {
   EXPECT_FALSE(accepts_prefix(shared, R"(<call>{"n":1}</call><)"));
 }
 
+TEST(OutputMatcher, StringLengthCountsCodePointsAndEscapes) {
+  auto g = grammar_of(json::parse(R"({"type": "string", "minLength": 2, "maxLength": 3})"));
+  EXPECT_FALSE(matches(g, R"("")"));
+  EXPECT_FALSE(accepts_prefix(g, R"("a")"));  // closing before minLength is refused
+  EXPECT_TRUE(accepts_prefix(g, R"("a)"));
+  EXPECT_TRUE(matches(g, R"("ab")"));
+  EXPECT_TRUE(matches(g, R"("abc")"));
+  EXPECT_FALSE(accepts_prefix(g, R"("abcd)"));  // a fourth character is refused
+  EXPECT_TRUE(matches(g, R"("a\n")"));          // an escape is one character
+  EXPECT_TRUE(matches(g, R"("\u00e9\n\"")"));
+  EXPECT_FALSE(accepts_prefix(g, R"("ab\n\)"));  // no fourth, even begun as an escape
+  EXPECT_TRUE(matches(g, "\"\xC3\xA9\xE2\x82\xAC\""));  // two code points in five bytes
+  EXPECT_TRUE(accepts_prefix(g, "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F"));  // a third, begun
+  EXPECT_FALSE(accepts_prefix(g, "\"abc\xC3"));  // no fourth, even its lead byte
+  auto zero = grammar_of(json::parse(R"({"type": "string", "maxLength": 0})"));
+  EXPECT_TRUE(matches(zero, R"("")"));
+  EXPECT_FALSE(accepts_prefix(zero, R"("a)"));
+}
+
+// Every integer in a window against the bounds, as typed: the matcher takes exactly those in range.
+void expect_integers_in(const json& schema, int64_t lo, int64_t hi, int64_t from, int64_t to) {
+  auto g = grammar_of(schema);
+  for (int64_t v = from; v <= to; ++v)
+    EXPECT_EQ(matches(g, std::to_string(v)), v >= lo && v <= hi) << schema.dump() << " " << v;
+}
+
+TEST(OutputMatcher, IntegerBoundsDigitByDigit) {
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 0, "maximum": 8})"), 0, 8, -300, 300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -20, "maximum": -5})"), -20, -5, -300, 300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -12, "maximum": 140})"), -12, 140, -300, 300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 1000})"), 1000, kMaxIntegerMagnitude, 0, 2100);
+  expect_integers_in(json::parse(R"({"type": "integer", "exclusiveMinimum": 6, "exclusiveMaximum": 8})"), 7, 7,
+                     -100, 100);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 7, "maximum": 7})"), 7, 7, -100, 100);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -2.5, "exclusiveMaximum": 3.5})"), -2, 3, -50,
+                     50);
+  auto g = grammar_of(json::parse(R"({"type": "integer", "minimum": -20, "maximum": -5})"));
+  EXPECT_FALSE(accepts_prefix(g, "-3"));  // no value in range begins with -3
+  EXPECT_TRUE(accepts_prefix(g, "-1"));   // -10 .. -19 do
+  EXPECT_FALSE(accepts_prefix(g, "-0"));
+  auto big = grammar_of(json::parse(R"({"type": "integer", "minimum": 1000})"));
+  EXPECT_TRUE(accepts_prefix(big, "999"));  // 9990 is still ahead
+  EXPECT_FALSE(matches(big, "999"));
+  EXPECT_TRUE(matches(big, "9999999999999999"));  // the 16-digit cap
+  EXPECT_FALSE(accepts_prefix(big, "99999999999999999"));
+  auto positive = grammar_of(json::parse(R"({"type": "integer", "minimum": 0})"));
+  EXPECT_FALSE(accepts_prefix(positive, "-"));
+  EXPECT_TRUE(matches(positive, "0"));
+}
+
+TEST(OutputMatcher, BoundedNumbersAreIntegersInTheBounds) {
+  auto g = grammar_of(json::parse(R"({"type": "number", "minimum": 0.5, "maximum": 3.2})"));
+  EXPECT_TRUE(matches(g, "1"));
+  EXPECT_TRUE(matches(g, "3"));
+  EXPECT_FALSE(matches(g, "0"));
+  EXPECT_FALSE(matches(g, "4"));
+  EXPECT_FALSE(accepts_prefix(g, "1."));
+  EXPECT_FALSE(accepts_prefix(g, "1e"));
+  auto unbounded = grammar_of(json::parse(R"({"type": "number"})"));
+  EXPECT_TRUE(matches(unbounded, "1.5e3"));
+  // enum/const values are held to the bounds as written, fractions included.
+  auto lits = grammar_of(json::parse(R"({"enum": [1, 5, 0.6, "ab", "abcd"], "minimum": 0.5, "maximum": 5,
+                                          "exclusiveMaximum": 5, "maxLength": 3})"));
+  EXPECT_TRUE(matches(lits, "1"));
+  EXPECT_TRUE(matches(lits, "0.6"));
+  EXPECT_TRUE(matches(lits, R"("ab")"));
+  EXPECT_FALSE(matches(lits, "5"));
+  EXPECT_FALSE(matches(lits, R"("abcd")"));
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamedErrors) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type": "string", "pattern": "^a"})", "'pattern'"},
@@ -150,6 +220,15 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamedErrors) {
       {R"({"type": "array", "minItems": 3, "maxItems": 1})", "maxItems"},
       {R"(false)", "false"},
       {R"({"properties": {"a\"b": {}}})", "quotes"},
+      {R"({"type": "number", "minimum": 0.5, "maximum": 0.7})", "no integer"},
+      {R"({"type": "integer", "minimum": 5, "maximum": 3})", "no integer"},
+      {R"({"type": "integer", "minimum": 1e17})", "no integer"},
+      {R"({"type": "integer", "exclusiveMinimum": true})", "draft-4"},
+      {R"({"type": "string", "minLength": 3, "maxLength": 2})", "maxLength"},
+      {R"({"type": "string", "minLength": -1})", "minLength"},
+      {R"({"anyOf": [{"type": "string"}], "maxLength": 2})", "put it inside"},
+      {R"({"enum": [0.4, 0.8], "minimum": 0.5, "maximum": 0.7})", "no value"},
+      {R"({"type": "integer", "multipleOf": 2})", "'multipleOf'"},
   };
   for (const auto& [text, expected] : cases) {
     Result<JsonSchemaGraph> g = compile_json_schema(json::parse(text));
@@ -201,6 +280,9 @@ TEST(OutputMatcher, RandomOutputsParseAndMatchTheirSchema) {
       R"({"type": "object", "properties": {"inner": {"type": "object", "properties": {"v": {"type": ["string", "number"]}}, "required": ["v"], "additionalProperties": false}}, "required": ["inner"], "additionalProperties": false})",
       R"({"oneOf": [{"const": 1}, {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}, "minItems": 1}}, "required": ["a"], "additionalProperties": false}]})",
       R"({"type": "object"})",
+      R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 16}, "n": {"type": "integer", "minimum": 0, "maximum": 8}, "x": {"type": "number", "minimum": -3.5, "exclusiveMaximum": 12}, "neg": {"type": "integer", "minimum": -120, "maximum": -95}}, "required": ["name", "n", "x", "neg"], "additionalProperties": false})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "string", "minLength": 3, "maxLength": 3}, {"type": "integer", "exclusiveMinimum": -1, "exclusiveMaximum": 1}]}, "maxItems": 3})",
+      R"({"type": "array", "items": {"type": "integer", "minimum": 4096, "maximum": 70000}, "maxItems": 3})",
   };
   std::mt19937_64 rng(1234);
   for (const char* text : schemas) {

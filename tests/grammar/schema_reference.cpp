@@ -19,6 +19,21 @@ bool has_type(const json& v, const std::string& t) {
   return false;
 }
 
+// Unicode code points in a (well-formed UTF-8) string: JSON Schema's string length.
+size_t code_points(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+bool within_numeric_bounds(const json& s, double v) {
+  if (s.contains("minimum") && v < s["minimum"].get<double>()) return false;
+  if (s.contains("maximum") && v > s["maximum"].get<double>()) return false;
+  if (s.contains("exclusiveMinimum") && v <= s["exclusiveMinimum"].get<double>()) return false;
+  if (s.contains("exclusiveMaximum") && v >= s["exclusiveMaximum"].get<double>()) return false;
+  return true;
+}
+
 }  // namespace
 
 bool schema_accepts(const json& s, const json& v) {
@@ -54,6 +69,12 @@ bool schema_accepts(const json& s, const json& v) {
       }
     }
   }
+  if (v.is_string()) {
+    const size_t length = code_points(v.get<std::string>());
+    if (s.contains("minLength") && length < s["minLength"].get<size_t>()) return false;
+    if (s.contains("maxLength") && length > s["maxLength"].get<size_t>()) return false;
+  }
+  if (v.is_number() && !within_numeric_bounds(s, v.get<double>())) return false;
   if (v.is_array()) {
     if (s.contains("items"))
       for (const json& item : v)

@@ -110,7 +110,7 @@ TEST(OutputConstraint, RefusalsNameTheirField) {
   EXPECT_EQ(std::get<ApiError>(keyword).param, "tools[0].function.parameters");
   EXPECT_NE(std::get<ApiError>(keyword).message.find("format"), std::string::npos);
   OutputFormat format;
-  format.schema = json{{"type", "integer"}, {"minimum", 0}};
+  format.schema = json{{"type", "integer"}, {"multipleOf", 2}};
   auto refused = output_format_grammar(format, "text.format");
   ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
   EXPECT_EQ(std::get<ApiError>(refused).param, "text.format.schema");
