@@ -38,7 +38,8 @@ TEST(OutputMatcher, ObjectWithRequiredAndOptionalProperties) {
   auto g = grammar_of(schema);
   EXPECT_TRUE(matches(g, R"({"name":"Ann","age":31})"));
   EXPECT_TRUE(matches(g, R"({ "age" : -7, "name" : "B\u00e9\n", "tags": ["a", "b"] })"));
-  EXPECT_TRUE(matches(g, "{\n  \"name\": \"x\",\n  \"age\": 0\n}"));
+  EXPECT_TRUE(matches(g, "{\n\"name\": \"x\",\n\"age\": 0\n}"));  // one blank between tokens
+  EXPECT_FALSE(accepts_prefix(g, "{\n  \"name\""));                    // not an indentation
   EXPECT_FALSE(matches(g, R"({"name":"Ann"})"));               // age missing: may not end
   EXPECT_FALSE(accepts_prefix(g, R"({"name":"Ann"})"));        // ... nor close
   EXPECT_FALSE(accepts_prefix(g, R"({"nam":)"));               // not a property

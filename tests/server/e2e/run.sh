@@ -26,10 +26,4 @@ for tool in redis-server haproxy curl; do
 done
 cd "$here"
 export TANGRAM_BIN="$bin" TANGRAM_MODEL="$model"
-# structured_clients.test.mjs (structured output through the AI SDK and LangChain) waits for forced
-# tool calls that finish within its token budget (docs/serving.md, "Clients tested").
-suites=()
-for suite in ./*.test.mjs; do
-  [ "$suite" = ./structured_clients.test.mjs ] || suites+=("$suite")
-done
-exec node --test --test-concurrency=1 "${suites[@]}"
+exec node --test --test-concurrency=1 ./*.test.mjs
