@@ -1,7 +1,8 @@
 #include "grammar/grammar_constraint.h"
 
 #include <algorithm>
-#include <numeric>
+#include <optional>
+#include <string_view>
 
 #include "tokenizer/tokenizer.h"
 
@@ -25,18 +26,12 @@ std::shared_ptr<const TokenTexts> TokenTexts::from_tokenizer(const Tokenizer& to
 TokenTexts::TokenTexts(std::vector<std::string> pieces, std::vector<Kind> kinds)
     : pieces_(std::move(pieces)), kinds_(std::move(kinds)) {
   kinds_.resize(pieces_.size(), Kind::Never);
+  std::vector<int32_t> text_tokens;
   for (size_t i = 0; i < pieces_.size(); ++i) {
     if (kinds_[i] == Kind::Text && pieces_[i].empty()) kinds_[i] = Kind::Never;  // no progress
-    if (kinds_[i] == Kind::Text) by_bytes_.push_back(static_cast<int32_t>(i));
+    if (kinds_[i] == Kind::Text) text_tokens.push_back(static_cast<int32_t>(i));
   }
-  std::stable_sort(by_bytes_.begin(), by_bytes_.end(), [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
-  shared_prefix_.assign(by_bytes_.size(), 0);
-  for (size_t k = 1; k < by_bytes_.size(); ++k) {
-    const std::string& a = piece(by_bytes_[k - 1]);
-    const std::string& b = piece(by_bytes_[k]);
-    const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-    shared_prefix_[k] = static_cast<int32_t>(diff.first - a.begin());
-  }
+  trie_ = TokenTrie(pieces_, std::move(text_tokens));
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const OutputGrammar> grammar,
@@ -58,32 +53,62 @@ bool GrammarConstraint::allows(int32_t token) const {
   return trial.feed(texts_->piece(token));
 }
 
+namespace {
+
+// The walk's state after the prefix of the node at some depth: while the prefix stays inside the
+// string the output is in, the string's cursor; otherwise a whole matcher (in the walk's slots).
+struct WalkLevel {
+  bool in_string = false;
+  OutputMatcher::StringCursor cursor;
+};
+
+}  // namespace
+
 void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& allowed) const {
   allowed.assign(static_cast<size_t>(std::max(n_vocab, 0)), 0);
   const int32_t n = std::min(n_vocab, texts_->n_vocab());
   const bool may_end = matcher_.may_end();
   for (int32_t id = 0; id < n; ++id)
     if (texts_->kind(id) == TokenTexts::Kind::EndOfGeneration) allowed[static_cast<size_t>(id)] = may_end ? 1 : 0;
-  // states[d]: the matcher after the first d bytes of the current token (valid up to the
-  // token's length, or to where it died). Copy-assigning into a kept slot reuses its buffers.
-  std::vector<OutputMatcher> states{matcher_};
-  size_t dead_at = SIZE_MAX;  // the depth at which the current prefix died (SIZE_MAX: alive)
-  const std::vector<int32_t>& order = texts_->by_bytes();
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int32_t id = order[k];
-    const std::string& piece = texts_->piece(id);
-    const auto shared = static_cast<size_t>(texts_->shared_prefix()[k]);
-    if (dead_at <= shared) continue;  // a prefix already refused: so is this token
-    dead_at = SIZE_MAX;
-    for (size_t d = shared; d < piece.size(); ++d) {
-      if (states.size() <= d + 1) states.push_back(states[d]);
-      else states[d + 1] = states[d];
-      if (!states[d + 1].feed_byte(static_cast<uint8_t>(piece[d]))) {
-        dead_at = d + 1;
-        break;
-      }
+  const TokenTrie& trie = texts_->trie();
+  const auto depths = static_cast<size_t>(trie.max_depth()) + 1;
+  std::vector<WalkLevel> levels(depths);   // [depth]
+  std::vector<char> prefix(depths);        // [depth] the visited node's prefix
+  std::vector<OutputMatcher> matchers{matcher_};  // [depth] grown on demand; copy-assigning reuses buffers
+  if (std::optional<OutputMatcher::StringCursor> cursor = matcher_.string_cursor())
+    levels[0] = WalkLevel{true, *cursor};
+  // The matcher after the first d bytes of the prefix, from the one after d - 1 (or rebuilt from
+  // the start where the level above only kept a cursor); false when the grammar refuses them.
+  const auto matcher_at = [&](size_t d, bool from_start) {
+    while (matchers.size() <= d) matchers.push_back(matcher_);
+    if (from_start) {
+      matchers[d] = matcher_;
+      return matchers[d].feed(std::string_view(prefix.data(), d));
     }
-    if (dead_at == SIZE_MAX && id < n) allowed[static_cast<size_t>(id)] = 1;
+    matchers[d] = matchers[d - 1];
+    return matchers[d].feed_byte(static_cast<uint8_t>(prefix[d - 1]));
+  };
+  for (int32_t node = 1; node < trie.size();) {
+    const auto d = static_cast<size_t>(trie.depth(node));
+    const uint8_t c = trie.byte(node);
+    prefix[d - 1] = static_cast<char>(c);
+    bool alive = false;
+    levels[d].in_string = false;
+    if (levels[d - 1].in_string) {
+      levels[d].cursor = levels[d - 1].cursor;
+      const OutputMatcher::Scan s = OutputMatcher::step_cursor(levels[d].cursor, c);
+      levels[d].in_string = s == OutputMatcher::Scan::Char;
+      alive = levels[d].in_string || (s == OutputMatcher::Scan::Close && matcher_at(d, /*from_start=*/true));
+    } else {
+      alive = matcher_at(d, /*from_start=*/false);
+    }
+    if (!alive) {
+      node = trie.subtree_end(node);
+      continue;
+    }
+    for (int32_t id : trie.tokens(node))
+      if (id < n) allowed[static_cast<size_t>(id)] = 1;
+    ++node;
   }
 }
 

@@ -4,8 +4,10 @@
 // A token is allowed when its bytes, fed to a copy of the matcher, leave it alive; an
 // end-of-generation token when the output may end; control, unknown and unused tokens (and
 // tokens with no bytes) never, as they are no part of the output's text. allowed_tokens() walks
-// the vocabulary sorted by bytes and reuses the matcher state of the prefix a token shares with
-// the one before it, so a vocabulary of 150k costs far fewer than 150k full walks.
+// the vocabulary's prefix tree (token_trie.h) with the matcher, each distinct prefix judged once
+// and a refused prefix's subtree skipped. Inside a JSON string (where nearly every token is
+// allowed) the walk steps only the string's cursor, no matcher copies, until a byte closes the
+// string; there it rebuilds the matcher from the prefix and walks that subtree in full.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "grammar/output_matcher.h"
+#include "grammar/token_trie.h"
 #include "runtime/token_constraint.h"
 
 namespace tangram {
@@ -32,15 +35,13 @@ class TokenTexts {
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   Kind kind(int32_t id) const { return kinds_[static_cast<size_t>(id)]; }
-  // Text tokens sorted by their bytes, and how many leading bytes each shares with the one before.
-  const std::vector<int32_t>& by_bytes() const { return by_bytes_; }
-  const std::vector<int32_t>& shared_prefix() const { return shared_prefix_; }
+  // The text tokens' prefix tree.
+  const TokenTrie& trie() const { return trie_; }
 
  private:
   std::vector<std::string> pieces_;  // [n_vocab]
   std::vector<Kind> kinds_;          // [n_vocab]
-  std::vector<int32_t> by_bytes_;    // [n_text_tokens] ids
-  std::vector<int32_t> shared_prefix_;  // [n_text_tokens]; 0 for the first
+  TokenTrie trie_;
 };
 
 class GrammarConstraint final : public TokenConstraint {
