@@ -7,11 +7,14 @@
 // the vocabulary's prefix tree (token_trie.h) with the matcher, each distinct prefix judged once
 // and a refused prefix's subtree skipped. Inside a JSON string (where nearly every token is
 // allowed) the walk steps only the string's cursor, no matcher copies, until a byte closes the
-// string; there it rebuilds the matcher from the prefix and walks that subtree in full.
+// string; there it rebuilds the matcher from the prefix and walks that subtree in full. In a
+// string with no length bound that part of the walk is the same at every step and is looked up
+// (TokenTexts::in_string), leaving only the subtrees after a closing quote to walk.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,8 @@ class TokenTexts {
   static std::shared_ptr<const TokenTexts> from_tokenizer(const Tokenizer& tokenizer);
   // pieces[id], kinds[id]: [n_vocab].
   TokenTexts(std::vector<std::string> pieces, std::vector<Kind> kinds);
+  TokenTexts(const TokenTexts&) = delete;
+  TokenTexts& operator=(const TokenTexts&) = delete;
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
@@ -38,10 +43,25 @@ class TokenTexts {
   // The text tokens' prefix tree.
   const TokenTrie& trie() const { return trie_; }
 
+  // Inside a string with no length bound, which tokens stay inside it depends only on the string
+  // scanner's state: those tokens, and the trie nodes where a byte closes the string (what may
+  // follow there depends on the grammar), computed once per scanner state and kept.
+  struct InString {
+    std::vector<uint8_t> inside;  // [n_vocab] 1: every byte of the token continues the string
+    struct Close {
+      int32_t node;        // the closing quote's node
+      std::string prefix;  // its prefix, the quote included
+    };
+    std::vector<Close> closes;
+  };
+  std::shared_ptr<const InString> in_string(const OutputMatcher::StringScan& scan) const;
+
  private:
   std::vector<std::string> pieces_;  // [n_vocab]
   std::vector<Kind> kinds_;          // [n_vocab]
   TokenTrie trie_;
+  mutable std::mutex in_string_mutex_;
+  mutable std::vector<std::pair<OutputMatcher::StringScan, std::shared_ptr<const InString>>> in_string_;
 };
 
 class GrammarConstraint final : public TokenConstraint {
