@@ -55,79 +55,37 @@ bool GrammarConstraint::allows(int32_t token) const {
 
 namespace {
 
-// A walk of (part of) the trie from a matcher: marks the tokens it allows. The state after the
-// prefix of the node visited at depth d is levels[d]: while the prefix stays inside the string
-// the output is in, only the string's cursor; otherwise the whole matcher in matchers[d].
+// A walk of (part of) the trie with the matcher: marks the tokens it allows. matchers[d] is the
+// matcher after the prefix of the node visited at depth d.
 class MaskWalk {
  public:
   // allowed: [n] the mask to mark (ids from n on are left out).
   MaskWalk(const OutputMatcher& start, const TokenTrie& trie, std::vector<uint8_t>& allowed, int32_t n)
-      : start_(start), trie_(trie), allowed_(allowed), n_(n), levels_(static_cast<size_t>(trie.max_depth()) + 1),
-        prefix_(levels_.size()), matchers_{start} {}
+      : start_(start), trie_(trie), allowed_(allowed), n_(n), prefix_(static_cast<size_t>(trie.max_depth()) + 1),
+        matchers_{start} {}
 
   // The whole trie.
-  void all() {
-    if (std::optional<OutputMatcher::StringCursor> cursor = start_.string_cursor()) levels_[0] = Level{true, *cursor};
-    walk(1, trie_.size());
-  }
+  void all() { walk(1, trie_.size()); }
 
-  // The subtree of `node`, whose prefix is `prefix`, walked with whole matchers.
+  // The subtree of `node`, whose prefix is `prefix`.
   void subtree(int32_t node, std::string_view prefix) {
     const size_t d = prefix.size();
     std::copy(prefix.begin(), prefix.end(), prefix_.begin());
-    levels_[d].in_string = false;
-    if (!matcher_at(d, /*from_start=*/true)) return;
+    grow(d);
+    matchers_[d] = start_;
+    if (!matchers_[d].feed(prefix)) return;
     mark(node);
     walk(node + 1, trie_.subtree_end(node));
   }
 
-  // Without a matcher: the tokens that stay inside a string from `scan` (no length bound), and
-  // the nodes where a byte closes it.
-  static TokenTexts::InString in_string(const TokenTrie& trie, int32_t n_vocab, const OutputMatcher::StringScan& scan) {
-    TokenTexts::InString out;
-    out.inside.assign(static_cast<size_t>(n_vocab), 0);
-    std::vector<OutputMatcher::StringCursor> cursors(static_cast<size_t>(trie.max_depth()) + 1);  // [depth]
-    std::string prefix(cursors.size(), '\0');
-    cursors[0] = OutputMatcher::StringCursor{scan, 0, -1};
-    for (int32_t node = 1; node < trie.size();) {
-      const auto d = static_cast<size_t>(trie.depth(node));
-      prefix[d - 1] = static_cast<char>(trie.byte(node));
-      cursors[d] = cursors[d - 1];
-      const OutputMatcher::Scan s = OutputMatcher::step_cursor(cursors[d], trie.byte(node));
-      if (s != OutputMatcher::Scan::Char) {
-        if (s == OutputMatcher::Scan::Close) out.closes.push_back({node, prefix.substr(0, d)});
-        node = trie.subtree_end(node);
-        continue;
-      }
-      for (int32_t id : trie.tokens(node)) out.inside[static_cast<size_t>(id)] = 1;
-      ++node;
-    }
-    return out;
-  }
-
  private:
-  struct Level {
-    bool in_string = false;
-    OutputMatcher::StringCursor cursor;
-  };
-
-  // Nodes [first, end): a run of whole subtrees whose parents' levels are set.
+  // Nodes [first, end): a run of whole subtrees whose parents' matchers are set.
   void walk(int32_t first, int32_t end) {
     for (int32_t node = first; node < end;) {
       const auto d = static_cast<size_t>(trie_.depth(node));
-      const uint8_t c = trie_.byte(node);
-      prefix_[d - 1] = static_cast<char>(c);
-      bool alive = false;
-      levels_[d].in_string = false;
-      if (levels_[d - 1].in_string) {
-        levels_[d].cursor = levels_[d - 1].cursor;
-        const OutputMatcher::Scan s = OutputMatcher::step_cursor(levels_[d].cursor, c);
-        levels_[d].in_string = s == OutputMatcher::Scan::Char;
-        alive = levels_[d].in_string || (s == OutputMatcher::Scan::Close && matcher_at(d, /*from_start=*/true));
-      } else {
-        alive = matcher_at(d, /*from_start=*/false);
-      }
-      if (!alive) {
+      grow(d);
+      matchers_[d] = matchers_[d - 1];  // copy-assigning reuses the slot's buffers
+      if (!matchers_[d].feed_byte(trie_.byte(node))) {
         node = trie_.subtree_end(node);
         continue;
       }
@@ -136,31 +94,49 @@ class MaskWalk {
     }
   }
 
+  void grow(size_t d) {
+    while (matchers_.size() <= d) matchers_.push_back(start_);
+  }
+
   void mark(int32_t node) {
     for (int32_t id : trie_.tokens(node))
       if (id < n_) allowed_[static_cast<size_t>(id)] = 1;
-  }
-
-  // The matcher after the first d bytes of the prefix, from the one after d - 1 or rebuilt from
-  // the start (where the level above kept only a cursor); false when the grammar refuses them.
-  bool matcher_at(size_t d, bool from_start) {
-    while (matchers_.size() <= d) matchers_.push_back(start_);  // copy-assigning later reuses buffers
-    if (from_start) {
-      matchers_[d] = start_;
-      return matchers_[d].feed(std::string_view(prefix_.data(), d));
-    }
-    matchers_[d] = matchers_[d - 1];
-    return matchers_[d].feed_byte(static_cast<uint8_t>(prefix_[d - 1]));
   }
 
   const OutputMatcher& start_;
   const TokenTrie& trie_;
   std::vector<uint8_t>& allowed_;
   int32_t n_;
-  std::vector<Level> levels_;            // [depth]
   std::vector<char> prefix_;             // [depth] the visited node's prefix
   std::vector<OutputMatcher> matchers_;  // [depth] grown on demand
 };
+
+// The string walk behind TokenTexts::in_string(): the trie with only a string cursor (no length
+// bound), counting the characters each prefix begins.
+TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab, const OutputMatcher::StringScan& scan) {
+  TokenTexts::InString out;
+  out.chars.assign(static_cast<size_t>(n_vocab), TokenTexts::InString::kLeaves);
+  std::vector<OutputMatcher::StringCursor> cursors(static_cast<size_t>(trie.max_depth()) + 1);  // [depth]
+  std::vector<uint16_t> begun(cursors.size(), 0);  // [depth] characters begun by the prefix
+  std::string prefix(cursors.size(), '\0');
+  cursors[0] = OutputMatcher::StringCursor{scan, 0, -1};
+  for (int32_t node = 1; node < trie.size();) {
+    const auto d = static_cast<size_t>(trie.depth(node));
+    prefix[d - 1] = static_cast<char>(trie.byte(node));
+    cursors[d] = cursors[d - 1];
+    const bool char_begins = cursors[d].scan == OutputMatcher::StringScan{};
+    const OutputMatcher::Scan s = OutputMatcher::step_cursor(cursors[d], trie.byte(node));
+    if (s != OutputMatcher::Scan::Char) {
+      if (s == OutputMatcher::Scan::Close) out.closes.push_back({node, prefix.substr(0, d), begun[d - 1]});
+      node = trie.subtree_end(node);
+      continue;
+    }
+    begun[d] = static_cast<uint16_t>(begun[d - 1] + (char_begins ? 1 : 0));
+    for (int32_t id : trie.tokens(node)) out.chars[static_cast<size_t>(id)] = begun[d];
+    ++node;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -168,7 +144,7 @@ std::shared_ptr<const TokenTexts::InString> TokenTexts::in_string(const OutputMa
   std::lock_guard<std::mutex> lock(in_string_mutex_);
   for (const auto& [key, value] : in_string_)
     if (key == scan) return value;
-  auto made = std::make_shared<const InString>(MaskWalk::in_string(trie_, n_vocab(), scan));
+  auto made = std::make_shared<const InString>(walk_in_string(trie_, n_vocab(), scan));
   in_string_.emplace_back(scan, made);
   return made;
 }
@@ -178,10 +154,17 @@ void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& al
   const int32_t n = std::min(n_vocab, texts_->n_vocab());
   MaskWalk walk(matcher_, texts_->trie(), allowed, n);
   const std::optional<OutputMatcher::StringCursor> cursor = matcher_.string_cursor();
-  if (cursor && cursor->max_length < 0) {
+  if (cursor && texts_->trie().max_depth() < TokenTexts::InString::kLeaves) {
+    // A character may begin while fewer than max_length are written; one already begun (the
+    // cursor is inside it) counts once it completes.
+    const bool in_char = !(cursor->scan == OutputMatcher::StringScan{});
+    const int32_t budget = cursor->max_length < 0 ? INT32_MAX : cursor->max_length - cursor->count - (in_char ? 1 : 0);
+    // Below kLeaves, so a token that leaves the string never passes.
+    const auto most = static_cast<uint16_t>(std::clamp<int32_t>(budget, 0, TokenTexts::InString::kLeaves - 1));
     const std::shared_ptr<const TokenTexts::InString> known = texts_->in_string(cursor->scan);
-    std::copy(known->inside.begin(), known->inside.begin() + n, allowed.begin());
-    for (const TokenTexts::InString::Close& close : known->closes) walk.subtree(close.node, close.prefix);
+    for (int32_t id = 0; id < n; ++id) allowed[static_cast<size_t>(id)] = known->chars[static_cast<size_t>(id)] <= most;
+    for (const TokenTexts::InString::Close& close : known->closes)
+      if (close.chars <= budget) walk.subtree(close.node, close.prefix);
   } else {
     walk.all();
   }

@@ -6,10 +6,9 @@
 // tokens with no bytes) never, as they are no part of the output's text. allowed_tokens() walks
 // the vocabulary's prefix tree (token_trie.h) with the matcher, each distinct prefix judged once
 // and a refused prefix's subtree skipped. Inside a JSON string (where nearly every token is
-// allowed) the walk steps only the string's cursor, no matcher copies, until a byte closes the
-// string; there it rebuilds the matcher from the prefix and walks that subtree in full. In a
-// string with no length bound that part of the walk is the same at every step and is looked up
-// (TokenTexts::in_string), leaving only the subtrees after a closing quote to walk.
+// allowed) it looks up which tokens stay in the string and how many characters each writes
+// (TokenTexts::in_string: the same at every step for the same scanner state) and walks only the
+// subtrees after a closing quote.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +42,19 @@ class TokenTexts {
   // The text tokens' prefix tree.
   const TokenTrie& trie() const { return trie_; }
 
-  // Inside a string with no length bound, which tokens stay inside it depends only on the string
-  // scanner's state: those tokens, and the trie nodes where a byte closes the string (what may
-  // follow there depends on the grammar), computed once per scanner state and kept.
+  // Inside a string, which tokens stay inside it, and how many characters each begins there,
+  // depends only on the string scanner's state (a length bound then compares those counts): those
+  // counts, and the trie nodes where a byte closes the string (what may follow there depends on
+  // the grammar), computed once per scanner state and kept.
   struct InString {
-    std::vector<uint8_t> inside;  // [n_vocab] 1: every byte of the token continues the string
+    // A token of n bytes begins at most n characters: the counts are exact while the longest
+    // token is shorter than kLeaves bytes (allowed_tokens() walks with the matcher otherwise).
+    static constexpr uint16_t kLeaves = 0xFFFF;
+    std::vector<uint16_t> chars;  // [n_vocab] characters the token begins, or kLeaves: it closes or breaks the string
     struct Close {
       int32_t node;        // the closing quote's node
       std::string prefix;  // its prefix, the quote included
+      uint16_t chars;      // characters begun before the quote
     };
     std::vector<Close> closes;
   };

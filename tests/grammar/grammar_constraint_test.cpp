@@ -144,6 +144,37 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
   }
 }
 
+// Every state a small vocabulary reaches in four tokens, strings bounded and not: the trie mask
+// equals the per-token reference, through split UTF-8 characters, escapes and \u escapes near
+// the length bound and at the closing quote.
+void check_every_state(const GrammarConstraint& c, const std::shared_ptr<const TokenTexts>& texts, int depth) {
+  std::vector<uint8_t> fast;
+  c.allowed_tokens(texts->n_vocab(), fast);
+  const std::vector<uint8_t> plain = allowed_one_by_one(c, texts->n_vocab());
+  ASSERT_EQ(fast, plain);
+  if (depth == 0) return;
+  for (int32_t id = 0; id < texts->n_vocab(); ++id) {
+    if (plain[static_cast<size_t>(id)] == 0 || texts->kind(id) != TokenTexts::Kind::Text) continue;
+    GrammarConstraint next = c;
+    next.accept(id);
+    SCOPED_TRACE(texts->piece(id));
+    check_every_state(next, texts, depth - 1);
+  }
+}
+
+TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksInEveryStringStateOfASmallVocabulary) {
+  using K = TokenTexts::Kind;
+  const std::vector<std::string> pieces{"\"", "a", "ab", "\xC3", "\xA9", "\xA9" "b", "\xA9\"", "b\"", "\\", "\\n",
+                                        "u00", "e9", "\"]", "[", "[\"", ",", "\xC3\xA9"};
+  auto texts = std::make_shared<const TokenTexts>(pieces, std::vector<K>(pieces.size(), K::Text));
+  for (const char* schema : {R"({"type": "string"})", R"({"type": "string", "maxLength": 1})",
+                             R"({"type": "string", "maxLength": 2, "minLength": 1})",
+                             R"({"type": "array", "items": {"type": "string", "maxLength": 3}})"}) {
+    SCOPED_TRACE(schema);
+    check_every_state(GrammarConstraint(grammar_of(schema), texts), texts, 4);
+  }
+}
+
 // The trie holds each text token once, at the node whose prefix is its bytes, and each node's
 // subtree is exactly the nodes below it.
 TEST(TokenTrie, EveryTokenAtItsPrefixAndSubtreesNest) {
