@@ -63,7 +63,8 @@ class ToolCallStartScanner {
   bool decided_ = false;           // the answer can no longer change
   std::optional<size_t> decided_at_;
   std::string tail_;               // marker syntaxes: the last bytes taken, one fewer than the marker's
-  std::string head_;               // Llama 3: the first bytes after the leading whitespace, up to <|python_tag|>'s length
+  std::string head_;               // Llama 3: the first bytes after the leading whitespace (at most
+                                   // <|python_tag|>'s length)
 };
 
 }  // namespace tangram

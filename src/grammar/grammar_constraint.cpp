@@ -61,8 +61,7 @@ class MaskWalk {
  public:
   // allowed: [n] the mask to mark (ids from n on are left out).
   MaskWalk(const OutputMatcher& start, const TokenTrie& trie, std::vector<uint8_t>& allowed, int32_t n)
-      : start_(start), trie_(trie), allowed_(allowed), n_(n), prefix_(static_cast<size_t>(trie.max_depth()) + 1),
-        matchers_{start} {}
+      : start_(start), trie_(trie), allowed_(allowed), n_(n), matchers_{start} {}
 
   // The whole trie.
   void all() { walk(1, trie_.size()); }
@@ -70,7 +69,6 @@ class MaskWalk {
   // The subtree of `node`, whose prefix is `prefix`.
   void subtree(int32_t node, std::string_view prefix) {
     const size_t d = prefix.size();
-    std::copy(prefix.begin(), prefix.end(), prefix_.begin());
     grow(d);
     matchers_[d] = start_;
     if (!matchers_[d].feed(prefix)) return;
@@ -107,7 +105,6 @@ class MaskWalk {
   const TokenTrie& trie_;
   std::vector<uint8_t>& allowed_;
   int32_t n_;
-  std::vector<char> prefix_;             // [depth] the visited node's prefix
   std::vector<OutputMatcher> matchers_;  // [depth] grown on demand
 };
 

@@ -18,7 +18,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
   for (int32_t id : ids) {
     const std::string& p = piece(id);
     size_t shared = 0;
-    if (before != nullptr) shared = static_cast<size_t>(std::mismatch(before->begin(), before->end(), p.begin(), p.end()).first - before->begin());
+    if (before != nullptr)
+      shared = static_cast<size_t>(std::mismatch(before->begin(), before->end(), p.begin(), p.end()).first -
+                                   before->begin());
     while (open.size() > shared + 1) {
       end_[static_cast<size_t>(open.back())] = size();
       open.pop_back();

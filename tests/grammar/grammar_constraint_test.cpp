@@ -116,7 +116,8 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
   for (const char* schema : {
            R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 6},
                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}}, "required": ["title", "tags"]})",
-           R"({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2}, {"type": "integer"}]})",
+           R"({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2},
+               {"type": "integer"}]})",
            R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
                "additionalProperties": {"type": "number"}})",
            R"({"type": "string"})"}) {

@@ -97,10 +97,12 @@ TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
 // call parses.
 TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
   for (const auto& [syntax, text] : std::vector<std::pair<ToolCallSyntax, std::string>>{
-           {ToolCallSyntax::Hermes, "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>"},
+           {ToolCallSyntax::Hermes,
+            "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>"},
            {ToolCallSyntax::Hermes, "a <tools are fine <tool_call>{broken"},
            {ToolCallSyntax::QwenXml, "x <tool_call><function=f><parameter=q>1</parameter></function></tool_call>"},
-           {ToolCallSyntax::Llama3, " <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
+           {ToolCallSyntax::Llama3,
+            " <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
            {ToolCallSyntax::Llama3, "Use {name} here."},
            {ToolCallSyntax::MistralJson, "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
            {ToolCallSyntax::MistralArgs, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]bad"}}) {
