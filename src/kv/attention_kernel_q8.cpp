@@ -64,14 +64,17 @@ void accumulate_portable(int n_lanes, const float* p, int hdv, const BlockRows& 
 
 #if TANGRAM_KV_Q8_SIMD
 
-// Elements c .. c+7 of a Q8_0 row (c a multiple of 8) as floats: int8 widened, times the
-// block's scale.
-inline __m256 load8(const uint8_t* row, int c) {
-  const uint8_t* block = row + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
+// The scale of the Q8_0 block at `block`, in all 8 lanes.
+inline __m256 block_scale8(const uint8_t* block) {
   uint16_t d;
   std::memcpy(&d, block, sizeof(d));
-  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + c % kKvQ8Block));
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(d)));
+  return _mm256_set1_ps(_cvtsh_ss(d));
+}
+
+// Elements w*8 .. w*8+7 of a Q8_0 block as floats: int8 widened, times the block's scale d.
+inline __m256 load8(const uint8_t* block, int w, __m256 d) {
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * w));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
 }
 
 // The 8 horizontal sums of a[0..7], in order.
@@ -86,7 +89,8 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
 }
 
 // scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
-// products stay in registers. Each widened key chunk serves every lane.
+// products stay in registers. Block by block: each row's scale is read once per block, and
+// each widened key chunk serves every lane.
 template <int NL>
 void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* scores) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
@@ -94,11 +98,15 @@ void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* sc
     const int jb = std::min(JB, n - j);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int c = 0; c < hd; c += 8)
+    for (int c = 0; c < hd; c += kKvQ8Block)
       for (int r = 0; r < jb; ++r) {
-        const __m256 kc = load8(rows.k[j + r], c);
-        for (int ln = 0; ln < NL; ++ln)
-          acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln * JB + r]);
+        const uint8_t* block = rows.k[j + r] + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
+        const __m256 d = block_scale8(block);
+        for (int w = 0; w < kKvQ8Block / 8; ++w) {
+          const __m256 kc = load8(block, w, d);
+          for (int ln = 0; ln < NL; ++ln)
+            acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c + 8 * w), kc, acc[ln * JB + r]);
+        }
       }
     alignas(32) float sums[8];
     _mm256_store_ps(sums, reduce8(acc));
@@ -107,17 +115,22 @@ void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* sc
   }
 }
 
-// acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass.
+// acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass (a pass
+// stays inside one Q8_0 block: 8 * CW divides 32, so a row's scale is read once per pass).
 template <int NL, int CW>
 int accumulate_pass(const float* p, int hdv, int c0, const BlockRows& rows, int n, float* acc) {
+  static_assert(kKvQ8Block % (8 * CW) == 0);
   int c = c0;
   for (; c + 8 * CW <= hdv; c += 8 * CW) {
     __m256 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
     for (int j = 0; j < n; ++j) {
+      const uint8_t* block = rows.v[j] + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
+      const __m256 d = block_scale8(block);
+      const int w0 = (c % kKvQ8Block) / 8;
       __m256 vc[CW];
-      for (int w = 0; w < CW; ++w) vc[w] = load8(rows.v[j], c + 8 * w);
+      for (int w = 0; w < CW; ++w) vc[w] = load8(block, w0 + w, d);
       for (int ln = 0; ln < NL; ++ln) {
         const __m256 pj = _mm256_broadcast_ss(p + ln * kAttentionBlock + j);
         for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_fmadd_ps(pj, vc[w], a[ln][w]);
@@ -133,7 +146,7 @@ template <int NL>
 void block_simd(const float* q, int hd, int hdv, const BlockRows& rows, int n, float* scores,
                 float* acc, bool accumulate) {
   if (!accumulate) return scores_simd<NL>(q, hd, rows, n, scores);
-  constexpr int CW = NL <= 4 ? 2 : 1;
+  constexpr int CW = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;  // NL * CW accumulators + CW chunks in registers
   const int c = accumulate_pass<NL, CW>(scores, hdv, 0, rows, n, acc);
   if constexpr (CW > 1) accumulate_pass<NL, 1>(scores, hdv, c, rows, n, acc);
 }
