@@ -163,6 +163,7 @@ void measure_accuracy(Model& model, const Tokenizer& tok, const AccuracyWorkload
   po.group_size = so.page_group_size;
   po.page_tokens = so.page_tokens;
   po.kv_type = so.kv_type;
+  po.reference_kv_type = reference_kv_type_for(so.kv_type);
   po.chunk = w.chunk;
   po.window = static_cast<int64_t>(w.text.size());
   po.max_step = std::min(so.prefill_chunk, so.step_tokens);

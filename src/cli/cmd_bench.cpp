@@ -28,6 +28,7 @@
 #include "common/progress.h"
 #include "common/units.h"
 #include "evaluation/trace.h"
+#include "kv/kv_row.h"
 
 namespace tangram::cli {
 namespace {
@@ -132,8 +133,9 @@ Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, 
 
 // Full KV's bytes per token (every layer's KV heads, keys and values), without page rounding.
 double dense_kv_bytes_per_token(const ModelConfig& cfg, const std::string& kv_type) {
-  return static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
-         (kv_type == "f32" ? 4.0 : 2.0);
+  const KvType type = parse_kv_type(kv_type).value_or(KvType::F16);  // the flag was checked
+  return static_cast<double>(cfg.n_layers) * cfg.n_kv_head *
+         static_cast<double>(kv_row_bytes(type, cfg.head_dim) + kv_row_bytes(type, cfg.head_dim_v));
 }
 
 // The engine flags every run starts from: KV memory for `memory_sessions` conversations under

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "compress/budgets.h"
 #include "compress/cluster.h"
 #include "compress/profile.h"
-#include "kernels/half.h"
 #include "kv/kv_head_view.h"
+#include "kv/kv_row.h"
 #include "model/rope.h"
 
 namespace tangram {
@@ -22,19 +21,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Reads `count` stored rows of `dim` elements as floats.
 void read_rows(const uint8_t* src, int64_t count, int dim, size_t row_bytes, KvType type, float* dst) {
-  for (int64_t r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-    float* out = dst + r * dim;
-    if (type == KvType::F32) {
-      std::memcpy(out, row, static_cast<size_t>(dim) * sizeof(float));
-    } else {
-      for (int i = 0; i < dim; ++i) {
-        uint16_t h;
-        std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof(h));
-        out[i] = half::fp16_to_fp32(h);
-      }
-    }
-  }
+  for (int64_t r = 0; r < count; ++r)
+    load_kv_row(type, src + static_cast<size_t>(r) * row_bytes, dst + r * dim, dim);
 }
 
 // Per-thread buffers for reading a head back and gathering its GQA group's queries.
