@@ -8,6 +8,7 @@
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
+#include "kv/attention_kernel_avx512.h"
 #include "kv/attention_kernel_q8.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
@@ -46,24 +47,24 @@ float element(const uint8_t* row, int i) {
 
 // scores[lane][j] = q[lane] . k[j] for j < n.
 template <typename Elem>
-void scores_scalar(int n_lanes, const float* q, int hd, const BlockRows& rows, int n,
+void scores_scalar(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
                    float* scores) {
   for (int j = 0; j < n; ++j)
     for (int ln = 0; ln < n_lanes; ++ln) {
       float s = 0.0f;
-      for (int i = 0; i < hd; ++i) s += q[ln * hd + i] * element<Elem>(rows.k[j], i);
+      for (int i = 0; i < hd; ++i) s += q[ln * hd + i] * element<Elem>(k[j], i);
       scores[ln * kAttentionBlock + j] = s;
     }
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j].
 template <typename Elem>
-void accumulate_scalar(int n_lanes, const float* p, int hdv, const BlockRows& rows, int n,
+void accumulate_scalar(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
                        float* acc) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < hdv; ++i) {
-      const float v = element<Elem>(rows.v[j], i);
-      for (int ln = 0; ln < n_lanes; ++ln) acc[ln * hdv + i] += p[ln * kAttentionBlock + j] * v;
+      const float vi = element<Elem>(v[j], i);
+      for (int ln = 0; ln < n_lanes; ++ln) acc[ln * hdv + i] += p[ln * kAttentionBlock + j] * vi;
     }
 }
 
@@ -93,7 +94,7 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
 // scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
 // products run in registers and are reduced together.
 template <typename Elem, int NL>
-void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* scores) {
+void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
   int j = 0;
   for (; j + JB <= n; j += JB) {
@@ -101,7 +102,7 @@ void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* sc
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int c = 0; c < hd; c += 8) {
       for (int r = 0; r < JB; ++r) {
-        const __m256 kc = load8<Elem>(rows.k[j + r], c);
+        const __m256 kc = load8<Elem>(k[j + r], c);
         for (int ln = 0; ln < NL; ++ln)
           acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln * JB + r]);
       }
@@ -115,7 +116,7 @@ void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* sc
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int c = 0; c < hd; c += 8) {
-      const __m256 kc = load8<Elem>(rows.k[j], c);
+      const __m256 kc = load8<Elem>(k[j], c);
       for (int ln = 0; ln < NL; ++ln)
         acc[ln] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln]);
     }
@@ -128,7 +129,7 @@ void scores_simd(const float* q, int hd, const BlockRows& rows, int n, float* sc
 // acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass over the
 // block's rows (accumulators stay in registers for the whole pass).
 template <typename Elem, int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c0, const BlockRows& rows, int n, float* acc) {
+int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc) {
   int c = c0;
   for (; c + 8 * CW <= hdv; c += 8 * CW) {
     __m256 a[NL][CW];
@@ -136,7 +137,7 @@ int accumulate_pass(const float* p, int hdv, int c0, const BlockRows& rows, int 
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
     for (int j = 0; j < n; ++j) {
       __m256 vc[CW];
-      for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(rows.v[j], c + 8 * w);
+      for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(v[j], c + 8 * w);
       for (int ln = 0; ln < NL; ++ln) {
         const __m256 pj = _mm256_broadcast_ss(p + ln * kAttentionBlock + j);
         for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_fmadd_ps(pj, vc[w], a[ln][w]);
@@ -149,35 +150,39 @@ int accumulate_pass(const float* p, int hdv, int c0, const BlockRows& rows, int 
 }
 
 template <typename Elem, int NL>
-void accumulate_simd(const float* p, int hdv, const BlockRows& rows, int n, float* acc) {
+void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
   constexpr int CW = NL <= 4 ? 2 : 1;
-  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, rows, n, acc);
-  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, rows, n, acc);
+  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, v, n, acc);
+  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, v, n, acc);
 }
 
-template <typename Elem, int NL>
-void block_simd(const float* q, int hd, int hdv, const BlockRows& rows, int n, float* scores,
-                float* acc, bool accumulate) {
-  if (!accumulate) {
-    scores_simd<Elem, NL>(q, hd, rows, n, scores);
-  } else {
-    accumulate_simd<Elem, NL>(scores, hdv, rows, n, acc);
+// The scores and the value step for n_lanes <= 8 lanes.
+template <typename Elem>
+void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
+                      float* scores) {
+  switch (n_lanes) {
+    case 1: return scores_simd<Elem, 1>(q, hd, k, n, scores);
+    case 2: return scores_simd<Elem, 2>(q, hd, k, n, scores);
+    case 3: return scores_simd<Elem, 3>(q, hd, k, n, scores);
+    case 4: return scores_simd<Elem, 4>(q, hd, k, n, scores);
+    case 5: return scores_simd<Elem, 5>(q, hd, k, n, scores);
+    case 6: return scores_simd<Elem, 6>(q, hd, k, n, scores);
+    case 7: return scores_simd<Elem, 7>(q, hd, k, n, scores);
+    default: return scores_simd<Elem, 8>(q, hd, k, n, scores);
   }
 }
-
-// Runs the scores (accumulate = false) or value (true) step for n_lanes <= 8 lanes.
 template <typename Elem>
-void block_step_simd(int n_lanes, const float* q, int hd, int hdv, const BlockRows& rows, int n,
-                     float* scores, float* acc, bool accumulate) {
+void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
+                          float* acc) {
   switch (n_lanes) {
-    case 1: return block_simd<Elem, 1>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 2: return block_simd<Elem, 2>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 3: return block_simd<Elem, 3>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 4: return block_simd<Elem, 4>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 5: return block_simd<Elem, 5>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 6: return block_simd<Elem, 6>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    case 7: return block_simd<Elem, 7>(q, hd, hdv, rows, n, scores, acc, accumulate);
-    default: return block_simd<Elem, 8>(q, hd, hdv, rows, n, scores, acc, accumulate);
+    case 1: return accumulate_simd<Elem, 1>(p, hdv, v, n, acc);
+    case 2: return accumulate_simd<Elem, 2>(p, hdv, v, n, acc);
+    case 3: return accumulate_simd<Elem, 3>(p, hdv, v, n, acc);
+    case 4: return accumulate_simd<Elem, 4>(p, hdv, v, n, acc);
+    case 5: return accumulate_simd<Elem, 5>(p, hdv, v, n, acc);
+    case 6: return accumulate_simd<Elem, 6>(p, hdv, v, n, acc);
+    case 7: return accumulate_simd<Elem, 7>(p, hdv, v, n, acc);
+    default: return accumulate_simd<Elem, 8>(p, hdv, v, n, acc);
   }
 }
 
@@ -227,9 +232,28 @@ void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float*
   m = m_new;
 }
 
-// One block of one head: entries [blk, blk + nb) against the head's lanes.
+// The two inner loops for one lane group (n_lanes <= kLaneGroup) at the level a call runs:
+// scores (q . k) into the scratch, and weights times values into the accumulators.
+struct BlockKernels {
+  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n, float* scores);
+  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc);
+};
+
 template <typename Elem>
-void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, bool simd) {
+BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
+#if TANGRAM_KV_SIMD
+  if constexpr (std::is_same_v<Elem, uint16_t>) {
+    if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 && hdv % 16 == 0)
+      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16};
+  }
+  if (hd % 8 == 0 && hdv % 8 == 0) return {scores_step_simd<Elem>, accumulate_step_simd<Elem>};
+#endif
+  (void)level;
+  return {scores_scalar<Elem>, accumulate_scalar<Elem>};
+}
+
+// One block of one head: entries [blk, blk + nb) against the head's lanes.
+void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern) {
   BlockRows rows;
   const KvHeadView& view = *h.view;
   view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
@@ -252,47 +276,43 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, bool s
     const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
     float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
-#if TANGRAM_KV_SIMD
-    if (simd) block_step_simd<Elem>(ng, qg, hd, hdv, rows, n_rows, sg, ag, false);
-#endif
-    if (!simd) scores_scalar<Elem>(ng, qg, hd, rows, n_rows, sg);
+    kern.scores(ng, qg, hd, rows.k, n_rows, sg);
     const int n_pad = (n_rows + 7) / 8 * 8;
     for (int ln = 0; ln < ng; ++ln)
       softmax_step(sg + ln * kAttentionBlock, visible[ln], n_pad, h.m[g0 + ln], h.l[g0 + ln],
                    ag + static_cast<size_t>(ln) * static_cast<size_t>(hdv), hdv);
-#if TANGRAM_KV_SIMD
-    if (simd) block_step_simd<Elem>(ng, qg, hd, hdv, rows, n_rows, sg, ag, true);
-#endif
-    if (!simd) accumulate_scalar<Elem>(ng, sg, hdv, rows, n_rows, ag);
+    kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag);
   }
 }
 
 template <typename Elem>
-void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64_t begin) {
-#if TANGRAM_KV_SIMD
-  const bool simd = hd % 8 == 0 && hdv % 8 == 0;
-#else
-  const bool simd = false;
-#endif
+void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64_t begin,
+                        cpu::KernelLevel level) {
+  const BlockKernels kern = block_kernels<Elem>(hd, hdv, level);
   int64_t end = begin;
   for (const HeadLanes& h : heads) end = std::max(end, h.end);
   for (int64_t blk = begin; blk < end; blk += kAttentionBlock)
     for (const HeadLanes& h : heads)
       if (blk < h.end)
-        head_block<Elem>(h, hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, h.end - blk)), simd);
+        head_block(h, hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, h.end - blk)), kern);
 }
 
 }  // namespace
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
-                  int64_t begin) {
+                  int64_t begin, cpu::KernelLevel level) {
   if (type == KvType::Q8_0) {
     attend_heads_q8(heads, head_dim, head_dim_v, begin);
   } else if (type == KvType::F16) {
-    attend_heads_typed<uint16_t>(heads, head_dim, head_dim_v, begin);
+    attend_heads_typed<uint16_t>(heads, head_dim, head_dim_v, begin, level);
   } else {
-    attend_heads_typed<float>(heads, head_dim, head_dim_v, begin);
+    attend_heads_typed<float>(heads, head_dim, head_dim_v, begin, level);
   }
+}
+
+void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
+                  int64_t begin) {
+  attend_heads(heads, type, head_dim, head_dim_v, begin, cpu::active_level());
 }
 
 }  // namespace tangram

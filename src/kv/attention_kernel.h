@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_head_view.h"
 
@@ -35,8 +36,13 @@ struct HeadLanes {
 };
 
 // Online-softmax attention of every head's lanes over its entries [begin, end). The heads are
-// walked together, block by block, so heads sharing pages read each page in one sweep.
+// walked together, block by block, so heads sharing pages read each page in one sweep. Runs
+// the inner loops of the process's kernel level (cpu::active_level()).
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin);
+// The same at a given level (tests check every level the CPU supports; a level it cannot run,
+// or head sizes that level has no loop for, fall back to the next lower loop).
+void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
+                  int64_t begin, cpu::KernelLevel level);
 
 }  // namespace tangram

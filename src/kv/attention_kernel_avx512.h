@@ -1,0 +1,23 @@
+// Internal: the AVX-512 inner loops of KV attention over F16 rows (attention_kernel_avx512.cpp),
+// compiled with per-function target options so the rest of the binary stays x86-64-v3. Called
+// by attend_heads only where cpu::supports(KernelLevel::Avx512Vnni) and the head sizes are
+// multiples of 16; the softmax between them stays the AVX2 one.
+#pragma once
+
+#include <cstdint>
+
+#include "kv/attention_kernel.h"
+
+namespace tangram::vec::avx512 {
+
+// scores[lane * kAttentionBlock + j] = q[lane] . k[j] for lane < n_lanes <= 8, j < n; the key
+// rows are F16, head_dim a multiple of 16.
+void attention_scores_f16(int n_lanes, const float* q, int head_dim, const uint8_t* const* k_rows,
+                          int n, float* scores);
+
+// acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
+// value rows are F16, head_dim_v a multiple of 16.
+void attention_accumulate_f16(int n_lanes, const float* p, int head_dim_v,
+                              const uint8_t* const* v_rows, int n, float* acc);
+
+}  // namespace tangram::vec::avx512
