@@ -4,7 +4,9 @@
 # Qwen3-4B, takes the real per-head profile of Qwen3-4B from ../shared/profiles, and runs the
 # service workload (many more conversations than the KV memory holds under full KV, arriving
 # over time, idle for seeded think times between turns) under the full, uniform, dynamic and
-# tangram KV policies at 25% retention on the same KV memory. It runs twice: with no tier below
+# tangram KV policies at 25% retention on the same KV memory, dynamic also at 15% so that its two
+# runs bracket the others' effective retention ("x dynamic at equal retention" interpolates
+# between them; --dynamic-bracket). It runs twice: with no tier below
 # the KV pool (an evicted conversation's next turn is recomputed) and with a host-memory tier
 # (--kv-host-memory: it is restored), the reports going to ./tangram-bench/no-tier and
 # ./tangram-bench/host-tier. Extra arguments go to both runs (e.g. --quick for a run of a few
@@ -17,7 +19,13 @@ cmake --preset release
 cmake --build --preset release -j "$(nproc)" --target tangram
 SECONDS=0
 ./build/release/tangram bench -o tangram-bench/no-tier "$@"
-echo "no tier: ${SECONDS} s"
+no_tier_s=${SECONDS}
 SECONDS=0
 ./build/release/tangram bench --kv-host-memory 1GiB -o tangram-bench/host-tier "$@"
-echo "host-memory tier: ${SECONDS} s"
+host_tier_s=${SECONDS}
+# The two verdicts together: tangram against full and against dynamic, at the same ratio and at
+# equal effective retention, without and with the tier (each report.md ends with its verdict).
+for run in no-tier host-tier; do
+  echo "${run}: $(grep -m1 '^tangram at ratio' "tangram-bench/${run}/report.md" || echo 'no verdict (tangram or full not run)')"
+done
+echo "run time: no tier ${no_tier_s} s, host-memory tier ${host_tier_s} s"

@@ -15,10 +15,11 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 std::string_view trim(std::string_view s) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -180,6 +181,19 @@ ParsedReply parse_mistral(std::string_view reply, bool args_syntax) {
   return out;
 }
 
+// The text that begins a call in a syntax that marks calls ("" for Llama 3 and None).
+std::string_view call_marker(ToolCallSyntax syntax) {
+  switch (syntax) {
+    case ToolCallSyntax::Hermes:
+    case ToolCallSyntax::QwenXml: return kToolCall;
+    case ToolCallSyntax::MistralJson:
+    case ToolCallSyntax::MistralArgs: return kMistralCalls;
+    case ToolCallSyntax::Llama3:
+    case ToolCallSyntax::None: break;
+  }
+  return {};
+}
+
 // The offset of `marker` in text, or of a proper prefix of it that ends the text.
 std::optional<size_t> marker_or_prefix(std::string_view text, std::string_view marker) {
   if (size_t p = text.find(marker); p != std::string_view::npos) return p;
@@ -226,9 +240,9 @@ ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
 std::optional<size_t> tool_call_start(ToolCallSyntax syntax, std::string_view text) {
   switch (syntax) {
     case ToolCallSyntax::Hermes:
-    case ToolCallSyntax::QwenXml: return marker_or_prefix(text, kToolCall);
+    case ToolCallSyntax::QwenXml:
     case ToolCallSyntax::MistralJson:
-    case ToolCallSyntax::MistralArgs: return marker_or_prefix(text, kMistralCalls);
+    case ToolCallSyntax::MistralArgs: return marker_or_prefix(text, call_marker(syntax));
     case ToolCallSyntax::Llama3: {
       // Only a reply that begins as a call is one: a '{' later on is content. Leading
       // whitespace may still be followed by a call.
@@ -242,6 +256,57 @@ std::optional<size_t> tool_call_start(ToolCallSyntax syntax, std::string_view te
     case ToolCallSyntax::None: break;
   }
   return std::nullopt;
+}
+
+std::optional<size_t> ToolCallStartScanner::append(std::string_view delta) {
+  if (decided_) {
+    size_ += delta.size();
+    return decided_at_;
+  }
+  if (syntax_ == ToolCallSyntax::Llama3) return append_llama3(delta);
+  const std::string_view marker = call_marker(syntax_);
+  if (marker.empty()) {  // no tools: all of it is content
+    size_ += delta.size();
+    decided_ = true;
+    return std::nullopt;
+  }
+  return append_marked(delta, marker);
+}
+
+std::optional<size_t> ToolCallStartScanner::append_marked(std::string_view delta, std::string_view marker) {
+  // The first marker in the reply, if the text before this delta held none, begins at most
+  // (marker length - 1) bytes before it, so it lies in tail + delta; so does any prefix of the
+  // marker that ends the reply.
+  std::string window = std::move(tail_);
+  window.append(delta);
+  const size_t base = size_ + delta.size() - window.size();  // the window's offset in the reply
+  size_ += delta.size();
+  std::optional<size_t> at = marker_or_prefix(window, marker);
+  if (at && window.compare(*at, marker.size(), marker) == 0) {
+    decided_ = true;  // a whole marker: the first stays the first
+    decided_at_ = base + *at;
+    return decided_at_;
+  }
+  tail_ = window.substr(window.size() - std::min(window.size(), marker.size() - 1));
+  return at ? std::optional<size_t>(base + *at) : std::nullopt;
+}
+
+std::optional<size_t> ToolCallStartScanner::append_llama3(std::string_view delta) {
+  // The answer rests on the first bytes after the leading whitespace: a '{' or a prefix of
+  // <|python_tag|> begins a call, anything else is content; whitespace alone is held back.
+  size_ += delta.size();
+  for (char c : delta) {
+    if (head_.empty() && is_space(c)) continue;
+    head_.push_back(c);
+    const bool tag_so_far = kPythonTag.substr(0, head_.size()) == head_;
+    if (head_.front() == '{' || !tag_so_far || head_.size() == kPythonTag.size()) {
+      decided_ = true;
+      decided_at_ = head_.front() == '{' || tag_so_far ? std::optional<size_t>(0) : std::nullopt;
+      return decided_at_;
+    }
+  }
+  if (size_ == 0) return std::nullopt;
+  return 0;  // whitespace, or a beginning of <|python_tag|>
 }
 
 }  // namespace tangram

@@ -45,4 +45,26 @@ ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply);
 // hold such text back until the reply ends. nullopt: everything so far is plain content.
 std::optional<size_t> tool_call_start(ToolCallSyntax syntax, std::string_view text);
 
+// tool_call_start() of a reply that grows delta by delta, scanning only what each delta adds (and
+// the few bytes before it that a marker may straddle): a stream asks after every token, and a
+// scan of the whole reply each time would cost the square of its length.
+class ToolCallStartScanner {
+ public:
+  explicit ToolCallStartScanner(ToolCallSyntax syntax) : syntax_(syntax) {}
+  // Takes the next piece of the reply; returns tool_call_start(syntax, all pieces taken so far).
+  std::optional<size_t> append(std::string_view delta);
+
+ private:
+  std::optional<size_t> append_marked(std::string_view delta, std::string_view marker);
+  std::optional<size_t> append_llama3(std::string_view delta);
+
+  ToolCallSyntax syntax_;
+  size_t size_ = 0;                // bytes taken so far
+  bool decided_ = false;           // the answer can no longer change
+  std::optional<size_t> decided_at_;
+  std::string tail_;               // marker syntaxes: the last bytes taken, one fewer than the marker's
+  std::string head_;               // Llama 3: the first bytes after the leading whitespace (at most
+                                   // <|python_tag|>'s length)
+};
+
 }  // namespace tangram

@@ -163,6 +163,7 @@ void measure_accuracy(Model& model, const Tokenizer& tok, const AccuracyWorkload
   po.group_size = so.page_group_size;
   po.page_tokens = so.page_tokens;
   po.kv_type = so.kv_type;
+  po.reference_kv_type = reference_kv_type_for(so.kv_type);
   po.chunk = w.chunk;
   po.window = static_cast<int64_t>(w.text.size());
   po.max_step = std::min(so.prefill_chunk, so.step_tokens);
@@ -178,13 +179,35 @@ void measure_accuracy(Model& model, const Tokenizer& tok, const AccuracyWorkload
     fmt::print(stderr, "note: perplexity of {} at {} not measured: {}\n", row.policy, row.ratio, ppl.message());
 }
 
+namespace {
+
+// "full 1; uniform 0.25; dynamic 0.25, 0.15; tangram 0.25 (G 4)": the --kv-ratio of every run, by
+// policy in the order they ran.
+std::string ratios_run(const std::vector<RunRow>& rows) {
+  std::vector<std::pair<std::string, std::string>> by_policy;
+  for (const RunRow& row : rows) {
+    const std::string ratio = row.group_size > 0 ? fmt::format("{:g} (G {})", row.ratio, row.group_size)
+                                                 : fmt::format("{:g}", row.ratio);
+    auto it = std::find_if(by_policy.begin(), by_policy.end(), [&](const auto& p) { return p.first == row.policy; });
+    if (it == by_policy.end())
+      by_policy.emplace_back(row.policy, ratio);
+    else
+      it->second += ", " + ratio;
+  }
+  std::string out;
+  for (const auto& [policy, ratios] : by_policy) out += (out.empty() ? "" : "; ") + policy + " " + ratios;
+  return out;
+}
+
+}  // namespace
+
 std::string run_caption(const MultiturnResults& r) {
   const ModelConfig& cfg = r.config;
-  return fmt::format("{} ({} layers, {} KV heads x {}); workload {}: {} conversations x {} turns, concurrency {}\n"
-                     "KV memory {}, {} threads",
+  return fmt::format("{} ({} layers, {} KV heads x {}), KV memory {}, {} threads\n"
+                     "workload {}: {} conversations x {} turns, concurrency {}\nratios run: {}",
                      fs::path(r.model_path).filename().string(), cfg.n_layers, cfg.n_kv_head, cfg.head_dim,
-                     r.spec.preset, r.spec.sessions, r.spec.turns, r.spec.concurrency,
-                     format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads);
+                     format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads, r.spec.preset, r.spec.sessions,
+                     r.spec.turns, r.spec.concurrency, ratios_run(r.rows));
 }
 
 std::string accuracy_markdown(const MultiturnResults& r) {

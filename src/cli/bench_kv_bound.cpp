@@ -11,6 +11,7 @@
 #include "evaluation/synthetic_kv.h"
 #include "kv/attention_planner.h"
 #include "kv/block_pool.h"
+#include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram::cli {
@@ -23,13 +24,13 @@ constexpr int kPageTokens = 16;  // the engine's default page
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
-PageGeometry geometry_of(const ModelConfig& cfg, int group_size) {
+PageGeometry geometry_of(const ModelConfig& cfg, int group_size, KvType type) {
   PageGeometry geo;
   geo.page_tokens = kPageTokens;
   geo.group_size = group_size;
   geo.head_dim = cfg.head_dim;
   geo.head_dim_v = cfg.head_dim_v;
-  geo.type = KvType::F16;
+  geo.type = type;
   return geo;
 }
 
@@ -39,9 +40,9 @@ struct FilledBatch {
   std::vector<std::unique_ptr<PagedKvCache>> caches;
 };
 
-Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, int c, int64_t context,
-                               int growth, const SyntheticKvOptions& so) {
-  const PageGeometry geo = geometry_of(model.config(), layout.group_size);
+Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, KvType type, int c,
+                               int64_t context, int growth, const SyntheticKvOptions& so) {
+  const PageGeometry geo = geometry_of(model.config(), layout.group_size, type);
   const int64_t grow_pages = int64_t{layout.map->total_groups()} * ((growth + kPageTokens - 1) / kPageTokens + 1);
   const int64_t pages = c * (layout.footprint_pages(kPageTokens) + grow_pages);
   FilledBatch b;
@@ -101,6 +102,9 @@ Status check_options(const Model& model, const KvBoundOptions& opt) {
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
   if (opt.steps < 1) return make_error("--gen-tokens must be positive");
+  if (opt.kv_types.empty()) return make_error("--kv-type is empty");
+  for (const KvType t : opt.kv_types)
+    TG_TRY(check_kv_row_dims(t, model.config().head_dim, model.config().head_dim_v));
   const int64_t need = opt.context + kWarmupSteps + opt.steps;
   if (need > model.config().context_length)
     return make_error("--context {} plus {} decode steps is {} positions, past the model's context of {} "
@@ -131,28 +135,34 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   out.threads = pool.size();
   out.steps = opt.steps;
   out.peak_gbps = opt.peak_gbps;
+  for (const KvType t : opt.kv_types)
+    out.kv_types += fmt::format("{}{}", out.kv_types.empty() ? "" : ",", kv_type_name(t));
   TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
-  const double full_bytes = static_cast<double>(full.footprint_pages(kPageTokens)) *
-                            static_cast<double>(geometry_of(model.config(), full.group_size).page_bytes());
+  const double full_bytes =
+      static_cast<double>(full.footprint_pages(kPageTokens)) *
+      static_cast<double>(geometry_of(model.config(), full.group_size, opt.kv_types.front()).page_bytes());
   const AttentionSplit split_before = model.attention_planner().split();
-  for (const KvPolicy policy : policies) {
-    TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
-    // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
-    model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
-                                                                    : AttentionSplit::Runtime);
-    const double page_bytes = static_cast<double>(geometry_of(model.config(), layout.group_size).page_bytes());
-    for (const int c : opt.concurrency) {
-      KvBoundRun run;
-      run.policy = std::string(kv_policy_name(policy));
-      run.concurrency = c;
-      run.compressor_ratio = layout.compressor_ratio;
-      TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, c, opt.context, kWarmupSteps + opt.steps, so));
-      run.pages_per_seq = batch.caches.front()->pages_held();
-      run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
-      run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
-      TG_TRY(time_steps(model, pool, batch, opt.steps, run));
-      run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
-      out.runs.push_back(run);
+  for (const KvType type : opt.kv_types) {
+    for (const KvPolicy policy : policies) {
+      TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
+      // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
+      model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
+                                                                      : AttentionSplit::Runtime);
+      const double page_bytes = static_cast<double>(geometry_of(model.config(), layout.group_size, type).page_bytes());
+      for (const int c : opt.concurrency) {
+        KvBoundRun run;
+        run.policy = std::string(kv_policy_name(policy));
+        run.kv_type = std::string(kv_type_name(type));
+        run.concurrency = c;
+        run.compressor_ratio = layout.compressor_ratio;
+        TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, type, c, opt.context, kWarmupSteps + opt.steps, so));
+        run.pages_per_seq = batch.caches.front()->pages_held();
+        run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
+        run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
+        TG_TRY(time_steps(model, pool, batch, opt.steps, run));
+        run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
+        out.runs.push_back(run);
+      }
     }
   }
   model.attention_planner().set_split(split_before);
@@ -161,7 +171,7 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
 
 namespace {
 
-// Decode tok/s of full at the same concurrency, or 0 when full was not run.
+// Decode tok/s of full on the first page type at the same concurrency, or 0 when full was not run.
 double full_tok_s(const KvBoundDecode& d, int c) {
   for (const KvBoundRun& r : d.runs)
     if (r.policy == "full" && r.concurrency == c) return r.decode_tok_s;
@@ -178,30 +188,32 @@ std::string vs_full(const KvBoundDecode& d, const KvBoundRun& r) {
 void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
   fmt::print(console,
              "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
-             "straight into the pages, no prefill), F16 pages of {} tokens, {} threads, {} steps timed; "
+             "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; "
              "read bandwidth {:.1f} GB/s\n",
-             d.label, d.context, d.page_tokens, d.threads, d.steps, d.peak_gbps);
-  fmt::print(console, "{:<8} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}\n", "policy",
-             "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
+             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps);
+  fmt::print(console, "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}\n",
+             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
              "attn GB/s", "of bw");
   for (const KvBoundRun& r : d.runs)
-    fmt::print(console, "{:<8} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} {:>5.0f}%\n",
-               r.policy, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
+    fmt::print(console,
+               "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
+               "{:>5.0f}%\n",
+               r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
                r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms, 100.0 * r.attention_share,
                format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction);
   fmt::print(console,
              "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
-             "per cached token over full's (effective retention); KV read: K and V rows one step's attention reads; "
+             "per cached token over full's on the first KV type (effective retention; vs full likewise); KV read: K and V rows one step's attention reads; "
              "attn GB/s: that over attention's time; of bw: that over the read bandwidth.\n");
 }
 
 nlohmann::json kv_bound_json(const KvBoundDecode& d) {
   nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
-                      {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
+                      {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
                       {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
   for (const KvBoundRun& r : d.runs) {
     const double f = full_tok_s(d, r.concurrency);
-    j["runs"].push_back({{"policy", r.policy}, {"concurrency", r.concurrency},
+    j["runs"].push_back({{"policy", r.policy}, {"kv_type", r.kv_type}, {"concurrency", r.concurrency},
                          {"compressor_ratio", r.compressor_ratio}, {"pages_per_sequence", r.pages_per_seq},
                          {"bytes_per_cached_token", r.bytes_per_token}, {"retention_vs_full", r.retention_vs_full},
                          {"decode_tok_s", r.decode_tok_s}, {"vs_full", f > 0 ? r.decode_tok_s / f : 0.0},
@@ -215,16 +227,16 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
 std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
       "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
-      "into the pages, no prefill), F16 pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s.\n\n"
-      "| policy | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
+      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s.\n\n"
+      "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
       "| attention share | KV read per step | attention GB/s | of bandwidth |\n"
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-      d.label, d.context, d.page_tokens, d.threads, d.steps, d.peak_gbps);
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps);
   for (const KvBoundRun& r : d.runs)
-    md += fmt::format("| {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% |\n",
-                      r.policy, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
-                      r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms,
-                      100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
+    md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% |\n",
+                      r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
+                      format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms,
+                      r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
                       100.0 * r.bandwidth_fraction);
   return md;
 }

@@ -7,7 +7,9 @@
 // concurrency: tok/s, ms per step, the time attention takes in the step and its share, the KV
 // bytes the step's attention reads (every stored row of every head once) and that over the
 // attention time against the machine's measured read bandwidth, and each policy's bytes per
-// cached token over full's (its effective retention).
+// cached token over full's (its effective retention). With several --kv-type values every policy
+// runs on each page type, and "vs full" and "kept" are over full on the first type listed (e.g.
+// f16,q8_0: quantized pages against full F16 in one run).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace tangram::cli {
@@ -28,6 +31,7 @@ struct KvBoundOptions {
   int64_t context = 0;                // N: positions each sequence holds before decoding
   int steps = 0;                      // decode steps timed per run
   std::vector<std::string> policies;  // full | uniform | dynamic | tangram
+  std::vector<KvType> kv_types{KvType::F16};  // page types, each run under every policy
   double ratio = 0.25;                // retention of the compressing policies
   std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
   double peak_gbps = 0;               // the machine's measured read bandwidth
@@ -35,11 +39,12 @@ struct KvBoundOptions {
 
 struct KvBoundRun {
   std::string policy;
+  std::string kv_type;             // the pages' element type
   int concurrency = 0;
   double compressor_ratio = 0;     // the ratio the Compressor was given (tangram: fitted)
   int64_t pages_per_seq = 0;       // pages one sequence holds after the fill
   double bytes_per_token = 0;      // pages held x page bytes / context, per sequence
-  double retention_vs_full = 0;    // bytes_per_token / full's
+  double retention_vs_full = 0;    // bytes_per_token / full's on the first type listed
   double decode_tok_s = 0;
   double step_ms = 0;
   double attention_ms = 0;         // per step, all layers
@@ -52,6 +57,7 @@ struct KvBoundRun {
 struct KvBoundDecode {
   std::string label;
   int64_t context = 0;
+  std::string kv_types;  // the page types run, e.g. "f16,q8_0"
   int page_tokens = 0;
   int threads = 0;
   int steps = 0;

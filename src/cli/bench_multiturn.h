@@ -30,6 +30,10 @@ struct RunPlan {
   int group_size = 0;  // tangram only; 0 otherwise
 };
 
+// Every (policy, ratio, group size) of the lists, full once at ratio 1, and dynamic also at each
+// ratio times --dynamic-bracket when another compressing policy runs beside it.
+std::vector<RunPlan> plan_runs(const BenchOptions& opt);
+
 struct RunRow {
   std::string policy;
   double ratio = 1.0;
@@ -100,7 +104,6 @@ nlohmann::json service_json(const MultiturnResults& r);
 std::string equal_retention_verdict(const MultiturnResults& r, const RunRow& tangram);
 // The targets, stated plainly: tangram's throughput against full's and dynamic's, and the rate sweep's.
 std::string multiturn_verdict(const MultiturnResults& r);
-BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies,
-                             const std::vector<double>& ratios);
+BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies);
 
 }  // namespace tangram::cli

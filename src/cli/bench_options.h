@@ -27,6 +27,10 @@ struct BenchOptions {
   uint64_t seed = 1;
   std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
   std::vector<double> ratios{0.25};
+  // Dynamic, the baseline of "x dynamic", also runs at each ratio times this (0: not), so that its
+  // runs bracket the other policies' effective retention: it keeps more than the ratio asks, and
+  // "x dynamic at equal retention" interpolates only between two of its runs (equal_retention.h).
+  double dynamic_bracket = 0.6;
   std::vector<int> group_sizes{4};
   std::string scorer = "keydiff";
   std::string profile;               // default: ../shared/profiles/<profile_dir>/<profile_model>/profile_perlayer.json

@@ -39,10 +39,11 @@ double ratio_of(double a, double b) { return b > 0 ? a / b : std::nan(""); }
 
 std::string times_cell(double x) { return std::isfinite(x) ? fmt::format("{:.2f}x", x) : "-"; }
 
-// "1.23x (interp. at 0.27)" / "1.23x (nearest: 0.31)" / "-".
+// "1.23x (interp. 0.24-0.37)" (the bracketing runs' retentions) / "1.23x (at 0.31, not equal)" / "-".
 std::string pair_cell(const std::optional<EqualRetentionPair>& p) {
   if (!p || !(p->other_tokens_per_s > 0)) return "-";
-  if (p->interpolated) return fmt::format("{:.2f}x (interp.)", p->speedup);
+  if (p->interpolated)
+    return fmt::format("{:.2f}x (interp. {:.2f}-{:.2f})", p->speedup, p->below.retention, p->above.retention);
   return fmt::format("{:.2f}x (at {:.2f}{})", p->speedup, p->other_retention, p->equal_memory() ? "" : ", not equal");
 }
 
@@ -133,6 +134,7 @@ json service_json(const MultiturnResults& r) {
                                         {"dynamic_tokens_per_s", s.vs_dynamic->other_tokens_per_s},
                                         {"dynamic_retention", s.vs_dynamic->other_retention},
                                         {"interpolated", s.vs_dynamic->interpolated},
+                                        {"between_ratios", {s.vs_dynamic->below.ratio, s.vs_dynamic->above.ratio}},
                                         {"equal_memory", s.vs_dynamic->equal_memory()}};
     runs.push_back(std::move(j));
   }
@@ -144,8 +146,9 @@ std::string equal_retention_verdict(const MultiturnResults& r, const RunRow& tan
     if (s.row != &tangram || !s.vs_dynamic || !(s.vs_dynamic->other_tokens_per_s > 0)) continue;
     const EqualRetentionPair& p = *s.vs_dynamic;
     if (p.interpolated)
-      return fmt::format("at equal effective retention ({:.3f}, dynamic interpolated): {:.2f}x dynamic's", p.retention,
-                         p.speedup);
+      return fmt::format("at equal effective retention ({:.3f}; dynamic interpolated between its runs at ratio {:.2f}, "
+                         "retention {:.3f}, and ratio {:.2f}, retention {:.3f}): {:.2f}x dynamic's",
+                         p.retention, p.below.ratio, p.below.retention, p.above.ratio, p.above.retention, p.speedup);
     return fmt::format("against dynamic's run of nearest effective retention ({:.3f} vs tangram's {:.3f}{}): {:.2f}x "
                        "dynamic's",
                        p.other_retention, p.retention, p.equal_memory() ? "" : ", not equal memory", p.speedup);

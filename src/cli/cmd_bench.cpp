@@ -8,6 +8,7 @@
 // (greedy agreement and next-token KL on a fixed continuation). The pipeline: set up (workload,
 // model, profile, engine flags), run and measure every plan, then the restore probe and the rate
 // sweep, then the report (bench_multiturn_report.cpp; the output convention of bench_report.h).
+#include <cmath>
 #include <memory>
 #include <algorithm>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "common/progress.h"
 #include "common/units.h"
 #include "evaluation/trace.h"
+#include "kv/kv_row.h"
 
 namespace tangram::cli {
 namespace {
@@ -131,8 +133,9 @@ Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, 
 
 // Full KV's bytes per token (every layer's KV heads, keys and values), without page rounding.
 double dense_kv_bytes_per_token(const ModelConfig& cfg, const std::string& kv_type) {
-  return static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
-         (kv_type == "f32" ? 4.0 : 2.0);
+  const KvType type = parse_kv_type(kv_type).value_or(KvType::F16);  // the flag was checked
+  return static_cast<double>(cfg.n_layers) * cfg.n_kv_head *
+         static_cast<double>(kv_row_bytes(type, cfg.head_dim) + kv_row_bytes(type, cfg.head_dim_v));
 }
 
 // The engine flags every run starts from: KV memory for `memory_sessions` conversations under
@@ -206,15 +209,28 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
   return s;
 }
 
-// Every (policy, ratio, group size) of the lists; full once, at ratio 1.
+}  // namespace
+
 std::vector<RunPlan> plan_runs(const BenchOptions& opt) {
+  // Dynamic's extra ratios, only when there is another compressing policy to compare with it.
+  const bool bracket = opt.dynamic_bracket > 0 &&
+                       std::any_of(opt.policies.begin(), opt.policies.end(),
+                                   [](const std::string& p) { return p != "full" && p != "dynamic"; });
+  std::vector<double> dynamic_ratios = opt.ratios;
+  if (bracket)
+    for (double r : opt.ratios) {
+      const double low = std::round(r * opt.dynamic_bracket * 1000.0) / 1000.0;  // 0.25 x 0.6 prints 0.15
+      const bool listed = std::any_of(dynamic_ratios.begin(), dynamic_ratios.end(),
+                                      [&](double d) { return std::abs(d - low) < 1e-9; });
+      if (low > 0 && !listed) dynamic_ratios.push_back(low);
+    }
   std::vector<RunPlan> plans;
   for (const std::string& p : opt.policies) {
     if (p == "full") {
       plans.push_back({p, 1.0, 0});
       continue;
     }
-    for (double r : opt.ratios) {
+    for (double r : p == "dynamic" ? dynamic_ratios : opt.ratios) {
       if (p == "tangram")
         for (int g : opt.group_sizes) plans.push_back({p, r, g});
       else
@@ -223,6 +239,8 @@ std::vector<RunPlan> plan_runs(const BenchOptions& opt) {
   }
   return plans;
 }
+
+namespace {
 
 EngineFlags plan_flags(const BenchSetup& s, const RunPlan& plan) {
   EngineFlags f = s.base;
@@ -405,7 +423,7 @@ Status run_bench(const BenchOptions& opt) {
   TG_ASSIGN(r.sweep, sweep_rates(s, opt, r.rows, pool));
   if (r.sweep) print_rate_sweep(*r.sweep, console);
   fmt::print(console, "\n{}\n", multiturn_verdict(r));
-  return write_report(multiturn_report(r, opt.policies, opt.ratios), opt.output);
+  return write_report(multiturn_report(r, opt.policies), opt.output);
 }
 
 }  // namespace
@@ -473,6 +491,10 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
   c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
   c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
+  c_bench->add_option("--dynamic-bracket", bench.dynamic_bracket,
+                      "Dynamic also runs at each ratio times this, so that its runs bracket the other policies' "
+                      "effective retention and x dynamic at equal retention interpolates (0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
       ->delimiter(',');
   c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();

@@ -33,6 +33,7 @@
 #include "evaluation/workload.h"
 #include "gguf/gguf_file.h"
 #include "kernels/memory_bandwidth.h"
+#include "kv/kv_row.h"
 #include "model/model.h"
 #include "synth/synth.h"
 
@@ -182,6 +183,8 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.steps = opt.gen_tokens;
   ko.policies = opt.policies;
   ko.ratio = opt.kv_ratio;
+  ko.kv_types.clear();
+  for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
   ko.peak_gbps = peak_gbps;
   TG_ASSIGN(ko.profile, fit_profile(opt, model->config()));
   auto d = measure_kv_bound_decode(*model, pool, f.label, ko);
@@ -242,14 +245,17 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
 Status check_bench_model_flags(const BenchModelOptions& opt) {
   const BenchModelOptions defaults;
   if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
-                           opt.profile != defaults.profile))
-    return make_error("--policies, --kv-ratio and --profile apply to KV-bound runs: give --context too");
+                           opt.profile != defaults.profile || opt.kv_types != defaults.kv_types))
+    return make_error("--policies, --kv-ratio, --profile and --kv-type apply to KV-bound runs: give --context too");
   if (opt.context > 0 && opt.concurrency.empty())
     return make_error("--context needs --concurrency: the numbers of sequences decoded together");
   if (!(opt.kv_ratio > 0.0 && opt.kv_ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", opt.kv_ratio);
   if (opt.policies.empty()) return make_error("--policies is empty");
   for (const std::string& p : opt.policies)
     if (auto policy = parse_kv_policy(p); !policy) return policy.error();
+  if (opt.kv_types.empty()) return make_error("--kv-type is empty");
+  for (const std::string& t : opt.kv_types)
+    if (!parse_kv_type(t)) return make_error("--kv-type must list f16, f32 or q8_0, not '{}'", t);
   return Status::Ok();
 }
 
@@ -333,6 +339,10 @@ Command register_bench_model(CLI::App& app) {
   c_bm->add_option("--profile", bm.profile,
                    "Per-head profile for dynamic and tangram in --context runs (default: the real Qwen3-4B keydiff one, "
                    "cut to the model's layers)");
+  c_bm->add_option("--kv-type", bm.kv_types,
+                   "Page types of the --context runs, each under every policy: f16, f32, q8_0; e.g. f16,q8_0 compares "
+                   "quantized pages with full F16 in one run (\"vs full\" is over full on the first type)")
+      ->delimiter(',')->capture_default_str();
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");

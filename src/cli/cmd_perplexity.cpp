@@ -59,6 +59,7 @@ PerplexityOptions library_options(const PerplexityCmdOptions& opt, const Schedul
   o.group_size = so.page_group_size;
   o.page_tokens = so.page_tokens;
   o.kv_type = so.kv_type;
+  o.reference_kv_type = reference_kv_type_for(so.kv_type);
   o.chunk = opt.chunk;
   o.window = so.max_context;
   o.max_step = std::min(so.prefill_chunk, so.step_tokens);
@@ -67,14 +68,16 @@ PerplexityOptions library_options(const PerplexityCmdOptions& opt, const Schedul
   return o;
 }
 
-void print_text(const PerplexityResult& r, const CompressionOptions& policy) {
+void print_text(const PerplexityResult& r, const PerplexityOptions& o) {
+  const CompressionOptions& policy = o.policy;
   fmt::print("tokens {} | {} window(s) of {} tokens{} | {} predictions scored\n", r.n_tokens, r.n_windows,
              r.window, r.skipped_tokens > 0 ? fmt::format(" ({} trailing tokens not evaluated)", r.skipped_tokens) : "",
              r.scored);
   fmt::print("PPL = {:.4f} +/- {:.4f}\n", r.ppl, r.ppl_stderr);
   if (!r.compared) return;
-  fmt::print("KL(full || {}) mean = {:.6f} nats, max = {:.6f}\n", kv_policy_name(policy.policy), r.mean_kl,
-             r.max_kl);
+  fmt::print("KL(full {} || {} {}) mean = {:.6f} nats, max = {:.6f} | top-1 agreement {:.4f}\n",
+             kv_type_name(o.reference_kv_type.value_or(o.kv_type)), kv_policy_name(policy.policy),
+             kv_type_name(o.kv_type), r.mean_kl, r.max_kl, r.top1_agreement);
   fmt::print("retention = {:.4f} of full KV's bytes per cached token ({:.4f} of its entries) | {} compressions{}\n",
              r.retention_bytes, r.retention_entries, r.compressions,
              r.compressions_skipped > 0 ? fmt::format(", {} skipped", r.compressions_skipped) : "");
@@ -97,8 +100,11 @@ void print_json(const PerplexityResult& r, const PerplexityOptions& o, const Per
   j["nll_stderr"] = r.nll_stderr;
   j["ppl"] = r.ppl;
   j["ppl_stderr"] = r.ppl_stderr;
+  j["kv_type"] = kv_type_name(o.kv_type);
+  j["reference_kv_type"] = kv_type_name(o.reference_kv_type.value_or(o.kv_type));
   j["compared_with_full"] = r.compared;
   j["mean_kl"] = r.mean_kl;
+  j["top1_agreement"] = r.top1_agreement;
   j["max_kl"] = r.max_kl;
   j["retention_bytes"] = r.retention_bytes;
   j["retention_entries"] = r.retention_entries;
@@ -129,13 +135,15 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   model.attention_planner().set_split(so.attention_split.value_or(
       o.policy.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
   ThreadPool pool(opt.engine.threads);
-  fmt::print(stderr, "tangram perplexity: {} | {} tokens | KV policy {}{} | turns of {} tokens\n", opt.model,
-             tokens.size(), kv_policy_name(o.policy.policy),
-             o.policy.compresses() ? fmt::format(" (ratio {}, scorer {}; full KV runs alongside for KL)",
-                                                 o.policy.ratio, o.policy.scorer.name)
-                                   : "",
+  const KvType reference_type = o.reference_kv_type.value_or(o.kv_type);
+  const bool compared = o.policy.compresses() || o.kv_type != reference_type;
+  fmt::print(stderr, "tangram perplexity: {} | {} tokens | KV policy {}{} on {} pages{} | turns of {} tokens\n",
+             opt.model, tokens.size(), kv_policy_name(o.policy.policy),
+             o.policy.compresses() ? fmt::format(" (ratio {}, scorer {})", o.policy.ratio, o.policy.scorer.name) : "",
+             kv_type_name(o.kv_type),
+             compared ? fmt::format("; full KV on {} pages runs alongside for KL", kv_type_name(reference_type))
+                      : "",
              o.chunk);
-  const bool compared = o.policy.compresses();
   auto r = evaluate_perplexity(model, tokens, o, pool, [compared](const PerplexityProgress& p) {
     fmt::print(stderr, "[window {}/{} turn {}] {} tokens, {} scored: ppl {:.4f}{}\n", p.window + 1, p.n_windows,
                p.turn + 1, p.positions, p.scored, p.ppl,
@@ -143,7 +151,7 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   });
   if (!r) return fail(r.message());
   if (opt.json) print_json(*r, o, opt);
-  else print_text(*r, o.policy);
+  else print_text(*r, o);
   return 0;
 }
 

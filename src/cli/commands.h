@@ -116,11 +116,12 @@ struct BenchModelOptions {
   std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
   double kv_ratio = 0.25;             // retention of the compressing policies in --context runs
   std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
+  std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
-// Refuses --policies, --kv-ratio and --profile without --context, unknown policies and ratios
-// outside (0, 1].
+// Refuses --policies, --kv-ratio, --profile and --kv-type without --context, unknown policies
+// and KV types, and ratios outside (0, 1].
 Status check_bench_model_flags(const BenchModelOptions& opt);
 // The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,
 // and (--concurrency) decode throughput against the number of sequences batched together.

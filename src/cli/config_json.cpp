@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/auto_profile.h"
+#include "cli/bench_multiturn.h"
 #include "cli/profiler.h"
 
 namespace tangram::cli {
@@ -161,12 +162,15 @@ Result<json> plan_json(const BenchOptions& o) {
          {"first_turn_tokens", o.first_turn_tokens}, {"followup_tokens", o.followup_tokens},
          {"gen_tokens", o.gen_tokens}, {"rate", o.rate}, {"rates", o.rates}, {"think_time", o.think_time},
          {"seed", o.seed},
-         {"policies", o.policies}, {"ratios", o.ratios}, {"group_sizes", o.group_sizes}, {"scorer", o.scorer},
+         {"policies", o.policies}, {"ratios", o.ratios}, {"dynamic_bracket", o.dynamic_bracket},
+         {"group_sizes", o.group_sizes}, {"scorer", o.scorer},
          {"profile", o.profile}, {"profile_dir", o.profile_dir}, {"profile_model", o.profile_model},
          {"memory_sessions", o.memory_sessions}, {"accuracy", o.accuracy}, {"facts", o.facts},
          {"accuracy_text", o.accuracy_text}, {"accuracy_tokens", o.accuracy_tokens},
          {"restore_contexts", o.restore_contexts}, {"disk_dir", o.disk_dir},
          {"oversubscription", o.oversubscription}, {"quick", o.quick}, {"report", report_output_json(o.output)}};
+  for (const RunPlan& plan : plan_runs(o))
+    j["runs"].push_back({{"policy", plan.policy}, {"ratio", plan.ratio}, {"group_size", plan.group_size}});
   TG_ASSIGN(j["engine"], engine_flags_json(engine));
   if (auto_memory) j["engine"]["kv_memory"] = "auto";
   if (auto_chunk) j["engine"]["compression"]["chunk"] = "auto";
@@ -180,7 +184,7 @@ Result<json> plan_json(const BenchModelOptions& o) {
               {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
               {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
               {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"report", report_output_json(o.output)}};
+              {"kv_types", o.kv_types}, {"report", report_output_json(o.output)}};
 }
 
 Result<json> plan_json(const BenchServeOptions& o) {

@@ -1,11 +1,13 @@
 #include "cli/engine_flags.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/auto_profile.h"
 #include "common/units.h"
+#include "kv/kv_row.h"
 #include "store/session_redis_store.h"
 
 namespace tangram::cli {
@@ -20,8 +22,10 @@ void declare_engine_options(CLI::App* c, EngineFlags& e) {
                 "KV heads sharing a page (G); 0 = all heads of a layer (unified pages); "
                 "-1 = the policy's (tangram 4, the others unified)")
       ->capture_default_str()->check(CLI::Range(-1, 1024));
-  c->add_option("--kv-type", e.kv_type, "KV element type")->capture_default_str()
-      ->check(CLI::IsMember({"f16", "f32"}));
+  c->add_option("--kv-type", e.kv_type,
+                "KV element type: f16, f32, or q8_0 (GGUF Q8_0 blocks, ~0.53x f16's bytes; head sizes "
+                "must be multiples of 32)")
+      ->capture_default_str()->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   c->add_option("--prefill-chunk", e.prefill_chunk, "Most prompt tokens of one sequence per step")
       ->capture_default_str()->check(CLI::Range(1, 65536));
   c->add_option("--step-tokens", e.step_tokens, "Token budget of one batched step")->capture_default_str()
@@ -140,14 +144,14 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   EngineOptions o;
   auto bytes = parse_bytes(f.kv_memory);
   if (!bytes) return make_error("--kv-memory: {}", bytes.message());
-  if (f.kv_type != "f16" && f.kv_type != "f32")
-    return make_error("--kv-type must be f16 or f32, not '{}'", f.kv_type);
+  const std::optional<KvType> kv_type = parse_kv_type(f.kv_type);
+  if (!kv_type) return make_error("--kv-type must be f16, f32 or q8_0, not '{}'", f.kv_type);
   o.threads = f.threads;
   SchedulerOptions& s = o.scheduler;
   s.kv_memory = static_cast<size_t>(*bytes);
   s.page_tokens = f.page_tokens;
   s.page_group_size = f.page_group_size;
-  s.kv_type = f.kv_type == "f32" ? KvType::F32 : KvType::F16;
+  s.kv_type = *kv_type;
   s.prefill_chunk = f.prefill_chunk;
   s.step_tokens = f.step_tokens;
   s.max_running = f.max_running;

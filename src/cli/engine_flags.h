@@ -27,7 +27,7 @@ struct EngineFlags {
   double kv_idle_offload = 0;        // seconds idle before a session leaves the pool (0 = off)
   int page_tokens = 16;            // P
   int page_group_size = -1;        // G; 0 = all KV heads of a layer (unified); -1 = the policy's
-  std::string kv_type = "f16";     // f16 | f32
+  std::string kv_type = "f16";     // f16 | f32 | q8_0
   int64_t prefill_chunk = 512;
   int64_t step_tokens = 512;       // tokens per scheduler step
   int max_running = 64;

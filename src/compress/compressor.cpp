@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "compress/budgets.h"
 #include "compress/cluster.h"
 #include "compress/profile.h"
-#include "kernels/half.h"
 #include "kv/kv_head_view.h"
+#include "kv/kv_row.h"
 #include "model/rope.h"
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 namespace tangram {
 
@@ -24,27 +19,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Reads `count` stored rows of `dim` elements as floats. F16 widens 8 at a time where F16C is
-// built in (exact, as the scalar conversion: every half is a float).
+// Reads `count` stored rows of `dim` elements as floats.
 void read_rows(const uint8_t* src, int64_t count, int dim, size_t row_bytes, KvType type, float* dst) {
-  for (int64_t r = 0; r < count; ++r) {
-    const uint8_t* row = src + static_cast<size_t>(r) * row_bytes;
-    float* out = dst + r * dim;
-    if (type == KvType::F32) {
-      std::memcpy(out, row, static_cast<size_t>(dim) * sizeof(float));
-      continue;
-    }
-    int i = 0;
-#if defined(__F16C__)
-    for (; i + 8 <= dim; i += 8)
-      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * static_cast<size_t>(i)))));
-#endif
-    for (; i < dim; ++i) {
-      uint16_t h;
-      std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof(h));
-      out[i] = half::fp16_to_fp32(h);
-    }
-  }
+  for (int64_t r = 0; r < count; ++r)
+    load_kv_row(type, src + static_cast<size_t>(r) * row_bytes, dst + r * dim, dim);
 }
 
 // Per-thread buffers for reading a head back and gathering its GQA group's queries.

@@ -35,12 +35,15 @@ std::optional<EqualRetentionPair> pair_at_equal_retention(const RetentionPoint& 
     pair.other_tokens_per_s = lo.tokens_per_s + w * (hi.tokens_per_s - lo.tokens_per_s);
     pair.other_retention = run.retention;
     pair.interpolated = true;
+    pair.below = lo;
+    pair.above = hi;
   } else {
     const auto nearest = std::min_element(other.begin(), other.end(), [&](const RetentionPoint& a, const RetentionPoint& b) {
       return std::abs(a.retention - run.retention) < std::abs(b.retention - run.retention);
     });
     pair.other_tokens_per_s = nearest->tokens_per_s;
     pair.other_retention = nearest->retention;
+    pair.below = pair.above = *nearest;
   }
   pair.speedup = pair.other_tokens_per_s > 0 ? run.tokens_per_s / pair.other_tokens_per_s : 0.0;
   return pair;

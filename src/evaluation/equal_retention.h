@@ -29,6 +29,8 @@ struct EqualRetentionPair {
   double other_retention = 0.0;     // where the other policy's figure is from (== retention when interpolated)
   double other_tokens_per_s = 0.0;  // the other policy's output tokens/s there
   bool interpolated = false;        // between two of its runs that bracket `retention`
+  // The two runs interpolated between (interpolated only; both the nearest run otherwise).
+  RetentionPoint below, above;
   double speedup = 0.0;             // run's tokens/s over other_tokens_per_s (0 when that is 0)
   // True when the other figure is at the run's retention: interpolated, or a run within `tolerance`.
   bool equal_memory(double tolerance = 0.02) const;

@@ -124,6 +124,7 @@ struct Tally {
   double nll = 0, nll2 = 0;  // sum of NLL and of its square
   int64_t n = 0;
   double kl = 0, kl_max = 0;
+  int64_t top1_agree = 0;  // rows whose argmax equals the reference's
   double bytes_ratio = 0, entries_ratio = 0;
   int64_t turns = 0;
 };
@@ -147,6 +148,9 @@ Status score_turn(std::span<const int32_t> win, int64_t from, int64_t to, const 
     const double kl = kl_divergence(ref, row);
     tally.kl += kl;
     tally.kl_max = std::max(tally.kl_max, kl);
+    if (std::max_element(row.begin(), row.end()) - row.begin() ==
+        std::max_element(ref.begin(), ref.end()) - ref.begin())
+      ++tally.top1_agree;
   }
   return Status::Ok();
 }
@@ -226,6 +230,7 @@ void finish(const Tally& t, const Track& policy, PerplexityResult& r) {
   if (r.compared) {
     r.mean_kl = t.kl / n;
     r.max_kl = t.kl_max;
+    r.top1_agreement = n > 0 ? static_cast<double>(t.top1_agree) / n : 1.0;
     r.retention_bytes = t.turns > 0 ? t.bytes_ratio / static_cast<double>(t.turns) : 1.0;
     r.retention_entries = t.turns > 0 ? t.entries_ratio / static_cast<double>(t.turns) : 1.0;
   }
@@ -246,11 +251,13 @@ Result<PerplexityResult> evaluate_perplexity(Model& model, std::span<const int32
   r.n_windows = r.n_tokens / r.window;
   r.skipped_tokens = r.n_tokens - r.n_windows * r.window;
   TG_ASSIGN(Track policy, make_track(model, o.policy, o, r.window));
-  r.compared = o.policy.compresses();
+  const KvType reference_type = o.reference_kv_type.value_or(o.kv_type);
+  r.compared = o.policy.compresses() || o.kv_type != reference_type;
   Track full;
   if (r.compared) {
     PerplexityOptions fo = o;
     fo.group_size = -1;  // full KV's own layout: unified pages
+    fo.kv_type = reference_type;
     TG_ASSIGN(full, make_track(model, CompressionOptions{}, fo, r.window));
   }
   Tally tally;

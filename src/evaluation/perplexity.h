@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 
 #include "common/result.h"
@@ -29,10 +30,14 @@
 namespace tangram {
 
 struct PerplexityOptions {
-  CompressionOptions policy;  // full: no reference run, no KL
+  CompressionOptions policy;  // full on reference_kv_type: no reference run, no KL
   int group_size = -1;        // KV heads per page; -1: the policy's (tangram 4, others unified)
   int page_tokens = 16;
   KvType kv_type = KvType::F16;
+  // Page type of the full-KV reference (none: kv_type). A policy track on another type (e.g.
+  // q8_0 against f16) is compared with full KV on this one, so quantisation's cost shows even
+  // without compression.
+  std::optional<KvType> reference_kv_type;
   int64_t chunk = 128;        // tokens per turn
   int64_t window = 0;         // tokens per window; 0: the model's context
   int64_t max_step = 0;       // most tokens per forward step; 0: the model's max batch
@@ -40,6 +45,10 @@ struct PerplexityOptions {
   // The KVzip-style pass's instruction tokens (needed only by a reconstruction scorer).
   std::span<const int32_t> repeat_instruction;
 };
+
+// The reference a run on `type` is measured against: quantized pages against F16 (the cost of
+// quantising shows), float pages against themselves (the cost of the policy alone).
+inline KvType reference_kv_type_for(KvType type) { return type == KvType::Q8_0 ? KvType::F16 : type; }
 
 // After each turn: where the run is and the perplexity so far.
 struct PerplexityProgress {
@@ -62,9 +71,10 @@ struct PerplexityResult {
   double nll_stderr = 0;      // standard error of the mean NLL
   double ppl = 0;             // exp(mean_nll)
   double ppl_stderr = 0;      // ppl * nll_stderr (first-order propagation)
-  bool compared = false;      // a full-KV reference ran (compressing policy)
+  bool compared = false;      // a full-KV reference ran (compressing policy or other KV type)
   double mean_kl = 0;         // KL(p_full || p_policy), nats, over the scored positions
   double max_kl = 0;
+  double top1_agreement = 1;  // share of scored positions where both argmax tokens agree
   // Mean over turns of (bytes of KV pages the policy holds) / (bytes full KV holds for the
   // same positions), measured after each turn's compression; 1 for full KV.
   double retention_bytes = 1;

@@ -1,13 +1,12 @@
 #include "evaluation/synthetic_kv.h"
 
 #include <algorithm>
-#include <cstring>
 #include <random>
 
 #include "compress/budgets.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
-#include "kernels/half.h"
+#include "kv/kv_row.h"
 
 namespace tangram {
 
@@ -113,21 +112,16 @@ void kept_positions(int64_t length, int64_t context, int sink, int window, std::
   for (int64_t i = 0; i < spread; ++i) kept.push_back(static_cast<int32_t>(sinks + i * span / spread));
 }
 
-// n rows of `dim` random values in [-1, 1], stored as `type`: [n][dim].
+// n rows of `dim` random values in [-1, 1], stored as `type`: [n][row bytes].
 std::vector<uint8_t> random_rows(int64_t n, int dim, KvType type, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const size_t count = sz(n) * sz(dim);
-  const size_t elem = type == KvType::F16 ? sizeof(uint16_t) : sizeof(float);
-  std::vector<uint8_t> rows(count * elem);
-  for (size_t i = 0; i < count; ++i) {
-    const float x = dist(rng);
-    if (type == KvType::F16) {
-      const uint16_t h = half::fp32_to_fp16(x);
-      std::memcpy(rows.data() + i * elem, &h, elem);
-    } else {
-      std::memcpy(rows.data() + i * elem, &x, elem);
-    }
+  const size_t row_bytes = kv_row_bytes(type, dim);
+  std::vector<uint8_t> rows(sz(n) * row_bytes);
+  std::vector<float> row(sz(dim));
+  for (int64_t r = 0; r < n; ++r) {
+    for (float& x : row) x = dist(rng);
+    store_kv_row(type, row.data(), rows.data() + sz(r) * row_bytes, dim);
   }
   return rows;
 }

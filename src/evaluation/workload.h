@@ -15,7 +15,7 @@
 //             closed loop, concurrency 3                              conversation
 //   sharegpt  16 sessions of 3 turns; ~96-token user messages,        ShareGPT: short chats with
 //             ~128-token answers; jitter 0.5; closed loop, conc. 8    wide length spread
-//   service   24 conversations of 4 turns arriving open loop (0.5/s); a multi-turn chat service:
+//   service   20 conversations of 3 turns arriving open loop (0.5/s); a multi-turn chat service:
 //             ~512-token first messages, ~64-token follow-ups,        many more conversations
 //             ~32-token answers; jitter 0.3; think time before each   than KV memory, most idle
 //             follow-up exponential, mean 12 s (clipped at 4x)        between turns

@@ -1,7 +1,8 @@
 #include "grammar/grammar_constraint.h"
 
 #include <algorithm>
-#include <numeric>
+#include <optional>
+#include <string_view>
 
 #include "tokenizer/tokenizer.h"
 
@@ -25,18 +26,12 @@ std::shared_ptr<const TokenTexts> TokenTexts::from_tokenizer(const Tokenizer& to
 TokenTexts::TokenTexts(std::vector<std::string> pieces, std::vector<Kind> kinds)
     : pieces_(std::move(pieces)), kinds_(std::move(kinds)) {
   kinds_.resize(pieces_.size(), Kind::Never);
+  std::vector<int32_t> text_tokens;
   for (size_t i = 0; i < pieces_.size(); ++i) {
     if (kinds_[i] == Kind::Text && pieces_[i].empty()) kinds_[i] = Kind::Never;  // no progress
-    if (kinds_[i] == Kind::Text) by_bytes_.push_back(static_cast<int32_t>(i));
+    if (kinds_[i] == Kind::Text) text_tokens.push_back(static_cast<int32_t>(i));
   }
-  std::stable_sort(by_bytes_.begin(), by_bytes_.end(), [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
-  shared_prefix_.assign(by_bytes_.size(), 0);
-  for (size_t k = 1; k < by_bytes_.size(); ++k) {
-    const std::string& a = piece(by_bytes_[k - 1]);
-    const std::string& b = piece(by_bytes_[k]);
-    const auto diff = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-    shared_prefix_[k] = static_cast<int32_t>(diff.first - a.begin());
-  }
+  trie_ = TokenTrie(pieces_, std::move(text_tokens));
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const OutputGrammar> grammar,
@@ -58,33 +53,121 @@ bool GrammarConstraint::allows(int32_t token) const {
   return trial.feed(texts_->piece(token));
 }
 
+namespace {
+
+// A walk of (part of) the trie with the matcher: marks the tokens it allows. matchers[d] is the
+// matcher after the prefix of the node visited at depth d.
+class MaskWalk {
+ public:
+  // allowed: [n] the mask to mark (ids from n on are left out).
+  MaskWalk(const OutputMatcher& start, const TokenTrie& trie, std::vector<uint8_t>& allowed, int32_t n)
+      : start_(start), trie_(trie), allowed_(allowed), n_(n), matchers_{start} {}
+
+  // The whole trie.
+  void all() { walk(1, trie_.size()); }
+
+  // The subtree of `node`, whose prefix is `prefix`.
+  void subtree(int32_t node, std::string_view prefix) {
+    const size_t d = prefix.size();
+    grow(d);
+    matchers_[d] = start_;
+    if (!matchers_[d].feed(prefix)) return;
+    mark(node);
+    walk(node + 1, trie_.subtree_end(node));
+  }
+
+ private:
+  // Nodes [first, end): a run of whole subtrees whose parents' matchers are set.
+  void walk(int32_t first, int32_t end) {
+    for (int32_t node = first; node < end;) {
+      const auto d = static_cast<size_t>(trie_.depth(node));
+      grow(d);
+      matchers_[d] = matchers_[d - 1];  // copy-assigning reuses the slot's buffers
+      if (!matchers_[d].feed_byte(trie_.byte(node))) {
+        node = trie_.subtree_end(node);
+        continue;
+      }
+      mark(node);
+      ++node;
+    }
+  }
+
+  void grow(size_t d) {
+    while (matchers_.size() <= d) matchers_.push_back(start_);
+  }
+
+  void mark(int32_t node) {
+    for (int32_t id : trie_.tokens(node))
+      if (id < n_) allowed_[static_cast<size_t>(id)] = 1;
+  }
+
+  const OutputMatcher& start_;
+  const TokenTrie& trie_;
+  std::vector<uint8_t>& allowed_;
+  int32_t n_;
+  std::vector<OutputMatcher> matchers_;  // [depth] grown on demand
+};
+
+// The string walk behind TokenTexts::in_string(): the trie with only a string cursor (no length
+// bound), counting the characters each prefix begins.
+TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab, const OutputMatcher::StringScan& scan) {
+  TokenTexts::InString out;
+  out.chars.assign(static_cast<size_t>(n_vocab), TokenTexts::InString::kLeaves);
+  std::vector<OutputMatcher::StringCursor> cursors(static_cast<size_t>(trie.max_depth()) + 1);  // [depth]
+  std::vector<uint16_t> begun(cursors.size(), 0);  // [depth] characters begun by the prefix
+  std::string prefix(cursors.size(), '\0');
+  cursors[0] = OutputMatcher::StringCursor{scan, 0, -1};
+  for (int32_t node = 1; node < trie.size();) {
+    const auto d = static_cast<size_t>(trie.depth(node));
+    prefix[d - 1] = static_cast<char>(trie.byte(node));
+    cursors[d] = cursors[d - 1];
+    const bool char_begins = cursors[d].scan == OutputMatcher::StringScan{};
+    const OutputMatcher::Scan s = OutputMatcher::step_cursor(cursors[d], trie.byte(node));
+    if (s != OutputMatcher::Scan::Char) {
+      if (s == OutputMatcher::Scan::Close) out.closes.push_back({node, prefix.substr(0, d), begun[d - 1]});
+      node = trie.subtree_end(node);
+      continue;
+    }
+    begun[d] = static_cast<uint16_t>(begun[d - 1] + (char_begins ? 1 : 0));
+    for (int32_t id : trie.tokens(node)) out.chars[static_cast<size_t>(id)] = begun[d];
+    ++node;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenTexts::InString> TokenTexts::in_string(const OutputMatcher::StringScan& scan) const {
+  std::lock_guard<std::mutex> lock(in_string_mutex_);
+  for (const auto& [key, value] : in_string_)
+    if (key == scan) return value;
+  auto made = std::make_shared<const InString>(walk_in_string(trie_, n_vocab(), scan));
+  in_string_.emplace_back(scan, made);
+  return made;
+}
+
 void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& allowed) const {
   allowed.assign(static_cast<size_t>(std::max(n_vocab, 0)), 0);
   const int32_t n = std::min(n_vocab, texts_->n_vocab());
+  MaskWalk walk(matcher_, texts_->trie(), allowed, n);
+  const std::optional<OutputMatcher::StringCursor> cursor = matcher_.string_cursor();
+  if (cursor && texts_->trie().max_depth() < TokenTexts::InString::kLeaves) {
+    // A character may begin while fewer than max_length are written; one already begun (the
+    // cursor is inside it) counts once it completes.
+    const bool in_char = !(cursor->scan == OutputMatcher::StringScan{});
+    const int32_t budget = cursor->max_length < 0 ? INT32_MAX : cursor->max_length - cursor->count - (in_char ? 1 : 0);
+    // Below kLeaves, so a token that leaves the string never passes.
+    const auto most = static_cast<uint16_t>(std::clamp<int32_t>(budget, 0, TokenTexts::InString::kLeaves - 1));
+    const std::shared_ptr<const TokenTexts::InString> known = texts_->in_string(cursor->scan);
+    for (int32_t id = 0; id < n; ++id) allowed[static_cast<size_t>(id)] = known->chars[static_cast<size_t>(id)] <= most;
+    for (const TokenTexts::InString::Close& close : known->closes)
+      if (close.chars <= budget) walk.subtree(close.node, close.prefix);
+  } else {
+    walk.all();
+  }
   const bool may_end = matcher_.may_end();
   for (int32_t id = 0; id < n; ++id)
     if (texts_->kind(id) == TokenTexts::Kind::EndOfGeneration) allowed[static_cast<size_t>(id)] = may_end ? 1 : 0;
-  // states[d]: the matcher after the first d bytes of the current token (valid up to the
-  // token's length, or to where it died). Copy-assigning into a kept slot reuses its buffers.
-  std::vector<OutputMatcher> states{matcher_};
-  size_t dead_at = SIZE_MAX;  // the depth at which the current prefix died (SIZE_MAX: alive)
-  const std::vector<int32_t>& order = texts_->by_bytes();
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int32_t id = order[k];
-    const std::string& piece = texts_->piece(id);
-    const auto shared = static_cast<size_t>(texts_->shared_prefix()[k]);
-    if (dead_at <= shared) continue;  // a prefix already refused: so is this token
-    dead_at = SIZE_MAX;
-    for (size_t d = shared; d < piece.size(); ++d) {
-      if (states.size() <= d + 1) states.push_back(states[d]);
-      else states[d + 1] = states[d];
-      if (!states[d + 1].feed_byte(static_cast<uint8_t>(piece[d]))) {
-        dead_at = d + 1;
-        break;
-      }
-    }
-    if (dead_at == SIZE_MAX && id < n) allowed[static_cast<size_t>(id)] = 1;
-  }
 }
 
 void GrammarConstraint::accept(int32_t token) {

@@ -106,6 +106,23 @@ OutputMatcher::Scan OutputMatcher::scan(StringScan& s, uint8_t c) {
   return Scan::Char;
 }
 
+OutputMatcher::Scan OutputMatcher::step_cursor(StringCursor& cursor, uint8_t c) {
+  const bool char_begins = cursor.scan == StringScan{};
+  const Scan s = scan(cursor.scan, c);
+  if (s != Scan::Char) return s;
+  if (char_begins && cursor.max_length >= 0 && cursor.count >= cursor.max_length) return Scan::Reject;
+  if (cursor.scan == StringScan{}) ++cursor.count;  // the character (or escape) is complete
+  return Scan::Char;
+}
+
+std::optional<OutputMatcher::StringCursor> OutputMatcher::string_cursor() const {
+  if (paths_.size() != 1 || paths_[0].frames.empty()) return std::nullopt;
+  const Frame& f = paths_[0].frames.back();
+  const JsonNode& n = node(f);
+  if (n.kind != JsonNodeKind::String || f.phase != kStrBody) return std::nullopt;
+  return StringCursor{f.str, f.count, n.max_length};
+}
+
 bool OutputMatcher::feed(std::string_view bytes) {
   for (char c : bytes)
     if (!feed_byte(static_cast<uint8_t>(c))) return false;
@@ -207,15 +224,15 @@ void OutputMatcher::step_string(Path p, uint8_t c, std::vector<Path>& out) const
     if (c != '"') return;
     f.phase = kStrBody;
   } else {
-    const bool char_begins = f.str == StringScan{};
-    const Scan s = scan(f.str, c);
+    StringCursor cursor{f.str, f.count, n.max_length};
+    const Scan s = step_cursor(cursor, c);
     if (s == Scan::Reject) return;
     if (s == Scan::Close) {
       if (f.count < n.min_length) return;
       pop(p);
     } else {
-      if (char_begins && n.max_length >= 0 && f.count >= n.max_length) return;
-      if (f.str == StringScan{}) ++f.count;  // the character (or escape) is complete
+      f.str = cursor.scan;
+      f.count = cursor.count;
     }
   }
   p.ws_run = 0;

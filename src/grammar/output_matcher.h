@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +62,6 @@ class OutputMatcher {
   // ... and no byte may follow it.
   bool must_end() const;
 
- private:
   // String-body scanner: escapes and UTF-8 well-formedness.
   struct StringScan {
     uint8_t escape = 0;      // 1: after a backslash
@@ -72,6 +72,21 @@ class OutputMatcher {
     bool operator==(const StringScan&) const = default;
   };
   enum class Scan { Char, Close, Reject };
+
+  // Inside a JSON string's body, on the matcher's only path, all that the next bytes depend on
+  // until the string closes: a vocabulary walk steps this instead of copying the matcher.
+  struct StringCursor {
+    StringScan scan;
+    int32_t count = 0;        // characters so far
+    int32_t max_length = -1;  // the schema's bound (-1: none)
+  };
+  std::optional<StringCursor> string_cursor() const;
+  // One byte of the body: Char advances the cursor exactly as feed_byte() advances the matcher;
+  // Close (the closing quote: what follows depends on the rest of the matcher) and Reject leave
+  // it unspecified.
+  static Scan step_cursor(StringCursor& cursor, uint8_t c);
+
+ private:
   static Scan scan(StringScan& s, uint8_t c);
 
   struct Frame {

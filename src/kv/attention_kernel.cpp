@@ -8,6 +8,7 @@
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
+#include "kv/attention_kernel_q8.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
 #define TANGRAM_KV_SIMD 1
@@ -285,7 +286,9 @@ void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin) {
-  if (type == KvType::F16) {
+  if (type == KvType::Q8_0) {
+    attend_heads_q8(heads, head_dim, head_dim_v, begin);
+  } else if (type == KvType::F16) {
     attend_heads_typed<uint16_t>(heads, head_dim, head_dim_v, begin);
   } else {
     attend_heads_typed<float>(heads, head_dim, head_dim_v, begin);

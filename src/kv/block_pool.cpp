@@ -36,7 +36,10 @@ Status PageGeometry::validate() const {
     return make_error("KV pages: tokens per page ({}), heads per group ({}) and head sizes "
                       "({}, {}) must all be positive",
                       page_tokens, group_size, head_dim, head_dim_v);
-  const int64_t per_slot = (int64_t{head_dim} + head_dim_v) * static_cast<int64_t>(element_bytes());
+  TG_TRY(check_kv_row_dims(type, head_dim, head_dim_v));
+  if (head_dim > kMaxPageBytes / 4 || head_dim_v > kMaxPageBytes / 4)
+    return make_error("KV pages: head sizes {} and {} are too large", head_dim, head_dim_v);
+  const auto per_slot = static_cast<int64_t>(key_row_bytes() + value_row_bytes());
   if (int64_t{page_tokens} * group_size > kMaxPageBytes / per_slot)
     return make_error("KV pages: a page of {} tokens x {} heads x ({} + {}) dims is too large",
                       page_tokens, group_size, head_dim, head_dim_v);

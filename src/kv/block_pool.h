@@ -2,10 +2,10 @@
 // budget), cut into fixed-size pages handed out and taken back through a free list.
 //
 // A page holds `page_tokens` (P) token slots for the `group_size` (G) KV heads of one head
-// group of one layer, keys and values, in the KV element type. Layout: one block per head
-// (page column), so each head's keys and values in a page form one contiguous run that the
-// attention kernel streams through:
-//   [G] x { keys: [P][head_dim], values: [P][head_dim_v] }   elements
+// group of one layer, keys and values, in the KV element type (F32, F16 or Q8_0 blocks).
+// Layout: one block per head (page column), so each head's keys and values in a page form one
+// contiguous run that the attention kernel streams through:
+//   [G] x { keys: [P][key row], values: [P][value row] }   (row bytes from the type)
 // padded to a multiple of 64 bytes. Every group of every layer uses the same page size, so
 // pages are interchangeable; a group of fewer than G heads leaves columns unused (counted as
 // wasted slots).
@@ -24,6 +24,7 @@
 
 #include "common/result.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_row.h"
 
 namespace tangram {
 
@@ -37,10 +38,9 @@ struct PageGeometry {
   int head_dim_v = 0;    // value row length
   KvType type = KvType::F16;
 
-  size_t element_bytes() const { return type == KvType::F16 ? 2 : 4; }
-  // Bytes of one head's key (value) row.
-  size_t key_row_bytes() const { return static_cast<size_t>(head_dim) * element_bytes(); }
-  size_t value_row_bytes() const { return static_cast<size_t>(head_dim_v) * element_bytes(); }
+  // Bytes of one head's key (value) row, as the type stores it (kv_row.h).
+  size_t key_row_bytes() const { return kv_row_bytes(type, head_dim); }
+  size_t value_row_bytes() const { return kv_row_bytes(type, head_dim_v); }
   // Bytes of one head's block in a page: P key rows, then P value rows.
   size_t column_bytes() const;
   // Byte offsets, inside a page, of the key and value row of (column, slot).
@@ -54,7 +54,8 @@ struct PageGeometry {
   size_t page_bytes() const;
   // Head-token slots per page: P * G.
   int64_t slots_per_page() const { return int64_t{page_tokens} * group_size; }
-  // Checks every field is positive and small enough for the offsets to fit.
+  // Checks every field is positive, the head sizes suit the type (Q8_0: multiples of 32) and
+  // the page is small enough for the offsets to fit.
   Status validate() const;
 };
 

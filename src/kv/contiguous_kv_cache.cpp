@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "kernels/ops.h"
-#include "kernels/quant.h"
+#include "kv/kv_row.h"
 
 namespace tangram {
 
@@ -51,10 +51,12 @@ void for_each_attention_task(ThreadPool& pool, int64_t n_tokens, int n_kv_head, 
 
 }  // namespace
 
-std::string_view kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
-
 ContiguousKvCache::ContiguousKvCache(const KvShape& shape, int64_t capacity, KvType type)
-    : shape_(shape), capacity_(std::max<int64_t>(capacity, 0)), type_(type) {
+    : shape_(shape),
+      capacity_(std::max<int64_t>(capacity, 0)),
+      type_(type),
+      k_row_bytes_(kv_row_bytes(type, shape.head_dim)),
+      v_row_bytes_(kv_row_bytes(type, shape.head_dim_v)) {
   layers_.resize(static_cast<size_t>(std::max(shape_.n_layers, 0)));
 }
 
@@ -98,8 +100,8 @@ Status ContiguousKvCache::reserve(int64_t n_total) {
         dst.k32 = grown(src.k32, hd, src.length);
         dst.v32 = grown(src.v32, hdv, src.length);
       } else {
-        dst.k16 = grown(src.k16, hd, src.length);
-        dst.v16 = grown(src.v16, hdv, src.length);
+        dst.kb = grown(src.kb, k_row_bytes_, src.length);
+        dst.vb = grown(src.vb, v_row_bytes_, src.length);
       }
     }
     layers_.swap(next);
@@ -129,8 +131,8 @@ Status ContiguousKvCache::write(int layer, int64_t pos0, const float* k, const f
         std::memcpy(L.k32.data() + slot * hd, ks, static_cast<size_t>(hd) * sizeof(float));
         std::memcpy(L.v32.data() + slot * hdv, vs, static_cast<size_t>(hdv) * sizeof(float));
       } else {
-        quantize_row(GgmlType::F16, ks, L.k16.data() + slot * hd, hd);
-        quantize_row(GgmlType::F16, vs, L.v16.data() + slot * hdv, hdv);
+        store_kv_row(type_, ks, L.kb.data() + static_cast<size_t>(slot) * k_row_bytes_, hd);
+        store_kv_row(type_, vs, L.vb.data() + static_cast<size_t>(slot) * v_row_bytes_, hdv);
       }
     }
   }
@@ -187,7 +189,7 @@ void ContiguousKvCache::attend_slice(const Layer& L, int kv_head, int h_begin, i
     if (type_ == KvType::F32) {
       k_row = L.k32.data() + (base + j) * hd;
     } else {
-      dequantize_row(GgmlType::F16, L.k16.data() + (base + j) * hd, s.k_row.data(), hd);
+      load_kv_row(type_, L.kb.data() + static_cast<size_t>(base + j) * k_row_bytes_, s.k_row.data(), hd);
       k_row = s.k_row.data();
     }
     for (int r = 0; r < n_rows; ++r)
@@ -199,7 +201,8 @@ void ContiguousKvCache::attend_slice(const Layer& L, int kv_head, int h_begin, i
     if (type_ == KvType::F32) {
       v_row = L.v32.data() + (base + j) * hdv;
     } else {
-      dequantize_row(GgmlType::F16, L.v16.data() + (base + j) * hdv, s.v_row.data(), hdv);
+      load_kv_row(type_, L.vb.data() + static_cast<size_t>(base + j) * v_row_bytes_, s.v_row.data(),
+                  hdv);
       v_row = s.v_row.data();
     }
     for (int r = 0; r < n_rows; ++r)

@@ -1,5 +1,6 @@
 // The simple KvCache: per layer, keys stored as [n_kv_head][allocated][head_dim] and values as
-// [n_kv_head][allocated][head_dim_v], in F32 or F16. Storage grows by doubling up to capacity
+// [n_kv_head][allocated][head_dim_v], as floats (F32) or as the type's encoded rows (F16, Q8_0:
+// kv_row.h). Storage grows by doubling up to capacity
 // on reserve(), so a long context costs memory only when it is used. Every KV head of a layer
 // has the same length.
 #pragma once
@@ -14,7 +15,8 @@ namespace tangram {
 
 class ContiguousKvCache final : public KvCache {
  public:
-  // capacity: most positions the sequence may reach (> 0).
+  // capacity: most positions the sequence may reach (> 0). The head sizes must suit the type
+  // (check_kv_row_dims).
   ContiguousKvCache(const KvShape& shape, int64_t capacity, KvType type);
 
   const KvShape& shape() const override { return shape_; }
@@ -34,14 +36,14 @@ class ContiguousKvCache final : public KvCache {
  private:
   struct Layer {
     // Exactly one pair is used, per type_.
-    std::vector<float> k32, v32;      // [n_kv_head][allocated_][head_dim | head_dim_v]
-    std::vector<uint16_t> k16, v16;   // same, as IEEE half
+    std::vector<float> k32, v32;     // [n_kv_head][allocated_][head_dim | head_dim_v]
+    std::vector<uint8_t> kb, vb;     // [n_kv_head][allocated_][key | value row bytes]
     int64_t length = 0;
   };
   // Per-thread working memory of attend().
   struct Scratch {
     std::vector<float> scores;  // [group][allocated_]: one row per query head of a group
-    std::vector<float> k_row;   // [head_dim]   (F16 rows widened to float)
+    std::vector<float> k_row;   // [head_dim]   (encoded rows widened to float)
     std::vector<float> v_row;   // [head_dim_v]
   };
 
@@ -53,6 +55,7 @@ class ContiguousKvCache final : public KvCache {
   KvShape shape_;
   int64_t capacity_;
   KvType type_;
+  size_t k_row_bytes_, v_row_bytes_;  // encoded row sizes (unused for F32)
   int64_t allocated_ = 0;
   std::vector<Layer> layers_;
   mutable std::vector<Scratch> scratch_;

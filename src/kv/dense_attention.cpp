@@ -3,6 +3,8 @@
 #include <limits>
 #include <new>
 
+#include "kv/kv_row.h"
+
 namespace tangram {
 
 Status dense_attention(const KvShape& shape, const DenseKv& kv, const float* q, int64_t n,
@@ -22,9 +24,9 @@ Status dense_attention(const KvShape& shape, const DenseKv& kv, const float* q, 
   b.head_dim = shape.head_dim;
   b.head_dim_v = shape.head_dim_v;
   b.type = kv.type;
-  const size_t es = kv.type == KvType::F16 ? 2 : 4;
-  const size_t k_row = es * static_cast<size_t>(shape.head_dim);
-  const size_t v_row = es * static_cast<size_t>(shape.head_dim_v);
+  TG_TRY(check_kv_row_dims(kv.type, shape.head_dim, shape.head_dim_v));
+  const size_t k_row = kv_row_bytes(kv.type, shape.head_dim);
+  const size_t v_row = kv_row_bytes(kv.type, shape.head_dim_v);
   const auto len = static_cast<size_t>(kv.length);
   try {
     b.seqs.assign(1, AttentionSequence{q, out, n, pos0});

@@ -13,8 +13,8 @@
 namespace tangram {
 
 // Keys and values of every KV head of one layer, each head holding `length` entries at
-// positions 0 .. length-1, in `type` (float or IEEE half bits):
-//   k: [n_kv_head][length][head_dim]   v: [n_kv_head][length][head_dim_v]
+// positions 0 .. length-1, as rows of `type` (kv_row.h):
+//   k: [n_kv_head][length][key row]   v: [n_kv_head][length][value row]
 struct DenseKv {
   const void* k = nullptr;
   const void* v = nullptr;
@@ -24,7 +24,8 @@ struct DenseKv {
 
 // Causal attention of n queries at positions pos0 .. pos0+n-1 (same contract as
 // KvCache::attend): q: [n][n_head][head_dim], out: [n][n_head][head_dim_v].
-// Errors: a shape that is not positive or not GQA-divisible, null buffers, negative sizes.
+// Errors: a shape that is not positive or not GQA-divisible, head sizes the type cannot store,
+// null buffers, negative sizes.
 Status dense_attention(const KvShape& shape, const DenseKv& kv, const float* q, int64_t n,
                        int64_t pos0, float* out, ThreadPool& pool, AttentionWorkspace& ws);
 

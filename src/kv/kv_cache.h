@@ -22,8 +22,8 @@ namespace tangram {
 
 class PagedKvCache;
 
-// Element type of stored keys and values.
-enum class KvType { F32, F16 };
+// Element type of stored keys and values (row layouts in kv_row.h).
+enum class KvType { F32, F16, Q8_0 };
 std::string_view kv_type_name(KvType t);
 
 struct KvShape {

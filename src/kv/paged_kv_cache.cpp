@@ -5,12 +5,8 @@
 #include <limits>
 #include <new>
 
-#include "kernels/half.h"
+#include "kv/kv_row.h"
 #include "kv/paged_attention.h"
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 namespace tangram {
 
@@ -19,24 +15,6 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Stores n floats as the pool's element type.
-void store_row(const float* src, uint8_t* dst, int64_t n, KvType type) {
-  if (type == KvType::F32) {
-    std::memcpy(dst, src, sz(n) * sizeof(float));
-    return;
-  }
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * 2),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  for (; i < n; ++i) {
-    const uint16_t h = half::fp32_to_fp16(src[i]);
-    std::memcpy(dst + i * 2, &h, sizeof(h));
-  }
-}
 
 }  // namespace
 
@@ -175,8 +153,8 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
     HeadState& hs = head(layer, h);
     for (int64_t t = 0; t < n; ++t) {
       const int64_t src = t * shape_.n_kv_head + h;
-      store_row(k + src * hd, key_row(layer, h, hs.length + t), hd, geo.type);
-      store_row(v + src * hdv, value_row(layer, h, hs.length + t), hdv, geo.type);
+      store_kv_row(geo.type, k + src * hd, key_row(layer, h, hs.length + t), hd);
+      store_kv_row(geo.type, v + src * hdv, value_row(layer, h, hs.length + t), hdv);
     }
     hs.length += n;  // the new entries continue the consecutive tail positions
   }

@@ -15,12 +15,12 @@ std::string error_event(const ApiError& e) {
 // call may start is held back until the reply ends (or until it turns out to be no call).
 class HoldBack {
  public:
-  explicit HoldBack(ToolCallSyntax tools) : tools_(tools) {}
+  explicit HoldBack(ToolCallSyntax tools) : tools_(tools), start_(tools) {}
   // The text that can go out now, after `delta` arrived.
   std::string take(std::string_view delta) {
     if (tools_ == ToolCallSyntax::None) return std::string(delta);
     text_.append(delta);
-    const size_t until = tool_call_start(tools_, text_).value_or(text_.size());
+    const size_t until = start_.append(delta).value_or(text_.size());
     if (until <= sent_) return {};
     std::string out = text_.substr(sent_, until - sent_);
     sent_ = until;
@@ -35,6 +35,7 @@ class HoldBack {
 
  private:
   ToolCallSyntax tools_;
+  ToolCallStartScanner start_;  // where a call may start, scanning each delta once
   std::string text_;  // the reply so far
   size_t sent_ = 0;   // how much of it went out
 };

@@ -3,9 +3,11 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 
 #include <xxhash.h>
 
+#include "kv/kv_row.h"
 #include "store/byte_io.h"
 
 namespace tangram {
@@ -27,8 +29,23 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 uint64_t checksum(const void* p, size_t n) { return XXH3_64bits(p, n); }
 uint64_t checksum(std::string_view s) { return checksum(s.data(), s.size()); }
 
-uint32_t kv_type_code(KvType t) { return t == KvType::F32 ? 0u : 1u; }
-size_t element_bytes(KvType t) { return t == KvType::F32 ? 4 : 2; }
+// The header's KV type code and its check field: the bytes of one element (F32, F16) or of one
+// 32-element block (Q8_0). Readers of an older build refuse an unknown code, so no format
+// version is spent on a new type.
+uint32_t kv_type_code(KvType t) {
+  switch (t) {
+    case KvType::F32: return 0;
+    case KvType::F16: return 1;
+    case KvType::Q8_0: return 2;
+  }
+  return 0;
+}
+std::optional<KvType> kv_type_of_code(uint32_t code) {
+  for (const KvType t : {KvType::F32, KvType::F16, KvType::Q8_0})
+    if (kv_type_code(t) == code) return t;
+  return std::nullopt;
+}
+size_t element_bytes(KvType t) { return t == KvType::Q8_0 ? kKvQ8BlockBytes : kv_row_bytes(t, 1); }
 
 bool same_shape(const KvShape& a, const KvShape& b) {
   return a.n_layers == b.n_layers && a.n_head == b.n_head && a.n_kv_head == b.n_kv_head &&
@@ -85,8 +102,9 @@ Result<Header> read_header(ByteReader& r, std::string_view blob) {
   TG_TRY(r.get(h.n_positions, "the position count"));
   TG_TRY(r.get(h.n_groups, "the group count"));
   TG_TRY(r.get(h.checksum, "the header checksum"));
-  if (type_code > 1) return make_error("session header: unknown KV element type code {}", type_code);
-  h.fingerprint.kv_type = type_code == 0 ? KvType::F32 : KvType::F16;
+  const std::optional<KvType> type = kv_type_of_code(type_code);
+  if (!type) return make_error("session header: unknown KV element type code {}", type_code);
+  h.fingerprint.kv_type = *type;
   if (elem != element_bytes(h.fingerprint.kv_type))
     return make_error("session header: {}-byte elements for KV type {}", elem,
                       kv_type_name(h.fingerprint.kv_type));
@@ -94,6 +112,7 @@ Result<Header> read_header(ByteReader& r, std::string_view blob) {
   if (h.shape.n_layers < 1 || h.shape.n_head < 1 || h.shape.n_kv_head < 1 || h.shape.head_dim < 1 ||
       h.shape.head_dim_v < 1)
     return make_error("session header: bad shape ({})", shape_text(h.shape));
+  TG_TRY(check_kv_row_dims(h.fingerprint.kv_type, h.shape.head_dim, h.shape.head_dim_v));
   if (h.n_positions < 0 || h.n_positions > std::numeric_limits<int32_t>::max())
     return make_error("session header: {} positions", h.n_positions);
   if (h.n_groups < 1) return make_error("session header: {} head groups", h.n_groups);
@@ -341,8 +360,8 @@ Result<DecodedSession> decode_session(std::string_view bytes, const SessionFinge
   } catch (const std::bad_alloc&) {
     return make_error("decode session: out of host memory");
   }
-  const size_t kb = sz(shape.head_dim) * element_bytes(expected.kv_type);
-  const size_t vb = sz(shape.head_dim_v) * element_bytes(expected.kv_type);
+  const size_t kb = kv_row_bytes(expected.kv_type, shape.head_dim);
+  const size_t vb = kv_row_bytes(expected.kv_type, shape.head_dim_v);
   for (int fg = 0; fg < map->total_groups(); ++fg)
     TG_TRY(read_group(r, bytes, *map, fg, kb, vb, heads, kept));
   TG_TRY(read_trailer(r, bytes, h.checksum));

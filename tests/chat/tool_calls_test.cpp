@@ -122,5 +122,55 @@ TEST(ToolCalls, StreamingHoldsBackWhatMayStartACall) {
   EXPECT_EQ(tool_call_start(ToolCallSyntax::None, "<tool_call>"), std::nullopt);
 }
 
+// Replies in every family's syntax: calls, content around them, markers split or only begun,
+// malformed calls, prose that looks like a call.
+std::vector<std::pair<ToolCallSyntax, std::string>> replies_of_every_family() {
+  return {
+      {ToolCallSyntax::Hermes,
+       "Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"},
+      {ToolCallSyntax::Hermes, "a <tools are <tool fine <tool_call>{broken"},
+      {ToolCallSyntax::Hermes, "<<tool_call<tool_call>"},
+      {ToolCallSyntax::Hermes, "no call at all"},
+      {ToolCallSyntax::QwenXml,
+       "<tool_call>\n<function=search>\n<parameter=q>\nred\n</parameter>\n</function>\n</tool_call>"},
+      {ToolCallSyntax::QwenXml, "x <tool_call><function=f><parameter=x>1</tool_call>"},
+      {ToolCallSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"},
+      {ToolCallSyntax::Llama3,
+       "  \n<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
+      {ToolCallSyntax::Llama3, " <|pyth0n|> no"},
+      {ToolCallSyntax::Llama3, "Use {name} as a placeholder."},
+      {ToolCallSyntax::Llama3, "   \n\t "},
+      {ToolCallSyntax::MistralJson,
+       "Sure [TOOL_[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}]"},
+      {ToolCallSyntax::MistralJson, "[TOOL_CALLS]not json"},
+      {ToolCallSyntax::MistralArgs, "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]now[ARGS]{}"},
+      {ToolCallSyntax::MistralArgs, "[TOOL_CALLS][ARGS]{}"},
+      {ToolCallSyntax::None, "<tool_call>{}</tool_call>"},
+  };
+}
+
+// The incremental scanner answers as tool_call_start() on the whole text so far, however the
+// reply is cut into deltas: at every byte position (two pieces), byte by byte, and at every pair
+// of positions (three pieces, the middle one possibly empty).
+TEST(ToolCalls, IncrementalStartEqualsWholeTextStartAtEverySplit) {
+  for (const auto& [syntax, text] : replies_of_every_family()) {
+    SCOPED_TRACE(text);
+    const auto feed = [&, syntax = syntax, &text = text](const std::vector<size_t>& cuts) {
+      ToolCallStartScanner scanner(syntax);
+      size_t from = 0;
+      for (size_t cut : cuts) {
+        const std::optional<size_t> got = scanner.append(std::string_view(text).substr(from, cut - from));
+        ASSERT_EQ(got, tool_call_start(syntax, std::string_view(text).substr(0, cut))) << "after " << cut << " bytes";
+        from = cut;
+      }
+    };
+    std::vector<size_t> bytes;
+    for (size_t i = 0; i <= text.size(); ++i) bytes.push_back(i);
+    feed(bytes);
+    for (size_t i = 0; i <= text.size(); ++i)
+      for (size_t j = i; j <= text.size(); ++j) feed({i, j, text.size()});
+  }
+}
+
 }  // namespace
 }  // namespace tangram

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -306,7 +307,8 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   EXPECT_FALSE(j["waste_vs_group_size"].empty());
   EXPECT_EQ(policies["full"], 1);
   EXPECT_EQ(policies["uniform"], 2);  // one run per ratio
-  EXPECT_EQ(policies["dynamic"], 2);
+  // Dynamic also at each ratio x 0.6 (--dynamic-bracket): 0.5, 0.25, 0.3, 0.15.
+  EXPECT_EQ(policies["dynamic"], 4);
   EXPECT_EQ(policies["tangram"], 2);
   EXPECT_TRUE(contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
   // The rate sweep: full and tangram at both rates (sorted), every turn served, the verdict says.
@@ -328,6 +330,34 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   EXPECT_GT(j["restore"]["session_bytes"].get<int64_t>(), 0);
   EXPECT_GT(j["restore"]["host_restore_s"].get<double>(), 0.0);
   EXPECT_GT(j["restore"]["reprefill_s"].get<double>(), 0.0);
+}
+
+// The runs bench plans (its --dry-run lists them): full once, every other policy at each ratio,
+// and dynamic also at each ratio x --dynamic-bracket so that "x dynamic at equal retention"
+// has two dynamic runs to interpolate between.
+TEST(Cli, BenchPlansDynamicAtABracketingRatio) {
+  const auto plan = [](const std::string& flags) {
+    const auto r = run_tangram("bench --dry-run " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::vector<std::string> runs;
+    const auto config = nlohmann::json::parse(r.output);
+    for (const auto& run : config["config"]["runs"]) {
+      std::ostringstream o;
+      o << run["policy"].get<std::string>() << ' ' << run["ratio"].get<double>() << ' ' << run["group_size"].get<int>();
+      runs.push_back(o.str());
+    }
+    return runs;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(plan(""), (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "dynamic 0.15 0", "tangram 0.25 4"}));
+  EXPECT_EQ(plan("--dynamic-bracket 0"), (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "tangram 0.25 4"}));
+  // Nothing to compare dynamic with: no bracketing run.
+  EXPECT_EQ(plan("--policies full,dynamic"), (V{"full 1 0", "dynamic 0.25 0"}));
+  // A bracketing ratio already in the list runs once.
+  EXPECT_EQ(plan("--policies dynamic,tangram --ratios 0.5,0.3"),
+            (V{"dynamic 0.5 0", "dynamic 0.3 0", "dynamic 0.18 0", "tangram 0.5 4", "tangram 0.3 4"}));
+  const auto bad = run_tangram("bench --dry-run --dynamic-bracket 1.5");
+  EXPECT_NE(bad.exit_code, 0);
 }
 
 TEST(Cli, MkmodelEmbedsARealVocabulary) {

@@ -116,6 +116,35 @@ TEST(Perplexity, FullKvEqualsAPlainReferenceLoop) {
   }
 }
 
+// Pages of another type than the reference's are compared with full KV on the reference's type
+// even without compression: F16 pages against F32 on stories260K cost almost nothing and hold
+// half the bytes. Q8_0 pages are refused on this model: its heads (8 wide) are not whole 32-element
+// blocks.
+TEST(Perplexity, AnotherKvTypeIsComparedWithTheReferenceType) {
+  ASSERT_NE(stories().model, nullptr);
+  Model& m = *stories().model;
+  ThreadPool pool(1);
+  PerplexityOptions o = options_for(KvPolicy::Full, 1.0, "keydiff", 32);
+  o.kv_type = KvType::F16;
+  o.reference_kv_type = KvType::F32;
+  auto r = evaluate_perplexity(m, stories().tokens, o, pool);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->compared);
+  EXPECT_GE(r->mean_kl, 0.0);
+  EXPECT_LT(r->mean_kl, 1e-3);
+  EXPECT_GE(r->top1_agreement, 0.95);
+  EXPECT_LE(r->top1_agreement, 1.0);
+  EXPECT_NEAR(r->retention_bytes, 0.5, 1e-9);
+  o.reference_kv_type.reset();  // the same type: nothing to compare
+  r = evaluate_perplexity(m, stories().tokens, o, pool);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->compared);
+  o.kv_type = KvType::Q8_0;
+  r = evaluate_perplexity(m, stories().tokens, o, pool);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("not multiples of 32"), std::string::npos) << r.message();
+}
+
 // Measured on this story (uniform, turns of 32, F32 KV): keydiff PPL full 3.097, 0.7 3.093,
 // 0.5 3.083, 0.3 3.114 (KL 0.005, 0.011, 0.024); snapkv 3.090, 3.097, 3.125 (KL 0.004, 0.013,
 // 0.028). This small model's perplexity barely moves, and a compressed cache can predict a few

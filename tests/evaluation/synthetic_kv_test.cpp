@@ -137,41 +137,43 @@ TEST(SyntheticKv, TangramIsFittedToUniformsPageMemoryAtTheLargestRatio) {
 TEST(SyntheticKv, FillHoldsTheFootprintAndTheLayoutsLengthsAndPositions) {
   Fixture f;
   const KvShape shape{kLayers, 8, kKvHeads, f.config.head_dim, f.config.head_dim_v};
-  for (const KvPolicy policy : {KvPolicy::Full, KvPolicy::Uniform, KvPolicy::Dynamic, KvPolicy::Tangram}) {
-    SCOPED_TRACE(std::string(kv_policy_name(policy)));
-    const SyntheticKvLayout layout = f.layout(policy);
-    PageGeometry geo;
-    geo.page_tokens = 16;
-    geo.group_size = layout.group_size;
-    geo.head_dim = shape.head_dim;
-    geo.head_dim_v = shape.head_dim_v;
-    geo.type = KvType::F16;
-    auto pool = BlockPool::create(geo, static_cast<size_t>(2 * layout.footprint_pages(16)) * geo.page_bytes());
-    ASSERT_TRUE(pool.ok()) << pool.message();
-    auto cache = PagedKvCache::create(shape, 3100, **pool, layout.map);
-    ASSERT_TRUE(cache.ok()) << cache.message();
-    ASSERT_TRUE(fill_synthetic_kv(**cache, layout, 3000, f.options, 1).ok());
-    PagedKvCache& c = **cache;
-    EXPECT_EQ(c.n_positions(), 3000);
-    EXPECT_EQ(c.pages_held(), layout.footprint_pages(16));
-    EXPECT_EQ((*pool)->used_pages(), layout.footprint_pages(16));
-    EXPECT_EQ(c.used_slots(), layout.total_entries());
-    for (int l = 0; l < kLayers; ++l)
-      for (int h = 0; h < kKvHeads; ++h) {
-        const int64_t len = layout.lengths[static_cast<size_t>(l * kKvHeads + h)];
-        ASSERT_EQ(c.length(l, h), len);
-        // Sink first, recent window last, ascending in between; a decode row sees them all.
-        EXPECT_EQ(c.entry_position(l, h, 0), 0);
-        EXPECT_EQ(c.entry_position(l, h, len - 1), 2999);
-        for (int64_t e = 1; e < len; ++e)
-          ASSERT_LT(c.entry_position(l, h, e - 1), c.entry_position(l, h, e)) << l << "," << h << "," << e;
-        EXPECT_EQ(c.head_view(l, h).visible(3000), len);
-      }
-    // The cache decodes on from there: one more position fits in the reserved pages.
-    ASSERT_TRUE(c.reserve(3001).ok());
-    EXPECT_TRUE((*pool)->check_consistency().ok());
-    // A second fill is refused: the cache is no longer empty.
-    EXPECT_FALSE(fill_synthetic_kv(c, layout, 3000, f.options, 1).ok());
+  for (const KvType type : {KvType::F16, KvType::Q8_0}) {
+    for (const KvPolicy policy : {KvPolicy::Full, KvPolicy::Uniform, KvPolicy::Dynamic, KvPolicy::Tangram}) {
+      SCOPED_TRACE(std::string(kv_policy_name(policy)) + " on " + std::string(kv_type_name(type)));
+      const SyntheticKvLayout layout = f.layout(policy);
+      PageGeometry geo;
+      geo.page_tokens = 16;
+      geo.group_size = layout.group_size;
+      geo.head_dim = shape.head_dim;
+      geo.head_dim_v = shape.head_dim_v;
+      geo.type = type;
+      auto pool = BlockPool::create(geo, static_cast<size_t>(2 * layout.footprint_pages(16)) * geo.page_bytes());
+      ASSERT_TRUE(pool.ok()) << pool.message();
+      auto cache = PagedKvCache::create(shape, 3100, **pool, layout.map);
+      ASSERT_TRUE(cache.ok()) << cache.message();
+      ASSERT_TRUE(fill_synthetic_kv(**cache, layout, 3000, f.options, 1).ok());
+      PagedKvCache& c = **cache;
+      EXPECT_EQ(c.n_positions(), 3000);
+      EXPECT_EQ(c.pages_held(), layout.footprint_pages(16));
+      EXPECT_EQ((*pool)->used_pages(), layout.footprint_pages(16));
+      EXPECT_EQ(c.used_slots(), layout.total_entries());
+      for (int l = 0; l < kLayers; ++l)
+        for (int h = 0; h < kKvHeads; ++h) {
+          const int64_t len = layout.lengths[static_cast<size_t>(l * kKvHeads + h)];
+          ASSERT_EQ(c.length(l, h), len);
+          // Sink first, recent window last, ascending in between; a decode row sees them all.
+          EXPECT_EQ(c.entry_position(l, h, 0), 0);
+          EXPECT_EQ(c.entry_position(l, h, len - 1), 2999);
+          for (int64_t e = 1; e < len; ++e)
+            ASSERT_LT(c.entry_position(l, h, e - 1), c.entry_position(l, h, e)) << l << "," << h << "," << e;
+          EXPECT_EQ(c.head_view(l, h).visible(3000), len);
+        }
+      // The cache decodes on from there: one more position fits in the reserved pages.
+      ASSERT_TRUE(c.reserve(3001).ok());
+      EXPECT_TRUE((*pool)->check_consistency().ok());
+      // A second fill is refused: the cache is no longer empty.
+      EXPECT_FALSE(fill_synthetic_kv(c, layout, 3000, f.options, 1).ok());
+    }
   }
 }
 

@@ -166,11 +166,21 @@ TEST(Workload, PoissonArrivalsHaveMeanGapOneOverRate) {
 // from the seed. The figures below were drawn once; SeededRng spells out every step (no standard
 // library distribution), so the same seed must give them on every standard library.
 TEST(Workload, ServiceArrivalsAndThinkTimesAreSeeded) {
-  const auto spec = workload_preset("service");
+  auto spec = workload_preset("service");
   ASSERT_TRUE(spec.ok()) << spec.message();
   EXPECT_EQ(spec->arrival, WorkloadSpec::Arrival::OpenLoop);
   EXPECT_EQ(spec->think_time_dist, WorkloadSpec::ThinkTime::Exponential);
+  EXPECT_EQ(spec->sessions, 20);
+  EXPECT_EQ(spec->turns, 3);
+  const auto preset = generate_ok(*spec);
+  // The figures were drawn with 24 conversations of 4 turns. Arrivals come from one stream in
+  // order and each conversation has its own streams, so the preset's 20 x 3 are their prefix.
+  spec->sessions = 24;
+  spec->turns = 4;
   const auto w = generate_ok(*spec);
+  std::vector<Conversation> prefix(w.begin(), w.begin() + 20);
+  for (Conversation& c : prefix) c.turns.resize(3);
+  EXPECT_EQ(preset, prefix);
   ASSERT_EQ(w.size(), static_cast<size_t>(spec->sessions));
   EXPECT_EQ(w, generate_ok(*spec));
   constexpr double kTol = 1e-9;  // relative: libm's log and exp may differ in the last bit

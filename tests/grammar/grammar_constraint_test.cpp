@@ -1,5 +1,6 @@
 #include "grammar/grammar_constraint.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <random>
@@ -30,7 +31,7 @@ std::vector<uint8_t> allowed_one_by_one(const GrammarConstraint& c, int32_t n) {
 }
 
 // Walks a constraint through `text` token by token (pieces chosen greedily, longest first) and
-// checks, at every step, that the shared-prefix mask equals the per-token reference.
+// checks, at every step, that the trie mask equals the per-token reference.
 void check_masks_along(const std::shared_ptr<const OutputGrammar>& g, const std::shared_ptr<const TokenTexts>& texts,
                        std::mt19937_64& rng) {
   GrammarConstraint c(g, texts);
@@ -53,7 +54,7 @@ void check_masks_along(const std::shared_ptr<const OutputGrammar>& g, const std:
   }
 }
 
-TEST(GrammarConstraint, SharedPrefixMaskEqualsPerTokenChecksOnARealVocabulary) {
+TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnARealVocabulary) {
   auto file = GgufFile::open(testing::shared_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
@@ -69,7 +70,7 @@ TEST(GrammarConstraint, SharedPrefixMaskEqualsPerTokenChecksOnARealVocabulary) {
 
 // Byte-level BPE with 151k tokens (Qwen2): the mask agrees with the per-token reference at
 // states inside a key, a string, a number and between values. The times are printed, not judged.
-TEST(GrammarConstraint, SharedPrefixMaskOnALargeByteLevelVocabulary) {
+TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
   auto file = GgufFile::open(testing::shared_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
@@ -96,9 +97,111 @@ TEST(GrammarConstraint, SharedPrefixMaskOnALargeByteLevelVocabulary) {
     const auto t2 = Clock::now();
     EXPECT_EQ(fast, plain) << prefix;
     const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::cout << "mask after '" << prefix << "': " << std::count(fast.begin(), fast.end(), 1) << " allowed, shared-prefix "
+    std::cout << "mask after '" << prefix << "': " << std::count(fast.begin(), fast.end(), 1) << " allowed, trie "
               << ms(t1 - t0) << " ms, per-token " << ms(t2 - t1) << " ms\n";
   }
+}
+
+// Random walks through several schemas on Qwen2's vocabulary: the trie mask (its string-cursor
+// walk, the per-scanner-state lookup inside unbounded strings, the bounded strings, several
+// anyOf paths at once) equals the per-token reference at every step. Tokens are drawn among the
+// allowed ones, so walks pass through split UTF-8 characters and escapes too.
+TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
+  auto file = GgufFile::open(testing::shared_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto tok = Tokenizer::from_gguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  auto texts = TokenTexts::from_tokenizer(**tok);
+  std::mt19937_64 rng(18);
+  for (const char* schema : {
+           R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 6},
+               "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}}, "required": ["title", "tags"]})",
+           R"({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2},
+               {"type": "integer"}]})",
+           R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
+               "additionalProperties": {"type": "number"}})",
+           R"({"type": "string"})"}) {
+    SCOPED_TRACE(schema);
+    GrammarConstraint c(grammar_of(schema), texts);
+    std::vector<uint8_t> fast;
+    for (int step = 0; step < 10 && !c.must_end(); ++step) {
+      c.allowed_tokens(texts->n_vocab(), fast);
+      const std::vector<uint8_t> plain = allowed_one_by_one(c, texts->n_vocab());
+      ASSERT_EQ(fast, plain) << "step " << step;
+      std::vector<int32_t> options;
+      for (int32_t id = 0; id < texts->n_vocab(); ++id)
+        if (plain[static_cast<size_t>(id)] != 0 && texts->kind(id) == TokenTexts::Kind::Text) options.push_back(id);
+      if (options.empty()) break;
+      // Every other step, a token that leaves a character or an escape unfinished where one is
+      // allowed: the string scanner's other states.
+      std::vector<int32_t> unfinished;
+      for (int32_t id : options) {
+        const std::string& p = texts->piece(id);
+        if (static_cast<uint8_t>(p.back()) >= 0xC0 || p.back() == '\\') unfinished.push_back(id);
+      }
+      const std::vector<int32_t>& from = step % 2 == 1 && !unfinished.empty() ? unfinished : options;
+      c.accept(from[rng() % from.size()]);
+    }
+  }
+}
+
+// Every state a small vocabulary reaches in four tokens, strings bounded and not: the trie mask
+// equals the per-token reference, through split UTF-8 characters, escapes and \u escapes near
+// the length bound and at the closing quote.
+void check_every_state(const GrammarConstraint& c, const std::shared_ptr<const TokenTexts>& texts, int depth) {
+  std::vector<uint8_t> fast;
+  c.allowed_tokens(texts->n_vocab(), fast);
+  const std::vector<uint8_t> plain = allowed_one_by_one(c, texts->n_vocab());
+  ASSERT_EQ(fast, plain);
+  if (depth == 0) return;
+  for (int32_t id = 0; id < texts->n_vocab(); ++id) {
+    if (plain[static_cast<size_t>(id)] == 0 || texts->kind(id) != TokenTexts::Kind::Text) continue;
+    GrammarConstraint next = c;
+    next.accept(id);
+    SCOPED_TRACE(texts->piece(id));
+    check_every_state(next, texts, depth - 1);
+  }
+}
+
+TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksInEveryStringStateOfASmallVocabulary) {
+  using K = TokenTexts::Kind;
+  const std::vector<std::string> pieces{"\"", "a", "ab", "\xC3", "\xA9", "\xA9" "b", "\xA9\"", "b\"", "\\", "\\n",
+                                        "u00", "e9", "\"]", "[", "[\"", ",", "\xC3\xA9"};
+  auto texts = std::make_shared<const TokenTexts>(pieces, std::vector<K>(pieces.size(), K::Text));
+  for (const char* schema : {R"({"type": "string"})", R"({"type": "string", "maxLength": 1})",
+                             R"({"type": "string", "maxLength": 2, "minLength": 1})",
+                             R"({"type": "array", "items": {"type": "string", "maxLength": 3}})"}) {
+    SCOPED_TRACE(schema);
+    check_every_state(GrammarConstraint(grammar_of(schema), texts), texts, 4);
+  }
+}
+
+// The trie holds each text token once, at the node whose prefix is its bytes, and each node's
+// subtree is exactly the nodes below it.
+TEST(TokenTrie, EveryTokenAtItsPrefixAndSubtreesNest) {
+  const std::vector<std::string> pieces{"ab", "a", "abc", "b", "ab", "", "ba", "abd", "\xff"};
+  const TokenTrie trie(pieces, {0, 1, 2, 3, 4, 6, 7, 8});
+  std::vector<std::string> prefix_of{""};  // [node]
+  std::vector<int32_t> seen;
+  for (int32_t node = 1; node < trie.size(); ++node) {
+    const auto d = static_cast<size_t>(trie.depth(node));
+    ASSERT_GE(d, 1U);
+    // The parent is the nearest node before at depth d - 1; its subtree holds this one.
+    int32_t parent = node - 1;
+    while (static_cast<size_t>(trie.depth(parent)) != d - 1) --parent;
+    EXPECT_LE(node, trie.subtree_end(parent) - 1);
+    EXPECT_LE(trie.subtree_end(node), trie.subtree_end(parent));
+    prefix_of.push_back(prefix_of[static_cast<size_t>(parent)] + static_cast<char>(trie.byte(node)));
+    for (int32_t id : trie.tokens(node)) {
+      EXPECT_EQ(pieces[static_cast<size_t>(id)], prefix_of.back());
+      seen.push_back(id);
+    }
+  }
+  EXPECT_TRUE(trie.tokens(0).empty());
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 7, 8}));
+  EXPECT_EQ(trie.size(), 8);  // the root, a, ab, abc, abd, b, ba, 0xFF
+  EXPECT_EQ(trie.max_depth(), 3);
 }
 
 TEST(GrammarConstraint, TokenKindsAndEnding) {

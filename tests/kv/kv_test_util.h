@@ -14,6 +14,7 @@
 
 #include "kernels/quant.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram::testing {
@@ -27,9 +28,13 @@ inline std::vector<float> random_values(size_t n, std::mt19937& rng, float sigma
   return v;
 }
 
-// What the storage holds after rounding to its element type.
-inline float stored_value(float x, KvType type) {
-  return type == KvType::F16 ? fp16_to_fp32(fp32_to_fp16(x)) : x;
+// What the storage holds after rounding one row to its type (Q8_0 rounds per 32-element block).
+inline std::vector<float> stored_row(const float* x, int dim, KvType type) {
+  std::vector<uint8_t> bytes(kv_row_bytes(type, dim));
+  std::vector<float> out(static_cast<size_t>(dim));
+  store_kv_row(type, x, bytes.data(), dim);
+  load_kv_row(type, bytes.data(), out.data(), dim);
+  return out;
 }
 
 struct MirrorEntry {
@@ -62,8 +67,8 @@ class KvMirror {
         e.pos = positions(layer) + t;
         const float* ks = k + (t * shape_.n_kv_head + h) * shape_.head_dim;
         const float* vs = v + (t * shape_.n_kv_head + h) * shape_.head_dim_v;
-        for (int i = 0; i < shape_.head_dim; ++i) e.k.push_back(stored_value(ks[i], type_));
-        for (int i = 0; i < shape_.head_dim_v; ++i) e.v.push_back(stored_value(vs[i], type_));
+        e.k = stored_row(ks, shape_.head_dim, type_);
+        e.v = stored_row(vs, shape_.head_dim_v, type_);
         head(layer, h).push_back(std::move(e));
       }
     positions_[static_cast<size_t>(layer)] += n;
@@ -148,9 +153,8 @@ inline ::testing::AssertionResult cache_matches_mirror(const PagedKvCache& cache
                                             int64_t count) {
         for (int64_t i = 0; i < count && result; ++i) {
           const MirrorEntry& e = entries[static_cast<size_t>(first + i)];
-          const GgmlType gt = cache.type() == KvType::F16 ? GgmlType::F16 : GgmlType::F32;
-          dequantize_row(gt, kr + static_cast<size_t>(i) * view.k_row_bytes, k.data(), s.head_dim);
-          dequantize_row(gt, vr + static_cast<size_t>(i) * view.v_row_bytes, v.data(), s.head_dim_v);
+          load_kv_row(cache.type(), kr + static_cast<size_t>(i) * view.k_row_bytes, k.data(), s.head_dim);
+          load_kv_row(cache.type(), vr + static_cast<size_t>(i) * view.v_row_bytes, v.data(), s.head_dim_v);
           if (k != e.k || v != e.v)
             result = ::testing::AssertionFailure() << "layer " << l << " head " << h << " entry "
                                                    << first + i << " holds other data";

@@ -2,7 +2,9 @@
 // entries. Tolerances: the mirror holds exactly what the cache stores (F16 values already
 // rounded), so the only differences are float vs double arithmetic and the vector exp:
 // |out - ref| <= 2e-5 absolute for outputs of size ~1. Against unrounded inputs, F16 storage
-// adds up to ~1e-3 (checked separately with 1e-2).
+// adds up to ~1e-3 (checked separately with 1e-2). Q8_0 pages are checked the same way: the
+// mirror holds the dequantised rows, so this is quantized attention against
+// dequantise-then-attend.
 #include "kv/paged_attention.h"
 
 #include <fmt/format.h>
@@ -132,8 +134,9 @@ class PagedAttentionSweep : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PagedAttentionSweep, MatchesReferenceThroughPrefillCompactionAndDecode) {
   const auto [page_tokens, group, type] = GetParam();
-  // 8 KV heads, 2 query heads each; value size differs from key size.
-  const KvShape shape{2, 16, 8, 32, 24};
+  // 8 KV heads, 2 query heads each; value size differs from key size (Q8_0: both multiples
+  // of its 32-element blocks, so a row of two blocks and a row of one).
+  const KvShape shape = type == KvType::Q8_0 ? KvShape{2, 16, 8, 64, 32} : KvShape{2, 16, 8, 32, 24};
   Env env(shape, page_tokens, group, type);
   ThreadPool pool(3);
   std::mt19937 rng(static_cast<uint32_t>(page_tokens * 100 + group * 10 + (type == KvType::F16)));
@@ -156,7 +159,7 @@ TEST_P(PagedAttentionSweep, MatchesReferenceThroughPrefillCompactionAndDecode) {
 INSTANTIATE_TEST_SUITE_P(
     PagesGroupsTypes, PagedAttentionSweep,
     ::testing::Combine(::testing::Values(1, 4, 16, 64), ::testing::Values(1, 2, 4, 8),
-                       ::testing::Values(KvType::F32, KvType::F16)),
+                       ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
     [](const ::testing::TestParamInfo<Param>& p) {
       return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
                          kv_type_name(std::get<2>(p.param)));
@@ -202,7 +205,7 @@ class CrossLayerAttentionSweep : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecodeAndSecondTurn) {
   const auto [page_tokens, group, type] = GetParam();
-  const KvShape shape{3, 12, 6, 32, 24};
+  const KvShape shape = type == KvType::Q8_0 ? KvShape{3, 12, 6, 32, 64} : KvShape{3, 12, 6, 32, 24};
   const auto seed = static_cast<uint32_t>(page_tokens * 100 + group * 10 + (type == KvType::F16));
   auto map = shuffled_cross_layer_map(shape, group, seed);
   ASSERT_FALSE(map->per_layer());
@@ -233,7 +236,7 @@ TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecode
 INSTANTIATE_TEST_SUITE_P(
     PagesGroupsTypes, CrossLayerAttentionSweep,
     ::testing::Combine(::testing::Values(1, 4, 16), ::testing::Values(2, 4, 5, 8),
-                       ::testing::Values(KvType::F32, KvType::F16)),
+                       ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
     [](const ::testing::TestParamInfo<Param>& p) {
       return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
                          kv_type_name(std::get<2>(p.param)));
@@ -506,7 +509,7 @@ TEST(PagedAttention, F16StorageStaysCloseToUnroundedInputs) {
 
 TEST(PagedAttention, AgreesWithContiguousCacheAtEqualLengths) {
   const KvShape shape{2, 8, 2, 32, 32};
-  for (const KvType type : {KvType::F32, KvType::F16}) {
+  for (const KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     Env env(shape, 16, 2, type);
     ThreadPool pool(2);
     std::mt19937 rng(19);
@@ -537,7 +540,7 @@ TEST(DenseAttention, MatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(20);
   const int64_t len = 333;
-  for (const KvType type : {KvType::F32, KvType::F16}) {
+  for (const KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     // Dense arrays [kv][len][d] and a mirror with the same (rounded) values.
     const auto kf = random_values(static_cast<size_t>(4 * len * 32), rng);
     const auto vf = random_values(static_cast<size_t>(4 * len * 32), rng);
@@ -550,13 +553,13 @@ TEST(DenseAttention, MatchesReference) {
           vt[static_cast<size_t>((t * 4 + h) * 32 + i)] = vf[static_cast<size_t>((h * len + t) * 32 + i)];
         }
     mirror.write(0, kt.data(), vt.data(), len);
-    std::vector<uint16_t> k16(kf.size()), v16(vf.size());
-    for (size_t i = 0; i < kf.size(); ++i) {
-      k16[i] = fp32_to_fp16(kf[i]);
-      v16[i] = fp32_to_fp16(vf[i]);
+    const size_t row = kv_row_bytes(type, 32);
+    std::vector<uint8_t> kb(static_cast<size_t>(4 * len) * row), vb(kb.size());  // [kv][len][row]
+    for (size_t r = 0; r < static_cast<size_t>(4 * len); ++r) {
+      store_kv_row(type, kf.data() + r * 32, kb.data() + r * row, 32);
+      store_kv_row(type, vf.data() + r * 32, vb.data() + r * row, 32);
     }
-    DenseKv kv{type == KvType::F16 ? static_cast<const void*>(k16.data()) : kf.data(),
-               type == KvType::F16 ? static_cast<const void*>(v16.data()) : vf.data(), len, type};
+    DenseKv kv{kb.data(), vb.data(), len, type};
     AttentionWorkspace ws;
     const int64_t n = 5, pos0 = len - n;
     const auto q = random_values(static_cast<size_t>(n * 16 * 32), rng, 2.0f);

@@ -72,6 +72,7 @@ struct TurnCase {
   KvPolicy policy;
   const char* scorer;
   bool per_layer_groups = false;  // tangram: --kv-group-scope per-layer (default global)
+  KvType kv_type = KvType::F32;   // Q8_0: scorers read quantized rows, pages are smaller
 };
 class MultiTurn : public ::testing::TestWithParam<TurnCase> {};
 
@@ -82,6 +83,7 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
   ThreadPool pool(2);
   SchedulerOptions o = compressing(tm, tc.policy, tc.scorer);
   o.compression.per_layer_groups = tc.per_layer_groups;
+  o.kv_type = tc.kv_type;
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(s.ok()) << s.message();
   if (tc.policy == KvPolicy::Tangram) {
@@ -146,10 +148,16 @@ INSTANTIATE_TEST_SUITE_P(Policies, MultiTurn,
                                            TurnCase{KvPolicy::Tangram, "keydiff"},
                                            TurnCase{KvPolicy::Tangram, "expected_attention"},
                                            TurnCase{KvPolicy::Tangram, "kvzip"},
-                                           TurnCase{KvPolicy::Tangram, "keydiff", true}),
+                                           TurnCase{KvPolicy::Tangram, "keydiff", true},
+                                           TurnCase{KvPolicy::Uniform, "keydiff", false, KvType::Q8_0},
+                                           TurnCase{KvPolicy::Dynamic, "snapkv", false, KvType::Q8_0},
+                                           TurnCase{KvPolicy::Tangram, "keydiff", false, KvType::Q8_0},
+                                           TurnCase{KvPolicy::Tangram, "expected_attention", false, KvType::Q8_0},
+                                           TurnCase{KvPolicy::Tangram, "kvzip", false, KvType::Q8_0}),
                          [](const auto& tinfo) {
                            return std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer +
-                                  (tinfo.param.per_layer_groups ? "_per_layer" : "");
+                                  (tinfo.param.per_layer_groups ? "_per_layer" : "") +
+                                  (tinfo.param.kv_type == KvType::Q8_0 ? "_q8_0" : "");
                          });
 
 TEST(Compression, LongPromptsAreCompressedChunkByChunkAndFirstTurnOnlyStopsAfterTurnOne) {

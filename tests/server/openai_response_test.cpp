@@ -92,6 +92,41 @@ TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
 }
 
+// However the reply is cut into deltas (here at every byte position), the stream sends the same
+// content and calls as the whole reply parsed at once: text before a call, or all of it when no
+// call parses.
+TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
+  for (const auto& [syntax, text] : std::vector<std::pair<ToolCallSyntax, std::string>>{
+           {ToolCallSyntax::Hermes,
+            "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>"},
+           {ToolCallSyntax::Hermes, "a <tools are fine <tool_call>{broken"},
+           {ToolCallSyntax::QwenXml, "x <tool_call><function=f><parameter=q>1</parameter></function></tool_call>"},
+           {ToolCallSyntax::Llama3,
+            " <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
+           {ToolCallSyntax::Llama3, "Use {name} here."},
+           {ToolCallSyntax::MistralJson, "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
+           {ToolCallSyntax::MistralArgs, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]bad"}}) {
+    SCOPED_TRACE(text);
+    const ParsedReply whole = parse_tool_calls(syntax, text);
+    const std::string content =
+        whole.calls.empty() ? text : text.substr(0, tool_call_start(syntax, text).value_or(text.size()));
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      auto stream = chat_stream(meta(), /*include_usage=*/false, syntax);
+      std::string sse = stream->text(std::string_view(text).substr(0, cut));
+      sse += stream->text(std::string_view(text).substr(cut));
+      sse += stream->closing(FinishReason::Stop, text, Usage{});
+      const auto chunks = chunks_of(sse);
+      ASSERT_EQ(streamed_content(chunks), content) << "cut at " << cut;
+      std::vector<std::string> names;
+      for (const auto& c : chunks)
+        if (!c["choices"].empty() && c["choices"][0]["delta"].contains("tool_calls"))
+          for (const auto& call : c["choices"][0]["delta"]["tool_calls"]) names.push_back(call["function"]["name"]);
+      ASSERT_EQ(names.size(), whole.calls.size()) << "cut at " << cut;
+      for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], whole.calls[i].name);
+    }
+  }
+}
+
 TEST(OpenAiResponse, StreamReleasesHeldTextThatIsNoCall) {
   auto stream = chat_stream(meta(), false, ToolCallSyntax::Hermes);
   std::string sse = stream->text("a <tool");

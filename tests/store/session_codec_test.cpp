@@ -1,6 +1,6 @@
 // The session codec on ragged caches built by hand (writes, per-head compaction, shortened heads,
 // emptied heads, appends after compaction): round trips restore the same entries and attention
-// bit for bit, in F16 and F32 and under several head-group maps and page sizes; mismatched
+// bit for bit, in F16, F32 and Q8_0 and under several head-group maps and page sizes; mismatched
 // fingerprints and shapes are refused with their reason; every truncation and every byte flip of
 // a small blob is refused, leaving the pool untouched; a pool too small is refused.
 #include "store/session_codec.h"
@@ -52,7 +52,7 @@ TEST_P(SessionRoundTrip, RestoresTheSameEntriesAndAttentionAndKeepsWorking) {
     ASSERT_TRUE(blob.ok()) << blob.message();
     EXPECT_EQ(blob->size(), encoded_session_bytes(*r.cache));
     auto pool = make_pool(c.type, c.page_tokens, 4, 256);
-    auto got = decode_session(*blob, fp, *pool, map, kSessionShape, 512);
+    auto got = decode_session(*blob, fp, *pool, map, testing::session_shape(c.type), 512);
     ASSERT_TRUE(got.ok()) << got.message();
     EXPECT_EQ(got->tokens, r.tokens);
     EXPECT_TRUE(same_cache(*r.cache, *got->cache));
@@ -83,7 +83,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, SessionRoundTrip,
                                            CodecCase{KvType::F16, 1, 16}, CodecCase{KvType::F32, 1, 8},
                                            CodecCase{KvType::F16, 2, 4}, CodecCase{KvType::F32, 2, 16},
                                            CodecCase{KvType::F16, 3, 4}, CodecCase{KvType::F32, 3, 16},
-                                           CodecCase{KvType::F16, 3, 2}),
+                                           CodecCase{KvType::F16, 3, 2}, CodecCase{KvType::Q8_0, 0, 4},
+                                           CodecCase{KvType::Q8_0, 1, 16}, CodecCase{KvType::Q8_0, 2, 4},
+                                           CodecCase{KvType::Q8_0, 3, 2}),
                          [](const auto& tinfo) {
                            return std::string(kv_type_name(tinfo.param.type)) + "_map" +
                                   std::to_string(tinfo.param.map) + "_P" + std::to_string(tinfo.param.page_tokens);
@@ -190,6 +192,29 @@ TEST(SessionCodec, RefusesEveryKindOfMismatchWithItsReason) {
   EXPECT_NE(junk.message().find("not a Tangram session"), std::string::npos) << junk.message();
 }
 
+// A session on Q8_0 pages read by an engine storing F16 (and the reverse) is refused for its
+// type, so the turn is recomputed rather than misread; a header naming an unknown type code is
+// refused too.
+TEST(SessionCodec, ABlobOfAnotherKvTypeIsRefused) {
+  auto map = contiguous_map(2);
+  Ragged q8 = ragged(KvType::Q8_0, map, 4, 3);
+  const std::string q8_blob = encode_session(*q8.cache, q8.tokens, fingerprint_of(KvType::Q8_0, *map)).value();
+  auto f16_pool = make_pool(KvType::F16, 4, 2, 256);
+  auto got = decode_session(q8_blob, fingerprint_of(KvType::F16, *map), *f16_pool, map,
+                            testing::session_shape(KvType::Q8_0), 512);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.message().find("KV element type differs (session q8_0, expected f16)"), std::string::npos)
+      << got.message();
+  Ragged f16 = ragged(KvType::F16, map, 4, 3);
+  const std::string f16_blob = encode_session(*f16.cache, f16.tokens, fingerprint_of(KvType::F16, *map)).value();
+  auto q8_pool = make_pool(KvType::Q8_0, 4, 2, 256);
+  got = decode_session(f16_blob, fingerprint_of(KvType::Q8_0, *map), *q8_pool, map, kSessionShape, 512);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.message().find("KV element type differs"), std::string::npos) << got.message();
+  EXPECT_EQ(f16_pool->used_pages(), 0);
+  EXPECT_EQ(q8_pool->used_pages(), 0);
+}
+
 // The blob format 1 wrote for a per-layer map (one block per (layer, group), heads named by
 // their KV head only), written here field by field as that version did.
 std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& tokens, const SessionFingerprint& fp) {
@@ -290,7 +315,7 @@ TEST(SessionCodec, EveryTruncationIsRefusedAndNamesTheByte) {
 }
 
 TEST(SessionCodec, EveryByteFlipIsRefused) {
-  for (KvType type : {KvType::F16, KvType::F32}) {
+  for (KvType type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
     Ragged r = small_session(type);
     const SessionFingerprint fp = fingerprint_of(type, *r.map);
     const std::string blob = encode_session(*r.cache, r.tokens, fp).value();
@@ -304,7 +329,7 @@ TEST(SessionCodec, EveryByteFlipIsRefused) {
     for (const auto& [at, mask] : flips) {
       std::string bad = blob;
       bad[at] = static_cast<char>(static_cast<uint8_t>(bad[at]) ^ mask);
-      auto got = decode_session(bad, fp, *pool, r.map, kSessionShape, 512);
+      auto got = decode_session(bad, fp, *pool, r.map, testing::session_shape(type), 512);
       // There is no padding: every byte is covered by a checksum, so nothing may pass.
       ASSERT_FALSE(got.ok()) << "flip of byte " << at << " by " << int{mask} << " accepted";
       ASSERT_EQ(pool->used_pages(), 0);

@@ -18,6 +18,9 @@
 namespace tangram::testing {
 
 inline constexpr KvShape kSessionShape{2, 8, 4, 8, 16};  // layers, heads, KV heads, head_dim, head_dim_v
+// The same layout with head sizes Q8_0 can store (multiples of its 32-element blocks).
+inline constexpr KvShape kSessionShapeQ8{2, 8, 4, 32, 64};
+inline KvShape session_shape(KvType type) { return type == KvType::Q8_0 ? kSessionShapeQ8 : kSessionShape; }
 
 inline std::shared_ptr<const HeadGroupMap> contiguous_map(int group) {
   return std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(kSessionShape.n_layers, kSessionShape.n_kv_head, group).value());
@@ -37,7 +40,8 @@ inline std::shared_ptr<const HeadGroupMap> cross_layer_map() {
 }
 
 inline std::unique_ptr<BlockPool> make_pool(KvType type, int page_tokens, int group, int64_t pages) {
-  PageGeometry g{page_tokens, group, kSessionShape.head_dim, kSessionShape.head_dim_v, type};
+  const KvShape shape = session_shape(type);
+  PageGeometry g{page_tokens, group, shape.head_dim, shape.head_dim_v, type};
   return std::move(BlockPool::create(g, static_cast<size_t>(pages) * g.page_bytes(), false).value());
 }
 
@@ -48,9 +52,10 @@ inline SessionFingerprint fingerprint_of(KvType type, const HeadGroupMap& map) {
 inline void write_positions(PagedKvCache& c, int64_t n, std::mt19937& rng) {
   ASSERT_TRUE(c.reserve(c.n_positions() + n).ok());
   const int64_t pos0 = c.n_positions();
-  for (int l = 0; l < kSessionShape.n_layers; ++l) {
-    const auto k = random_values(static_cast<size_t>(n * kSessionShape.n_kv_head * kSessionShape.head_dim), rng);
-    const auto v = random_values(static_cast<size_t>(n * kSessionShape.n_kv_head * kSessionShape.head_dim_v), rng);
+  const KvShape& s = c.shape();
+  for (int l = 0; l < s.n_layers; ++l) {
+    const auto k = random_values(static_cast<size_t>(n * s.n_kv_head * s.head_dim), rng);
+    const auto v = random_values(static_cast<size_t>(n * s.n_kv_head * s.head_dim_v), rng);
     ASSERT_TRUE(c.write(l, pos0, k.data(), v.data(), n).ok());
   }
 }
@@ -70,7 +75,7 @@ inline Ragged ragged(KvType type, std::shared_ptr<const HeadGroupMap> map, int p
   Ragged r;
   r.map = std::move(map);
   r.pool = make_pool(type, page_tokens, 4, 256);
-  r.cache = std::move(PagedKvCache::create(kSessionShape, 512, *r.pool, r.map).value());
+  r.cache = std::move(PagedKvCache::create(session_shape(type), 512, *r.pool, r.map).value());
   std::mt19937 rng(seed);
   write_positions(*r.cache, n, rng);
   for (int l = 0; l < kSessionShape.n_layers; ++l)

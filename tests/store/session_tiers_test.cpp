@@ -53,7 +53,7 @@ TEST(SessionTiers, EveryTierRoundTripsACrossLayerCacheBitExact) {
   auto map = cross_layer_map();
   ASSERT_FALSE(map->per_layer());
   ThreadPool threads(2);
-  for (const KvType type : {KvType::F16, KvType::F32}) {
+  for (const KvType type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
     SCOPED_TRACE(kv_type_name(type));
     Ragged r = ragged(type, map, 4, 3);
     const SessionFingerprint fp = fingerprint_of(type, *map);
@@ -63,7 +63,7 @@ TEST(SessionTiers, EveryTierRoundTripsACrossLayerCacheBitExact) {
       EXPECT_STREQ(got->tier, tier);
       EXPECT_EQ(got->blob, blob) << tier;
       auto pool = make_pool(type, 4, 3, 256);
-      auto s = decode_session(got->blob, fp, *pool, map, kSessionShape, 512);
+      auto s = decode_session(got->blob, fp, *pool, map, session_shape(type), 512);
       ASSERT_TRUE(s.ok()) << tier << ": " << s.message();
       EXPECT_EQ(s->tokens, r.tokens);
       EXPECT_TRUE(same_cache(*r.cache, *s->cache)) << tier;

@@ -1,0 +1,208 @@
+// The Q8_0 attention inner loop, every path this build has (portable, AVX2), against a plain
+// double-precision attention over the same rows dequantised: lanes seeing different prefixes
+// (causal limits, a lane seeing nothing), odd lengths and partial blocks, more lanes than one
+// pass takes, several heads walked together, a chunk starting past entry 0 (split plans). The
+// only differences are float vs double arithmetic and the vector exp: 2e-5 absolute for
+// outputs of size ~1. Also: the row codec's sizes and the refusal of head sizes Q8_0 cannot
+// store.
+#include "kv/attention_kernel_q8.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "kv/kv_row.h"
+#include "kv/kv_test_util.h"
+
+namespace tangram {
+namespace {
+
+using testing::random_values;
+
+constexpr double kTol = 2e-5;
+
+// One dense head of Q8_0 rows and the same rows dequantised.
+struct Q8Head {
+  int hd = 0, hdv = 0;
+  int64_t length = 0;
+  std::vector<uint8_t> k, v;   // [length][row bytes]
+  std::vector<float> kf, vf;   // [length][hd], [length][hdv]: what the rows hold
+
+  Q8Head(int hd_, int hdv_, int64_t len, std::mt19937& rng)
+      : hd(hd_),
+        hdv(hdv_),
+        length(len),
+        k(static_cast<size_t>(len) * kv_row_bytes(KvType::Q8_0, hd_)),
+        v(static_cast<size_t>(len) * kv_row_bytes(KvType::Q8_0, hdv_)),
+        kf(random_values(static_cast<size_t>(len * hd_), rng)),
+        vf(random_values(static_cast<size_t>(len * hdv_), rng)) {
+    // kf, vf start as the unquantised inputs and end as what the rows hold.
+    const size_t kr = kv_row_bytes(KvType::Q8_0, hd), vr = kv_row_bytes(KvType::Q8_0, hdv);
+    for (int64_t e = 0; e < len; ++e) {
+      const auto i = static_cast<size_t>(e);
+      float* kx = kf.data() + i * static_cast<size_t>(hd);
+      float* vx = vf.data() + i * static_cast<size_t>(hdv);
+      store_kv_row(KvType::Q8_0, kx, k.data() + i * kr, hd);
+      store_kv_row(KvType::Q8_0, vx, v.data() + i * vr, hdv);
+      load_kv_row(KvType::Q8_0, k.data() + i * kr, kx, hd);
+      load_kv_row(KvType::Q8_0, v.data() + i * vr, vx, hdv);
+    }
+  }
+  KvHeadView view() const {
+    KvHeadView w;
+    w.k_base = k.data();
+    w.v_base = v.data();
+    w.k_row_bytes = kv_row_bytes(KvType::Q8_0, hd);
+    w.v_row_bytes = kv_row_bytes(KvType::Q8_0, hdv);
+    w.length = length;
+    return w;
+  }
+};
+
+// The lanes of one head and their running state.
+struct Lanes {
+  int n = 0;
+  std::vector<float> q;        // [n][hd], already scaled
+  std::vector<int64_t> limit;  // [n]
+  std::vector<float> m, l, acc, scores;
+  KvHeadView view;
+
+  HeadLanes lanes(int64_t end) {
+    return HeadLanes{&view, n, q.data(), limit.data(), end, m.data(), l.data(), acc.data(), scores.data()};
+  }
+};
+
+Lanes make_lanes(const Q8Head& h, int n, int64_t begin, std::mt19937& rng) {
+  Lanes s;
+  s.n = n;
+  s.view = h.view();
+  s.q = random_values(static_cast<size_t>(n * h.hd), rng, 2.0f / std::sqrt(static_cast<float>(h.hd)));
+  std::uniform_int_distribution<int64_t> lim(begin, h.length);
+  for (int i = 0; i < n; ++i) s.limit.push_back(i == 0 ? h.length : i == 1 ? begin : lim(rng));
+  s.m.assign(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
+  s.l.assign(static_cast<size_t>(n), 0.0f);
+  s.acc.assign(static_cast<size_t>(n * h.hdv), 0.0f);
+  s.scores.assign(static_cast<size_t>(n * kAttentionBlock), 0.0f);
+  return s;
+}
+
+// Worst |kernel - reference| over the lanes; a lane seeing nothing must keep l = 0, acc = 0.
+double worst_error(const Q8Head& h, const Lanes& s, int64_t begin) {
+  double worst = 0.0;
+  for (int ln = 0; ln < s.n; ++ln) {
+    const int64_t end = s.limit[static_cast<size_t>(ln)];
+    std::vector<double> out(static_cast<size_t>(h.hdv), 0.0);
+    if (end > begin) {
+      std::vector<double> sc;
+      for (int64_t e = begin; e < end; ++e) {
+        double d = 0.0;
+        for (int i = 0; i < h.hd; ++i)
+          d += static_cast<double>(s.q[static_cast<size_t>(ln * h.hd + i)]) *
+               static_cast<double>(h.kf[static_cast<size_t>(e * h.hd + i)]);
+        sc.push_back(d);
+      }
+      const double mx = *std::max_element(sc.begin(), sc.end());
+      double sum = 0.0;
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int64_t e = begin; e < end; ++e)
+        for (int i = 0; i < h.hdv; ++i)
+          out[static_cast<size_t>(i)] += sc[static_cast<size_t>(e - begin)] / sum *
+                                         static_cast<double>(h.vf[static_cast<size_t>(e * h.hdv + i)]);
+    }
+    const float l = s.l[static_cast<size_t>(ln)];
+    for (int i = 0; i < h.hdv; ++i) {
+      const float a = s.acc[static_cast<size_t>(ln * h.hdv + i)];
+      const double got = end > begin ? static_cast<double>(a / l) : static_cast<double>(a) + static_cast<double>(l);
+      const double d = std::abs(got - out[static_cast<size_t>(i)]);
+      worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(worst, d);
+    }
+  }
+  return worst;
+}
+
+TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
+  ASSERT_FALSE(available_q8_attention_paths().empty());
+  std::mt19937 rng(5);
+  for (const Q8AttentionPath path : available_q8_attention_paths())
+    for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{128, 128}})
+      for (const int n_lanes : {1, 2, 3, 4, 5, 8, 11})
+        for (const int64_t length : {1, 7, 31, 32, 33, 100})
+          for (const int64_t begin : {int64_t{0}, std::min<int64_t>(length, 32)}) {
+            const Q8Head h(hd, hdv, length, rng);
+            Lanes s = make_lanes(h, n_lanes, begin, rng);
+            const HeadLanes one = s.lanes(*std::max_element(s.limit.begin(), s.limit.end()));
+            attend_heads_q8(std::span(&one, 1), hd, hdv, begin, path);
+            EXPECT_LE(worst_error(h, s, begin), kTol)
+                << "path " << static_cast<int>(path) << " hd " << hd << "/" << hdv << " lanes " << n_lanes
+                << " length " << length << " begin " << begin;
+          }
+}
+
+TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
+  std::mt19937 rng(6);
+  for (const Q8AttentionPath path : available_q8_attention_paths()) {
+    std::vector<Q8Head> heads;
+    for (const int64_t len : {5, 70, 33, 128}) heads.emplace_back(64, 32, len, rng);
+    std::vector<Lanes> lanes;
+    for (const Q8Head& h : heads) lanes.push_back(make_lanes(h, 4, 0, rng));
+    std::vector<HeadLanes> hl;
+    for (Lanes& s : lanes) hl.push_back(s.lanes(*std::max_element(s.limit.begin(), s.limit.end())));
+    attend_heads_q8(hl, 64, 32, 0, path);
+    for (size_t i = 0; i < heads.size(); ++i) EXPECT_LE(worst_error(heads[i], lanes[i], 0), kTol) << i;
+  }
+}
+
+TEST(Q8Attention, DispatchThroughAttendHeadsRunsTheQ8Loop) {
+  std::mt19937 rng(7);
+  const Q8Head h(32, 64, 45, rng);
+  Lanes s = make_lanes(h, 3, 0, rng);
+  const HeadLanes one = s.lanes(h.length);
+  attend_heads(std::span(&one, 1), KvType::Q8_0, 32, 64, 0);
+  EXPECT_LE(worst_error(h, s, 0), kTol);
+}
+
+TEST(KvRow, SizesAndRoundTrip) {
+  EXPECT_EQ(kv_row_bytes(KvType::F32, 64), 256u);
+  EXPECT_EQ(kv_row_bytes(KvType::F16, 64), 128u);
+  EXPECT_EQ(kv_row_bytes(KvType::Q8_0, 64), 68u);
+  std::mt19937 rng(8);
+  const auto x = random_values(96, rng);
+  std::vector<uint8_t> bytes(kv_row_bytes(KvType::Q8_0, 96));
+  std::vector<float> y(96);
+  store_kv_row(KvType::Q8_0, x.data(), bytes.data(), 96);
+  load_kv_row(KvType::Q8_0, bytes.data(), y.data(), 96);
+  for (int b = 0; b < 3; ++b) {  // error at most half a step of the block's scale (amax / 127)
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[static_cast<size_t>(32 * b + i)]));
+    for (int i = 0; i < 32; ++i)
+      EXPECT_LE(std::abs(x[static_cast<size_t>(32 * b + i)] - y[static_cast<size_t>(32 * b + i)]),
+                amax / 127.0f * 0.51f);
+  }
+  for (const KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) EXPECT_EQ(parse_kv_type(kv_type_name(t)), t);
+  EXPECT_FALSE(parse_kv_type("q4_0"));
+}
+
+TEST(KvRow, Q8RefusesHeadSizesNotMultipleOf32) {
+  EXPECT_TRUE(check_kv_row_dims(KvType::Q8_0, 64, 128).ok());
+  EXPECT_FALSE(check_kv_row_dims(KvType::Q8_0, 48, 64).ok());
+  EXPECT_FALSE(check_kv_row_dims(KvType::Q8_0, 64, 8).ok());
+  EXPECT_TRUE(check_kv_row_dims(KvType::F16, 48, 8).ok());
+  PageGeometry g;
+  g.head_dim = 48;
+  g.head_dim_v = 48;
+  g.type = KvType::Q8_0;
+  EXPECT_FALSE(BlockPool::create(g, size_t{1} << 20).ok());
+  g.head_dim = g.head_dim_v = 64;
+  auto pool = BlockPool::create(g, size_t{1} << 20);
+  ASSERT_TRUE(pool.ok());
+  // 16 tokens x 4 heads x (68 + 68) bytes, already a multiple of 64.
+  EXPECT_EQ((*pool)->page_bytes(), size_t{16 * 4 * 136});
+}
+
+}  // namespace
+}  // namespace tangram
