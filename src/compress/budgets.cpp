@@ -87,15 +87,22 @@ void select_keep(std::span<const float> scores, std::span<const int32_t> positio
     std::iota(keep.begin(), keep.end(), int64_t{0});
     return;
   }
+  // Evictable entries compete for the room the protected ones leave; the winners are marked and
+  // read back in entry order (ascending without a sort: this runs for every head at every
+  // compression point).
+  std::vector<uint8_t> kept(static_cast<size_t>(n), 0);  // [n] 1: the entry stays
   std::vector<int64_t> others;
   others.reserve(static_cast<size_t>(n));
+  int64_t protected_entries = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (is_protected(positions[static_cast<size_t>(i)], total, sink, window))
-      keep.push_back(i);
-    else
+    if (is_protected(positions[static_cast<size_t>(i)], total, sink, window)) {
+      kept[static_cast<size_t>(i)] = 1;
+      ++protected_entries;
+    } else {
       others.push_back(i);
+    }
   }
-  const int64_t room = std::max<int64_t>(0, length - static_cast<int64_t>(keep.size()));
+  const int64_t room = std::max<int64_t>(0, length - protected_entries);
   if (room < static_cast<int64_t>(others.size())) {
     auto better = [&](int64_t a, int64_t b) {
       const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
@@ -104,8 +111,10 @@ void select_keep(std::span<const float> scores, std::span<const int32_t> positio
     std::nth_element(others.begin(), others.begin() + room, others.end(), better);
     others.resize(static_cast<size_t>(room));
   }
-  keep.insert(keep.end(), others.begin(), others.end());
-  std::sort(keep.begin(), keep.end());
+  for (const int64_t i : others) kept[static_cast<size_t>(i)] = 1;
+  keep.reserve(static_cast<size_t>(protected_entries) + others.size());
+  for (int64_t i = 0; i < n; ++i)
+    if (kept[static_cast<size_t>(i)] != 0) keep.push_back(i);
 }
 
 std::vector<int64_t> dynamic_lengths(std::span<const HeadScores> heads, int n_layers,

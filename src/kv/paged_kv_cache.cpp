@@ -252,14 +252,22 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   }
   for (size_t i = 0; i < keep.size(); ++i)
     positions[i] = static_cast<int32_t>(entry_position(layer, kv_head, keep[i]));
-  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it.
+  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. Rows are
+  // addressed as head_view() does, with the head's page table and column looked up once.
   const PageGeometry& g = pool_->geometry();
+  const int64_t P = g.page_tokens;
+  const size_t page_bytes = pool_->page_bytes(), kb = g.key_row_bytes(), vb = g.value_row_bytes();
+  const PageId* table = pages_[sz(map_->group_of(layer, kv_head))].data();
+  const int column = map_->column_of(layer, kv_head);
+  uint8_t* const k_base = pool_->page_data(0) + g.key_offset(column, 0);
+  uint8_t* const v_base = pool_->page_data(0) + g.value_offset(column, 0);
+  auto page_off = [&](int64_t e) { return sz(table[sz(e / P)]) * page_bytes; };
   for (size_t i = 0; i < keep.size(); ++i) {
     const auto dst = static_cast<int64_t>(i);
-    if (keep[i] == dst) continue;
-    std::memcpy(key_row(layer, kv_head, dst), key_row(layer, kv_head, keep[i]), g.key_row_bytes());
-    std::memcpy(value_row(layer, kv_head, dst), value_row(layer, kv_head, keep[i]),
-                g.value_row_bytes());
+    const int64_t src = keep[i];
+    if (src == dst) continue;
+    std::memcpy(k_base + page_off(dst) + sz(dst % P) * kb, k_base + page_off(src) + sz(src % P) * kb, kb);
+    std::memcpy(v_base + page_off(dst) + sz(dst % P) * vb, v_base + page_off(src) + sz(src % P) * vb, vb);
   }
   hs.kept_pos.swap(positions);
   hs.tail_pos0 = layer_positions_[sz(layer)];

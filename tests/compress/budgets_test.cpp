@@ -2,6 +2,7 @@
 // distributes a layer's share.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -48,6 +49,50 @@ TEST(Budgets, SelectKeepsSinkWindowAndTheBestScores) {
   std::vector<float> flat(static_cast<size_t>(n), 1.0f);
   select_keep(flat, pos, total, 0, 0, 3, keep);
   EXPECT_EQ(keep, (std::vector<int64_t>{0, 1, 2}));
+}
+
+// The plain definition select_keep must match: protected entries, then the best `room` others
+// by (score descending, index ascending), all sorted by index.
+std::vector<int64_t> select_keep_reference(const std::vector<float>& scores, const std::vector<int32_t>& pos,
+                                           int64_t total, int sink, int window, int64_t length) {
+  const auto n = static_cast<int64_t>(scores.size());
+  std::vector<int64_t> keep, others;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t p = pos[static_cast<size_t>(i)];
+    (p < sink || p >= total - window ? keep : others).push_back(i);
+  }
+  if (length >= n) {
+    keep.insert(keep.end(), others.begin(), others.end());
+  } else {
+    std::sort(others.begin(), others.end(), [&](int64_t a, int64_t b) {
+      const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+      return sa > sb || (sa == sb && a < b);
+    });
+    const int64_t room = std::max<int64_t>(0, length - static_cast<int64_t>(keep.size()));
+    others.resize(static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(others.size()))));
+    keep.insert(keep.end(), others.begin(), others.end());
+  }
+  std::sort(keep.begin(), keep.end());
+  return keep;
+}
+
+TEST(Budgets, SelectKeepMatchesThePlainSortOnRandomHeads) {
+  std::mt19937 rng(11);
+  std::vector<int64_t> keep;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t total = 1 + static_cast<int64_t>(rng() % 300);
+    // Ascending positions with gaps (a head compacted before), scores with many ties.
+    std::vector<int32_t> pos;
+    for (int32_t p = 0; p < total; ++p)
+      if (rng() % 3 != 0) pos.push_back(p);
+    std::vector<float> scores(pos.size());
+    for (float& s : scores) s = static_cast<float>(rng() % 7) * 0.5f;
+    const int sink = static_cast<int>(rng() % 6), window = static_cast<int>(rng() % 20);
+    const auto length = static_cast<int64_t>(rng() % (pos.size() + 3));
+    select_keep(scores, pos, total, sink, window, length, keep);
+    ASSERT_EQ(keep, select_keep_reference(scores, pos, total, sink, window, length))
+        << "trial " << trial << " total " << total << " length " << length;
+  }
 }
 
 TEST(Budgets, SelectUsesPositionsNotIndicesAfterEarlierCompaction) {

@@ -17,6 +17,7 @@
 #include "compress/cluster.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
+#include "kernels/half.h"
 #include "kv/dense_attention.h"
 #include "kv/paged_attention.h"
 #include "model/model.h"
@@ -252,6 +253,58 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     ASSERT_TRUE(bigger.ok());
     const auto a = (*comp)->target_lengths(n), b = (*bigger)->target_lengths(n);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_GE(b[i], a[i]);
+  }
+}
+
+// The F16 read-back (vectorised where F16C is built) against the F32 one: a cache of F16 pages
+// and a cache of F32 pages holding the same (F16-representable) rows, head sizes with a tail
+// beyond the 8-wide blocks, keep exactly the same entries.
+TEST(Compressor, F16PagesAreReadBackAsTheSameFloatsAsF32Pages) {
+  const Model& m = testing::small_compress_model();
+  ModelConfig cfg = m.config();
+  cfg.head_dim = 12;
+  cfg.head_dim_v = 20;
+  const KvShape shape{cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, cfg.head_dim_v};
+  ThreadPool threads(2);
+  for (const KvPolicy policy : {KvPolicy::Uniform, KvPolicy::Dynamic}) {
+    CompressionOptions o;
+    o.policy = policy;
+    o.ratio = 0.4;
+    o.sink = 2;
+    o.window = 5;
+    auto comp = Compressor::create(o, cfg, m.rope(), 0);
+    ASSERT_TRUE(comp.ok()) << comp.message();
+    const int64_t n = 77;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> d(0.0f, 2.0f);
+    // Per layer: keys [n][n_kv_head][head_dim], values [n][n_kv_head][head_dim_v], F16-exact.
+    std::vector<std::vector<float>> k(static_cast<size_t>(cfg.n_layers)), v(k.size());
+    for (size_t l = 0; l < k.size(); ++l) {
+      k[l].resize(static_cast<size_t>(n * cfg.n_kv_head * cfg.head_dim));
+      v[l].resize(static_cast<size_t>(n * cfg.n_kv_head * cfg.head_dim_v));
+      for (auto* rows : {&k[l], &v[l]})
+        for (float& x : *rows) x = half::fp16_to_fp32_portable(half::fp32_to_fp16_portable(d(rng)));
+    }
+    std::vector<std::vector<int64_t>> kept[2];
+    for (int t = 0; t < 2; ++t) {
+      const KvType type = t == 0 ? KvType::F16 : KvType::F32;
+      auto pool = BlockPool::create(PageGeometry{8, (*comp)->group_size(), cfg.head_dim, cfg.head_dim_v, type},
+                                    4u << 20, false);
+      ASSERT_TRUE(pool.ok()) << pool.message();
+      auto cache = PagedKvCache::create(shape, 256, **pool, (*comp)->group_map());
+      ASSERT_TRUE(cache.ok()) << cache.message();
+      ASSERT_TRUE((*cache)->reserve(n).ok());
+      for (int l = 0; l < cfg.n_layers; ++l)
+        ASSERT_TRUE((*cache)->write(l, 0, k[static_cast<size_t>(l)].data(), v[static_cast<size_t>(l)].data(), n).ok());
+      ASSERT_TRUE((*comp)->compress(**cache, nullptr, 0, 0, threads).ok());
+      for (int l = 0; l < cfg.n_layers; ++l)
+        for (int h = 0; h < cfg.n_kv_head; ++h) {
+          std::vector<int64_t> pos;
+          for (int64_t e = 0; e < (*cache)->length(l, h); ++e) pos.push_back((*cache)->entry_position(l, h, e));
+          kept[t].push_back(pos);
+        }
+    }
+    EXPECT_EQ(kept[0], kept[1]) << kv_policy_name(policy);
   }
 }
 
