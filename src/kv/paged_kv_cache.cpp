@@ -152,6 +152,7 @@ void PagedKvCache::copy_pages(int flat_group, std::span<const int64_t> indices, 
 }
 
 Status PagedKvCache::unshare_range(int flat_group, int64_t first, int64_t end) {
+  if (pool_->shared_pages() == 0) return Status::Ok();  // no fork anywhere: nothing to copy
   const std::vector<PageId>& table = pages_[sz(flat_group)];
   std::vector<int64_t> indices;
   for (int64_t i = std::max<int64_t>(first, 0); i < std::min(end, static_cast<int64_t>(table.size())); ++i)
