@@ -63,6 +63,8 @@ void Engine::cancel(RequestId id) {
 }
 
 Result<RequestResult> Engine::generate(Request request) {
+  if (request.n != 1)
+    return make_error("generate() returns one result: submit a request of n = {} choices with an on_finish", request.n);
   auto done = std::make_shared<std::promise<RequestResult>>();
   std::future<RequestResult> result = done->get_future();
   auto user_finish = std::move(request.on_finish);

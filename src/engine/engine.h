@@ -54,7 +54,8 @@ class Engine {
   // Asks the worker to cancel a request; it finishes with FinishReason::Cancelled unless it
   // finished first. Unknown ids are ignored.
   void cancel(RequestId id);
-  // submit() and wait for the result; the request's own callbacks still run.
+  // submit() and wait for the result; the request's own callbacks still run. One choice only
+  // (request.n = 1; with more, submit() and collect the n on_finish calls).
   Result<RequestResult> generate(Request request);
 
   // A snapshot taken after the latest step (a request's on_finish runs inside its step, so the

@@ -84,6 +84,7 @@ BlockPool::BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_
   for (int64_t i = 0; i < n_pages; ++i)
     free_[static_cast<size_t>(i)] = static_cast<PageId>(n_pages - 1 - i);
   in_use_.assign(static_cast<size_t>(n_pages), 0);
+  refs_.assign(static_cast<size_t>(n_pages), 0);
 }
 
 BlockPool::~BlockPool() { ::operator delete(arena_, std::align_val_t{kArenaAlign}); }
@@ -101,8 +102,10 @@ Status BlockPool::allocate(int64_t n, std::vector<PageId>& out) {
     const PageId id = free_.back();
     free_.pop_back();
     in_use_[static_cast<size_t>(id)] = 1;
+    refs_[static_cast<size_t>(id)] = 1;
     out.push_back(id);
   }
+  total_refs_ += n;
   return Status::Ok();
 }
 
@@ -131,9 +134,21 @@ Status BlockPool::release(std::span<const PageId> pages) {
   }
   // free_ has capacity for every page, so these pushes never allocate.
   for (const PageId id : pages) {
-    in_use_[static_cast<size_t>(id)] = 0;
-    free_.push_back(id);
+    int32_t& refs = refs_[static_cast<size_t>(id)];
+    if (--refs == 1) --shared_pages_;
+    in_use_[static_cast<size_t>(id)] = refs > 0 ? 1 : 0;
+    if (refs == 0) free_.push_back(id);
   }
+  total_refs_ -= static_cast<int64_t>(pages.size());
+  return Status::Ok();
+}
+
+Status BlockPool::share(std::span<const PageId> pages) {
+  for (const PageId id : pages)
+    if (!in_use(id)) return make_error("KV pool: page {} shared but not in use", id);
+  for (const PageId id : pages)
+    if (++refs_[static_cast<size_t>(id)] == 2) ++shared_pages_;
+  total_refs_ += static_cast<int64_t>(pages.size());
   return Status::Ok();
 }
 
@@ -145,8 +160,10 @@ PoolStats BlockPool::stats() const {
   s.page_bytes = page_bytes_;
   s.slots_per_page = geometry_.slots_per_page();
   s.allocated_slots = s.used_pages * s.slots_per_page;
+  s.referenced_slots = total_refs_ * s.slots_per_page;
+  s.shared_pages = shared_pages_;
   s.used_slots = used_slots_.load(std::memory_order_relaxed);
-  s.wasted_slots = s.allocated_slots - s.used_slots;
+  s.wasted_slots = s.referenced_slots - s.used_slots;
   return s;
 }
 
@@ -162,9 +179,20 @@ Status BlockPool::check_consistency() const {
   const auto n_in_use = std::count(in_use_.begin(), in_use_.end(), uint8_t{1});
   if (n_in_use + static_cast<int64_t>(free_.size()) != n_pages_)
     return make_error("KV pool: {} in use + {} free != {} pages", n_in_use, free_.size(), n_pages_);
+  int64_t refs = 0;
+  int64_t shared = 0;
+  for (size_t i = 0; i < refs_.size(); ++i) {
+    shared += refs_[i] > 1 ? 1 : 0;
+    if ((refs_[i] > 0) != (in_use_[i] != 0))
+      return make_error("KV pool: page {} has {} references but in-use flag {}", i, refs_[i], in_use_[i]);
+    refs += refs_[i];
+  }
+  if (refs != total_refs_ || shared != shared_pages_)
+    return make_error("KV pool: {} references ({} shared pages) counted, {} ({}) recorded", refs, shared,
+                      total_refs_, shared_pages_);
   const int64_t used = used_slots_.load(std::memory_order_relaxed);
-  if (used < 0 || used > used_pages() * geometry_.slots_per_page())
-    return make_error("KV pool: {} used slots do not fit in {} pages", used, used_pages());
+  if (used < 0 || used > total_refs_ * geometry_.slots_per_page())
+    return make_error("KV pool: {} used slots do not fit in {} page references", used, total_refs_);
   return Status::Ok();
 }
 

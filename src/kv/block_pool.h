@@ -10,7 +10,12 @@
 // pages are interchangeable; a group of fewer than G heads leaves columns unused (counted as
 // wasted slots).
 //
-// Threading: allocate/release/reserve are meant for one thread at a time (the scheduler);
+// A page may be shared by several caches (a fork: the n choices of one prompt read the prompt's
+// pages). Each page carries a reference count: allocate() hands a page out with one reference,
+// share() adds one, release() drops one and frees the page with its last. A cache never writes
+// into a page another cache still references; it copies it first (see PagedKvCache).
+//
+// Threading: allocate/release/share are meant for one thread at a time (the scheduler);
 // only the used-slot counter, which writers update, is atomic. Page memory itself is read by
 // the attention kernels of many threads.
 #pragma once
@@ -67,10 +72,13 @@ struct PoolStats {
   // One slot = one token of one KV head (its key and value row).
   int64_t slots_per_page = 0;   // P * G
   int64_t allocated_slots = 0;  // used_pages * P * G
-  int64_t used_slots = 0;       // entries actually stored by the caches
-  int64_t wasted_slots = 0;     // allocated but holding nothing (partial pages, short heads)
+  // Slots counted once per cache referencing their page (= allocated_slots without sharing).
+  int64_t referenced_slots = 0;
+  int64_t shared_pages = 0;     // pages referenced by more than one cache
+  int64_t used_slots = 0;       // entries actually stored by the caches (per referencing cache)
+  int64_t wasted_slots = 0;     // referenced but holding nothing (partial pages, short heads)
   double waste_fraction() const {
-    return allocated_slots > 0 ? static_cast<double>(wasted_slots) / static_cast<double>(allocated_slots) : 0.0;
+    return referenced_slots > 0 ? static_cast<double>(wasted_slots) / static_cast<double>(referenced_slots) : 0.0;
   }
 };
 
@@ -96,13 +104,24 @@ class BlockPool {
   // Appends n fresh page ids to out, or, when fewer than n are free, appends nothing and
   // returns a "pool full" error. O(n), no system calls.
   Status allocate(int64_t n, std::vector<PageId>& out);
-  // Gives pages back. Every id must be in use and appear once; otherwise an error and no page
-  // is released.
+  // Drops one reference of each page; a page whose last reference goes returns to the free
+  // list. Every id must be in use and appear once; otherwise an error and nothing changes.
   Status release(std::span<const PageId> pages);
+  // Adds one reference to each page (a fork now reads them too). Every id must be in use;
+  // otherwise an error and nothing changes.
+  Status share(std::span<const PageId> pages);
 
   bool in_use(PageId id) const {
     return id >= 0 && id < n_pages_ && in_use_[static_cast<size_t>(id)] != 0;
   }
+  // References held on a page (0 when free or out of range).
+  int32_t ref_count(PageId id) const {
+    return id >= 0 && id < n_pages_ ? refs_[static_cast<size_t>(id)] : 0;
+  }
+  // True when another cache references the page too: it must be copied before a write.
+  bool shared(PageId id) const { return ref_count(id) > 1; }
+  // Pages referenced by more than one cache now.
+  int64_t shared_pages() const { return shared_pages_; }
 
   // Start of a page's memory; id must be a valid page id.
   uint8_t* page_data(PageId id) { return arena_ + static_cast<size_t>(id) * page_bytes_; }
@@ -126,7 +145,10 @@ class BlockPool {
   int64_t n_pages_;
   uint8_t* arena_;              // [n_pages_][page_bytes_], 2 MiB aligned
   std::vector<PageId> free_;    // stack of free ids (LIFO: recently freed pages are warm)
-  std::vector<uint8_t> in_use_; // [n_pages_]: 1 while handed out
+  std::vector<uint8_t> in_use_; // [n_pages_]: 1 while handed out (2 marks a page in a release)
+  std::vector<int32_t> refs_;   // [n_pages_]: references held, 0 when free
+  int64_t total_refs_ = 0;      // sum of refs_
+  int64_t shared_pages_ = 0;    // pages with refs_ > 1
   std::atomic<int64_t> used_slots_{0};
 };
 

@@ -86,9 +86,80 @@ int64_t PagedKvCache::group_pages_for(int flat_group, int64_t n_total) const {
 
 int64_t PagedKvCache::pages_needed(int64_t n_total) const {
   int64_t needed = 0;
-  for (int fg = 0; fg < map_->total_groups(); ++fg)
+  for (int fg = 0; fg < map_->total_groups(); ++fg) {
     needed += std::max<int64_t>(0, group_pages_for(fg, n_total) - static_cast<int64_t>(pages_[sz(fg)].size()));
+    if (pool_->shared_pages() > 0) needed += static_cast<int64_t>(shared_pages_written(fg, n_total).size());
+  }
   return needed;
+}
+
+int64_t PagedKvCache::pages_shared() const {
+  int64_t shared = 0;
+  for (const std::vector<PageId>& table : pages_)
+    for (const PageId id : table) shared += pool_->shared(id) ? 1 : 0;
+  return shared;
+}
+
+std::vector<int64_t> PagedKvCache::shared_pages_written(int flat_group, int64_t n_total) const {
+  const std::vector<PageId>& table = pages_[sz(flat_group)];
+  const int64_t P = pool_->geometry().page_tokens;
+  std::vector<int64_t> out;
+  for (const int f : map_->members(flat_group)) {
+    const int64_t to_write = n_total - layer_positions_[sz(map_->layer_of_head(f))];
+    if (to_write <= 0) continue;
+    const int64_t length = heads_[sz(f)].length;
+    const int64_t end = std::min(ceil_div(length + to_write, P), static_cast<int64_t>(table.size()));
+    for (int64_t i = length / P; i < end; ++i)
+      if (pool_->shared(table[sz(i)])) out.push_back(i);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void PagedKvCache::copy_pages(int flat_group, std::span<const int64_t> indices, std::span<const PageId> fresh) {
+  std::vector<PageId>& table = pages_[sz(flat_group)];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    PageId& slot = table[sz(indices[i])];
+    std::memcpy(pool_->page_data(fresh[i]), pool_->page_data(slot), pool_->page_bytes());
+    const PageId original = slot;
+    slot = fresh[i];
+    // Another cache still references the original, so this only drops our reference.
+    [[maybe_unused]] const Status s = pool_->release(std::span<const PageId>(&original, 1));
+  }
+}
+
+Status PagedKvCache::unshare_range(int flat_group, int64_t first, int64_t end) {
+  if (pool_->shared_pages() == 0) return Status::Ok();  // no fork anywhere: nothing to copy
+  const std::vector<PageId>& table = pages_[sz(flat_group)];
+  std::vector<int64_t> indices;
+  for (int64_t i = std::max<int64_t>(first, 0); i < std::min(end, static_cast<int64_t>(table.size())); ++i)
+    if (pool_->shared(table[sz(i)])) indices.push_back(i);
+  if (indices.empty()) return Status::Ok();
+  std::vector<PageId> fresh;
+  TG_TRY(pool_->allocate(static_cast<int64_t>(indices.size()), fresh));
+  copy_pages(flat_group, indices, fresh);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::fork() const {
+  std::unique_ptr<PagedKvCache> copy;
+  try {
+    copy.reset(new PagedKvCache(shape_, capacity_, *pool_, map_));
+    copy->pages_ = pages_;
+    copy->heads_ = heads_;
+  } catch (const std::bad_alloc&) {
+    return make_error("KV cache fork: out of host memory for the page tables");
+  }
+  for (const std::vector<PageId>& table : pages_) {
+    // Our own pages, all in use: sharing them cannot fail.
+    [[maybe_unused]] const Status s = pool_->share(table);
+  }
+  copy->layer_positions_ = layer_positions_;
+  copy->reserved_positions_ = reserved_positions_;
+  copy->pages_held_ = pages_held_;
+  copy->change_used_slots(used_slots_);
+  return copy;
 }
 
 Status PagedKvCache::reserve(int64_t n_total) {
@@ -96,13 +167,16 @@ Status PagedKvCache::reserve(int64_t n_total) {
     return make_error("KV cache overflow: {} positions needed, capacity is {}", n_total, capacity_);
   const int64_t needed = pages_needed(n_total);
   if (needed > 0) {
-    // Grow the tables first (the only step that may fail on host memory), then take pages.
+    // Grow the tables first (the only step that may fail on host memory), then take pages:
+    // new ones for the growth, and copies of the shared pages the appends will write into.
     std::vector<int64_t> deficit(pages_.size(), 0);
+    std::vector<std::vector<int64_t>> copies(pages_.size());
     try {
       for (size_t fg = 0; fg < pages_.size(); ++fg) {
         std::vector<PageId>& table = pages_[fg];
         deficit[fg] = std::max<int64_t>(0, group_pages_for(static_cast<int>(fg), n_total) - static_cast<int64_t>(table.size()));
         table.reserve(table.size() + sz(deficit[fg]));
+        copies[fg] = shared_pages_written(static_cast<int>(fg), n_total);
       }
     } catch (const std::bad_alloc&) {
       return make_error("KV cache: out of host memory for page tables");
@@ -110,9 +184,12 @@ Status PagedKvCache::reserve(int64_t n_total) {
     std::vector<PageId> fresh;
     TG_TRY(pool_->allocate(needed, fresh));
     size_t next = 0;
-    for (size_t fg = 0; fg < pages_.size(); ++fg)
+    for (size_t fg = 0; fg < pages_.size(); ++fg) {
+      copy_pages(static_cast<int>(fg), copies[fg], std::span<const PageId>(fresh).subspan(next, copies[fg].size()));
+      next += copies[fg].size();
       for (int64_t i = 0; i < deficit[fg]; ++i) pages_[fg].push_back(fresh[next++]);
-    pages_held_ += needed;
+      pages_held_ += deficit[fg];
+    }
   }
   reserved_positions_ = std::max(reserved_positions_, n_total);
   return Status::Ok();
@@ -146,6 +223,9 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
         static_cast<int64_t>(pages_[sz(map_->group_of(layer, h))].size()))
       return make_error("KV cache: write of {} positions at {} in layer {} was not reserved", n,
                         pos0, layer);
+  // Copy-on-write: a page shared with a fork is copied before this layer's rows go into it.
+  for (int h = 0; h < shape_.n_kv_head; ++h)
+    TG_TRY(unshare_range(map_->group_of(layer, h), head(layer, h).length / P, ceil_div(head(layer, h).length + n, P)));
   const PageGeometry& geo = pool_->geometry();
   const int64_t hd = shape_.head_dim;
   const int64_t hdv = shape_.head_dim_v;
@@ -252,9 +332,16 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   }
   for (size_t i = 0; i < keep.size(); ++i)
     positions[i] = static_cast<int32_t>(entry_position(layer, kv_head, keep[i]));
-  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. Rows are
-  // addressed as head_view() does, with the head's page table and column looked up once.
+  // Copy-on-write: the pages rows move into are copied first when a fork still reads them.
   const PageGeometry& g = pool_->geometry();
+  size_t first_moved = 0;
+  while (first_moved < keep.size() && keep[first_moved] == static_cast<int64_t>(first_moved)) ++first_moved;
+  if (first_moved < keep.size())
+    TG_TRY(unshare_range(map_->group_of(layer, kv_head), static_cast<int64_t>(first_moved) / g.page_tokens,
+                         ceil_div(static_cast<int64_t>(keep.size()), g.page_tokens)));
+  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. Rows are
+  // addressed as head_view() does, with the head's page table and column looked up once
+  // (after the copy-on-write above, which may have replaced pages in the table).
   const int64_t P = g.page_tokens;
   const size_t page_bytes = pool_->page_bytes(), kb = g.key_row_bytes(), vb = g.value_row_bytes();
   const PageId* table = pages_[sz(map_->group_of(layer, kv_head))].data();

@@ -10,6 +10,14 @@
 // entries it kept (only heads that were compacted pay for that list), which keeps causal
 // masking and truncate() exact.
 //
+// fork() makes a second cache of the same entries that shares every page with this one (the n
+// choices of one prompt: one prefill, n decodes). Pages are copy-on-write: before a cache writes
+// into a page another cache still references (appending into the partly filled last page,
+// compaction moving rows), it copies the page and drops its reference to the original, so a
+// fork never changes what another reads. reserve() makes those copies for the positions it
+// reserves, so that write() finds private pages; a write or compaction that was not reserved
+// copies on the spot. Releasing a shared page drops one reference.
+//
 // The pool must outlive the cache; the cache returns every page it holds when destroyed.
 // Allocation (reserve, release, truncate, destruction) goes through the pool, which expects one
 // thread at a time; writes into already reserved pages of different caches may run in parallel.
@@ -65,12 +73,18 @@ class PagedKvCache final : public KvCache {
   // Drops every entry at position >= n_tokens and frees the pages no longer needed.
   void truncate(int64_t n_tokens) override;
   const PagedKvCache* as_paged() const override { return this; }
+  // A new cache holding the same positions, entries and reservation, sharing every page (their
+  // reference counts go up; nothing is copied now). Errors: out of host memory.
+  Result<std::unique_ptr<PagedKvCache>> fork() const;
 
   // --- Capacity planning (for a scheduler) ---
-  // Pages reserve(n_total) would allocate now; 0 when enough are held.
+  // Pages reserve(n_total) would allocate now (new pages, and copies of shared pages the
+  // appends up to n_total write into); 0 when enough private pages are held.
   int64_t pages_needed(int64_t n_total) const;
-  // Pages held, over all groups.
+  // Pages held, over all groups (a page shared with a fork counts here and in the fork).
   int64_t pages_held() const { return pages_held_; }
+  // Of pages_held(), those another cache references too.
+  int64_t pages_shared() const;
   // Entries stored over all (layer, KV head): this sequence's used slots.
   int64_t used_slots() const { return used_slots_; }
   // Slots of the pages held (pages_held * P * G); minus used_slots() = this sequence's waste.
@@ -148,6 +162,15 @@ class PagedKvCache final : public KvCache {
   uint8_t* value_row(int layer, int kv_head, int64_t entry);
   void change_used_slots(int64_t delta);
   int64_t release_group_tail(int flat_group, int64_t keep_pages);
+  // Indices into a group's page table of the shared pages that appends up to n_total positions
+  // write into (each once, ascending).
+  std::vector<int64_t> shared_pages_written(int flat_group, int64_t n_total) const;
+  // Replaces shared pages of a group's table by private copies, taking the copies from `fresh`
+  // (one each, in order). The originals lose one reference.
+  void copy_pages(int flat_group, std::span<const int64_t> indices, std::span<const PageId> fresh);
+  // Copies, each from a newly allocated page, the shared pages of a group in [first, end)
+  // (table indices). Error (nothing changed) when the pool has too few free pages.
+  Status unshare_range(int flat_group, int64_t first, int64_t end);
 
   KvShape shape_;
   int64_t capacity_;

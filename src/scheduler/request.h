@@ -18,10 +18,14 @@ namespace tangram {
 
 using RequestId = uint64_t;
 
+// Most choices (Request::n) one request may ask for.
+inline constexpr int kMaxChoices = 16;
+
 // One generated token and the text it completed (possibly empty: a partial UTF-8 character,
 // or text held back while it might still become a stop string).
 struct TokenEvent {
   RequestId id = 0;
+  int choice = 0;  // which of the request's n choices (0 with n = 1)
   int32_t token = 0;
   std::string_view text;
   const TokenLogprob* logprob = nullptr;  // with Request::top_logprobs >= 0; valid during the call
@@ -56,6 +60,7 @@ struct RequestTiming {
 
 struct RequestResult {
   RequestId id = 0;
+  int choice = 0;               // which of the request's n choices this result is
   std::string session_id;       // the session whose cache now holds this conversation ("" if none)
   std::vector<int32_t> tokens;  // [completion_tokens] generated ids (end-of-generation excluded)
   std::string text;             // generated text, stop string excluded
@@ -76,6 +81,13 @@ struct Request {
   // resident session whose tokens its prompt extends (see Scheduler), else it starts a new one.
   std::string session_id;
   int priority = 0;                 // higher is admitted first and preempted last
+  // Choices to generate for the one prompt, in [1, kMaxChoices]. The prompt is prefilled once;
+  // when its last token has run, the sequence forks into n that share the prompt's KV pages
+  // (PagedKvCache::fork) and decode as sequences of the same batches. Choice i samples with
+  // seed params.seed + i (with no seed: a random seed + i, reported in each result). The
+  // session continues with choice 0; the other choices run as sessionless requests (their KV
+  // may stay resident as anonymous sessions that a next prompt extending them continues).
+  int n = 1;
   bool keep_first_logits = false;   // fill RequestResult::first_logits (tests)
   // >= 0: every generated token's TokenEvent carries its log-probability and this many most
   // likely alternatives (at most kMaxTopLogprobs).
@@ -85,8 +97,10 @@ struct Request {
   // sequence ends with finish Stop as soon as the constraint says the output is complete, and
   // with Error if no token of the vocabulary can continue it.
   std::shared_ptr<const TokenConstraint> constraint;
-  // Called on the scheduler's thread; keep them short. on_finish is called exactly once for
-  // every request that submit() accepted.
+  // Called on the scheduler's thread; keep them short. on_finish is called exactly n times (once
+  // per choice, RequestResult::choice telling which) for every request that submit() accepted;
+  // a request that ends before its choices fork (cancelled, failed) reports every choice with
+  // the same finish.
   std::function<void(const TokenEvent&)> on_token;
   std::function<void(const RequestResult&)> on_finish;
 };

@@ -114,7 +114,10 @@ Status Scheduler::validate(const Request& r) const {
   if (n >= context_)
     return make_error("the prompt has {} tokens but the context holds {}: shorten it by at least {}",
                       n, context_, n - context_ + 1);
-  const int64_t need = pages_for(n + 1);
+  if (r.n < 1 || r.n > kMaxChoices)
+    return make_error("n is {}; between 1 and {} choices can be asked for", r.n, kMaxChoices);
+  // With n choices, each fork may copy the partly filled last page of every group.
+  const int64_t need = pages_for(n + 1) + int64_t{r.n - 1} * map_->total_groups();
   if (need > pool_->total_pages())
     return make_error("the prompt's KV needs {} ({} pages) but the KV memory holds {} ({} pages): "
                       "raise --kv-memory or shorten the prompt",
@@ -130,22 +133,35 @@ Result<RequestId> Scheduler::submit(Request request) {
   return id;
 }
 
-Status Scheduler::submit_with_id(RequestId id, Request request) {
-  TG_TRY(validate(request));
+Result<std::unique_ptr<Scheduler::Sequence>> Scheduler::new_sequence(RequestId id, const Request& request, int choice,
+                                                                    std::optional<uint64_t> base_seed) const {
   auto s = std::make_unique<Sequence>();
-  TG_ASSIGN(Sampler sampler, Sampler::create(request.params));
+  SamplingParams params = request.params;
+  if (base_seed) {
+    params.seed = *base_seed + static_cast<uint64_t>(choice);
+    params.seed_set = true;
+  }
+  TG_ASSIGN(Sampler sampler, Sampler::create(params));
   sampler.set_eos_tokens(eos_ids_);
   s->sampler.emplace(std::move(sampler));
   if (request.constraint) s->constraint = request.constraint->clone();
   s->id = id;
-  s->arrival = next_arrival_++;
+  s->choice = choice;
   s->tokens = request.prompt;
   s->n_prompt = request.prompt.size();
   s->decoder = std::make_unique<StreamDecoder>(tokenizer_);
   s->stops = std::make_unique<StopStringMatcher>(request.params.stop);
   s->result.id = id;
+  s->result.choice = choice;
   s->result.usage.prompt_tokens = static_cast<int64_t>(s->n_prompt);
   s->result.seed = s->sampler->seed();
+  return s;
+}
+
+Status Scheduler::submit_with_id(RequestId id, Request request) {
+  TG_TRY(validate(request));
+  TG_ASSIGN(std::unique_ptr<Sequence> s, new_sequence(id, request, 0, std::nullopt));
+  s->arrival = next_arrival_++;
   s->submitted = Clock::now();
   s->request = std::move(request);
   next_id_ = std::max(next_id_, id + 1);
@@ -153,6 +169,43 @@ Status Scheduler::submit_with_id(RequestId id, Request request) {
   if (!s->request.session_id.empty()) sessions_->prefetch(s->request.session_id);
   insert_waiting(std::move(s));
   return Status::Ok();
+}
+
+void Scheduler::fork_choices(Sequence& s, const float* logits) {
+  s.forked = true;
+  const auto vocab = static_cast<size_t>(model_.config().vocab);
+  // Choice i draws from seed + i: with a seed, each choice is reproducible on its own.
+  const uint64_t base_seed = s.sampler->seed();
+  std::vector<float> row;
+  for (int c = 1; c < s.request.n; ++c) {
+    Request request = s.request;
+    request.session_id.clear();
+    Result<std::unique_ptr<Sequence>> made = new_sequence(s.id, request, c, base_seed);
+    if (!made) continue;  // cannot happen: the parameters were validated for choice 0
+    std::unique_ptr<Sequence> f = std::move(made).value();
+    f->arrival = s.arrival;
+    f->request = std::move(request);
+    f->result.usage = s.result.usage;
+    f->submitted = s.submitted;
+    f->admitted = s.admitted;
+    f->admitted_once = true;
+    f->compress_base = s.compress_base;
+    Result<std::unique_ptr<PagedKvCache>> cache = s.cache->fork();
+    if (!cache) {
+      finish(std::move(f), FinishReason::Error, cache.message());
+      continue;
+    }
+    f->cache = std::move(cache).value();
+    row.assign(logits, logits + vocab);  // sampling changes the row
+    f->result.finish = FinishReason::Stop;
+    if (sample_next(*f, row.data())) {
+      const FinishReason reason = f->result.finish;
+      std::string error = std::move(f->result.error);
+      finish(std::move(f), reason, std::move(error));
+      continue;
+    }
+    running_.push_back(std::move(f));
+  }
 }
 
 bool Scheduler::ranks_before(const Sequence& a, const Sequence& b) {
@@ -167,21 +220,21 @@ void Scheduler::insert_waiting(std::unique_ptr<Sequence> s) {
 }
 
 bool Scheduler::cancel(RequestId id) {
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-    if ((*it)->id != id) continue;
-    auto s = std::move(*it);
-    waiting_.erase(it);
-    finish(std::move(s), FinishReason::Cancelled);
-    return true;
-  }
-  for (auto it = running_.begin(); it != running_.end(); ++it) {
-    if ((*it)->id != id) continue;
-    auto s = std::move(*it);
-    running_.erase(it);
-    finish(std::move(s), FinishReason::Cancelled);
-    return true;
-  }
-  return false;
+  // Every choice of the request.
+  std::vector<std::unique_ptr<Sequence>> cancelled;
+  auto take = [&](auto& queue) {
+    for (auto it = queue.begin(); it != queue.end();)
+      if ((*it)->id == id) {
+        cancelled.push_back(std::move(*it));
+        it = queue.erase(it);
+      } else {
+        ++it;
+      }
+  };
+  take(waiting_);
+  take(running_);
+  for (auto& s : cancelled) finish(std::move(s), FinishReason::Cancelled);
+  return !cancelled.empty();
 }
 
 void Scheduler::cancel_all() {
@@ -313,7 +366,7 @@ bool Scheduler::sample_next(Sequence& s, float* logits) {
   if (s.request.on_token) {
     std::optional<TokenLogprob> lp;
     if (logprobs) lp = token_logprob(s.raw_logits, tok, s.request.top_logprobs);
-    s.request.on_token(TokenEvent{s.id, tok, out.text, lp ? &*lp : nullptr});
+    s.request.on_token(TokenEvent{s.id, s.choice, tok, out.text, lp ? &*lp : nullptr});
   }
   if (out.stopped) return true;
   if (s.constraint && s.constraint->must_end()) return true;  // the output is whole
@@ -368,6 +421,18 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   s->cache.reset();
   ++counters_.finished;
   if (s->request.on_finish) s->request.on_finish(r);
+  // Ended before its choices forked: they end too, with the same outcome and nothing generated.
+  if (s->choice == 0 && !s->forked)
+    for (int c = 1; c < s->request.n; ++c) {
+      RequestResult other;
+      other.id = r.id;
+      other.choice = c;
+      other.finish = r.finish;
+      other.error = r.error;
+      other.usage.prompt_tokens = r.usage.prompt_tokens;
+      other.timing = r.timing;
+      if (s->request.on_finish) s->request.on_finish(other);
+    }
 }
 
 int64_t Scheduler::step() {
@@ -475,7 +540,9 @@ bool Scheduler::admit(Sequence& s, int64_t& budget) {
   others.reserve(running_.size());
   for (const auto& r : running_) others.push_back(admission_view(*r));
   const int64_t watermark = map_->total_groups();  // one page per group for the others' growth
-  const int64_t need = admission_->pages_to_admit(candidate, chunk, others, watermark, pool_->total_pages());
+  int64_t need = admission_->pages_to_admit(candidate, chunk, others, watermark, pool_->total_pages());
+  // n choices not yet forked: each fork may copy the partly filled last page of every group.
+  if (s.choice == 0 && !s.forked) need += int64_t{s.request.n - 1} * map_->total_groups();
   if (!make_room(need, nullptr, /*may_preempt=*/false)) {
     // Not now: the cache goes back where it came from, the request keeps its place.
     if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id); ses != nullptr)
@@ -550,6 +617,7 @@ void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status&
     if (const int64_t point = next_compression_point(s); point >= 0 && s.cache->n_positions() == point)
       compress_sequence(s);
     if (done.logits == nullptr) continue;
+    if (s.request.n > 1 && s.choice == 0 && !s.forked) fork_choices(s, done.logits);
     s.result.finish = FinishReason::Stop;
     if (!sample_next(s, done.logits)) continue;
     auto owned = take(&s);

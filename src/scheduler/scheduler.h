@@ -163,6 +163,8 @@ class Scheduler {
   using Clock = std::chrono::steady_clock;
   struct Sequence {
     RequestId id = 0;
+    int choice = 0;       // of request.n; choices > 0 are forks of choice 0
+    bool forked = false;  // choice 0 of n > 1: its further choices exist
     uint64_t arrival = 0;
     Request request;
     std::optional<Sampler> sampler;
@@ -205,6 +207,12 @@ class Scheduler {
   void preempt(Sequence& s);
   // Gives a queued sequence its cache (a session's, trimmed to the common prefix, or new).
   Status attach_cache(Sequence& s);
+  // A queued sequence of choice `choice` of a request (its own sampler, seeded for the choice).
+  Result<std::unique_ptr<Sequence>> new_sequence(RequestId id, const Request& request, int choice,
+                                                 std::optional<uint64_t> base_seed) const;
+  // At the end of choice 0's prefill (logits: its last row, [vocab], not yet sampled): makes
+  // choices 1..n-1, each a fork of its cache, samples their first tokens and runs them.
+  void fork_choices(Sequence& s, const float* logits);
   // Samples after a chunk that ended the sequence's input; true when it finished.
   bool sample_next(Sequence& s, float* logits);
   // Samples one token, keeping to the sequence's constraint if it has one: the draw is checked

@@ -44,14 +44,32 @@ int64_t unix_now() {
 }
 
 // What the engine's callbacks (on its worker thread) hand to the HTTP thread of one request.
-struct Channel {
-  std::mutex mu;
-  std::condition_variable cv;
+// What one choice of a request has produced.
+struct ChoiceOutput {
   std::string pending;  // text produced and not yet sent
   std::vector<TokenLogprob> pending_logprobs;  // of the tokens behind `pending` (when asked for)
   std::vector<TokenLogprob> logprobs;          // every token's, for a non-streamed answer
-  int64_t tokens = 0;
   std::optional<RequestResult> result;
+};
+
+struct Channel {
+  explicit Channel(int n) : choices(static_cast<size_t>(n)), unfinished(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ChoiceOutput> choices;  // [n]
+  int unfinished;                     // choices without a result
+  int64_t tokens = 0;                 // over all choices
+  // Every choice has its result (the last one is set after the request's bookkeeping).
+  bool done() const {
+    return std::all_of(choices.begin(), choices.end(), [](const ChoiceOutput& c) { return c.result.has_value(); });
+  }
+  // The first failed choice's result, or null.
+  const RequestResult* failed() const {
+    for (const ChoiceOutput& c : choices)
+      if (c.result && (c.result->finish == FinishReason::Error || c.result->finish == FinishReason::Cancelled))
+        return &*c.result;
+    return nullptr;
+  }
   Clock::time_point received;
   Clock::time_point first_token;
   Clock::time_point last_token;
@@ -237,6 +255,7 @@ struct HttpServer::Impl {
     r.params = g.fields.params;
     r.session_id = g.prompt.engine_session;
     r.top_logprobs = g.fields.top_logprobs;
+    r.n = g.fields.n;
     if (g.grammar) r.constraint = std::make_shared<const GrammarConstraint>(g.grammar, token_texts);
     r.on_token = [ch](const TokenEvent& e) {
       std::lock_guard lock(ch->mu);
@@ -244,10 +263,11 @@ struct HttpServer::Impl {
       if (ch->tokens == 0) ch->first_token = now;
       ch->last_token = now;
       ++ch->tokens;
-      ch->pending.append(e.text);
+      ChoiceOutput& c = ch->choices[static_cast<size_t>(e.choice)];
+      c.pending.append(e.text);
       if (e.logprob != nullptr) {
-        ch->pending_logprobs.push_back(*e.logprob);
-        ch->logprobs.push_back(*e.logprob);
+        c.pending_logprobs.push_back(*e.logprob);
+        c.logprobs.push_back(*e.logprob);
       }
       ch->cv.notify_all();
     };
@@ -268,8 +288,24 @@ struct HttpServer::Impl {
     return *id;
   }
 
-  // On the engine's worker thread, once per request.
+  // On the engine's worker thread, once per choice. The conversation continues with choice 0;
+  // the request's bookkeeping runs once, when its last choice ends.
   void finished(const Generation& g, Channel& ch, const RequestResult& result) {
+    bool last = false;
+    {
+      std::lock_guard lock(ch.mu);
+      last = --ch.unfinished == 0;
+      if (!last) ch.choices[static_cast<size_t>(result.choice)].result = result;
+    }
+    if (result.choice == 0) record_conversation(g, result);
+    if (!last) {
+      ch.cv.notify_all();
+      return;
+    }
+    request_done(g, ch, result);
+  }
+
+  void record_conversation(const Generation& g, const RequestResult& result) {
     if (result.finish == FinishReason::Stop || result.finish == FinishReason::Length) {
       // The conversation now holds the prompt and the reply as the client saw it. Its tokens
       // are kept as far as they spell that text: a control token the client never saw (or a
@@ -291,6 +327,10 @@ struct HttpServer::Impl {
     } else {
       conversations.abandon(g.owner, g.prompt);
     }
+  }
+
+  // The last choice of a request ended (`result`): metrics, log, then the answer is released.
+  void request_done(const Generation& g, Channel& ch, const RequestResult& result) {
     const auto now = Clock::now();
     RequestObservation o;
     {
@@ -298,6 +338,8 @@ struct HttpServer::Impl {
       o.prompt_tokens = result.usage.prompt_tokens;
       o.cached_tokens = result.usage.cached_tokens;
       o.completion_tokens = result.usage.completion_tokens;
+      for (const ChoiceOutput& c : ch.choices)
+        if (c.result) o.completion_tokens += c.result->usage.completion_tokens;
       o.queue_s = result.timing.queue_seconds;
       o.e2e_s = seconds_between(ch.received, now);
       if (ch.tokens > 0) o.ttft_s = seconds_between(ch.received, ch.first_token);
@@ -325,7 +367,7 @@ struct HttpServer::Impl {
     pending.fetch_sub(1);
     {
       std::lock_guard lock(ch.mu);
-      ch.result = result;
+      ch.choices[static_cast<size_t>(result.choice)].result = result;
     }
     ch.cv.notify_all();
     std::lock_guard lock(inflight_mu);  // last: the destructor may free *this once it is empty
@@ -359,11 +401,11 @@ struct HttpServer::Impl {
     // Nothing is written until the answer is complete, so a client that hangs up is found by
     // looking at its socket while waiting (a few times a second), and its request cancelled.
     std::unique_lock lock(ch->mu);
-    while (!ch->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return ch->result.has_value(); })) {
+    while (!ch->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return ch->done(); })) {
       lock.unlock();
       const bool gone = req.peer_closed();
       lock.lock();
-      if (gone && !ch->result) {
+      if (gone && !ch->done()) {
         lock.unlock();
         cancel_abandoned(*ch, id);
         res.status = 499;  // nginx's "client closed request", for the counters
@@ -371,28 +413,40 @@ struct HttpServer::Impl {
         return;
       }
     }
-    const RequestResult r = *ch->result;
-    const std::vector<TokenLogprob> logprobs = std::move(ch->logprobs);
+    const RequestResult* failed = ch->failed();
+    const std::optional<RequestResult> failure = failed ? std::optional<RequestResult>(*failed) : std::nullopt;
+    std::vector<ChoiceOutput> choices = std::move(ch->choices);
     lock.unlock();
-    if (r.finish == FinishReason::Error || r.finish == FinishReason::Cancelled) return send_error(res, generation_failed(r));
+    if (failure) return send_error(res, generation_failed(*failure));
     wait_durable(g);
-    const ResponseMeta m = meta_of(g);
-    switch (g.endpoint) {
-      case Endpoint::Chat: {
-        if (g.tools != ToolCallSyntax::None)
-          if (ParsedReply reply = parse_tool_calls(g.tools, r.text); !reply.calls.empty())
-            return send_json(res, chat_tool_calls_json(m, reply, usage_of(r)));
-        return send_json(res, chat_completion_json(m, r.text, r.finish, usage_of(r),
-                                                   wants_logprobs(g) ? chat_logprobs_json(logprobs, piece_of())
-                                                                     : ordered_json(nullptr)));
-      }
-      case Endpoint::Completion:
-        return send_json(res, completion_json(m, g.echo_prefix + r.text, r.finish, usage_of(r),
-                                              wants_logprobs(g) ? completion_logprobs_json(logprobs, piece_of(),
-                                                                                           g.echo_prefix.size())
-                                                                : ordered_json(nullptr)));
-      case Endpoint::Responses: return send_json(res, store_response(g, r));
+    if (g.endpoint == Endpoint::Responses)
+      return send_json(res, store_response(g, *choices[0].result, choices[0].logprobs));
+    // Usage of the request: the prompt once, the completions of every choice.
+    Usage usage = usage_of(*choices[0].result);
+    for (size_t i = 1; i < choices.size(); ++i) usage.completion_tokens += choices[i].result->usage.completion_tokens;
+    ordered_json body;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ResponseMeta m = meta_of(g);
+      m.choice = static_cast<int>(i);
+      ordered_json one = choice_json(g, m, *choices[i].result, choices[i].logprobs, usage);
+      if (i == 0) body = std::move(one);
+      else body["choices"].push_back(std::move(one["choices"][0]));
     }
+    send_json(res, body);
+  }
+
+  // A chat or completion response holding one choice (m.choice), with the request's usage.
+  ordered_json choice_json(const Generation& g, const ResponseMeta& m, const RequestResult& r,
+                           const std::vector<TokenLogprob>& logprobs, const Usage& usage) const {
+    if (g.endpoint == Endpoint::Completion)
+      return completion_json(m, g.echo_prefix + r.text, r.finish, usage,
+                             wants_logprobs(g) ? completion_logprobs_json(logprobs, piece_of(), g.echo_prefix.size())
+                                               : ordered_json(nullptr));
+    if (g.tools != ToolCallSyntax::None)
+      if (ParsedReply reply = parse_tool_calls(g.tools, r.text); !reply.calls.empty())
+        return chat_tool_calls_json(m, reply, usage);
+    return chat_completion_json(m, r.text, r.finish, usage,
+                                wants_logprobs(g) ? chat_logprobs_json(logprobs, piece_of()) : ordered_json(nullptr));
   }
 
   static ApiError generation_failed(const RequestResult& r) {
@@ -402,9 +456,10 @@ struct HttpServer::Impl {
 
   // The finished response object of a Responses turn, kept (store: true) before the client sees
   // it, so that a next turn naming it as previous_response_id finds it.
-  ordered_json store_response(const Generation& g, const RequestResult& r) {
+  ordered_json store_response(const Generation& g, const RequestResult& r, const std::vector<TokenLogprob>& logprobs) {
     ResponseState s = g.responses->state;
     finish_response(s, r.finish, r.text, usage_of(r), g.tools);
+    if (wants_logprobs(g)) s.logprobs = chat_logprobs_json(logprobs, piece_of())["content"];
     ordered_json body = response_json(s);
     if (s.store) {
       auto link = std::make_shared<ChainLink>();
@@ -436,12 +491,16 @@ struct HttpServer::Impl {
     return [this](int32_t id) { return tok.token_to_piece(id); };
   }
 
-  std::unique_ptr<StreamFormat> stream_format(const Generation& g) const {
+  // The stream of one choice; with n > 1 its closing carries no usage (the request's follows).
+  std::unique_ptr<StreamFormat> stream_format(const Generation& g, int choice) const {
     const PieceOf piece = wants_logprobs(g) ? piece_of() : PieceOf{};
+    ResponseMeta m = meta_of(g);
+    m.choice = choice;
+    const bool usage = g.fields.include_usage && g.fields.n == 1;
     switch (g.endpoint) {
-      case Endpoint::Chat: return chat_stream(meta_of(g), g.fields.include_usage, g.tools, piece);
-      case Endpoint::Completion: return completion_stream(meta_of(g), g.echo_prefix, g.fields.include_usage, piece);
-      case Endpoint::Responses: return responses_stream(g.responses->state, g.tools);
+      case Endpoint::Chat: return chat_stream(m, usage, g.tools, piece);
+      case Endpoint::Completion: return completion_stream(m, g.echo_prefix, usage, piece);
+      case Endpoint::Responses: return responses_stream(g.responses->state, g.tools, piece);
     }
     return nullptr;
   }
@@ -450,22 +509,39 @@ struct HttpServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
     res.set_stream("text/event-stream", [this, g, ch, id](http::StreamSink& sink) {
-      std::unique_ptr<StreamFormat> format = stream_format(g);
+      // One format per choice: their chunks carry the choice's index. With n > 1 each choice's
+      // closing goes out without [DONE] (and without usage), and the request's usage follows
+      // once every choice has closed.
+      const size_t n = ch->choices.size();
+      std::vector<std::unique_ptr<StreamFormat>> formats;
+      for (size_t i = 0; i < n; ++i) formats.push_back(stream_format(g, static_cast<int>(i)));
       auto write = [&](const std::string& s) { return s.empty() || sink.write(s); };
       auto client_gone = [&] { cancel_abandoned(*ch, id); };
-      if (!write(format->opening())) return client_gone();
+      for (auto& f : formats)
+        if (!write(f->opening())) return client_gone();
+      std::vector<bool> closed(n, false);
+      size_t n_closed = 0;
+      Usage total;
       for (;;) {
-        std::string text;
-        std::vector<TokenLogprob> logprobs;
-        std::optional<RequestResult> result;
+        std::vector<std::string> texts(n);
+        std::vector<std::vector<TokenLogprob>> logprobs(n);
+        std::vector<std::optional<RequestResult>> results(n);
         {
           std::unique_lock lock(ch->mu);
-          const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1), [&] {
-            return !ch->pending.empty() || !ch->pending_logprobs.empty() || ch->result.has_value();
-          });
-          text.swap(ch->pending);
-          logprobs.swap(ch->pending_logprobs);
-          if (ch->result && text.empty() && logprobs.empty()) result = ch->result;
+          auto has_news = [&] {
+            for (size_t i = 0; i < n; ++i) {
+              const ChoiceOutput& c = ch->choices[i];
+              if (!closed[i] && (!c.pending.empty() || !c.pending_logprobs.empty() || c.result)) return true;
+            }
+            return false;
+          };
+          const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1), has_news);
+          for (size_t i = 0; i < n; ++i) {
+            ChoiceOutput& c = ch->choices[i];
+            texts[i].swap(c.pending);
+            logprobs[i].swap(c.pending_logprobs);
+            if (c.result && !closed[i] && texts[i].empty() && logprobs[i].empty()) results[i] = c.result;
+          }
           if (!woke) {
             lock.unlock();
             // An SSE comment: keeps proxies from timing out and finds clients that left.
@@ -473,18 +549,41 @@ struct HttpServer::Impl {
             continue;
           }
         }
-        if (!text.empty() || !logprobs.empty()) {
-          if (!write(format->text(text, logprobs))) return client_gone();
-          continue;
+        for (size_t i = 0; i < n; ++i)
+          if (!texts[i].empty() || !logprobs[i].empty())
+            if (!write(formats[i]->text(texts[i], logprobs[i]))) return client_gone();
+        for (size_t i = 0; i < n; ++i) {
+          const std::optional<RequestResult>& result = results[i];
+          if (!result) continue;
+          if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
+            write(formats[i]->failure(generation_failed(*result)));
+            if (n > 1) engine.cancel(id);  // the other choices are not wanted without it
+            return;
+          }
+          if (n_closed == 0) wait_durable(g);
+          if (g.endpoint == Endpoint::Responses) {
+            std::vector<TokenLogprob> all;
+            {
+              std::lock_guard lock(ch->mu);
+              all = ch->choices[i].logprobs;
+            }
+            store_response(g, *result, all);
+          }
+          std::string closing = formats[i]->closing(result->finish, result->text, usage_of(*result));
+          if (n > 1 && closing.ends_with(kSseDone)) closing.resize(closing.size() - kSseDone.size());
+          write(closing);
+          closed[i] = true;
+          ++n_closed;
+          if (n_closed == 1) total = usage_of(*result);
+          else total.completion_tokens += result->usage.completion_tokens;
         }
-        if (!result) continue;
-        if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
-          write(format->failure(generation_failed(*result)));
-          return;
+        if (n_closed < n) continue;
+        if (n > 1) {
+          if (g.fields.include_usage)
+            write(sse_event(g.endpoint == Endpoint::Chat ? chat_usage_chunk_json(meta_of(g), total)
+                                                         : completion_usage_chunk_json(meta_of(g), total)));
+          write(std::string(kSseDone));
         }
-        wait_durable(g);
-        if (g.endpoint == Endpoint::Responses) store_response(g, *result);
-        write(format->closing(result->finish, result->text, usage_of(*result)));
         return;
       }
     });
@@ -497,7 +596,7 @@ struct HttpServer::Impl {
     engine.cancel(id);
     {
       std::unique_lock lock(ch.mu);
-      ch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return ch.result.has_value(); });
+      ch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return ch.done(); });
     }
     metrics.count_client_disconnect();
   }
@@ -510,7 +609,7 @@ struct HttpServer::Impl {
       send_error(res, e);
     };
     if (auto e = check_length(g)) return refuse(*e);
-    auto ch = std::make_shared<Channel>();
+    auto ch = std::make_shared<Channel>(g.fields.n);
     ch->received = received;
     auto submitted = submit(g, ch);
     if (auto* e = std::get_if<ApiError>(&submitted)) return refuse(*e);
@@ -649,6 +748,7 @@ struct HttpServer::Impl {
     s.max_output_tokens = rr.max_output_tokens;
     s.temperature = g.fields.params.temperature;
     s.top_p = g.fields.params.top_p;
+    s.top_logprobs = rr.top_logprobs;
     s.store = rr.store;
     s.metadata = std::move(rr.metadata);
     if (!rr.text_format.is_null()) s.text_format = rr.text_format;

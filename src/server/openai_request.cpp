@@ -1,6 +1,7 @@
 #include "server/openai_request.h"
 
 #include "server/json_fields.h"
+#include "scheduler/request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,11 +30,6 @@ std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32
 
 // Features that change the shape or meaning of a response: refused, not ignored.
 std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
-  if (auto it = j.find("n"); it != j.end() && !it->is_null()) {
-    if (!it->is_number_integer()) return wrong_type("n", "an integer", *it);
-    if (it->get<int64_t>() != 1)
-      return bad_request("only n = 1 is supported (one choice per request)", "n", "unsupported_value");
-  }
   for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias", "suffix",
                         "audio", "modalities", "prediction"}) {
     const bool chat_tools = std::string(f) == "tools" || std::string(f) == "tool_choice";
@@ -87,6 +83,9 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
     if (auto e = read_bool(*it, "include_usage", g.include_usage)) return e;
   }
   if (auto e = read_logprobs(j, chat, g.top_logprobs)) return e;
+  int64_t n = 1;
+  if (auto e = read_int(j, "n", 1, kMaxChoices, n)) return e;
+  g.n = static_cast<int>(n);
   if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
     auto format = parse_output_format(*it, "response_format", /*nested=*/true);
     if (auto* e = std::get_if<ApiError>(&format)) return *e;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+
 #include <string>
 #include <variant>
 #include <vector>
@@ -47,6 +48,9 @@ struct GenerationFields {
   // top_logprobs 0-20; completions: logprobs 0-5). -1: none.
   int top_logprobs = -1;
   std::optional<OutputFormat> format;  // none: free text
+  // Choices for the one prompt (1 to kMaxChoices): prefilled once, decoded n times. A
+  // conversation continues with choice 0.
+  int n = 1;
 };
 
 struct ChatCompletionRequest {

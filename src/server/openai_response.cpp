@@ -43,7 +43,7 @@ ordered_json chat_completion_json(const ResponseMeta& m, const std::string& cont
                                   const Usage& u, const ordered_json& logprobs) {
   ordered_json j = head(m, "chat.completion");
   ordered_json choice;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["message"] = ordered_json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = openai_finish_reason(finish);
@@ -61,7 +61,7 @@ ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_vi
   if (role) delta["role"] = *role;
   if (content) delta["content"] = *content;
   ordered_json choice;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["delta"] = delta;
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
@@ -90,7 +90,7 @@ ordered_json tool_calls_array(const ParsedReply& reply, bool with_index) {
 ordered_json chat_chunk_with(const ResponseMeta& m, ordered_json delta, ordered_json finish, bool with_usage_null) {
   ordered_json j = head(m, "chat.completion.chunk");
   ordered_json choice;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["delta"] = std::move(delta);
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = std::move(finish);
@@ -110,7 +110,7 @@ ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& repl
   message["refusal"] = nullptr;
   message["tool_calls"] = tool_calls_array(reply, /*with_index=*/false);
   ordered_json choice;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["message"] = std::move(message);
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = "tool_calls";
@@ -139,7 +139,7 @@ ordered_json completion_json(const ResponseMeta& m, const std::string& text, Fin
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = openai_finish_reason(finish);
   j["choices"] = ordered_json::array({choice});
@@ -153,7 +153,7 @@ ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text,
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
-  choice["index"] = 0;
+  choice["index"] = m.choice;
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
   j["choices"] = ordered_json::array({choice});

@@ -30,6 +30,7 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   std::string session_id;  // Tangram extension: the conversation this turn belongs to
+  int choice = 0;          // the choice's "index" (n > 1)
 };
 
 // OpenAI's finish_reason for an engine outcome ("stop" or "length").

@@ -7,8 +7,9 @@ using nlohmann::ordered_json;
 
 ordered_json null_or(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
 
-ordered_json text_part(const std::string& text) {
-  return ordered_json{{"type", "output_text"}, {"text", text}, {"annotations", ordered_json::array()}};
+ordered_json text_part(const std::string& text, const ordered_json& logprobs = ordered_json::array()) {
+  return ordered_json{{"type", "output_text"}, {"text", text}, {"annotations", ordered_json::array()},
+                      {"logprobs", logprobs}};
 }
 
 ordered_json message_item(const ResponseState& s, bool done) {
@@ -17,7 +18,7 @@ ordered_json message_item(const ResponseState& s, bool done) {
   m["type"] = "message";
   m["status"] = done ? (s.status == "incomplete" ? "incomplete" : "completed") : "in_progress";
   m["role"] = "assistant";
-  m["content"] = done ? ordered_json::array({text_part(s.text)}) : ordered_json::array();
+  m["content"] = done ? ordered_json::array({text_part(s.text, s.logprobs)}) : ordered_json::array();
   return m;
 }
 
@@ -96,6 +97,7 @@ ordered_json response_json(const ResponseState& s) {
   j["text"] = ordered_json{{"format", s.text_format}};
   j["tool_choice"] = "auto";
   j["tools"] = ordered_json::array();
+  j["top_logprobs"] = s.top_logprobs;
   j["top_p"] = s.top_p;
   j["truncation"] = "disabled";
   j["usage"] = ended && s.status != "failed" ? usage_of(s.usage) : ordered_json(nullptr);
@@ -126,11 +128,11 @@ std::string ResponseEvents::open_message() {
   return out;
 }
 
-std::string ResponseEvents::text_delta(std::string_view delta) {
+std::string ResponseEvents::text_delta(std::string_view delta, const ordered_json& logprobs) {
   std::string out = message_open_ ? std::string() : open_message();
   out += event(ordered_json{{"type", "response.output_text.delta"}, {"item_id", initial_.message_id},
                             {"output_index", 0}, {"content_index", 0}, {"delta", delta},
-                            {"logprobs", ordered_json::array()}});
+                            {"logprobs", logprobs}});
   return out;
 }
 
@@ -142,9 +144,9 @@ std::string ResponseEvents::closing(const ResponseState& s) {
     if (!message_open_) out += open_message();
     out += event(ordered_json{{"type", "response.output_text.done"}, {"item_id", s.message_id},
                               {"output_index", 0}, {"content_index", 0}, {"text", s.text},
-                              {"logprobs", ordered_json::array()}});
+                              {"logprobs", s.logprobs}});
     out += event(ordered_json{{"type", "response.content_part.done"}, {"item_id", s.message_id},
-                              {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text)}});
+                              {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text, s.logprobs)}});
     out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", 0},
                               {"item", message_item(s, true)}});
     index = 1;

@@ -50,6 +50,9 @@ struct ResponseState {
     std::string arguments;  // JSON text
   };
   std::vector<Call> calls;
+  int top_logprobs = 0;  // as asked for (echoed)
+  // With logprobs asked for: the output_text part's "logprobs" (chat's logprobs.content entries).
+  nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();
   Usage usage;
   std::optional<ApiError> error;  // status failed
 };
@@ -68,8 +71,10 @@ class ResponseEvents {
   explicit ResponseEvents(const ResponseState& initial) : initial_(initial) {}
   // response.created, response.in_progress.
   std::string opening();
-  // A piece of the message's text (the message item opens before the first).
-  std::string text_delta(std::string_view delta);
+  // A piece of the message's text and its tokens' logprobs entries (the message item opens
+  // before the first).
+  std::string text_delta(std::string_view delta,
+                         const nlohmann::ordered_json& logprobs = nlohmann::ordered_json::array());
   // The closing events for the finished state (the message's done events, each call's item,
   // completed or incomplete), or response.failed for a failed one.
   std::string closing(const ResponseState& final_state);

@@ -22,13 +22,14 @@ ApiError unsupported(const std::string& field, const std::string& why) {
 
 // Fields that change what a response is: refused unless they ask for what Tangram does anyway.
 std::optional<ApiError> refuse_unsupported(const json& j) {
-  if (auto it = j.find("include"); it != j.end() && !it->is_null() && !(it->is_array() && it->empty()))
-    return unsupported("include", "is not supported by this server (nothing extra to include)");
+  if (auto it = j.find("include"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return wrong_type("include", "an array", *it);
+    for (const json& item : *it)
+      if (!item.is_string() || item.get<std::string>() != kIncludeLogprobs)
+        return unsupported("include", fmt::format("may only hold \"{}\" on this server", kIncludeLogprobs));
+  }
   if (auto it = j.find("reasoning"); it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
     return unsupported("reasoning", "is not supported by this server (the model has no reasoning settings)");
-  if (auto it = j.find("top_logprobs"); it != j.end() && !it->is_null() &&
-                                        !(it->is_number_integer() && it->get<int64_t>() == 0))
-    return unsupported("top_logprobs", "is not supported by this server");
   if (auto it = j.find("background"); it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return unsupported("background", "is not supported: responses run while the request is open");
   if (auto it = j.find("truncation"); it != j.end() && !it->is_null() &&
@@ -271,6 +272,13 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
   if (auto e = read_tool_choice(j, r)) return e;
   if (auto e = read_text_format(j, r)) return e;
   if (auto e = read_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return e;
+  // Log-probabilities: asked for by include (OpenAI's way) or by top_logprobs > 0.
+  int64_t top = 0;
+  if (auto e = read_int(j, "top_logprobs", 0, 20, top)) return e;
+  r.top_logprobs = static_cast<int>(top);
+  const auto include = j.find("include");
+  const bool included = include != j.end() && include->is_array() && !include->empty();
+  if (included || top > 0) r.gen.top_logprobs = r.top_logprobs;
   if (Status st = r.gen.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }

@@ -37,7 +37,11 @@ struct ResponsesRequest {
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
   nlohmann::json text_format;  // text.format as sent when it is JSON (echoed in the response)
+  int top_logprobs = 0;        // as sent (0-20); gen.top_logprobs >= 0 when logprobs are reported
 };
+
+// The one `include` value this server knows: log-probabilities on output_text parts.
+inline constexpr const char* kIncludeLogprobs = "message.output_text.logprobs";
 
 std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::string& body,
                                                                  const RequestDefaults& defaults);

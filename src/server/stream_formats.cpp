@@ -109,18 +109,27 @@ class CompletionStream final : public StreamFormat {
 
 class ResponsesStream final : public StreamFormat {
  public:
-  ResponsesStream(const ResponseState& initial, ToolCallSyntax tools)
-      : state_(initial), events_(initial), tools_(tools), held_(tools) {}
+  ResponsesStream(const ResponseState& initial, ToolCallSyntax tools, PieceOf piece)
+      : state_(initial), events_(initial), tools_(tools), held_(tools), piece_(std::move(piece)) {}
   std::string opening() override { return events_.opening(); }
-  std::string text(std::string_view delta, std::span<const TokenLogprob>) override {
+  std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
+    // Logprobs entries ride on the next delta that goes out (text held back keeps them waiting).
+    if (piece_ && !logprobs.empty()) {
+      const nlohmann::ordered_json entries = chat_logprobs_json(logprobs, piece_);
+      for (const auto& e : entries["content"]) {
+        waiting_.push_back(e);
+        all_.push_back(e);
+      }
+    }
     const std::string out = held_.take(delta);
-    return out.empty() ? std::string() : events_.text_delta(out);
+    return out.empty() ? std::string() : events_.text_delta(out, take_waiting());
   }
   std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
     finish_response(state_, finish, full_text, u, tools_);
+    state_.logprobs = all_;
     std::string out;
     if (state_.calls.empty())
-      if (const std::string rest = held_.rest(); !rest.empty()) out = events_.text_delta(rest);
+      if (const std::string rest = held_.rest(); !rest.empty()) out = events_.text_delta(rest, take_waiting());
     return out + events_.closing(state_);
   }
   std::string failure(const ApiError& e) override {
@@ -129,10 +138,18 @@ class ResponsesStream final : public StreamFormat {
   }
 
  private:
+  nlohmann::ordered_json take_waiting() {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    out.swap(waiting_);
+    return out;
+  }
   ResponseState state_;
   ResponseEvents events_;
   ToolCallSyntax tools_;
   HoldBack held_;
+  PieceOf piece_;
+  nlohmann::ordered_json waiting_ = nlohmann::ordered_json::array();  // entries of text not yet sent
+  nlohmann::ordered_json all_ = nlohmann::ordered_json::array();      // every token's entry
 };
 
 }  // namespace
@@ -147,8 +164,8 @@ std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::s
   return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage, std::move(piece));
 }
 
-std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools) {
-  return std::make_unique<ResponsesStream>(initial, tools);
+std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools, PieceOf piece) {
+  return std::make_unique<ResponsesStream>(initial, tools, std::move(piece));
 }
 
 }  // namespace tangram::server

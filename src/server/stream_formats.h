@@ -37,7 +37,8 @@ std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include
 std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage,
                                                 PieceOf piece = {});
 // The Responses API's typed events (responses_json.h); with tools, calls held back as in chat.
+// piece: given when logprobs were asked for (output_text.delta events and the part carry them).
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
-                                               ToolCallSyntax tools = ToolCallSyntax::None);
+                                               ToolCallSyntax tools = ToolCallSyntax::None, PieceOf piece = {});
 
 }  // namespace tangram::server

@@ -192,6 +192,63 @@ TEST(HttpServer, ChatStreamingMatchesNonStreaming) {
   EXPECT_EQ(usage["prompt_tokens"], plain["usage"]["prompt_tokens"]);
 }
 
+// n choices: one prefill, n decodes; every choice indexed, usage counting the prompt once, the
+// stream's chunks carrying each choice's index, one [DONE] after every choice ended.
+TEST(HttpServer, SeveralChoicesShareOnePrefill) {
+  auto s = start();
+  auto c = s->client();
+  const json one = post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me about a frog"}}, 12));
+  json body = chat_body({{"user", "Tell me about a frog"}}, 12);
+  body["n"] = 3;
+  const int64_t prefilled = s->engine->stats().prefill_tokens;
+  const json three = post_json(c, "/v1/chat/completions", body);
+  ASSERT_EQ(three["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(three["choices"][i]["index"], i);
+    EXPECT_EQ(three["choices"][i]["message"]["content"], one["choices"][0]["message"]["content"]);  // greedy
+  }
+  EXPECT_EQ(three["usage"]["prompt_tokens"], one["usage"]["prompt_tokens"]);
+  EXPECT_EQ(three["usage"]["completion_tokens"], 36);
+  // The prompt ran at most once (a cached prefix of the previous turn runs less).
+  s->engine->wait_idle();
+  EXPECT_LE(s->engine->stats().prefill_tokens - prefilled, one["usage"]["prompt_tokens"].get<int64_t>());
+
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  body["temperature"] = 1.5;
+  body["seed"] = 3;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  const auto events = sse_payloads(res->body);
+  ASSERT_GE(events.size(), 8u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(std::count(events.begin(), events.end(), "[DONE]"), 1);
+  std::vector<std::string> text(3), finish(3);
+  json usage;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json j = json::parse(events[i]);
+    if (j["choices"].empty()) {
+      usage = j["usage"];
+      continue;
+    }
+    const json& ch = j["choices"][0];
+    const auto index = ch["index"].get<size_t>();
+    ASSERT_LT(index, 3u);
+    if (ch["delta"].contains("content")) text[index] += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish[index] = ch["finish_reason"];
+  }
+  body["stream"] = false;
+  body.erase("stream_options");
+  const json plain = post_json(c, "/v1/chat/completions", body);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(text[i], plain["choices"][i]["message"]["content"]) << "choice " << i;
+    EXPECT_EQ(finish[i], plain["choices"][i]["finish_reason"]) << "choice " << i;
+  }
+  EXPECT_EQ(usage["completion_tokens"], plain["usage"]["completion_tokens"]);
+  body["n"] = 17;
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "n");
+}
+
 TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
   const std::string q1 = "Tell me a story about a cat", q2 = "What happened next?";
   json turn1, turn2;
@@ -679,6 +736,41 @@ std::vector<json> response_events(const std::string& body) {
 }
 
 std::string output_text(const json& response) { return response["output"][0]["content"][0]["text"]; }
+
+// Responses logprobs: the output_text part's entries are chat's, and the streamed deltas carry
+// the same entries in order.
+TEST(HttpServer, ResponsesLogprobsMatchChat) {
+  auto s = start();
+  auto c = s->client();
+  const json chat = post_json(c, "/v1/chat/completions",
+                              json{{"messages", {{{"role", "user"}, {"content", "Tell me about a fox"}}}},
+                                   {"max_tokens", 8}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}});
+  const json body = {{"input", "Tell me about a fox"}, {"max_output_tokens", 8}, {"temperature", 0},
+                     {"top_logprobs", 2}, {"include", {"message.output_text.logprobs"}}};
+  const json r = post_json(c, "/v1/responses", body);
+  EXPECT_EQ(r["top_logprobs"], 2);
+  const json& entries = r["output"][0]["content"][0]["logprobs"];
+  ASSERT_EQ(entries.size(), 8u);
+  const json& want = chat["choices"][0]["logprobs"]["content"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ(entries[i]["token"], want[i]["token"]);
+    EXPECT_NEAR(entries[i]["logprob"].get<double>(), want[i]["logprob"].get<double>(), 1e-4);
+    EXPECT_EQ(entries[i]["top_logprobs"].size(), 2u);
+  }
+  json streaming = body;
+  streaming["stream"] = true;
+  auto res = c.Post("/v1/responses", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  json streamed = json::array();
+  for (const json& e : response_events(res->body))
+    if (e["type"] == "response.output_text.delta")
+      for (const json& entry : e["logprobs"]) streamed.push_back(entry["token"]);
+  ASSERT_EQ(streamed.size(), entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(streamed[i], entries[i]["token"]);
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "hi"}, {"max_output_tokens", 2}})["output"][0]["content"][0]
+                ["logprobs"],
+            json::array());
+}
 
 // A chain of responses reuses its conversation's KV as a chat does, and says the same.
 TEST(HttpServer, ResponsesChainReusesTheCacheAndAgreesWithChat) {

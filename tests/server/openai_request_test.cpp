@@ -24,7 +24,7 @@ TEST(OpenAiRequest, ChatFieldsMapToSamplingParams) {
   const std::string body = std::string("{") + kUser +
                            R"(, "model": "m", "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5,
       "stop": ["a", "b"], "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -1, "stream": true,
-      "stream_options": {"include_usage": true}, "session_id": "chat-1", "user": "ignored"})";
+      "stream_options": {"include_usage": true}, "session_id": "chat-1", "user": "ignored", "n": 3})";
   auto r = parse_chat_request(body, defaults());
   ASSERT_TRUE(std::holds_alternative<ChatCompletionRequest>(r)) << std::get<ApiError>(r).message;
   const auto& c = std::get<ChatCompletionRequest>(r);
@@ -40,6 +40,7 @@ TEST(OpenAiRequest, ChatFieldsMapToSamplingParams) {
   EXPECT_TRUE(c.gen.stream);
   EXPECT_TRUE(c.gen.include_usage);
   EXPECT_EQ(c.gen.session_id, "chat-1");
+  EXPECT_EQ(c.gen.n, 3);
   ASSERT_EQ(c.messages.size(), 1u);
   EXPECT_EQ(c.messages[0].content, "hi");
 }
@@ -123,7 +124,9 @@ std::vector<BadCase> bad_chat_cases() {
       {"seed a string", chat_with(R"("seed": "1")"), "seed", "invalid_type"},
       {"stream a string", chat_with(R"("stream": "yes")"), "stream", "invalid_type"},
       {"stream_options without stream", chat_with(R"("stream_options": {"include_usage": true})"), "stream_options", ""},
-      {"n = 2", chat_with(R"("n": 2)"), "n", "unsupported_value"},
+      {"n = 0", chat_with(R"("n": 0)"), "n", "out_of_range"},
+      {"n = 17", chat_with(R"("n": 17)"), "n", "out_of_range"},
+      {"n a string", chat_with(R"("n": "2")"), "n", "invalid_type"},
       {"logprobs a string", chat_with(R"("logprobs": "yes")"), "logprobs", "invalid_type"},
       {"tool without function", chat_with(R"("tools": [{"type": "function"}])"), "tools[0].function", "missing_field"},
       {"tools an object", chat_with(R"("tools": {"type": "function"})"), "tools", "invalid_type"},

@@ -83,7 +83,8 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_EQ(refused(R"({"input": "hi", "tool_choice": "required"})").param, "tool_choice");
   EXPECT_EQ(refused(R"({"input": "hi", "include": ["reasoning.encrypted_content"]})").param, "include");
   EXPECT_EQ(refused(R"({"input": "hi", "reasoning": {"effort": "high"}})").param, "reasoning");
-  EXPECT_EQ(refused(R"({"input": "hi", "top_logprobs": 3})").param, "top_logprobs");
+  EXPECT_EQ(refused(R"({"input": "hi", "top_logprobs": 21})").param, "top_logprobs");
+  EXPECT_EQ(refused(R"({"input": "hi", "include": "message.output_text.logprobs"})").param, "include");
   EXPECT_EQ(refused(R"({"input": "hi", "background": true})").param, "background");
   EXPECT_EQ(refused(R"({"input": "hi", "truncation": "auto"})").param, "truncation");
   EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
@@ -107,6 +108,18 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   // What the server does anyway is accepted.
   ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [], "reasoning": null,
          "truncation": "disabled", "background": false, "text": {"format": {"type": "text"}}})");
+}
+
+TEST(ResponsesRequest, LogprobsByIncludeOrTopLogprobs) {
+  EXPECT_EQ(ok(R"({"input": "hi"})").gen.top_logprobs, -1);
+  EXPECT_EQ(ok(R"({"input": "hi", "top_logprobs": 0})").gen.top_logprobs, -1);
+  const ResponsesRequest included = ok(R"({"input": "hi", "include": ["message.output_text.logprobs"]})");
+  EXPECT_EQ(included.gen.top_logprobs, 0);
+  const ResponsesRequest both =
+      ok(R"({"input": "hi", "include": ["message.output_text.logprobs"], "top_logprobs": 5})");
+  EXPECT_EQ(both.gen.top_logprobs, 5);
+  EXPECT_EQ(both.top_logprobs, 5);
+  EXPECT_EQ(ok(R"({"input": "hi", "top_logprobs": 20})").gen.top_logprobs, 20);
 }
 
 TEST(ResponsesRequest, FunctionToolsAndCallItems) {

@@ -121,6 +121,31 @@ test('text.format json_object holds the output to JSON: it parses, or the respon
   }
 });
 
+test('top_logprobs with include: logprobs on the output_text part and on every delta', async () => {
+  const args = { input: 'Tell me a story about a bird', max_output_tokens: 10, temperature: 0, top_logprobs: 3,
+                 include: ['message.output_text.logprobs'] };
+  const r = await client.responses.create(args);
+  assert.equal(r.top_logprobs, 3);
+  const part = r.output[0].content[0];
+  assert.equal(part.logprobs.length, r.usage.output_tokens);
+  for (const e of part.logprobs) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].token, e.token);  // greedy: the chosen token is the likeliest
+  }
+  const stream = await client.responses.create({ ...args, stream: true });
+  const streamed = [];
+  let done = null;
+  for await (const event of stream) {
+    if (event.type === 'response.output_text.delta') streamed.push(...event.logprobs);
+    if (event.type === 'response.output_text.done') done = event.logprobs;
+  }
+  assert.deepEqual(streamed.map((e) => e.token), part.logprobs.map((e) => e.token));
+  assert.deepEqual(done.map((e) => e.logprob), part.logprobs.map((e) => e.logprob));
+  const plain = await client.responses.create({ input: 'hi', max_output_tokens: 4 });
+  assert.deepEqual(plain.output[0].content[0].logprobs, []);
+});
+
 test('what the server does not do is refused with the field named', async () => {
   await assert.rejects(
     client.responses.create({ input: 'hi', tools: [{ type: 'function', name: 'f', parameters: {} }] }),
