@@ -202,8 +202,8 @@ void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
 }
 
 void crossover_args(benchmark::internal::Benchmark* b) {
-  for (const int64_t t : kTypes) {
-    if (t == static_cast<int64_t>(GgmlType::F32)) continue;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const auto t = static_cast<int64_t>(type);
     for (const int64_t path : {0, 1})
       for (const int64_t n : {16, 32, 48, 64, 96, 128, 256, 512}) b->Args({t, path, n});
   }
