@@ -162,14 +162,19 @@ void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
           isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(wq[r], y), ws[r]);
       }
     }
+    // One float multiply-add per (row, token): the scaled sum's two halves added into 8 lanes,
+    // the mins' products in the other 8, times [d x 8 | -dmin x 8] of the row and the token's d.
+    __m512 token_d[NT];
+    for (int t = 0; t < NT; ++t) token_d[t] = _mm512_set1_ps(ab[t][b].d);
     for (int r = 0; r < NR; ++r) {
-      const float dw = half::fp16_to_fp32(wb[r][b].d), dmw = half::fp16_to_fp32(wb[r][b].dmin);
+      const __m512 row_d = scales_of_two(half::fp16_to_fp32(wb[r][b].d), -half::fp16_to_fp32(wb[r][b].dmin));
       for (int t = 0; t < NT; ++t) {
-        const BlockQ8_K& y = ab[t][b];
-        const __m256i mp = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), mins[r]);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw * y.d), acc[r][t]);
-        acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mp)), _mm512_set1_ps(dmw * y.d),
-                                     acc[r][t]);
+        const __m256i mp =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)), mins[r]);
+        const __m256i scaled =
+            _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]), _mm512_extracti64x4_epi64(isum[r][t], 1));
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(scaled), mp, 1);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(row_d, token_d[t]), acc[r][t]);
       }
     }
   }
