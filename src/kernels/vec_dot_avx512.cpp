@@ -1,8 +1,9 @@
 // AVX-512 VNNI kernels: several tokens, and register tiles of several rows x several tokens
-// (one token keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0 activations: two blocks
-// share one 512-bit vector; one vpdpbusd does the multiply-adds of a (row, token) pair where
-// AVX2 needs sign fixes, maddubs and madd. Q4_K / Q6_K weights against Q8_K activations:
-// vpmaddubsw on 64 unsigned codes, then vpdpwssd applies the sub-block scales and accumulates.
+// (one token of Q8_0 / Q4_0 keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0
+// activations: two blocks share one 512-bit vector; one vpdpbusd does the multiply-adds of a
+// (row, token) pair where AVX2 needs sign fixes, maddubs and madd. Q4_K / Q6_K weights against
+// Q8_K activations: vpmaddubsw on 64 unsigned codes, then vpdpwssd applies the sub-block
+// scales and accumulates.
 #include "kernels/vec_dot_avx512.h"
 
 #include <immintrin.h>
