@@ -1,5 +1,5 @@
 // AVX-512 VNNI kernels: several tokens, and register tiles of several rows x several tokens
-// (one token of Q8_0 / Q4_0 keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0
+// (one token keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0
 // activations: two blocks share one 512-bit vector; one vpdpbusd does the multiply-adds of a
 // (row, token) pair where AVX2 needs sign fixes, maddubs and madd. Q4_K / Q6_K weights against
 // Q8_K activations: vpmaddubsw on 64 unsigned codes, then vpdpwssd applies the sub-block
@@ -247,21 +247,18 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
 // The tile kernels as types, so one dispatcher serves them all.
 template <typename Block, typename Codes>
 struct Q8_0FamilyKernel {
-  static constexpr bool kOneTokenTiles = false;  // see tile_rows
   template <int NR, int NT>
   static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
     q8_0_family_tile<NR, NT, Block, Codes>(w, w_stride, act, act_stride, n, out);
   }
 };
 struct Q4_KKernel {
-  static constexpr bool kOneTokenTiles = true;
   template <int NR, int NT>
   static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
     q4_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
   }
 };
 struct Q6_KKernel {
-  static constexpr bool kOneTokenTiles = true;
   template <int NR, int NT>
   static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
     q6_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
@@ -278,11 +275,11 @@ static_assert(kTileRows % kRowsPerKernel == 0);
 template <typename Kernel, int NT, RowDotFn Single>
 void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int64_t n,
                float* out) {
-  if constexpr (NT == 1 && !Kernel::kOneTokenTiles) {
-    // One token of Q8_0 / Q4_0 is bound by memory bandwidth; the AVX2 single-token kernel
-    // measured faster here (BM_Matvec, bench-model decode) than a 4 x 1 tile, so it keeps that
-    // case. The K-quants do more work per byte and take 4 x 1 tiles (kOneTokenTiles):
-    // BM_MatvecCached n = 1 on par (Q4_K) or 5-10% faster (Q6_K) than their AVX2 kernels.
+  if constexpr (NT == 1) {
+    // One token is bound by memory bandwidth; the AVX2 single-token kernel measured faster here
+    // than a 4 x 1 tile (Q8_0: bench-model decode; Q4_K: BM_Matvec from DRAM, one thread,
+    // 16.8 GB/s per CPU-second against 6.3-7.4, though on par with the weights in L2), so it
+    // keeps that case.
     for (int r = 0; r < nr; ++r) out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
   } else if (nr == kRowsPerKernel) {
     Kernel::template run<kRowsPerKernel, NT>(w, w_stride, act, act_stride, n, out);

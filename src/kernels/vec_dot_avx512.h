@@ -9,9 +9,7 @@
 namespace tangram::vec::avx512 {
 
 // nullptr where this level has no kernel of its own for the type (its AVX2 kernel runs).
-// Single-token row dots (row_dot_fn) stay AVX2 at every level; in the tiles one token of Q8_0 /
-// Q4_0 runs the AVX2 kernel too (bound by memory bandwidth; measured no faster), while Q4_K /
-// Q6_K take 4 x 1 tiles (more work per byte).
+// Single-token dots stay AVX2 at every level (bound by memory bandwidth; measured no faster).
 MultiDotFn multi_dot(GgmlType weight);
 TileDotFn tile_dot(GgmlType weight);
 
