@@ -17,6 +17,7 @@
 #include "gguf/tensor_view.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_paths.h"
 #include "kernels/memory_bandwidth.h"
 #include "kernels/quant.h"
 
@@ -142,6 +143,31 @@ void BM_MatvecCached(benchmark::State& state) {
   state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())));
 }
 
+// The crossover between matmul's two strategies (matmul_paths.h): n tokens through the
+// quantised-activation decode path (path 0) or dequantise + sgemm (path 1), one thread, CPU
+// time, weights in L2/L3 as in a prefill that reuses each tile. decode_max_tokens is set from
+// where these meet, per type and kernel level (TANGRAM_CPU=avx2 measures the lower path).
+// Args: type id, path, tokens.
+void BM_PathCrossover(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const bool sgemm = state.range(1) != 0;
+  const int64_t rows = 256, cols = 4096, n = state.range(2);
+  const WeightSet w = make_weights(type, rows, cols, /*replicate=*/false);
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  for (auto _ : state) {
+    if (sgemm)
+      matmul_paths::prefill(w.views[0], x.data(), n, y.data(), pool(1));
+    else
+      matmul_paths::decode(w.views[0], x.data(), n, y.data(), pool(1));
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(ggml_type_name(type)) + (sgemm ? " sgemm " : " decode ") +
+                 std::string(cpu::level_name(cpu::active_level())));
+}
+
 // The engine's one read-bandwidth probe (kernels/memory_bandwidth.h, the ceiling that
 // `tangram bench-model` reports), on a 512 MiB buffer: one measurement per iteration.
 void BM_ReadBandwidth(benchmark::State& state) {
@@ -175,8 +201,17 @@ void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes) b->Args({t, 1024, 4096, 1, 128});
 }
 
+void crossover_args(benchmark::internal::Benchmark* b) {
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const auto t = static_cast<int64_t>(type);
+    for (const int64_t path : {0, 1})
+      for (const int64_t n : {16, 32, 48, 64, 96, 128, 256, 512}) b->Args({t, path, n});
+  }
+}
+
 BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols", "n"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PathCrossover)->Apply(crossover_args)->ArgNames({"type", "sgemm", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Decode of a batch of sequences: n tokens against one weight matrix (continuous batching).
 void batch_decode_args(benchmark::internal::Benchmark* b) {

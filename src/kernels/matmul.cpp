@@ -122,13 +122,15 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
       kRowGrain);
 }
 
-int64_t decode_max_tokens(GgmlType type) {
-  // Crossovers measured on one thread with tools like bench_kernels (GFLOP/s of the decode
-  // path vs dequantise + sgemm): float weights lose to sgemm's register blocking from about
-  // 16 (F32) / 32 (F16, BF16) tokens; Q8_0 / Q4_0 integer dots from about 64. The K-quant
-  // integer kernels (about 90 GOP/s per thread) beat dequantise + sgemm (about 65) at every
-  // token count measured (up to 128), so they always take this path. Q8_K weights have no
-  // integer kernel (dequantise + float dot per row).
+int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
+  // Crossovers measured on one thread (bench_kernels BM_PathCrossover: CPU time of the decode
+  // path vs dequantise + sgemm, 256 x 4096 weights, n = 16..512): float weights lose to
+  // sgemm's register blocking from about 16 (F32) / 32 (F16, BF16) tokens; Q8_0 / Q4_0 integer
+  // dots from about 48 with the AVX2 kernels, and never with the AVX-512 VNNI tiles (1.4x
+  // sgemm's rate at n = 512). The K-quant integer kernels beat dequantise + sgemm at every
+  // token count measured (up to 512) on both levels, so they always take this path. Q8_K
+  // weights have no integer kernel (dequantise + float dot per row).
+  constexpr int64_t kAlways = std::numeric_limits<int64_t>::max();
   switch (type) {
     case GgmlType::F32:
       return 12;
@@ -137,10 +139,10 @@ int64_t decode_max_tokens(GgmlType type) {
       return 24;
     case GgmlType::Q4_0:
     case GgmlType::Q8_0:
-      return 48;
+      return level == cpu::KernelLevel::Avx512Vnni ? kAlways : 48;
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
-      return std::numeric_limits<int64_t>::max();
+      return kAlways;
     case GgmlType::Q8_K:
       break;
   }

@@ -6,6 +6,7 @@
 
 #include "common/thread_pool.h"
 #include "gguf/tensor_view.h"
+#include "kernels/cpu_features.h"
 
 namespace tangram::matmul_paths {
 
@@ -14,7 +15,9 @@ namespace tangram::matmul_paths {
 void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool);
 // Per-thread single-threaded sgemm on F32 weights or dequantised tiles of W.
 void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool);
-// Largest n for which matmul picks decode() for this weight type.
-int64_t decode_max_tokens(GgmlType type);
+// Largest n for which matmul picks decode() for this weight type, with the kernels of that
+// level (the integer tiles of the AVX-512 level move the crossover), or of the active level.
+int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level);
+inline int64_t decode_max_tokens(GgmlType type) { return decode_max_tokens(type, cpu::active_level()); }
 
 }  // namespace tangram::matmul_paths

@@ -1,8 +1,9 @@
-// AVX-512 VNNI kernels for the 32-element block types (Q8_0, Q4_0 weights against Q8_0
-// activations): several tokens, and register tiles of several rows x several tokens (one
-// token keeps the AVX2 kernel). Two blocks share one 512-bit vector; one vpdpbusd does the multiply-adds of
-// a (row, token) pair where AVX2 needs sign fixes, maddubs and madd.
-// The K-quant kernels keep their AVX2 versions at this level.
+// AVX-512 VNNI kernels: several tokens, and register tiles of several rows x several tokens
+// (one token keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0
+// activations: two blocks share one 512-bit vector; one vpdpbusd does the multiply-adds of a
+// (row, token) pair where AVX2 needs sign fixes, maddubs and madd. Q4_K / Q6_K weights against
+// Q8_K activations: vpmaddubsw on 64 unsigned codes, then vpdpwssd applies the sub-block
+// scales and accumulates.
 #include "kernels/vec_dot_avx512.h"
 
 #include <immintrin.h>
@@ -25,8 +26,12 @@ namespace tangram::vec::avx512 {
 namespace {
 
 using blocks::BlockQ4_0;
+using blocks::BlockQ4_K;
+using blocks::BlockQ6_K;
 using blocks::BlockQ8_0;
+using blocks::BlockQ8_K;
 using blocks::kQK0;
+using blocks::kQKK;
 
 // The 32 signed codes of one block.
 struct CodesQ8_0 {
@@ -107,55 +112,220 @@ void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, siz
     for (int t = 0; t < NT; ++t) out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]) + tail[r][t];
 }
 
-// Rows per register tile: 4 rows x up to 4 tokens keeps 16 accumulators, the rows' codes and
-// sum offsets in the 32 zmm registers.
+// Lanes of the 32 16-bit pair products maddubs makes from 64 codes, mapped to their sub-block's
+// scale for vpermw: lane l takes scale first + l / lanes_per_scale.
+inline __m512i scale_lanes(int first, int lanes_per_scale) {
+  alignas(64) int16_t idx[32];
+  for (int l = 0; l < 32; ++l) idx[l] = static_cast<int16_t>(first + l / lanes_per_scale);
+  return _mm512_load_si512(idx);
+}
+
+// Q4_K weights against Q8_K activations. The codes are unsigned (0..15), so vpmaddubsw takes
+// them as they are; vpdpwssd multiplies the pair sums by the 6-bit sub-block scales and adds
+// them up in one instruction. 64 codes (two sub-blocks) per 512-bit vector, unpacked once per
+// row for every token of the tile; each activation vector is loaded once for every row. The
+// mins term uses the activations' 16-element sums (bsums), once per (row, token) and block.
+template <int NR, int NT>
+void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+  const BlockQ4_K* wb[NR];
+  const BlockQ8_K* ab[NT];
+  for (int r = 0; r < NR; ++r) wb[r] = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride);
+  for (int t = 0; t < NT; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // 32 bytes of codes hold elements 64g..64g+31 (low nibbles) and 64g+32..64g+63 (high).
+  const __m512i nibble_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+  const __m512i scale_of_group[4] = {scale_lanes(0, 16), scale_lanes(2, 16), scale_lanes(4, 16), scale_lanes(6, 16)};
+  __m512 acc[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    __m512i scales[NR];  // int16 lanes 0..7: the sub-block scales
+    __m256i mins[NR];    // int16: each sub-block's min twice, lined up with the bsums
+    for (int r = 0; r < NR; ++r) {
+      const __m128i sm = blocks::q4k_scales_mins(wb[r][b].scales);
+      scales[r] = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(sm));
+      mins[r] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    }
+    __m512i isum[NR][NT];
+    for (int r = 0; r < NR; ++r)
+      for (int t = 0; t < NT; ++t) isum[r][t] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; ++g) {
+      __m512i wq[NR], ws[NR];
+      for (int r = 0; r < NR; ++r) {
+        const __m512i q4 =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qs + 32 * g)));
+        wq[r] = _mm512_and_si512(_mm512_srlv_epi64(q4, nibble_shift), low4);
+        ws[r] = _mm512_permutexvar_epi16(scale_of_group[g], scales[r]);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const __m512i y = _mm512_loadu_si512(ab[t][b].qs + 64 * g);
+        for (int r = 0; r < NR; ++r)
+          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(wq[r], y), ws[r]);
+      }
+    }
+    // One float multiply-add per (row, token): the scaled sum's two halves added into 8 lanes,
+    // the mins' products in the other 8, times [d x 8 | -dmin x 8] of the row and the token's d.
+    __m512 token_d[NT];
+    for (int t = 0; t < NT; ++t) token_d[t] = _mm512_set1_ps(ab[t][b].d);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 row_d = scales_of_two(half::fp16_to_fp32(wb[r][b].d), -half::fp16_to_fp32(wb[r][b].dmin));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i mp =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)), mins[r]);
+        const __m256i scaled =
+            _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]), _mm512_extracti64x4_epi64(isum[r][t], 1));
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(scaled), mp, 1);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(row_d, token_d[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// Q6_K weights against Q8_K activations: the 6-bit codes are kept unsigned (q + 32) for
+// vpmaddubsw, and the 32 * (scale-weighted activation sums) this adds is taken off by starting
+// each (row, token) sum at its negation (from the bsums). 64 codes (four 16-element sub-blocks)
+// per 512-bit vector, unpacked once per row for every token; vpdpwssd applies the scales.
+template <int NR, int NT>
+void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+  const BlockQ6_K* wb[NR];
+  const BlockQ8_K* ab[NT];
+  for (int r = 0; r < NR; ++r) wb[r] = reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(r) * w_stride);
+  for (int t = 0; t < NT; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  // Elements 64c..64c+63 (c = 2h + k): low nibbles of ql (k = 0) or high ones (k = 1) of the
+  // 64 bytes at ql + 64h, with two high bits from qh + 32h: bits 0-1 / 4-5 for the first 32
+  // elements (k = 0 / 1), bits 2-3 / 6-7 for the next 32.
+  const __m512i high_shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+  const __m512i high_shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m512i scale_of_chunk[4] = {scale_lanes(0, 8), scale_lanes(4, 8), scale_lanes(8, 8), scale_lanes(12, 8)};
+  __m512 acc[NR][NT];
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    __m512i scales[NR];  // int16 lanes 0..15: the sub-block scales
+    __m512i isum[NR][NT];
+    for (int r = 0; r < NR; ++r) {
+      const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r][b].scales)));
+      scales[r] = _mm512_zextsi256_si512(sc);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)));
+        isum[r][t] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+      }
+    }
+    for (int c = 0; c < 4; ++c) {
+      const int h = c / 2;
+      __m512i wq[NR], ws[NR];
+      for (int r = 0; r < NR; ++r) {
+        const __m512i l = _mm512_loadu_si512(wb[r][b].ql + 64 * h);
+        const __m512i hi =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qh + 32 * h)));
+        wq[r] = (c % 2 == 0)
+                    ? _mm512_or_si512(_mm512_and_si512(l, low4),
+                                      _mm512_and_si512(_mm512_sllv_epi64(hi, high_shl), bits45))
+                    : _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                                      _mm512_and_si512(_mm512_srlv_epi64(hi, high_shr), bits45));
+        ws[r] = _mm512_permutexvar_epi16(scale_of_chunk[c], scales[r]);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const __m512i y = _mm512_loadu_si512(ab[t][b].qs + 64 * c);
+        for (int r = 0; r < NR; ++r)
+          isum[r][t] = _mm512_dpwssd_epi32(isum[r][t], _mm512_maddubs_epi16(wq[r], y), ws[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const float dw = half::fp16_to_fp32(wb[r][b].d);
+      for (int t = 0; t < NT; ++t)
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw * ab[t][b].d), acc[r][t]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int t = 0; t < NT; ++t) out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// The tile kernels as types, so one dispatcher serves them all.
+template <typename Block, typename Codes>
+struct Q8_0FamilyKernel {
+  template <int NR, int NT>
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+    q8_0_family_tile<NR, NT, Block, Codes>(w, w_stride, act, act_stride, n, out);
+  }
+};
+struct Q4_KKernel {
+  template <int NR, int NT>
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+    q4_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
+  }
+};
+struct Q6_KKernel {
+  template <int NR, int NT>
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+    q6_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
+  }
+};
+using Q8_0Kernel = Q8_0FamilyKernel<BlockQ8_0, CodesQ8_0>;
+using Q4_0Kernel = Q8_0FamilyKernel<BlockQ4_0, CodesQ4_0>;
+
+// Rows per register tile: 4 rows x up to 4 tokens keeps 16 integer accumulators, the rows'
+// codes and scales (or sum offsets) in the 32 zmm registers.
 constexpr int kRowsPerKernel = 4;
 static_assert(kTileRows % kRowsPerKernel == 0);
 
-template <int NT, typename Block, typename Codes, RowDotFn Single>
+template <typename Kernel, int NT, RowDotFn Single>
 void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int64_t n,
                float* out) {
   if constexpr (NT == 1) {
     // One token is bound by memory bandwidth; the AVX2 single-token kernel measured faster here
-    // (BM_Matvec, bench-model decode) than a 4 x 1 tile, so it keeps that case.
+    // than a 4 x 1 tile (Q8_0: bench-model decode; Q4_K: BM_Matvec from DRAM, one thread,
+    // 16.8 GB/s per CPU-second against 6.3-7.4, though on par with the weights in L2), so it
+    // keeps that case.
     for (int r = 0; r < nr; ++r) out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
   } else if (nr == kRowsPerKernel) {
-    q8_0_family_tile<kRowsPerKernel, NT, Block, Codes>(w, w_stride, act, act_stride, n, out);
+    Kernel::template run<kRowsPerKernel, NT>(w, w_stride, act, act_stride, n, out);
   } else {
     for (int r = 0; r < nr; ++r)  // a partial tile (the end of a thread's rows): one row at a time
-      q8_0_family_tile<1, NT, Block, Codes>(w + static_cast<size_t>(r) * w_stride, w_stride, act, act_stride, n,
-                                            out + r * kMultiTokens);
+      Kernel::template run<1, NT>(w + static_cast<size_t>(r) * w_stride, w_stride, act, act_stride, n,
+                                  out + r * kMultiTokens);
   }
 }
 
-template <typename Block, typename Codes, RowDotFn Single>
+template <typename Kernel, RowDotFn Single>
 void tile(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int nt, int64_t n,
           float* out) {
   switch (nt) {
-    case 1: return tile_rows<1, Block, Codes, Single>(w, w_stride, nr, act, act_stride, n, out);
-    case 2: return tile_rows<2, Block, Codes, Single>(w, w_stride, nr, act, act_stride, n, out);
-    case 3: return tile_rows<3, Block, Codes, Single>(w, w_stride, nr, act, act_stride, n, out);
-    default: return tile_rows<4, Block, Codes, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 1: return tile_rows<Kernel, 1, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 2: return tile_rows<Kernel, 2, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 3: return tile_rows<Kernel, 3, Single>(w, w_stride, nr, act, act_stride, n, out);
+    default: return tile_rows<Kernel, 4, Single>(w, w_stride, nr, act, act_stride, n, out);
   }
 }
 
-template <typename Block, typename Codes, RowDotFn Single>
+template <typename Kernel, RowDotFn Single>
 void multi(const void* w, const uint8_t* act, size_t act_stride, int nt, int64_t n, float* out) {
-  tile<Block, Codes, Single>(static_cast<const uint8_t*>(w), 0, 1, act, act_stride, nt, n, out);
+  tile<Kernel, Single>(static_cast<const uint8_t*>(w), 0, 1, act, act_stride, nt, n, out);
 }
 
 }  // namespace
 
 MultiDotFn multi_dot(GgmlType weight) {
-  if (weight == GgmlType::Q8_0) return multi<BlockQ8_0, CodesQ8_0, dot_q8_0_q8_0>;
-  if (weight == GgmlType::Q4_0) return multi<BlockQ4_0, CodesQ4_0, dot_q4_0_q8_0>;
-  return nullptr;
+  switch (weight) {
+    case GgmlType::Q8_0: return multi<Q8_0Kernel, dot_q8_0_q8_0>;
+    case GgmlType::Q4_0: return multi<Q4_0Kernel, dot_q4_0_q8_0>;
+    case GgmlType::Q4_K: return multi<Q4_KKernel, dot_q4_k_q8_k>;
+    case GgmlType::Q6_K: return multi<Q6_KKernel, dot_q6_k_q8_k>;
+    default: return nullptr;
+  }
 }
 
 TileDotFn tile_dot(GgmlType weight) {
-  if (weight == GgmlType::Q8_0) return tile<BlockQ8_0, CodesQ8_0, dot_q8_0_q8_0>;
-  if (weight == GgmlType::Q4_0) return tile<BlockQ4_0, CodesQ4_0, dot_q4_0_q8_0>;
-  return nullptr;
+  switch (weight) {
+    case GgmlType::Q8_0: return tile<Q8_0Kernel, dot_q8_0_q8_0>;
+    case GgmlType::Q4_0: return tile<Q4_0Kernel, dot_q4_0_q8_0>;
+    case GgmlType::Q4_K: return tile<Q4_KKernel, dot_q4_k_q8_k>;
+    case GgmlType::Q6_K: return tile<Q6_KKernel, dot_q6_k_q8_k>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace tangram::vec::avx512

@@ -167,11 +167,11 @@ TEST(VecDot, TileKernelsMatchPortableAtEveryLevel) {
       }
     }
   }
-  // Q8_0 and Q4_0 have AVX-512 tile kernels: checked wherever the CPU runs them.
-  EXPECT_NE(vec::tile_dot_fn(GgmlType::Q8_0, cpu::KernelLevel::Avx512Vnni), nullptr);
-  EXPECT_NE(vec::tile_dot_fn(GgmlType::Q4_0, cpu::KernelLevel::Avx512Vnni), nullptr);
+  // Q8_0, Q4_0, Q4_K and Q6_K have AVX-512 tile kernels: checked wherever the CPU runs them.
+  for (const GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
+    EXPECT_NE(vec::tile_dot_fn(t, cpu::KernelLevel::Avx512Vnni), nullptr) << ggml_type_name(t);
   if (cpu::supports(cpu::KernelLevel::Avx512Vnni)) {
-    EXPECT_GE(tiles_checked, 2 * vec::kTileRows * vec::kMultiTokens);
+    EXPECT_GE(tiles_checked, 4 * vec::kTileRows * vec::kMultiTokens);
   }
 }
 

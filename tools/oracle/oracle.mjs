@@ -15,6 +15,9 @@ commands:
   generate  --tokens 1,403 --n N [--ignore-eog]  greedy continuation of N tokens
   bench     --prompt-tokens N --gen-tokens M  prefill and decode speed measured by llama.cpp
             [--reps R] [--batch B]
+  bench-batch --sequences S --prompt-tokens N --gen-tokens M [--reps R]
+                                              decode speed of S sequences stepped together (one
+                                              llama_decode of S tokens per step), wall time
 
 common options:
   --threads T      CPU threads (default: llama.cpp's count of math cores)
@@ -27,7 +30,7 @@ common options:
 // Flags that take no value; every other flag takes exactly one value.
 const BOOLEAN_FLAGS = new Set(["all", "special", "add-bos", "ignore-eog", "flash-attn", "verbose", "help"]);
 const VALUE_FLAGS = new Set(["model", "tokens", "text", "n", "prompt-tokens", "gen-tokens", "threads", "kv-type",
-    "ctx", "batch", "reps", "text-file"]);
+    "ctx", "batch", "reps", "text-file", "sequences"]);
 
 class UsageError extends Error {}
 
@@ -136,7 +139,8 @@ function resolveKvType(flags, GgmlType) {
 
 // Context: one sequence, a fixed KV type, flash attention off unless asked, exact thread count.
 // node-llama-cpp sets n_ubatch = n_batch, so `batchSize` tokens go through one llama_decode graph.
-async function createContext(session, model, flags, {neededTokens, batchSize, performanceTracking = false}) {
+async function createContext(session, model, flags, {neededTokens, batchSize, performanceTracking = false,
+                                                     sequences = 1}) {
     const {llama, GgmlType} = session;
     const kv = resolveKvType(flags, GgmlType);
     const threads = optionalCount(flags, "threads", 1) ?? llama.cpuMathCores;
@@ -146,7 +150,7 @@ async function createContext(session, model, flags, {neededTokens, batchSize, pe
     const context = await model.createContext({
         contextSize,
         batchSize: Math.max(1, Math.min(batchSize, contextSize)),
-        sequences: 1,
+        sequences,
         threads,
         flashAttention: flags["flash-attn"] === true,
         experimentalKvCacheKeyType: kv.id,
@@ -403,7 +407,59 @@ async function cmdBench(flags) {
     };
 }
 
-const COMMANDS = {logits: cmdLogits, tokenize: cmdTokenize, generate: cmdGenerate, bench: cmdBench};
+// Batched decode as a serving engine runs it: S sequences, each prefilled with its own prompt, then
+// gen-tokens steps in which every sequence evaluates one token; node-llama-cpp gathers the S
+// evaluations queued in the same tick into one llama_decode. Wall time of the steps (llama.cpp's perf
+// counters file multi-token batches under "prompt eval"), median over reps after a warm-up.
+async function cmdBenchBatch(flags) {
+    const seqCount = parseCount(requireFlag(flags, "sequences"), "sequences", 1);
+    const promptCount = parseCount(requireFlag(flags, "prompt-tokens"), "prompt-tokens", 1);
+    const genCount = parseCount(requireFlag(flags, "gen-tokens"), "gen-tokens", 1);
+    const reps = optionalCount(flags, "reps", 1) ?? 3;
+    const session = await openLlama(flags, "info");
+    const model = await loadModel(session.llama, flags);
+    const nVocab = vocabSize(model) ?? 32;
+    const {context, threads, kvType} = await createContext(session, model, flags,
+        {neededTokens: seqCount * (promptCount + genCount), batchSize: Math.min(promptCount, 512), sequences: seqCount});
+    const sequences = Array.from({length: seqCount}, () => context.getSequence());
+    const pickNext = {generateNext: {token: true}};
+    const runOnce = async () => {
+        const next = [];
+        for (let s = 0; s < seqCount; s++) {
+            await sequences[s].clearHistory();
+            const prompt = Array.from({length: promptCount}, (_, index) => (index * 7919 + 13 + 101 * s) % nVocab);
+            if (model.tokens.bos != null)
+                prompt[0] = model.tokens.bos;
+            const results = await sequences[s].controlledEvaluate(
+                prompt.map((token, index) => index === prompt.length - 1 ? [token, pickNext] : token));
+            next.push(results[prompt.length - 1]?.next?.token ?? prompt[0]);
+        }
+        const start = process.hrtime.bigint();
+        for (let step = 0; step < genCount; step++) {
+            const stepResults = await Promise.all(sequences.map((sequence, s) => sequence.controlledEvaluate([[next[s], pickNext]])));
+            stepResults.forEach((result, s) => { next[s] = result[0]?.next?.token ?? next[s]; });
+        }
+        return Number(process.hrtime.bigint() - start) / 1e6;
+    };
+    await runOnce(); // warm-up
+    const rates = [];
+    for (let rep = 0; rep < reps; rep++)
+        rates.push(seqCount * genCount / ((await runOnce()) / 1000));
+    return {
+        model: flags.model,
+        sequences: seqCount,
+        prompt_tokens: promptCount,
+        gen_tokens: genCount,
+        reps,
+        decode_tok_s_wall: median(rates),
+        decode_tok_s_wall_runs: rates,
+        llama_cpp: {release: session.llama.llamaCppRelease.release, build: session.llama.buildType},
+        settings: settings(context, threads, kvType)
+    };
+}
+
+const COMMANDS = {logits: cmdLogits, tokenize: cmdTokenize, generate: cmdGenerate, bench: cmdBench,
+    "bench-batch": cmdBenchBatch};
 
 async function main() {
     const argv = process.argv.slice(2);
