@@ -38,7 +38,7 @@ const cases = [
   ['temperature string', '/v1/chat/completions', chat({ temperature: 'warm' }), 400],
   ['temperature 1e400', '/v1/chat/completions', '{"messages":[{"role":"user","content":"x"}],"temperature":1e400}', 400],
   ['top_p 0', '/v1/chat/completions', chat({ top_p: 0 }), 400],
-  ['n = 3', '/v1/chat/completions', chat({ n: 3 }), 400],
+  ['n = 17 (over the limit of 16 choices)', '/v1/chat/completions', chat({ n: 17 }), 400],
   ['tools', '/v1/chat/completions', chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 400],
   ['stop not strings', '/v1/chat/completions', chat({ stop: [1, 2] }), 400],
   ['stream not bool', '/v1/chat/completions', chat({ stream: 1 }), 400],
