@@ -232,13 +232,6 @@ void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float*
   m = m_new;
 }
 
-// The two inner loops for one lane group (n_lanes <= kLaneGroup) at the level a call runs:
-// scores (q . k) into the scratch, and weights times values into the accumulators.
-struct BlockKernels {
-  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n, float* scores);
-  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc);
-};
-
 template <typename Elem>
 BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
 #if TANGRAM_KV_SIMD
@@ -285,10 +278,10 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   }
 }
 
-template <typename Elem>
-void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64_t begin,
-                        cpu::KernelLevel level) {
-  const BlockKernels kern = block_kernels<Elem>(hd, hdv, level);
+}  // namespace
+
+void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kern, int hd, int hdv,
+                       int64_t begin) {
   int64_t end = begin;
   for (const HeadLanes& h : heads) end = std::max(end, h.end);
   for (int64_t blk = begin; blk < end; blk += kAttentionBlock)
@@ -297,17 +290,12 @@ void attend_heads_typed(std::span<const HeadLanes> heads, int hd, int hdv, int64
         head_block(h, hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, h.end - blk)), kern);
 }
 
-}  // namespace
-
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin, cpu::KernelLevel level) {
-  if (type == KvType::Q8_0) {
-    attend_heads_q8(heads, head_dim, head_dim_v, begin);
-  } else if (type == KvType::F16) {
-    attend_heads_typed<uint16_t>(heads, head_dim, head_dim_v, begin, level);
-  } else {
-    attend_heads_typed<float>(heads, head_dim, head_dim_v, begin, level);
-  }
+  const BlockKernels kernels = type == KvType::Q8_0  ? kv_q8::block_kernels()
+                               : type == KvType::F16 ? block_kernels<uint16_t>(head_dim, head_dim_v, level)
+                                                     : block_kernels<float>(head_dim, head_dim_v, level);
+  attend_heads_with(heads, kernels, head_dim, head_dim_v, begin);
 }
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,

@@ -45,4 +45,17 @@ void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, i
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin, cpu::KernelLevel level);
 
+// The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one
+// instruction level: scores (q . k for the block's n key rows) into the scratch, then the
+// softmax weights times the n value rows into the accumulators. The online softmax between
+// them is shared by every row type.
+struct BlockKernels {
+  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores);
+  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n, float* acc);
+};
+
+// attend_heads with the given inner loops (tests run each implementation through it).
+void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kernels, int head_dim,
+                       int head_dim_v, int64_t begin);
+
 }  // namespace tangram

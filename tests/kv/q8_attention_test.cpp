@@ -1,4 +1,4 @@
-// The Q8_0 attention inner loop, every path this build has (portable, AVX2), against a plain
+// The Q8_0 attention inner loops, every one this build has (portable, AVX2), against a plain
 // double-precision attention over the same rows dequantised: lanes seeing different prefixes
 // (causal limits, a lane seeing nothing), odd lengths and partial blocks, more lanes than one
 // pass takes, several heads walked together, a chunk starting past entry 0 (split plans). The
@@ -125,10 +125,19 @@ double worst_error(const Q8Head& h, const Lanes& s, int64_t begin) {
   return worst;
 }
 
+// Every Q8_0 loop this build has: the portable one and the one attend_heads runs (the AVX2 one
+// in an AVX2 build, else the portable one again).
+struct NamedKernels {
+  const char* name;
+  BlockKernels kernels;
+};
+std::vector<NamedKernels> q8_kernels() {
+  return {{"portable", kv_q8::portable_kernels()}, {"dispatched", kv_q8::block_kernels()}};
+}
+
 TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
-  ASSERT_FALSE(available_q8_attention_paths().empty());
   std::mt19937 rng(5);
-  for (const Q8AttentionPath path : available_q8_attention_paths())
+  for (const auto& [name, kernels] : q8_kernels())
     for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{128, 128}})
       for (const int n_lanes : {1, 2, 3, 4, 5, 8, 11})
         for (const int64_t length : {1, 7, 31, 32, 33, 100})
@@ -136,24 +145,24 @@ TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
             const Q8Head h(hd, hdv, length, rng);
             Lanes s = make_lanes(h, n_lanes, begin, rng);
             const HeadLanes one = s.lanes(*std::max_element(s.limit.begin(), s.limit.end()));
-            attend_heads_q8(std::span(&one, 1), hd, hdv, begin, path);
+            attend_heads_with(std::span(&one, 1), kernels, hd, hdv, begin);
             EXPECT_LE(worst_error(h, s, begin), kTol)
-                << "path " << static_cast<int>(path) << " hd " << hd << "/" << hdv << " lanes " << n_lanes
+                << name << " hd " << hd << "/" << hdv << " lanes " << n_lanes
                 << " length " << length << " begin " << begin;
           }
 }
 
 TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
   std::mt19937 rng(6);
-  for (const Q8AttentionPath path : available_q8_attention_paths()) {
+  for (const auto& [name, kernels] : q8_kernels()) {
     std::vector<Q8Head> heads;
     for (const int64_t len : {5, 70, 33, 128}) heads.emplace_back(64, 32, len, rng);
     std::vector<Lanes> lanes;
     for (const Q8Head& h : heads) lanes.push_back(make_lanes(h, 4, 0, rng));
     std::vector<HeadLanes> hl;
     for (Lanes& s : lanes) hl.push_back(s.lanes(*std::max_element(s.limit.begin(), s.limit.end())));
-    attend_heads_q8(hl, 64, 32, 0, path);
-    for (size_t i = 0; i < heads.size(); ++i) EXPECT_LE(worst_error(heads[i], lanes[i], 0), kTol) << i;
+    attend_heads_with(hl, kernels, 64, 32, 0);
+    for (size_t i = 0; i < heads.size(); ++i) EXPECT_LE(worst_error(heads[i], lanes[i], 0), kTol) << name << " " << i;
   }
 }
 
