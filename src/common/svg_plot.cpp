@@ -36,13 +36,30 @@ double nice_step(double span, int target) {
 }
 
 constexpr double W = 640, H = 400, L = 70, R = 150, T = 40, B = 50, kCaptionLine = 16;
+// Characters of 11 px sans-serif that fit the chart's width with room to spare (browsers draw
+// them 5-6.5 px wide); a longer caption line wraps at a space instead of running off the edge.
+constexpr size_t kCaptionChars = 95;
+
+// Appends `line` to `lines`, wrapped at spaces into pieces of at most kCaptionChars (a word
+// longer than that stays whole); continuation pieces are indented.
+void wrap_caption_line(const std::string& line, std::vector<std::string>& lines) {
+  size_t begin = 0;
+  while (line.size() - begin > kCaptionChars) {
+    const size_t cut = line.rfind(' ', begin + kCaptionChars);
+    const size_t end = cut != std::string::npos && cut > begin ? cut : line.find(' ', begin + kCaptionChars);
+    if (end == std::string::npos) break;
+    lines.push_back((begin > 0 ? "  " : "") + line.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  lines.push_back((begin > 0 ? "  " : "") + line.substr(begin));
+}
 
 std::vector<std::string> caption_lines(const LinePlot& plot) {
   std::vector<std::string> lines;
   size_t begin = 0;
   while (begin < plot.caption.size()) {
     const size_t end = std::min(plot.caption.find('\n', begin), plot.caption.size());
-    lines.push_back(plot.caption.substr(begin, end - begin));
+    wrap_caption_line(plot.caption.substr(begin, end - begin), lines);
     begin = end + 1;
   }
   return lines;

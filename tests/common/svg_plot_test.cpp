@@ -80,5 +80,27 @@ TEST(SvgPlot, CaptionLinesGoUnderTheChartAndGrowIt) {
   EXPECT_NE(render_svg_panels({p, p}).find("height=\"864\""), std::string::npos);
 }
 
+TEST(SvgPlot, LongCaptionLinesWrapAtSpacesInsideTheChartWidth) {
+  LinePlot p;
+  p.series.push_back({"a", {1, 2}, {1, 2}});
+  std::string ratios = "ratios run:";
+  for (int i = 0; i < 30; ++i) ratios += " policy" + std::to_string(i) + " 0.25,";
+  p.caption = "model m.gguf\n" + ratios;
+  const std::string svg = render(p);
+  // Every caption line is short enough, and together they hold every word in order.
+  std::string joined;
+  size_t lines = 0;
+  for (size_t at = svg.find("fill=\"#444\">"); at != std::string::npos; at = svg.find("fill=\"#444\">", at + 1)) {
+    const size_t begin = at + std::string("fill=\"#444\">").size();
+    const std::string text = svg.substr(begin, svg.find("</text>", begin) - begin);
+    EXPECT_LE(text.size(), 97u) << text;
+    if (lines++ > 0) joined += (text.rfind("  ", 0) == 0 ? " " + text.substr(2) : "\n" + text);
+    else joined = text;
+  }
+  EXPECT_GE(lines, 4u);
+  EXPECT_EQ(joined, p.caption);
+  EXPECT_NE(svg.find("height=\"" + std::to_string(400 + 16 * lines) + "\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tangram
