@@ -3,6 +3,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { startServer } from './server.mjs';
 
 let server;
@@ -99,6 +100,36 @@ test('response_format json_schema: every reply parses and has the schema shape',
     client.chat.completions.create({ messages: story, response_format: { type: 'json_schema',
       json_schema: { name: 'p', schema: { type: 'string', pattern: '^a' } } } }),
     (e) => e.status === 400 && e.param === 'response_format.json_schema.schema');
+});
+
+test('json_schema (strict) over 16 seeds: every reply validates against the schema (Ajv)', async () => {
+  // Every feature the grammar compiles: nested objects, a nullable branch (anyOf), enums, an
+  // array with bounds, strings and integers with bounds, booleans. The bounds also bound the
+  // reply's length, so each one ends by itself whatever the sampler draws on this CPU.
+  const schema = {
+    type: 'object', additionalProperties: false,
+    required: ['name', 'age', 'tags', 'pet', 'happy'],
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 12 },
+      age: { type: 'integer', minimum: 0, maximum: 120 },
+      tags: { type: 'array', items: { enum: ['red', 'green', 'blue'] }, minItems: 1, maxItems: 3 },
+      pet: { anyOf: [{ type: 'null' }, {
+        type: 'object', additionalProperties: false, required: ['kind'],
+        properties: { kind: { type: 'string', maxLength: 8 } },
+      }] },
+      happy: { type: 'boolean' },
+    },
+  };
+  const validate = new Ajv({ strict: true }).compile(schema);
+  for (let seed = 1; seed <= 16; ++seed) {
+    const r = await client.chat.completions.create({
+      messages: story, max_tokens: 400, temperature: 1, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    });
+    const text = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', `seed ${seed}: ${text}`);
+    assert.ok(validate(JSON.parse(text)), `seed ${seed}: ${text}: ${JSON.stringify(validate.errors)}`);
+  }
 });
 
 test('models list', async () => {

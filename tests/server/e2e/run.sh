@@ -14,7 +14,7 @@ if [ ! -f "$model" ]; then
   echo "server e2e: $model is missing: ../shared must sit beside the repository root (or set TANGRAM_SHARED_DIR)" >&2
   exit 1
 fi
-for package in openai playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod; do
+for package in openai playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod ajv; do
   [ -d "$here/node_modules/$package" ] || { echo "server e2e: node package $package missing: run scripts/e2e-setup.sh" >&2; exit 1; }
 done
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
