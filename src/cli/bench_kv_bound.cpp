@@ -142,9 +142,16 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
       static_cast<double>(full.footprint_pages(kPageTokens)) *
       static_cast<double>(geometry_of(model.config(), full.group_size, opt.kv_types.front()).page_bytes());
   const AttentionSplit split_before = model.attention_planner().split();
+  // Each policy's layout (tangram's fitted ratio included) is the same on every page type.
+  std::vector<SyntheticKvLayout> layouts;
+  for (const KvPolicy policy : policies) {
+    TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
+    layouts.push_back(std::move(layout));
+  }
   for (const KvType type : opt.kv_types) {
-    for (const KvPolicy policy : policies) {
-      TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
+    for (size_t p = 0; p < policies.size(); ++p) {
+      const KvPolicy policy = policies[p];
+      const SyntheticKvLayout& layout = layouts[p];
       // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
       model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
                                                                       : AttentionSplit::Runtime);

@@ -1,7 +1,5 @@
 #include "kv/kv_row.h"
 
-#include <cstring>
-
 #include "kernels/quant.h"
 
 namespace tangram {
@@ -21,15 +19,16 @@ std::optional<KvType> parse_kv_type(std::string_view name) {
   return std::nullopt;
 }
 
-size_t kv_row_bytes(KvType type, int64_t dim) {
-  const auto n = static_cast<size_t>(dim);
+GgmlType kv_ggml_type(KvType type) {
   switch (type) {
-    case KvType::F32: return n * sizeof(float);
-    case KvType::F16: return n * sizeof(uint16_t);
-    case KvType::Q8_0: return n / kKvQ8Block * kKvQ8BlockBytes;
+    case KvType::F32: return GgmlType::F32;
+    case KvType::F16: return GgmlType::F16;
+    case KvType::Q8_0: return GgmlType::Q8_0;
   }
-  return 0;
+  return GgmlType::F32;
 }
+
+size_t kv_row_bytes(KvType type, int64_t dim) { return ggml_row_bytes(kv_ggml_type(type), dim); }
 
 Status check_kv_row_dims(KvType type, int head_dim, int head_dim_v) {
   if (type == KvType::Q8_0 && (head_dim % kKvQ8Block != 0 || head_dim_v % kKvQ8Block != 0))
@@ -40,19 +39,11 @@ Status check_kv_row_dims(KvType type, int head_dim, int head_dim_v) {
 }
 
 void store_kv_row(KvType type, const float* src, uint8_t* dst, int64_t dim) {
-  switch (type) {
-    case KvType::F32: std::memcpy(dst, src, static_cast<size_t>(dim) * sizeof(float)); return;
-    case KvType::F16: quantize_row(GgmlType::F16, src, dst, dim); return;
-    case KvType::Q8_0: quantize_row(GgmlType::Q8_0, src, dst, dim); return;
-  }
+  quantize_row(kv_ggml_type(type), src, dst, dim);
 }
 
 void load_kv_row(KvType type, const uint8_t* src, float* dst, int64_t dim) {
-  switch (type) {
-    case KvType::F32: std::memcpy(dst, src, static_cast<size_t>(dim) * sizeof(float)); return;
-    case KvType::F16: dequantize_row(GgmlType::F16, src, dst, dim); return;
-    case KvType::Q8_0: dequantize_row(GgmlType::Q8_0, src, dst, dim); return;
-  }
+  dequantize_row(kv_ggml_type(type), src, dst, dim);
 }
 
 }  // namespace tangram

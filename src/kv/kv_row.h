@@ -15,13 +15,19 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "gguf/ggml_type.h"
+#include "kernels/quant_blocks.h"
 #include "kv/kv_cache.h"
 
 namespace tangram {
 
-inline constexpr int kKvQ8Block = 32;        // elements per Q8_0 block
-inline constexpr size_t kKvQ8BlockBytes = 34;  // fp16 scale + 32 int8
+// The GGUF Q8_0 block the weights use too (kernels/quant_blocks.h).
+inline constexpr int kKvQ8Block = blocks::kQK0;                         // elements per block
+inline constexpr size_t kKvQ8BlockBytes = sizeof(blocks::BlockQ8_0);  // fp16 scale + 32 int8
 
+// The GGUF element type a KV type stores its rows as: rows are converted by the same
+// quantize_row / dequantize_row the weights use.
+GgmlType kv_ggml_type(KvType type);
 // Bytes of one stored row of dim elements (dim must suit the type: see check_kv_row_dims).
 size_t kv_row_bytes(KvType type, int64_t dim);
 // Errors when a head size cannot be stored as the type (Q8_0: not a multiple of 32).

@@ -181,7 +181,13 @@ void Scheduler::fork_choices(Sequence& s, const float* logits) {
     Request request = s.request;
     request.session_id.clear();
     Result<std::unique_ptr<Sequence>> made = new_sequence(s.id, request, c, base_seed);
-    if (!made) continue;  // cannot happen: the parameters were validated for choice 0
+    if (!made) {  // the parameters were validated for choice 0, but the choice is still answered
+      RequestResult failed = s.result;
+      failed.finish = FinishReason::Error;
+      failed.error = made.message();
+      report_unforked_choice(s.request, failed, c);
+      continue;
+    }
     std::unique_ptr<Sequence> f = std::move(made).value();
     f->arrival = s.arrival;
     f->request = std::move(request);
@@ -423,16 +429,18 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   if (s->request.on_finish) s->request.on_finish(r);
   // Ended before its choices forked: they end too, with the same outcome and nothing generated.
   if (s->choice == 0 && !s->forked)
-    for (int c = 1; c < s->request.n; ++c) {
-      RequestResult other;
-      other.id = r.id;
-      other.choice = c;
-      other.finish = r.finish;
-      other.error = r.error;
-      other.usage.prompt_tokens = r.usage.prompt_tokens;
-      other.timing = r.timing;
-      if (s->request.on_finish) s->request.on_finish(other);
-    }
+    for (int c = 1; c < s->request.n; ++c) report_unforked_choice(s->request, r, c);
+}
+
+void Scheduler::report_unforked_choice(const Request& request, const RequestResult& like, int choice) {
+  RequestResult other;
+  other.id = like.id;
+  other.choice = choice;
+  other.finish = like.finish;
+  other.error = like.error;
+  other.usage.prompt_tokens = like.usage.prompt_tokens;
+  other.timing = like.timing;
+  if (request.on_finish) request.on_finish(other);
 }
 
 int64_t Scheduler::step() {

@@ -213,6 +213,9 @@ class Scheduler {
   // At the end of choice 0's prefill (logits: its last row, [vocab], not yet sampled): makes
   // choices 1..n-1, each a fork of its cache, samples their first tokens and runs them.
   void fork_choices(Sequence& s, const float* logits);
+  // Reports choice `choice` of `request` as ended like `like` with nothing generated (it never
+  // forked), so that a caller waiting for every choice hears of each.
+  static void report_unforked_choice(const Request& request, const RequestResult& like, int choice);
   // Samples after a chunk that ended the sequence's input; true when it finished.
   bool sample_next(Sequence& s, float* logits);
   // Samples one token, keeping to the sequence's constraint if it has one: the draw is checked

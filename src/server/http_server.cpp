@@ -384,6 +384,14 @@ struct HttpServer::Impl {
     return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens};
   }
 
+  // The usage of a request whose every choice has its result: the prompt once (choices share
+  // it), the completions of every choice.
+  Usage request_usage(const std::vector<ChoiceOutput>& choices) const {
+    Usage u = usage_of(*choices[0].result);
+    for (size_t i = 1; i < choices.size(); ++i) u.completion_tokens += choices[i].result->usage.completion_tokens;
+    return u;
+  }
+
   ResponseMeta meta_of(const Generation& g) const {
     return ResponseMeta{g.request_id, unix_now(), g.model, g.prompt.public_id};
   }
@@ -421,9 +429,7 @@ struct HttpServer::Impl {
     wait_durable(g);
     if (g.endpoint == Endpoint::Responses)
       return send_json(res, store_response(g, *choices[0].result, choices[0].logprobs));
-    // Usage of the request: the prompt once, the completions of every choice.
-    Usage usage = usage_of(*choices[0].result);
-    for (size_t i = 1; i < choices.size(); ++i) usage.completion_tokens += choices[i].result->usage.completion_tokens;
+    const Usage usage = request_usage(choices);
     ordered_json body;
     for (size_t i = 0; i < choices.size(); ++i) {
       ResponseMeta m = meta_of(g);
@@ -521,7 +527,6 @@ struct HttpServer::Impl {
         if (!write(f->opening())) return client_gone();
       std::vector<bool> closed(n, false);
       size_t n_closed = 0;
-      Usage total;
       for (;;) {
         std::vector<std::string> texts(n);
         std::vector<std::vector<TokenLogprob>> logprobs(n);
@@ -574,14 +579,18 @@ struct HttpServer::Impl {
           write(closing);
           closed[i] = true;
           ++n_closed;
-          if (n_closed == 1) total = usage_of(*result);
-          else total.completion_tokens += result->usage.completion_tokens;
         }
         if (n_closed < n) continue;
         if (n > 1) {
-          if (g.fields.include_usage)
+          if (g.fields.include_usage) {
+            Usage total;
+            {
+              std::lock_guard lock(ch->mu);
+              total = request_usage(ch->choices);
+            }
             write(sse_event(g.endpoint == Endpoint::Chat ? chat_usage_chunk_json(meta_of(g), total)
                                                          : completion_usage_chunk_json(meta_of(g), total)));
+          }
           write(std::string(kSseDone));
         }
         return;

@@ -45,7 +45,7 @@ std::optional<KvType> kv_type_of_code(uint32_t code) {
     if (kv_type_code(t) == code) return t;
   return std::nullopt;
 }
-size_t element_bytes(KvType t) { return t == KvType::Q8_0 ? kKvQ8BlockBytes : kv_row_bytes(t, 1); }
+size_t element_bytes(KvType t) { return ggml_type_info(kv_ggml_type(t)).block_bytes; }
 
 bool same_shape(const KvShape& a, const KvShape& b) {
   return a.n_layers == b.n_layers && a.n_head == b.n_head && a.n_kv_head == b.n_kv_head &&
