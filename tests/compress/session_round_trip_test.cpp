@@ -10,7 +10,6 @@
 #include <random>
 #include <set>
 
-#include <unistd.h>
 
 #include "compress/compressor.h"
 #include "compress/profile.h"
@@ -32,8 +31,7 @@ std::string model_path(uint64_t seed) {
   spec->n_head = 16;
   spec->ctx = 1024;
   spec->seed = seed;
-  const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("tangram-session-model-{}-{}.gguf", ::getpid(), seed)).string();
+  const std::string path = testing::temp_path(fmt::format("session-model-{}.gguf", seed)).string();
   EXPECT_TRUE(write_synth_model(*spec, path, 1).ok());
   return path;
 }

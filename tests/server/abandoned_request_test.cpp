@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "support/test_support.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,7 +65,7 @@ TEST(HttpServer, AbandonedNonStreamedRequestsAreCancelled) {
   spec.n_kv_head = 2;
   spec.head_dim = 64;
   spec.ctx = 8192;
-  const auto path = std::filesystem::temp_directory_path() / "tangram_abandon_test.gguf";
+  const auto path = tangram::testing::temp_path("abandon-test.gguf");
   ASSERT_TRUE(write_synth_model(spec, path.string(), 2).ok());
   auto model = Model::load(path.string());
   ASSERT_TRUE(model.ok()) << model.message();

@@ -11,8 +11,11 @@ namespace tangram::testing {
 std::filesystem::path shared_dir();
 // A file under shared_dir(); fails the test if it does not exist.
 std::filesystem::path shared_file(const std::string& relative);
-// A fresh, empty temporary directory unique to the running test.
+// A fresh, empty temporary directory unique to the running test. Removed with every other
+// temp_path() of this process after the last test (kept when TANGRAM_KEEP_TEST_FILES=1).
 std::filesystem::path temp_dir();
+// A path in the temporary folder unique to this process, removed like temp_dir()'s.
+std::filesystem::path temp_path(const std::string& name);
 // Whole file as a string.
 std::string read_file(const std::filesystem::path& p);
 
