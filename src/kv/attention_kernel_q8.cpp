@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
@@ -200,8 +201,13 @@ void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* c
 void quantise_query(const float* q, int hd, uint8_t* out) {
   for (int c = 0; c < hd; c += kKvQ8Block) {
     float amax = 0.0f;
-    for (int i = 0; i < kKvQ8Block; ++i) amax = std::max(amax, std::abs(q[c + i]));
-    const float d = amax / 127.0f;
+    bool has_nan = false;
+    for (int i = 0; i < kKvQ8Block; ++i) {
+      amax = std::max(amax, std::abs(q[c + i]));
+      has_nan = has_nan || std::isnan(q[c + i]);
+    }
+    // A NaN element makes the block's scale NaN, so the scores stay NaN as in float.
+    const float d = has_nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
     const float id = d > 0.0f ? 1.0f / d : 0.0f;
     int32_t group_sum = 0;
     for (int i = 0; i < kKvQ8Block; ++i) {

@@ -225,6 +225,28 @@ TEST(Q8Attention, QueryRoundingIsMeasuredAndBounded) {
   }
 }
 
+// A NaN in a query (a broken model) makes that lane's scores NaN, as float scores would be,
+// instead of being dropped by the rounding; the other lane's stay finite.
+TEST(Q8Attention, NanQueryGivesNanScores) {
+  std::mt19937 rng(10);
+  const Q8Head h(64, 32, 40, rng);
+  auto q = random_values(2 * 64, rng);
+  q[5] = std::numeric_limits<float>::quiet_NaN();  // lane 0 only
+  std::vector<const uint8_t*> rows;
+  for (int j = 0; j < 8; ++j) rows.push_back(h.k.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, 64));
+  for (const auto& [name, kernels] : q8_kernels()) {
+    std::vector<uint8_t> prepared(2 * kernels.prepared.bytes(64));
+    for (int ln = 0; ln < 2; ++ln)
+      kernels.prepared.prepare(q.data() + ln * 64, 64, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(64));
+    std::vector<float> scores(2 * kAttentionBlock, 0.0f);
+    kernels.prepared.scores(2, prepared.data(), 64, rows.data(), 8, scores.data());
+    for (int j = 0; j < 8; ++j) {
+      EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(j)])) << name << " row " << j;
+      EXPECT_TRUE(std::isfinite(scores[static_cast<size_t>(kAttentionBlock + j)])) << name << " row " << j;
+    }
+  }
+}
+
 TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
   std::mt19937 rng(6);
   for (const auto& [name, kernels] : q8_kernels()) {
