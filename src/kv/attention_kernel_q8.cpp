@@ -168,6 +168,43 @@ void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, fl
   if constexpr (CW > 1) accumulate_pass<NL, 1>(p, hdv, c, v, n, acc);
 }
 
+// quantise_query with 8-wide vectors (the same arithmetic, so the same bytes): a block's 32
+// values in four vectors, packed to int8 with saturation, the 4-element sums by maddubs
+// against ones and madd against -128.
+void quantise_query_simd(const float* q, int hd, uint8_t* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int c = 0; c < hd; c += kKvQ8Block) {
+    __m256 x[4];
+    __m256 vmax = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+    for (int w = 0; w < 4; ++w) {
+      x[w] = _mm256_loadu_ps(q + c + 8 * w);
+      vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, x[w]));
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x[w], x[w], _CMP_UNORD_Q));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (const float a : lanes) amax = std::max(amax, a);
+    const float d = _mm256_movemask_ps(unordered) != 0 ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    __m256i r[4];
+    for (int w = 0; w < 4; ++w) {
+      const __m256 y = _mm256_mul_ps(x[w], id);  // NaN (NaN or inf times 0) stores 0, as above
+      r[w] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    // The packs work per 128-bit half: the bytes come out as 4-element groups in the order
+    // r0[0:4] r1[0:4] r2[0:4] r3[0:4] r0[4:8] r1[4:8] ...; the permute restores element order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    const __m256i values = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + hd + c), values);
+    const __m256i pair_sums = _mm256_maddubs_epi16(_mm256_set1_epi8(1), values);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c),
+                        _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(-128)));
+    _mm256_storeu_ps(reinterpret_cast<float*>(out + c), _mm256_set1_ps(d));
+  }
+}
+
 // The scores and the value step for n_lanes <= 8 lanes.
 void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
   switch (n_lanes) {
@@ -228,6 +265,7 @@ void quantise_query(const float* q, int hd, uint8_t* out) {
 BlockKernels block_kernels(cpu::KernelLevel level) {
   BlockKernels kernels = portable_kernels();
 #if TANGRAM_KV_Q8_SIMD
+  kernels.prepared.prepare = quantise_query_simd;
   if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level)) {
     kernels.prepared.scores = vec::avx512::attention_scores_q8;
     kernels.accumulate = vec::avx512::attention_accumulate_q8;

@@ -247,6 +247,25 @@ TEST(Q8Attention, NanQueryGivesNanScores) {
   }
 }
 
+// Every level's query quantisation writes the same bytes as the portable one (scales,
+// values, offsets), NaN and zero blocks included.
+TEST(Q8Attention, QueryQuantisationSameOnEveryPath) {
+  std::mt19937 rng(11);
+  auto q = random_values(160, rng);
+  std::fill(q.begin() + 32, q.begin() + 64, 0.0f);  // an all-zero block
+  q[100] = std::numeric_limits<float>::quiet_NaN();
+  q[10] = 1e4f;  // a block dominated by one element
+  q[150] = std::numeric_limits<float>::infinity();
+  const BlockKernels portable = kv_q8::portable_kernels();
+  std::vector<uint8_t> want(kv_q8::query_bytes(160));
+  portable.prepared.prepare(q.data(), 160, want.data());
+  for (const auto& [name, kernels] : q8_kernels()) {
+    std::vector<uint8_t> got(want.size(), 0xAA);
+    kernels.prepared.prepare(q.data(), 160, got.data());
+    EXPECT_EQ(got, want) << name;  // NaN scales too: both write the same quiet NaN
+  }
+}
+
 TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
   std::mt19937 rng(6);
   for (const auto& [name, kernels] : q8_kernels()) {
