@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <memory>
 #include <numeric>
@@ -44,11 +45,14 @@
 #endif
 
 #include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/memory_bandwidth.h"
 #include "kernels/quant.h"
+#include "kv/attention_kernel.h"
 #include "kv/attention_planner.h"
 #include "kv/balanced_plan.h"
 #include "kv/dense_attention.h"
+#include "kv/kv_row.h"
 #include "kv/paged_attention.h"
 #include "kv/paged_kv_cache.h"
 
@@ -271,6 +275,52 @@ void BM_DecodeBatch(benchmark::State& state) {
   report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)) * seqs);
 }
 
+// The inner loops alone, F16 against Q8_0 rows: attend_heads on one thread over 8 KV heads of
+// `rows` dense entries, 4 query lanes each (one decode row of 32 query heads), head size 128,
+// at kernel level `level` (0: AVX2, 1: AVX-512 VNNI where the CPU has it). CPU time, so other
+// jobs on a shared machine matter less; rows 256 stay in L2 (the loop's own cost), 8192 stream
+// from memory. bytes_per_second counts the stored K and V bytes read.
+// args: type (0: f16, 1: q8_0), rows, level
+void BM_InnerLoops(benchmark::State& state) {
+  const KvType type = state.range(0) == 0 ? KvType::F16 : KvType::Q8_0;
+  const int64_t rows = state.range(1);
+  const auto level = state.range(2) == 0 ? cpu::KernelLevel::Avx2 : cpu::KernelLevel::Avx512Vnni;
+  if (!cpu::supports(level)) return state.SkipWithError("level not supported by this CPU");
+  constexpr int kLanes = kHeads / kKvHeads;
+  const size_t row_bytes = kv_row_bytes(type, kHeadDim);
+  std::vector<std::vector<uint8_t>> kv(2 * kKvHeads);  // [head][K, V][rows][row_bytes]
+  const auto values = random_floats(static_cast<size_t>(kHeadDim), 7);
+  for (auto& head : kv) {
+    head.resize(static_cast<size_t>(rows) * row_bytes);
+    for (int64_t r = 0; r < rows; ++r) store_kv_row(type, values.data(), head.data() + static_cast<size_t>(r) * row_bytes, kHeadDim);
+  }
+  const auto q = random_floats(static_cast<size_t>(kHeads) * kHeadDim, 8);
+  std::vector<KvHeadView> views(kKvHeads);
+  std::vector<int64_t> limit(kLanes, rows);
+  std::vector<float> m(kHeads), l(kHeads), acc(static_cast<size_t>(kHeads) * kHeadDim),
+      scores(static_cast<size_t>(kHeads) * kAttentionBlock);
+  std::vector<HeadLanes> heads(kKvHeads);
+  for (int h = 0; h < kKvHeads; ++h) {
+    KvHeadView& w = views[static_cast<size_t>(h)];
+    w.k_base = kv[static_cast<size_t>(2 * h)].data();
+    w.v_base = kv[static_cast<size_t>(2 * h + 1)].data();
+    w.k_row_bytes = w.v_row_bytes = row_bytes;
+    w.length = rows;
+    const auto lane0 = static_cast<size_t>(h * kLanes);
+    heads[static_cast<size_t>(h)] = HeadLanes{&w, kLanes, q.data() + lane0 * kHeadDim, limit.data(), rows,
+                                              m.data() + lane0, l.data() + lane0, acc.data() + lane0 * kHeadDim,
+                                              scores.data() + lane0 * kAttentionBlock};
+  }
+  for (auto _ : state) {
+    std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+    std::fill(l.begin(), l.end(), 0.0f);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    attend_heads(heads, type, kHeadDim, kHeadDim, 0, level);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.SetBytesProcessed(state.iterations() * rows * kKvHeads * 2 * static_cast<int64_t>(row_bytes));
+}
+
 void contiguous_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"len", "threads", "cold"});
   for (const int cold : {0, 1})
@@ -300,6 +350,10 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 
 BENCHMARK(BM_DecodeContiguous)->Apply(contiguous_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
 BENCHMARK(BM_DecodePaged)->Apply(paged_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_InnerLoops)
+    ->ArgNames({"q8", "rows", "avx512"})
+    ->ArgsProduct({{0, 1}, {256, 8192}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
 BENCHMARK(BM_DecodeBatch)
     ->ArgNames({"seqs", "len", "threads", "G", "aot"})
     ->ArgsProduct({{16}, {8192}, {1, 2}, {8, 4}, {0, 1}})

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
@@ -237,16 +238,18 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
 #if TANGRAM_KV_SIMD
   if constexpr (std::is_same_v<Elem, uint16_t>) {
     if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 && hdv % 16 == 0)
-      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16};
+      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16, {}};
   }
-  if (hd % 8 == 0 && hdv % 8 == 0) return {scores_step_simd<Elem>, accumulate_step_simd<Elem>};
+  if (hd % 8 == 0 && hdv % 8 == 0) return {scores_step_simd<Elem>, accumulate_step_simd<Elem>, {}};
 #endif
   (void)level;
-  return {scores_scalar<Elem>, accumulate_scalar<Elem>};
+  return {scores_scalar<Elem>, accumulate_scalar<Elem>, {}};
 }
 
-// One block of one head: entries [blk, blk + nb) against the head's lanes.
-void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern) {
+// One block of one head: entries [blk, blk + nb) against the head's lanes. prepared: the
+// lanes' queries in the form kern.prepared.scores reads ([n_lanes][query_bytes]), or null.
+void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern,
+                const uint8_t* prepared, size_t query_bytes) {
   BlockRows rows;
   const KvHeadView& view = *h.view;
   view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
@@ -269,7 +272,10 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
     const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
     float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
-    kern.scores(ng, qg, hd, rows.k, n_rows, sg);
+    if (prepared)
+      kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg);
+    else
+      kern.scores(ng, qg, hd, rows.k, n_rows, sg);
     const int n_pad = (n_rows + 7) / 8 * 8;
     for (int ln = 0; ln < ng; ++ln)
       softmax_step(sg + ln * kAttentionBlock, visible[ln], n_pad, h.m[g0 + ln], h.l[g0 + ln],
@@ -284,15 +290,30 @@ void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& ker
                        int64_t begin) {
   int64_t end = begin;
   for (const HeadLanes& h : heads) end = std::max(end, h.end);
+  // Queries converted once per call, not per block: [heads][lanes][query_bytes].
+  thread_local std::vector<uint8_t> prepared;
+  thread_local std::vector<size_t> first_lane;  // [heads + 1]: lane offset of each head
+  const size_t query_bytes = kern.prepared.scores ? kern.prepared.bytes(hd) : 0;
+  if (query_bytes > 0) {
+    first_lane.assign(heads.size() + 1, 0);
+    for (size_t i = 0; i < heads.size(); ++i)
+      first_lane[i + 1] = first_lane[i] + static_cast<size_t>(heads[i].n_lanes);
+    prepared.resize(first_lane.back() * query_bytes);
+    for (size_t i = 0; i < heads.size(); ++i)
+      for (int ln = 0; ln < heads[i].n_lanes; ++ln)
+        kern.prepared.prepare(heads[i].q + static_cast<size_t>(ln) * static_cast<size_t>(hd), hd,
+                              prepared.data() + (first_lane[i] + static_cast<size_t>(ln)) * query_bytes);
+  }
   for (int64_t blk = begin; blk < end; blk += kAttentionBlock)
-    for (const HeadLanes& h : heads)
-      if (blk < h.end)
-        head_block(h, hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, h.end - blk)), kern);
+    for (size_t i = 0; i < heads.size(); ++i)
+      if (blk < heads[i].end)
+        head_block(heads[i], hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, heads[i].end - blk)),
+                   kern, query_bytes > 0 ? prepared.data() + first_lane[i] * query_bytes : nullptr, query_bytes);
 }
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin, cpu::KernelLevel level) {
-  const BlockKernels kernels = type == KvType::Q8_0  ? kv_q8::block_kernels()
+  const BlockKernels kernels = type == KvType::Q8_0  ? kv_q8::block_kernels(level)
                                : type == KvType::F16 ? block_kernels<uint16_t>(head_dim, head_dim_v, level)
                                                      : block_kernels<float>(head_dim, head_dim_v, level);
   attend_heads_with(heads, kernels, head_dim, head_dim_v, begin);

@@ -4,6 +4,7 @@
 // of one call advance block by block side by side.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -52,6 +53,16 @@ void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, i
 struct BlockKernels {
   void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores);
   void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n, float* acc);
+  // Row types whose score loop reads the queries in another form (Q8_0 keys: each query
+  // quantised per 32-element block, for integer dot products). When set, the walk converts
+  // every lane's query once per call into bytes(hd) bytes (lane after lane) and runs these
+  // scores on them instead of the ones above.
+  struct PreparedQueries {
+    size_t (*bytes)(int hd) = nullptr;
+    void (*prepare)(const float* q, int hd, uint8_t* out) = nullptr;
+    void (*scores)(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k_rows, int n,
+                   float* scores) = nullptr;
+  } prepared;
 };
 
 // attend_heads with the given inner loops (tests run each implementation through it).

@@ -1,10 +1,13 @@
 #include "kv/attention_kernel_q8.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
+#include "kv/attention_kernel_q8_avx512.h"
 #include "kv/kv_row.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
@@ -32,12 +35,31 @@ inline float q8_element(const uint8_t* row, int i) {
 
 // ---- portable rows ----
 
-// scores[lane][j] = q[lane] . k[j] for j < n.
-void scores_portable(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
+// The parts of a quantised query (quantise_query's layout): block b's scale is scale(b * 32).
+struct QueryParts {
+  const uint8_t* lane;
+  int hd;
+  float scale(int i) const {
+    float d;
+    std::memcpy(&d, lane + static_cast<size_t>(i), sizeof(d));  // i / 4 floats in
+    return d;
+  }
+  int8_t value(int i) const { return static_cast<int8_t>(lane[static_cast<size_t>(hd + i)]); }
+};
+
+// scores[lane][j] = sum over blocks b of d_k * d_q * (k_int . q_int) for j < n.
+void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
   for (int j = 0; j < n; ++j)
     for (int ln = 0; ln < n_lanes; ++ln) {
+      const QueryParts query{q + static_cast<size_t>(ln) * query_bytes(hd), hd};
       float s = 0.0f;
-      for (int i = 0; i < hd; ++i) s += q[ln * hd + i] * q8_element(k[j], i);
+      for (int c = 0; c < hd; c += kKvQ8Block) {
+        const uint8_t* block = k[j] + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
+        int32_t dot = 0;
+        for (int i = 0; i < kKvQ8Block; ++i)
+          dot += int32_t{static_cast<int8_t>(block[2 + i])} * int32_t{query.value(c + i)};
+        s += block_scale(block, 0) * query.scale(c) * static_cast<float>(dot);
+      }
       scores[ln * kAttentionBlock + j] = s;
     }
 }
@@ -77,12 +99,16 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
-// products stay in registers. Block by block: each row's scale is read once per block, and
-// each widened key chunk serves every lane.
+// scores[lane][j] for NL lanes from their quantised queries; JB rows at a time so NL * JB <= 8
+// dot products stay in registers. Per block, each row's |k| is formed once and serves every
+// lane: maddubs multiplies it (unsigned) by the query with k's sign moved onto it (pairs sum to
+// at most 2 * 128 * 127, no int16 saturation), madd sums pairs into 8 int32, and the block's
+// d_k * d_q scales their float sum.
 template <int NL>
-void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
+  const size_t lane_bytes = query_bytes(hd);
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int j = 0; j < n; j += JB) {
     const int jb = std::min(JB, n - j);
     __m256 acc[8];
@@ -90,11 +116,15 @@ void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* 
     for (int c = 0; c < hd; c += kKvQ8Block)
       for (int r = 0; r < jb; ++r) {
         const uint8_t* block = k[j + r] + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
-        const __m256 d = block_scale8(block);
-        for (int w = 0; w < kKvQ8Block / 8; ++w) {
-          const __m256 kc = load8(block, w, d);
-          for (int ln = 0; ln < NL; ++ln)
-            acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c + 8 * w), kc, acc[ln * JB + r]);
+        const __m256i kq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+        const __m256i k_abs = _mm256_sign_epi8(kq, kq);
+        const __m256 dk = block_scale8(block);
+        for (int ln = 0; ln < NL; ++ln) {
+          const uint8_t* lane = q + static_cast<size_t>(ln) * lane_bytes;
+          const __m256i qq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane + hd + c));
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qq, kq)), ones);
+          const __m256 scale = _mm256_mul_ps(dk, _mm256_loadu_ps(reinterpret_cast<const float*>(lane) + c / 4));
+          acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[ln * JB + r]);
         }
       }
     alignas(32) float sums[8];
@@ -138,8 +168,45 @@ void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, fl
   if constexpr (CW > 1) accumulate_pass<NL, 1>(p, hdv, c, v, n, acc);
 }
 
+// quantise_query with 8-wide vectors (the same arithmetic, so the same bytes): a block's 32
+// values in four vectors, packed to int8 with saturation, the 4-element sums by maddubs
+// against ones and madd against -128.
+void quantise_query_simd(const float* q, int hd, uint8_t* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int c = 0; c < hd; c += kKvQ8Block) {
+    __m256 x[4];
+    __m256 vmax = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+    for (int w = 0; w < 4; ++w) {
+      x[w] = _mm256_loadu_ps(q + c + 8 * w);
+      vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, x[w]));
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x[w], x[w], _CMP_UNORD_Q));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (const float a : lanes) amax = std::max(amax, a);
+    const float d = _mm256_movemask_ps(unordered) != 0 ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    __m256i r[4];
+    for (int w = 0; w < 4; ++w) {
+      const __m256 y = _mm256_mul_ps(x[w], id);  // NaN (NaN or inf times 0) stores 0, as above
+      r[w] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    // The packs work per 128-bit half: the bytes come out as 4-element groups in the order
+    // r0[0:4] r1[0:4] r2[0:4] r3[0:4] r0[4:8] r1[4:8] ...; the permute restores element order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    const __m256i values = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + hd + c), values);
+    const __m256i pair_sums = _mm256_maddubs_epi16(_mm256_set1_epi8(1), values);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c),
+                        _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(-128)));
+    _mm256_storeu_ps(reinterpret_cast<float*>(out + c), _mm256_set1_ps(d));
+  }
+}
+
 // The scores and the value step for n_lanes <= 8 lanes.
-void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
   switch (n_lanes) {
     case 1: return scores_simd<1>(q, hd, k, n, scores);
     case 2: return scores_simd<2>(q, hd, k, n, scores);
@@ -168,14 +235,53 @@ void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* c
 
 }  // namespace
 
-BlockKernels block_kernels() {
-#if TANGRAM_KV_Q8_SIMD
-  return {scores_step_simd, accumulate_step_simd};
-#else
-  return portable_kernels();
-#endif
+void quantise_query(const float* q, int hd, uint8_t* out) {
+  for (int c = 0; c < hd; c += kKvQ8Block) {
+    float amax = 0.0f;
+    bool has_nan = false;
+    for (int i = 0; i < kKvQ8Block; ++i) {
+      amax = std::max(amax, std::abs(q[c + i]));
+      has_nan = has_nan || std::isnan(q[c + i]);
+    }
+    // A NaN element makes the block's scale NaN, so the scores stay NaN as in float.
+    const float d = has_nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    int32_t group_sum = 0;
+    for (int i = 0; i < kKvQ8Block; ++i) {
+      const float r = std::nearbyint(q[c + i] * id);  // NaN (a NaN query) stores 0, as does 0/0
+      const auto v = static_cast<int8_t>(r >= 127.0f ? 127 : r <= -127.0f ? -127 : std::isnan(r) ? 0 : static_cast<int>(r));
+      out[static_cast<size_t>(hd + c + i)] = static_cast<uint8_t>(v);
+      group_sum += v;
+      if (i % 4 == 3) {
+        const int32_t offset = -128 * group_sum;
+        std::memcpy(out + static_cast<size_t>(2 * hd + c + i - 3), &offset, sizeof(offset));
+        std::memcpy(out + static_cast<size_t>(c + i - 3), &d, sizeof(d));
+        group_sum = 0;
+      }
+    }
+  }
 }
 
-BlockKernels portable_kernels() { return {scores_portable, accumulate_portable}; }
+BlockKernels block_kernels(cpu::KernelLevel level) {
+  BlockKernels kernels = portable_kernels();
+#if TANGRAM_KV_Q8_SIMD
+  kernels.prepared.prepare = quantise_query_simd;
+  if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level)) {
+    kernels.prepared.scores = vec::avx512::attention_scores_q8;
+    kernels.accumulate = vec::avx512::attention_accumulate_q8;
+    return kernels;
+  }
+  kernels.prepared.scores = scores_step_simd;
+  kernels.accumulate = accumulate_step_simd;
+#endif
+  (void)level;
+  return kernels;
+}
+
+BlockKernels portable_kernels() {
+  BlockKernels kernels{nullptr, accumulate_portable, {}};
+  kernels.prepared = {query_bytes, quantise_query, scores_portable};
+  return kernels;
+}
 
 }  // namespace tangram::kv_q8

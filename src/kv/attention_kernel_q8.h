@@ -1,17 +1,34 @@
 // Internal: the attention inner loops over Q8_0 KV rows (kv_row.h), which attend_heads runs
-// for KvType::Q8_0 inside its shared online-softmax walk. Keys are read as q * d per 32-element
-// block and dotted with the float query (no query quantisation: the only error is the KV rows'
-// own); values are accumulated as p * (q * d). Rows are widened in registers, never written
-// out, so a step reads 34 bytes per 32 elements. head_dim and head_dim_v are multiples of 32.
+// for KvType::Q8_0 inside its shared online-softmax walk. Scores are integer dot products, as
+// llama.cpp computes Q8_0 x Q8_0: the walk quantises each query once per call per 32-element
+// block (quantise_query), and a block's contribution is d_k * d_q * sum(k_int * q_int), so
+// q . k carries the query's rounding (at most half a step d_q / 2 per element) on top of the
+// rows' own. Values are accumulated as p * (q * d) in float. Rows are read in registers, never
+// written out, so a step reads 34 bytes per 32 elements. head_dim and head_dim_v are
+// multiples of 32.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
 #include "kv/attention_kernel.h"
 
 namespace tangram::kv_q8 {
 
-// The loops attend_heads runs: AVX2 in an AVX2+F16C build (every dispatch level uses them;
-// there is no AVX-512 version yet), the portable ones otherwise.
-BlockKernels block_kernels();
+// One query quantised for the score loops, query_bytes(hd) bytes, lane-major in the walk:
+//   scales:  [hd / 4] float   each block's d_q = amax / 127, repeated 8 times (one vector lane
+//                             per 4-element group, the layout the vector loops multiply by)
+//   values:  [hd] int8        round(x / d_q), in [-127, 127]
+//   offsets: [hd / 4] int32   -128 * the sum of each 4 consecutive values (the VNNI loop reads
+//                             keys as unsigned k + 128 and starts each sum from this)
+inline size_t query_bytes(int hd) { return 3 * static_cast<size_t>(hd); }
+void quantise_query(const float* q, int hd, uint8_t* out);
+
+// The loops attend_heads runs at `level`: AVX-512 VNNI scores and accumulation where the CPU
+// runs that level, AVX2 (maddubs) in an AVX2+F16C build otherwise, the portable ones in any
+// other build.
+BlockKernels block_kernels(cpu::KernelLevel level);
 // The portable loops (any build): tests compare them with the vector ones.
 BlockKernels portable_kernels();
 

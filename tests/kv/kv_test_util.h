@@ -37,6 +37,19 @@ inline std::vector<float> stored_row(const float* x, int dim, KvType type) {
   return out;
 }
 
+// A query as the Q8_0 score loops use it (kv_q8::quantise_query, recomputed here): each
+// 32-element block rounded to d * round(x / d), d = amax / 127. q: [hd], hd a multiple of 32.
+inline std::vector<float> rounded_query(const float* q, int hd) {
+  std::vector<float> out(static_cast<size_t>(hd));
+  for (int c = 0; c < hd; c += 32) {
+    float amax = 0.0f;
+    for (int i = c; i < c + 32; ++i) amax = std::max(amax, std::abs(q[i]));
+    const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int i = c; i < c + 32; ++i) out[static_cast<size_t>(i)] = d * std::nearbyint(q[i] * id);
+  }
+  return out;
+}
+
 struct MirrorEntry {
   int64_t pos = 0;
   std::vector<float> k;  // [head_dim], as stored
@@ -90,7 +103,10 @@ class KvMirror {
   }
 
   // Causal attention in double: query row t (position pos0 + t), head hq sees the entries of
-  // KV head hq / (n_head / n_kv_head) with position <= pos0 + t; zeros when it sees none.
+  // KV head hq / (n_head / n_kv_head) with position <= pos0 + t; zeros when it sees none. Over
+  // Q8_0 rows the query is scaled in float and rounded as the integer-dot loops round it
+  // (rounded_query), so the comparison keeps the float-vs-double tolerance; the rounding's own
+  // error is bounded in q8_attention_test.cpp.
   //   q: [n][n_head][head_dim]   returns [n][n_head][head_dim_v]
   std::vector<double> attend(int layer, const float* q, int64_t n, int64_t pos0) const {
     const int gq = shape_.n_head / shape_.n_kv_head;
@@ -100,13 +116,24 @@ class KvMirror {
     for (int64_t t = 0; t < n; ++t)
       for (int hq = 0; hq < shape_.n_head; ++hq) {
         const float* qv = q + (t * shape_.n_head + hq) * hd;
+        std::vector<float> q8;  // Q8_0: the scaled query, rounded
+        if (type_ == KvType::Q8_0) {
+          std::vector<float> scaled(qv, qv + hd);
+          for (float& x : scaled) x *= static_cast<float>(scale);
+          q8 = rounded_query(scaled.data(), hd);
+        }
         std::vector<double> scores;
         std::vector<const MirrorEntry*> seen;
         for (const MirrorEntry& e : head(layer, hq / gq)) {
           if (e.pos > pos0 + t) continue;
           double s = 0.0;
-          for (int i = 0; i < hd; ++i) s += dbl(qv[i]) * dbl(e.k[static_cast<size_t>(i)]);
-          scores.push_back(s * scale);
+          if (q8.empty()) {
+            for (int i = 0; i < hd; ++i) s += dbl(qv[i]) * dbl(e.k[static_cast<size_t>(i)]);
+            s *= scale;
+          } else {
+            for (int i = 0; i < hd; ++i) s += dbl(q8[static_cast<size_t>(i)]) * dbl(e.k[static_cast<size_t>(i)]);
+          }
+          scores.push_back(s);
           seen.push_back(&e);
         }
         if (scores.empty()) continue;

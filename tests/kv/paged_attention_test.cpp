@@ -3,8 +3,8 @@
 // rounded), so the only differences are float vs double arithmetic and the vector exp:
 // |out - ref| <= 2e-5 absolute for outputs of size ~1. Against unrounded inputs, F16 storage
 // adds up to ~1e-3 (checked separately with 1e-2). Q8_0 pages are checked the same way: the
-// mirror holds the dequantised rows, so this is quantized attention against
-// dequantise-then-attend.
+// mirror holds the dequantised rows and rounds the query as the integer-dot loops do
+// (kv_test_util.h), so this is quantized attention against dequantise-then-attend.
 #include "kv/paged_attention.h"
 
 #include <fmt/format.h>
@@ -510,6 +510,11 @@ TEST(PagedAttention, F16StorageStaysCloseToUnroundedInputs) {
 TEST(PagedAttention, AgreesWithContiguousCacheAtEqualLengths) {
   const KvShape shape{2, 8, 2, 32, 32};
   for (const KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+    // Q8_0: the paged loops round the query per block for integer dot products, the
+    // contiguous cache attends with the float query. With these queries (sigma 2, head size
+    // 32) the rounding moves each score by up to ~0.05 and outputs by up to ~0.02 (the worst
+    // case bound of q8_attention_test.cpp is looser, ~0.5); a wrong loop is off by O(1).
+    const double tol = type == KvType::Q8_0 ? 5e-2 : 2e-5;
     Env env(shape, 16, 2, type);
     ThreadPool pool(2);
     std::mt19937 rng(19);
@@ -528,7 +533,7 @@ TEST(PagedAttention, AgreesWithContiguousCacheAtEqualLengths) {
         std::vector<float> a(static_cast<size_t>(n * 8 * 32)), b(a.size());
         paged->attend(l, q.data(), n, pos0, a.data(), pool);
         dense.attend(l, q.data(), n, pos0, b.data(), pool);
-        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-5) << i;
+        for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << i;
       }
     }
     EXPECT_EQ(paged->n_positions(), dense.n_positions());

@@ -1,10 +1,17 @@
-// The Q8_0 attention inner loops, every one this build has (portable, AVX2), against a plain
-// double-precision attention over the same rows dequantised: lanes seeing different prefixes
-// (causal limits, a lane seeing nothing), odd lengths and partial blocks, more lanes than one
-// pass takes, several heads walked together, a chunk starting past entry 0 (split plans). The
-// only differences are float vs double arithmetic and the vector exp: 2e-5 absolute for
-// outputs of size ~1. Also: the row codec's sizes and the refusal of head sizes Q8_0 cannot
-// store.
+// The Q8_0 attention inner loops, every one this build and CPU have (portable, AVX2 maddubs,
+// AVX-512 VNNI), against plain double-precision attention over the same rows dequantised:
+// lanes seeing different prefixes (causal limits, a lane seeing nothing), odd lengths and
+// partial blocks, head sizes of an odd number of blocks, more lanes than one pass takes,
+// several heads walked together, a chunk starting past entry 0 (split plans).
+// Two references:
+//  - with the query rounded as the loops round it (per 32-element block, d = amax / 127,
+//    q = round(x / d); recomputed here): the only differences left are float vs double
+//    arithmetic and the vector exp, 2e-5 absolute for outputs of size ~1;
+//  - with the float query (dequantise-then-attend): the query's rounding moves each score by
+//    at most delta = sum_i |k_i| * d_q(i) / 2, so each softmax weight by a factor within
+//    exp(+-2 delta) and the output by at most (exp(2 delta) - 1) * max |v| (plus the 2e-5).
+//    delta is computed from the data, lane by lane; here it is ~1e-2, a bound of ~3e-2.
+// Also: the row codec's sizes and the refusal of head sizes Q8_0 cannot store.
 #include "kv/attention_kernel_q8.h"
 
 #include <gtest/gtest.h>
@@ -13,8 +20,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kv/block_pool.h"
 #include "kv/kv_row.h"
 #include "kv/kv_test_util.h"
@@ -91,8 +100,43 @@ Lanes make_lanes(const Q8Head& h, int n, int64_t begin, std::mt19937& rng) {
   return s;
 }
 
-// Worst |kernel - reference| over the lanes; a lane seeing nothing must keep l = 0, acc = 0.
-double worst_error(const Q8Head& h, const Lanes& s, int64_t begin) {
+// The lanes' queries ([n][hd]) as the loops see them.
+std::vector<float> rounded_queries(const std::vector<float>& q, int hd) {
+  std::vector<float> out;
+  for (size_t at = 0; at < q.size(); at += static_cast<size_t>(hd)) {
+    const auto lane = testing::rounded_query(q.data() + at, hd);
+    out.insert(out.end(), lane.begin(), lane.end());
+  }
+  return out;
+}
+
+// The bound on the output's change from rounding the query (see the top): over the lanes,
+// (exp(2 delta) - 1) * max |v| with delta the largest score shift any entry can see.
+double query_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin) {
+  double vmax = 0.0, bound = 0.0;
+  for (const float x : h.vf) vmax = std::max(vmax, static_cast<double>(std::abs(x)));
+  for (int ln = 0; ln < s.n; ++ln) {
+    double delta = 0.0;
+    for (int64_t e = begin; e < s.limit[static_cast<size_t>(ln)]; ++e) {
+      double shift = 0.0;
+      for (int c = 0; c < h.hd; c += 32) {
+        double amax = 0.0, kabs = 0.0;
+        for (int i = c; i < c + 32; ++i) {
+          amax = std::max(amax, static_cast<double>(std::abs(s.q[static_cast<size_t>(ln * h.hd + i)])));
+          kabs += std::abs(static_cast<double>(h.kf[static_cast<size_t>(e * h.hd + i)]));
+        }
+        shift += kabs * amax / 127.0 / 2.0;
+      }
+      delta = std::max(delta, shift);
+    }
+    bound = std::max(bound, (std::exp(2.0 * delta) - 1.0) * vmax);
+  }
+  return bound;
+}
+
+// Worst |kernel - reference| over the lanes, the reference attending with query q ([n][hd]);
+// a lane seeing nothing must keep l = 0, acc = 0.
+double worst_error(const Q8Head& h, const Lanes& s, int64_t begin, const std::vector<float>& q) {
   double worst = 0.0;
   for (int ln = 0; ln < s.n; ++ln) {
     const int64_t end = s.limit[static_cast<size_t>(ln)];
@@ -102,7 +146,7 @@ double worst_error(const Q8Head& h, const Lanes& s, int64_t begin) {
       for (int64_t e = begin; e < end; ++e) {
         double d = 0.0;
         for (int i = 0; i < h.hd; ++i)
-          d += static_cast<double>(s.q[static_cast<size_t>(ln * h.hd + i)]) *
+          d += static_cast<double>(q[static_cast<size_t>(ln * h.hd + i)]) *
                static_cast<double>(h.kf[static_cast<size_t>(e * h.hd + i)]);
         sc.push_back(d);
       }
@@ -125,31 +169,101 @@ double worst_error(const Q8Head& h, const Lanes& s, int64_t begin) {
   return worst;
 }
 
-// Every Q8_0 loop this build has: the portable one and the one attend_heads runs (the AVX2 one
-// in an AVX2 build, else the portable one again).
+// Both checks of the top against one run's state.
+void expect_close(const Q8Head& h, const Lanes& s, int64_t begin, const std::string& what) {
+  const double to_rounded = worst_error(h, s, begin, rounded_queries(s.q, h.hd));
+  EXPECT_LE(to_rounded, kTol) << what << " (query rounded as the loops do)";
+  const double bound = query_rounding_bound(h, s, begin) + kTol;
+  EXPECT_LE(worst_error(h, s, begin, s.q), bound) << what << " (float query)";
+}
+
+// Every Q8_0 loop this build has: the portable one and the ones attend_heads runs at each
+// level this CPU supports (AVX2 in an AVX2 build, AVX-512 VNNI where the CPU has it).
 struct NamedKernels {
-  const char* name;
+  std::string name;
   BlockKernels kernels;
 };
 std::vector<NamedKernels> q8_kernels() {
-  return {{"portable", kv_q8::portable_kernels()}, {"dispatched", kv_q8::block_kernels()}};
+  std::vector<NamedKernels> all{{"portable", kv_q8::portable_kernels()}};
+  for (const cpu::KernelLevel level : cpu::supported_levels())
+    all.push_back({std::string(cpu::level_name(level)), kv_q8::block_kernels(level)});
+  return all;
 }
 
 TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
   std::mt19937 rng(5);
   for (const auto& [name, kernels] : q8_kernels())
-    for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{128, 128}})
-      for (const int n_lanes : {1, 2, 3, 4, 5, 8, 11})
+    for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{96, 64}, std::pair{128, 128},
+                                  std::pair{160, 32}})
+      for (const int n_lanes : {1, 2, 3, 4, 5, 6, 8, 11})
         for (const int64_t length : {1, 7, 31, 32, 33, 100})
           for (const int64_t begin : {int64_t{0}, std::min<int64_t>(length, 32)}) {
             const Q8Head h(hd, hdv, length, rng);
             Lanes s = make_lanes(h, n_lanes, begin, rng);
             const HeadLanes one = s.lanes(*std::max_element(s.limit.begin(), s.limit.end()));
             attend_heads_with(std::span(&one, 1), kernels, hd, hdv, begin);
-            EXPECT_LE(worst_error(h, s, begin), kTol)
-                << name << " hd " << hd << "/" << hdv << " lanes " << n_lanes
-                << " length " << length << " begin " << begin;
+            expect_close(h, s, begin,
+                         name + " hd " + std::to_string(hd) + "/" + std::to_string(hdv) + " lanes " +
+                             std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
+                             std::to_string(begin));
           }
+}
+
+// The query's rounding is real error, not noise of the reference: against the float query
+// the loops differ by more than the float-vs-double tolerance, and stay within the bound.
+TEST(Q8Attention, QueryRoundingIsMeasuredAndBounded) {
+  std::mt19937 rng(9);
+  const Q8Head h(128, 128, 200, rng);
+  for (const auto& [name, kernels] : q8_kernels()) {
+    Lanes s = make_lanes(h, 4, 0, rng);
+    s.limit.assign(4, h.length);
+    const HeadLanes one = s.lanes(h.length);
+    attend_heads_with(std::span(&one, 1), kernels, 128, 128, 0);
+    const double err = worst_error(h, s, 0, s.q);
+    EXPECT_GT(err, kTol) << name;
+    EXPECT_LE(err, query_rounding_bound(h, s, 0) + kTol) << name;
+  }
+}
+
+// A NaN in a query (a broken model) makes that lane's scores NaN, as float scores would be,
+// instead of being dropped by the rounding; the other lane's stay finite.
+TEST(Q8Attention, NanQueryGivesNanScores) {
+  std::mt19937 rng(10);
+  const Q8Head h(64, 32, 40, rng);
+  auto q = random_values(2 * 64, rng);
+  q[5] = std::numeric_limits<float>::quiet_NaN();  // lane 0 only
+  std::vector<const uint8_t*> rows;
+  for (int j = 0; j < 8; ++j) rows.push_back(h.k.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, 64));
+  for (const auto& [name, kernels] : q8_kernels()) {
+    std::vector<uint8_t> prepared(2 * kernels.prepared.bytes(64));
+    for (int ln = 0; ln < 2; ++ln)
+      kernels.prepared.prepare(q.data() + ln * 64, 64, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(64));
+    std::vector<float> scores(2 * kAttentionBlock, 0.0f);
+    kernels.prepared.scores(2, prepared.data(), 64, rows.data(), 8, scores.data());
+    for (int j = 0; j < 8; ++j) {
+      EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(j)])) << name << " row " << j;
+      EXPECT_TRUE(std::isfinite(scores[static_cast<size_t>(kAttentionBlock + j)])) << name << " row " << j;
+    }
+  }
+}
+
+// Every level's query quantisation writes the same bytes as the portable one (scales,
+// values, offsets), NaN and zero blocks included.
+TEST(Q8Attention, QueryQuantisationSameOnEveryPath) {
+  std::mt19937 rng(11);
+  auto q = random_values(160, rng);
+  std::fill(q.begin() + 32, q.begin() + 64, 0.0f);  // an all-zero block
+  q[100] = std::numeric_limits<float>::quiet_NaN();
+  q[10] = 1e4f;  // a block dominated by one element
+  q[150] = std::numeric_limits<float>::infinity();
+  const BlockKernels portable = kv_q8::portable_kernels();
+  std::vector<uint8_t> want(kv_q8::query_bytes(160));
+  portable.prepared.prepare(q.data(), 160, want.data());
+  for (const auto& [name, kernels] : q8_kernels()) {
+    std::vector<uint8_t> got(want.size(), 0xAA);
+    kernels.prepared.prepare(q.data(), 160, got.data());
+    EXPECT_EQ(got, want) << name;  // NaN scales too: both write the same quiet NaN
+  }
 }
 
 TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
@@ -162,17 +276,19 @@ TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
     std::vector<HeadLanes> hl;
     for (Lanes& s : lanes) hl.push_back(s.lanes(*std::max_element(s.limit.begin(), s.limit.end())));
     attend_heads_with(hl, kernels, 64, 32, 0);
-    for (size_t i = 0; i < heads.size(); ++i) EXPECT_LE(worst_error(heads[i], lanes[i], 0), kTol) << name << " " << i;
+    for (size_t i = 0; i < heads.size(); ++i) expect_close(heads[i], lanes[i], 0, name + " head " + std::to_string(i));
   }
 }
 
 TEST(Q8Attention, DispatchThroughAttendHeadsRunsTheQ8Loop) {
   std::mt19937 rng(7);
   const Q8Head h(32, 64, 45, rng);
-  Lanes s = make_lanes(h, 3, 0, rng);
-  const HeadLanes one = s.lanes(h.length);
-  attend_heads(std::span(&one, 1), KvType::Q8_0, 32, 64, 0);
-  EXPECT_LE(worst_error(h, s, 0), kTol);
+  for (const cpu::KernelLevel level : cpu::supported_levels()) {
+    Lanes s = make_lanes(h, 3, 0, rng);
+    const HeadLanes one = s.lanes(h.length);
+    attend_heads(std::span(&one, 1), KvType::Q8_0, 32, 64, 0, level);
+    expect_close(h, s, 0, std::string(cpu::level_name(level)));
+  }
 }
 
 TEST(KvRow, SizesAndRoundTrip) {
