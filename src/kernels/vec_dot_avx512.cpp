@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/half.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/simd.h"
@@ -66,6 +68,19 @@ inline __m512 scales_of_two_f16(uint16_t lo, uint16_t hi) {
   return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(halves)));
 }
 
+// A tile walks NR rows side by side, which the hardware prefetcher follows poorly from memory
+// (a 4 x 1 Q4_K tile ran 2.4x slower in the model than the one-row kernel, though no slower
+// with the weights in L2). The next tile's rows are contiguous ([NR * w_stride] bytes after
+// this tile's first row), so each step of a tile's walk asks for its share of them, in order:
+// one sequential stream a tile ahead. Prefetches never fault, and the address is computed in
+// integers, so asking past the end of the matrix is harmless.
+inline void prefetch_next_tile(const uint8_t* w, size_t tile_bytes, int64_t step, int64_t steps) {
+  const uintptr_t next = reinterpret_cast<uintptr_t>(w) + tile_bytes;
+  const size_t begin = tile_bytes * static_cast<size_t>(step) / static_cast<size_t>(steps) & ~size_t{63};
+  const size_t end = tile_bytes * static_cast<size_t>(step + 1) / static_cast<size_t>(steps);
+  for (size_t off = begin; off < end; off += 64) _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T0);
+}
+
 // Signed x signed int8 products through vpdpbusd (unsigned x signed): activation codes
 // (-127..127) are offset by 128 into unsigned bytes, and the 128 * (sum of the weight codes)
 // that adds is taken off by starting each pair's sum at its negation, computed once per weight
@@ -86,6 +101,7 @@ void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, siz
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    prefetch_next_tile(w, NR * w_stride, b, nb);
     __m512i wq[NR], start[NR];
     __m512 wd[NR];
     for (int r = 0; r < NR; ++r) {
@@ -147,6 +163,7 @@ void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kQKK; ++b) {
+    prefetch_next_tile(w, NR * w_stride, b, n / kQKK);
     __m512i scales[NR];  // int16 lanes 0..7: the sub-block scales
     __m256i mins[NR];    // int16: each sub-block's min twice, lined up with the bsums
     for (int r = 0; r < NR; ++r) {
@@ -212,6 +229,7 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / kQKK; ++b) {
+    prefetch_next_tile(w, NR * w_stride, b, n / kQKK);
     __m512i scales[NR];  // int16 lanes 0..15: the sub-block scales
     __m512i isum[NR][NT];
     for (int r = 0; r < NR; ++r) {
