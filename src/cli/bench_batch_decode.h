@@ -27,6 +27,8 @@ struct BatchDecodeLevel {
   double decode_tok_s = 0;   // steady state, all sequences decoding
   double e2e_tok_s = 0;      // generated tokens / wall time from submission to the last finish
   double step_ms = 0;        // one decode step (c tokens)
+  double decode_tok_s_cpu = 0;  // the window's tokens per CPU-second of the process (all threads)
+  double step_cpu_ms = 0;       // CPU time of one decode step, all threads together
   double weight_gbps = 0;    // weights streamed per second (once per step)
   double kv_gbps = 0;        // KV read per second (each token reads its sequence's KV)
   double peak_fraction = 0;  // (weights + KV) / measured read bandwidth
