@@ -1,9 +1,10 @@
 // Weight-matrix products. Two strategies:
 //  * decode path (few tokens; K-quants at any count): the activations are quantised once into
-//    the weight type's companion type, then the pool splits the rows of W; each weight row is
-//    streamed from memory once per chunk of tokens and dotted with them while it sits in L1
-//    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
-//    several rows x several tokens, so each activation block is also loaded once per tile).
+//    the weight type's companion type, then the pool splits the rows of W; each thread takes
+//    its rows in panels that fit L2, each panel read from memory once and run over every
+//    chunk of tokens, each row dotted with a chunk's tokens while it sits in L1 (multi-token
+//    kernels unpack each weight block once for up to 4 tokens; tile kernels take several
+//    rows x several tokens, so each activation block is also loaded once per tile).
 //  * prefill path (many tokens, float and 32-element types): the pool splits the rows of W;
 //    each thread runs a single-threaded cblas_sgemm on its slice (F32 weights in place, other
 //    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
@@ -29,6 +30,10 @@ namespace {
 // Tokens whose activations the decode path keeps hot while it sweeps the rows: 32 tokens of
 // Q8_K activations at 4096 columns are 150 KiB.
 constexpr int64_t kDecodeTokenChunk = 32;
+// Weight bytes of one panel of rows on the decode path: with a token chunk's activations
+// (up to ~360 KiB at 9728 columns) it stays within a 1 MiB L2 (Zen 4; Zen 3 and most Intel
+// cores hold 512 KiB-2 MiB, where the panel alone still fits).
+constexpr size_t kPanelBytes = size_t{384} << 10;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
 // Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
@@ -97,24 +102,31 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
   const vec::TileDotFn tile = vec::tile_dot_fn(W.type);  // null: one row at a time
   const int64_t rows_per_step = tile != nullptr ? vec::kTileRows : 1;
   const size_t w_stride = W.row_bytes();
+  // Whole tiles of rows per panel, at least one.
+  const int64_t panel_rows =
+      std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / w_stride) / rows_per_step) * rows_per_step;
   pool.parallel_for(
       rows,
       [&](int64_t r0, int64_t r1, int) {
         float out[vec::kTileRows * vec::kMultiTokens];  // [row of the tile][token]
-        // Token chunks keep the activations a row meets in L2 (Zen 3: 512 KiB); each chunk
-        // re-reads this thread's rows, which is cheap next to the work of many tokens.
-        for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
-          const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
-          for (int64_t r = r0; r < r1; r += rows_per_step) {
-            const int nr = static_cast<int>(std::min(rows_per_step, r1 - r));
-            for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
-              const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
-              if (tile != nullptr)
-                tile(W.row(r), w_stride, nr, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
-              else
-                multi(W.row(r), act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
-              for (int i = 0; i < nr; ++i)
-                for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
+        // Each panel of this thread's rows is read from memory once; every token chunk then
+        // runs over it while it sits in L2. Token chunks keep the activations a row meets in
+        // L2 beside the panel.
+        for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+          const int64_t p1 = std::min(r1, p0 + panel_rows);
+          for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
+            const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
+            for (int64_t r = p0; r < p1; r += rows_per_step) {
+              const int nr = static_cast<int>(std::min(rows_per_step, p1 - r));
+              for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
+                const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
+                if (tile != nullptr)
+                  tile(W.row(r), w_stride, nr, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
+                else
+                  multi(W.row(r), act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
+                for (int i = 0; i < nr; ++i)
+                  for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
+              }
             }
           }
         }
