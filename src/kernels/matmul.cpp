@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/interleaved_q4_k.h"
 #include "kernels/matmul_paths.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -34,6 +35,10 @@ constexpr int64_t kDecodeTokenChunk = 32;
 // (up to ~360 KiB at 9728 columns) it stays within a 1 MiB L2 (Zen 4; Zen 3 and most Intel
 // cores hold 512 KiB-2 MiB, where the panel alone still fits).
 constexpr size_t kPanelBytes = size_t{384} << 10;
+// Tokens from which the decode path runs Q4_K through panels repacked into 16 interleaved rows
+// (interleaved_q4_k.h): the repack, once per panel per call, costs about what a few tokens'
+// products do.
+constexpr int64_t kInterleaveMinTokens = 32;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
 // Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
@@ -71,9 +76,70 @@ std::vector<uint8_t>& activation_scratch() {
   thread_local std::vector<uint8_t> buf;
   return buf;
 }
+std::vector<vec::InterleavedQ4_K>& interleaved_scratch() {
+  thread_local std::vector<vec::InterleavedQ4_K> buf;
+  return buf;
+}
+std::vector<int32_t>& pair_sum_scratch() {
+  thread_local std::vector<int32_t> buf;
+  return buf;
+}
 std::vector<float>& tile_scratch() {
   thread_local std::vector<float> buf;
   return buf;
+}
+
+// One group of 16 interleaved rows (nr of them real, starting at row r) times tokens
+// [t0, t1): Y[t][r + i] for i < nr.
+void interleaved_group(vec::InterleavedGemmFn gemm, const vec::InterleavedQ4_K* group, int64_t nblocks, int nr,
+                       const uint8_t* act, size_t act_row_bytes, const int32_t* pair_sums, int64_t t0, int64_t t1,
+                       int64_t r, int64_t rows, float* Y) {
+  const size_t pair_stride = static_cast<size_t>(nblocks) * 4;
+  float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
+  for (int64_t t = t0; t < t1; t += vec::kInterleavedTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(vec::kInterleavedTokens, t1 - t));
+    const uint8_t* a = act + t * act_row_bytes;
+    const int32_t* sums = pair_sums + static_cast<size_t>(t) * pair_stride;
+    if (nr == vec::kInterleavedRows) {
+      gemm(group, nblocks, a, act_row_bytes, sums, pair_stride, nt, Y + t * rows + r, static_cast<size_t>(rows));
+      continue;
+    }
+    gemm(group, nblocks, a, act_row_bytes, sums, pair_stride, nt, out, vec::kInterleavedRows);
+    for (int k = 0; k < nt; ++k)
+      std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
+  }
+}
+
+// Q4_K over many tokens: each thread repacks one L2-sized panel of its rows at a time into
+// groups of 16 interleaved rows and runs every token chunk over it. act: [n][act_row_bytes]
+// Q8_K rows; pair_sums: [n][cols / 256][4] (vec::q8_k_pair_sums).
+void decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, const int32_t* pair_sums,
+                        int64_t n, float* Y, ThreadPool& pool, vec::InterleavedGemmFn gemm) {
+  constexpr int64_t kGroup = vec::kInterleavedRows;
+  static_assert(kRowGrain % kGroup == 0, "threads' slices must start on whole groups");
+  const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / 256;
+  const size_t w_stride = W.row_bytes();
+  const int64_t panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (w_stride * kGroup))) * kGroup;
+  pool.parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1, int) {
+        auto& panel = interleaved_scratch();  // [group of the panel][block]
+        panel.resize(static_cast<size_t>(panel_rows / kGroup * nblocks));
+        for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+          const int64_t p1 = std::min(r1, p0 + panel_rows);
+          for (int64_t r = p0; r < p1; r += kGroup)
+            vec::interleave_q4_k(W.row(r), w_stride, static_cast<int>(std::min(kGroup, p1 - r)), cols,
+                                 panel.data() + (r - p0) / kGroup * nblocks);
+          for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
+            const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
+            for (int64_t r = p0; r < p1; r += kGroup)
+              interleaved_group(gemm, panel.data() + (r - p0) / kGroup * nblocks, nblocks,
+                                static_cast<int>(std::min(kGroup, p1 - r)), act, act_row_bytes, pair_sums, c0, c1,
+                                r, rows, Y);
+          }
+        }
+      },
+      kRowGrain);
 }
 
 }  // namespace
@@ -97,6 +163,17 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
     else
       quantize(0, n, 0);
     act = buf.data();
+  }
+  const vec::InterleavedGemmFn interleaved =
+      W.type == GgmlType::Q4_K && n >= kInterleaveMinTokens ? vec::gemm_interleaved_q4_k_fn(cpu::active_level())
+                                                              : nullptr;
+  if (interleaved != nullptr) {
+    const int64_t pair_stride = cols / 256 * 4;
+    auto& sums = pair_sum_scratch();  // [n][cols / 256][4]
+    sums.resize(static_cast<size_t>(n * pair_stride));
+    for (int64_t t = 0; t < n; ++t) vec::q8_k_pair_sums(act + t * act_row_bytes, cols, sums.data() + t * pair_stride);
+    decode_interleaved(W, act, act_row_bytes, sums.data(), n, Y, pool, interleaved);
+    return;
   }
   const vec::MultiDotFn multi = vec::multi_dot_fn(W.type);
   const vec::TileDotFn tile = vec::tile_dot_fn(W.type);  // null: one row at a time

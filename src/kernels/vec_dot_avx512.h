@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gguf/ggml_type.h"
+#include "kernels/interleaved_q4_k.h"
 #include "kernels/vec_dot.h"
 
 namespace tangram::vec::avx512 {
@@ -12,5 +13,8 @@ namespace tangram::vec::avx512 {
 // Single-token dots stay AVX2 at every level (bound by memory bandwidth; measured no faster).
 MultiDotFn multi_dot(GgmlType weight);
 TileDotFn tile_dot(GgmlType weight);
+// The interleaved Q4_K kernel (interleaved_q4_k_avx512.cpp; contract in interleaved_q4_k.h).
+void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                           const int32_t* pair_sums, size_t pair_stride, int nt, float* out, size_t out_stride);
 
 }  // namespace tangram::vec::avx512
