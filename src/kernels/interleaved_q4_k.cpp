@@ -1,5 +1,7 @@
 #include "kernels/interleaved_q4_k.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 #include "kernels/half.h"
@@ -14,11 +16,25 @@ using blocks::kQKK;
 
 namespace {
 
-// Code of element e (0..255) of a Q4_K block.
-uint8_t q4_k_code(const BlockQ4_K& b, int e) {
-  const int g = e / 64, i = e % 64;
-  const uint8_t byte = b.qs[32 * g + i % 32];
-  return static_cast<uint8_t>(i < 32 ? byte & 0x0F : byte >> 4);
+// Row r's 256 codes of block x into the interleaved layout. Within 16 codes of a sub-block,
+// one shuffle puts quads 0 and 2 in bytes 0-7 and quads 1 and 3 in bytes 8-15; or-ing the
+// second half, shifted up a nibble, onto the first gives the bytes of two 8-element steps.
+void interleave_codes(const BlockQ4_K& x, int r, InterleavedQ4_K& out) {
+  const __m128i quads = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int g = 0; g < 4; ++g)      // 32 bytes of qs: sub-blocks 2g (low nibbles), 2g + 1 (high)
+    for (int h = 0; h < 2; ++h) {  // elements 16h .. 16h + 15 of both sub-blocks
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 32 * g + 16 * h));
+      const __m128i codes[2] = {_mm_and_si128(v, low4), _mm_and_si128(_mm_srli_epi16(v, 4), low4)};
+      for (int k = 0; k < 2; ++k) {
+        const __m128i q = _mm_shuffle_epi8(codes[k], quads);
+        const __m128i packed = _mm_or_si128(q, _mm_slli_epi16(_mm_srli_si128(q, 8), 4));
+        const auto steps = static_cast<uint64_t>(_mm_cvtsi128_si64(packed));  // steps 2h, 2h + 1
+        const auto first = static_cast<uint32_t>(steps), second = static_cast<uint32_t>(steps >> 32);
+        std::memcpy(out.qs[2 * g + k][2 * h] + 4 * r, &first, 4);
+        std::memcpy(out.qs[2 * g + k][2 * h + 1] + 4 * r, &second, 4);
+      }
+    }
 }
 
 }  // namespace
@@ -27,22 +43,18 @@ void interleave_q4_k(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
   const int64_t nblocks = cols / kQKK;
   for (int64_t b = 0; b < nblocks; ++b) {
     InterleavedQ4_K& out = dst[b];
-    std::memset(&out, 0, sizeof(out));
+    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
     for (int r = 0; r < nr; ++r) {
       const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride)[b];
       out.d[r] = half::fp16_to_fp32(x.d);
       out.dmin[r] = half::fp16_to_fp32(x.dmin);
+      alignas(16) uint8_t scales_mins[16];  // [sc0..sc7, m0..m7]
+      _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins), blocks::q4k_scales_mins(x.scales));
       for (int j = 0; j < 8; ++j) {
-        uint8_t sc = 0, m = 0;
-        blocks::q4k_scale_min(x.scales, j, &sc, &m);
-        out.scales[j][r] = sc;
-        out.mins[j / 2][2 * r + j % 2] = m;
-        for (int s = 0; s < 4; ++s)
-          for (int i = 0; i < 4; ++i) {
-            const int e = 32 * j + 8 * s + i;
-            out.qs[j][s][4 * r + i] = static_cast<uint8_t>(q4_k_code(x, e) | (q4_k_code(x, e + 4) << 4));
-          }
+        out.scales[j][r] = scales_mins[j];
+        out.mins[j / 2][2 * r + j % 2] = scales_mins[8 + j];
       }
+      interleave_codes(x, r, out);
     }
   }
 }
