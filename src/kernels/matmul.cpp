@@ -19,7 +19,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/interleaved_q4_k.h"
+#include "kernels/interleaved_rows.h"
 #include "kernels/matmul_paths.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -35,9 +35,9 @@ constexpr int64_t kDecodeTokenChunk = 32;
 // (up to ~360 KiB at 9728 columns) it stays within a 1 MiB L2 (Zen 4; Zen 3 and most Intel
 // cores hold 512 KiB-2 MiB, where the panel alone still fits).
 constexpr size_t kPanelBytes = size_t{384} << 10;
-// Tokens from which the decode path runs Q4_K through panels repacked into 16 interleaved rows
-// (interleaved_q4_k.h): the repack, once per panel per call, costs about what a few tokens'
-// products do.
+// Tokens from which the decode path runs Q4_K and Q8_0 through panels repacked into 16
+// interleaved rows (interleaved_rows.h): the repack, once per panel per call, costs about what
+// a few tokens' products do.
 constexpr int64_t kInterleaveMinTokens = 32;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
@@ -76,11 +76,7 @@ std::vector<uint8_t>& activation_scratch() {
   thread_local std::vector<uint8_t> buf;
   return buf;
 }
-std::vector<vec::InterleavedQ4_K>& interleaved_scratch() {
-  thread_local std::vector<vec::InterleavedQ4_K> buf;
-  return buf;
-}
-std::vector<int32_t>& pair_sum_scratch() {
+std::vector<int32_t>& sum_scratch() {
   thread_local std::vector<int32_t> buf;
   return buf;
 }
@@ -91,55 +87,87 @@ std::vector<float>& tile_scratch() {
 
 // One group of 16 interleaved rows (nr of them real, starting at row r) times tokens
 // [t0, t1): Y[t][r + i] for i < nr.
-void interleaved_group(vec::InterleavedGemmFn gemm, const vec::InterleavedQ4_K* group, int64_t nblocks, int nr,
-                       const uint8_t* act, size_t act_row_bytes, const int32_t* pair_sums, int64_t t0, int64_t t1,
+template <typename Interleaved>
+void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleaved* group, int64_t nblocks, int nr,
+                       const uint8_t* act, size_t act_row_bytes, const int32_t* sums, int64_t t0, int64_t t1,
                        int64_t r, int64_t rows, float* Y) {
-  const size_t pair_stride = static_cast<size_t>(nblocks) * 4;
+  const size_t sums_stride = static_cast<size_t>(nblocks) * Interleaved::kSumsPerBlock;
   float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
   for (int64_t t = t0; t < t1; t += vec::kInterleavedTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(vec::kInterleavedTokens, t1 - t));
     const uint8_t* a = act + t * act_row_bytes;
-    const int32_t* sums = pair_sums + static_cast<size_t>(t) * pair_stride;
+    const int32_t* token_sums = sums + static_cast<size_t>(t) * sums_stride;
     if (nr == vec::kInterleavedRows) {
-      gemm(group, nblocks, a, act_row_bytes, sums, pair_stride, nt, Y + t * rows + r, static_cast<size_t>(rows));
+      gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, Y + t * rows + r, static_cast<size_t>(rows));
       continue;
     }
-    gemm(group, nblocks, a, act_row_bytes, sums, pair_stride, nt, out, vec::kInterleavedRows);
-    for (int k = 0; k < nt; ++k)
-      std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
+    gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, out, vec::kInterleavedRows);
+    for (int k = 0; k < nt; ++k) std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
   }
 }
 
-// Q4_K over many tokens: each thread repacks one L2-sized panel of its rows at a time into
-// groups of 16 interleaved rows and runs every token chunk over it. act: [n][act_row_bytes]
-// Q8_K rows; pair_sums: [n][cols / 256][4] (vec::q8_k_pair_sums).
-void decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, const int32_t* pair_sums,
-                        int64_t n, float* Y, ThreadPool& pool, vec::InterleavedGemmFn gemm) {
+template <typename Interleaved>
+std::vector<Interleaved>& interleaved_scratch() {
+  thread_local std::vector<Interleaved> buf;
+  return buf;
+}
+
+// Q4_K / Q8_0 over many tokens: each thread repacks one L2-sized panel of its rows at a time
+// into groups of 16 interleaved rows and runs every token chunk over it. act: [n][act_row_bytes]
+// rows of the companion type.
+template <typename Interleaved>
+void decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, int64_t n, float* Y,
+                        ThreadPool& pool, vec::InterleavedGemmFn<Interleaved> gemm) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
   static_assert(kRowGrain % kGroup == 0, "threads' slices must start on whole groups");
-  const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / 256;
+  const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / Interleaved::kBlockElems;
+  const int64_t sums_stride = nblocks * Interleaved::kSumsPerBlock;
+  auto& sums = sum_scratch();  // [n][nblocks][kSumsPerBlock]
+  sums.resize(static_cast<size_t>(n * sums_stride));
+  for (int64_t t = 0; t < n; ++t)
+    vec::activation_sums(act + t * act_row_bytes, cols, static_cast<const Interleaved*>(nullptr),
+                         sums.data() + t * sums_stride);
   const size_t w_stride = W.row_bytes();
   const int64_t panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (w_stride * kGroup))) * kGroup;
   pool.parallel_for(
       rows,
       [&](int64_t r0, int64_t r1, int) {
-        auto& panel = interleaved_scratch();  // [group of the panel][block]
+        auto& panel = interleaved_scratch<Interleaved>();  // [group of the panel][block]
         panel.resize(static_cast<size_t>(panel_rows / kGroup * nblocks));
         for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
           const int64_t p1 = std::min(r1, p0 + panel_rows);
           for (int64_t r = p0; r < p1; r += kGroup)
-            vec::interleave_q4_k(W.row(r), w_stride, static_cast<int>(std::min(kGroup, p1 - r)), cols,
+            vec::interleave_rows(W.row(r), w_stride, static_cast<int>(std::min(kGroup, p1 - r)), cols,
                                  panel.data() + (r - p0) / kGroup * nblocks);
           for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
             const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
             for (int64_t r = p0; r < p1; r += kGroup)
               interleaved_group(gemm, panel.data() + (r - p0) / kGroup * nblocks, nblocks,
-                                static_cast<int>(std::min(kGroup, p1 - r)), act, act_row_bytes, pair_sums, c0, c1,
+                                static_cast<int>(std::min(kGroup, p1 - r)), act, act_row_bytes, sums.data(), c0, c1,
                                 r, rows, Y);
           }
         }
       },
       kRowGrain);
+}
+
+// Runs the interleaved path where the type and level have a kernel and n is large enough;
+// false: the caller runs the row-major kernels.
+bool try_decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, int64_t n, float* Y,
+                            ThreadPool& pool) {
+  if (n < kInterleaveMinTokens) return false;
+  const cpu::KernelLevel level = cpu::active_level();
+  if (W.type == GgmlType::Q4_K) {
+    const auto gemm = vec::gemm_interleaved_q4_k_fn(level);
+    if (gemm != nullptr) decode_interleaved(W, act, act_row_bytes, n, Y, pool, gemm);
+    return gemm != nullptr;
+  }
+  if (W.type == GgmlType::Q8_0) {
+    const auto gemm = vec::gemm_interleaved_q8_0_fn(level);
+    if (gemm != nullptr) decode_interleaved(W, act, act_row_bytes, n, Y, pool, gemm);
+    return gemm != nullptr;
+  }
+  return false;
 }
 
 }  // namespace
@@ -164,17 +192,7 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
       quantize(0, n, 0);
     act = buf.data();
   }
-  const vec::InterleavedGemmFn interleaved =
-      W.type == GgmlType::Q4_K && n >= kInterleaveMinTokens ? vec::gemm_interleaved_q4_k_fn(cpu::active_level())
-                                                              : nullptr;
-  if (interleaved != nullptr) {
-    const int64_t pair_stride = cols / 256 * 4;
-    auto& sums = pair_sum_scratch();  // [n][cols / 256][4]
-    sums.resize(static_cast<size_t>(n * pair_stride));
-    for (int64_t t = 0; t < n; ++t) vec::q8_k_pair_sums(act + t * act_row_bytes, cols, sums.data() + t * pair_stride);
-    decode_interleaved(W, act, act_row_bytes, sums.data(), n, Y, pool, interleaved);
-    return;
-  }
+  if (try_decode_interleaved(W, act, act_row_bytes, n, Y, pool)) return;
   const vec::MultiDotFn multi = vec::multi_dot_fn(W.type);
   const vec::TileDotFn tile = vec::tile_dot_fn(W.type);  // null: one row at a time
   const int64_t rows_per_step = tile != nullptr ? vec::kTileRows : 1;

@@ -1,4 +1,4 @@
-#include "kernels/interleaved_q4_k.h"
+#include "kernels/interleaved_rows.h"
 
 #include <immintrin.h>
 
@@ -11,7 +11,9 @@
 namespace tangram::vec {
 
 using blocks::BlockQ4_K;
+using blocks::BlockQ8_0;
 using blocks::BlockQ8_K;
+using blocks::kQK0;
 using blocks::kQKK;
 
 namespace {
@@ -39,7 +41,7 @@ void interleave_codes(const BlockQ4_K& x, int r, InterleavedQ4_K& out) {
 
 }  // namespace
 
-void interleave_q4_k(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst) {
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst) {
   const int64_t nblocks = cols / kQKK;
   for (int64_t b = 0; b < nblocks; ++b) {
     InterleavedQ4_K& out = dst[b];
@@ -59,7 +61,7 @@ void interleave_q4_k(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
   }
 }
 
-void q8_k_pair_sums(const uint8_t* act, int64_t cols, int32_t* dst) {
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst) {
   const auto* a = reinterpret_cast<const BlockQ8_K*>(act);
   for (int64_t b = 0; b < cols / kQKK; ++b)
     for (int p = 0; p < 4; ++p) {
@@ -70,9 +72,8 @@ void q8_k_pair_sums(const uint8_t* act, int64_t cols, int32_t* dst) {
     }
 }
 
-void gemm_interleaved_q4_k_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                                    const int32_t* pair_sums, size_t pair_stride, int nt, float* out,
-                                    size_t out_stride) {
+void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* pair_sums, size_t pair_stride, int nt, float* out, size_t out_stride) {
   for (int t = 0; t < nt; ++t) {
     const auto* a = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
     const int32_t* sums = pair_sums + static_cast<size_t>(t) * pair_stride;
@@ -100,9 +101,62 @@ void gemm_interleaved_q4_k_portable(const InterleavedQ4_K* w, int64_t nblocks, c
   }
 }
 
-InterleavedGemmFn gemm_interleaved_q4_k_fn(cpu::KernelLevel level) {
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst) {
+  const int64_t nblocks = cols / kQK0;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    InterleavedQ8_0& out = dst[b];
+    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
+    for (int r = 0; r < nr; ++r) {
+      const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
+      out.d[r] = half::fp16_to_fp32(x.d);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t four;
+        std::memcpy(&four, x.qs + 4 * s, 4);
+        four ^= 0x80808080u;  // int8 -> uint8 + 128
+        std::memcpy(out.qs[s] + 4 * r, &four, 4);
+      }
+    }
+  }
+}
+
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst) {
+  const auto* a = reinterpret_cast<const BlockQ8_0*>(act);
+  for (int64_t b = 0; b < cols / kQK0; ++b) {
+    int32_t sum = 0;
+    for (const int8_t q : a[b].qs) sum += q;
+    dst[b] = -128 * sum;
+  }
+}
+
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  for (int t = 0; t < nt; ++t) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+    const int32_t* offsets = sums + static_cast<size_t>(t) * sums_stride;
+    for (int r = 0; r < kInterleavedRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nblocks; ++b) {
+        int32_t isum = offsets[b];
+        for (int s = 0; s < 8; ++s)
+          for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a[b].qs[4 * s + i];
+        acc += w[b].d[r] * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
+      }
+      out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
+    }
+  }
+}
+
+InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level) {
   switch (level) {
     case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q4_k;
+    case cpu::KernelLevel::Avx2: return nullptr;
+  }
+  return nullptr;
+}
+
+InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level) {
+  switch (level) {
+    case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q8_0;
     case cpu::KernelLevel::Avx2: return nullptr;
   }
   return nullptr;

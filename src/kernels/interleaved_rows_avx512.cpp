@@ -1,13 +1,15 @@
-// AVX-512 VNNI kernel on 16 interleaved Q4_K rows (interleaved_q4_k.h) x up to 8 tokens. Each
+// AVX-512 VNNI kernels on 16 interleaved rows (interleaved_rows.h) x up to 8 tokens. Each
 // 512-bit vector of codes holds 4 elements of each of the 16 rows; one vpdpbusd with a
 // broadcast of the token's 4 activation bytes adds those products into the 16 rows' lanes.
-// Sub-block scales (vpmulld), mins (vpdpwssd on the activations' pair sums) and the float
-// update then run once per 16 rows instead of once per (row, token).
+// The scale work then runs once per 16 rows instead of once per (row, token): Q4_K's sub-block
+// scales (vpmulld), mins (vpdpwssd on the activations' pair sums) and float update; Q8_0's
+// offset correction (the sum's starting value) and float update.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "kernels/interleaved_q4_k.h"
+#include "kernels/half.h"
+#include "kernels/interleaved_rows.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/vec_dot_avx512.h"
 
@@ -23,6 +25,7 @@
 namespace tangram::vec::avx512 {
 namespace {
 
+using blocks::BlockQ8_0;
 using blocks::BlockQ8_K;
 
 // Four activation bytes at p, in every 32-bit lane.
@@ -84,20 +87,60 @@ void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, 
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
 }
 
+// Q8_0: codes stored + 128, so each block's sum starts at -128 * (the token's code sum).
+template <int NT>
+void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                 const int32_t* offset_sums, size_t sums_stride, float* out, size_t out_stride) {
+  const BlockQ8_0* a[NT];
+  const int32_t* offsets[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+    offsets[t] = offset_sums + static_cast<size_t>(t) * sums_stride;
+  }
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ8_0& x = w[b];
+    __m512i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(offsets[t][b]);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i v = _mm512_loadu_si512(x.qs[s]);
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], v, broadcast4(a[t][b].qs + 4 * s));
+    }
+    const __m512 d = _mm512_loadu_ps(x.d);
+    for (int t = 0; t < NT; ++t) {
+      const __m512 dt = _mm512_set1_ps(half::fp16_to_fp32(a[t][b].d));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
+}
+
+template <typename Interleaved>
+void by_tokens(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride, const int32_t* sums,
+               size_t sums_stride, int nt, float* out, size_t out_stride) {
+  switch (nt) {
+    case 1: return gemm_tokens<1>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 2: return gemm_tokens<2>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 3: return gemm_tokens<3>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 4: return gemm_tokens<4>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 5: return gemm_tokens<5>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 6: return gemm_tokens<6>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 7: return gemm_tokens<7>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    default: return gemm_tokens<8>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+  }
+}
+
 }  // namespace
 
 void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                           const int32_t* pair_sums, size_t pair_stride, int nt, float* out, size_t out_stride) {
-  switch (nt) {
-    case 1: return gemm_tokens<1>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 2: return gemm_tokens<2>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 3: return gemm_tokens<3>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 4: return gemm_tokens<4>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 5: return gemm_tokens<5>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 6: return gemm_tokens<6>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    case 7: return gemm_tokens<7>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-    default: return gemm_tokens<8>(w, nblocks, act, act_stride, pair_sums, pair_stride, out, out_stride);
-  }
+                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
+}
+
+void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
 }
 
 }  // namespace tangram::vec::avx512
