@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/half.h"
@@ -146,10 +147,94 @@ void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const 
   }
 }
 
+namespace {
+
+// Four activation bytes at p, in every 32-bit lane.
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// AVX2 on interleaved Q4_K: rows 8h .. 8h + 7 (the h-th 32 bytes of each 64-byte vector) x NT
+// tokens. vpmaddubsw's 16-bit pair sums of a whole sub-block fit int16 (8 x 2 x 15 x 128), so
+// they add up in 16 bits and one vpmaddwd per sub-block applies the scale, stored twice per
+// 32-bit lane, and widens.
+template <int NT>
+void q4_k_half_avx2(const InterleavedQ4_K* w, int64_t nblocks, const BlockQ8_K* const* a, const int32_t* const* sums,
+                    int h, float* out, size_t out_stride) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ4_K& x = w[b];
+    __m256i blk[NT];
+    for (int t = 0; t < NT; ++t) blk[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.scales[j] + 8 * h)));
+      const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+      __m256i sub[NT];
+      for (int t = 0; t < NT; ++t) sub[t] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs[j][s] + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q = a[t][b].qs + 32 * j + 8 * s;
+          sub[t] = _mm256_add_epi16(sub[t], _mm256_maddubs_epi16(lo, broadcast4(q)));
+          sub[t] = _mm256_add_epi16(sub[t], _mm256_maddubs_epi16(hi, broadcast4(q + 4)));
+        }
+      }
+      for (int t = 0; t < NT; ++t) blk[t] = _mm256_add_epi32(blk[t], _mm256_madd_epi16(sub[t], sc));
+    }
+    const __m256 d = _mm256_loadu_ps(x.d + 8 * h), dmin = _mm256_loadu_ps(x.dmin + 8 * h);
+    for (int t = 0; t < NT; ++t) {
+      __m256i m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.mins[p] + 16 * h)));
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_set1_epi32(sums[t][4 * b + p])));
+      }
+      const __m256 dt = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blk[t]), _mm256_mul_ps(d, dt), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride + 8 * h, acc[t]);
+}
+
+template <int NT>
+void q4_k_tokens_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                      const int32_t* pair_sums, size_t pair_stride, float* out, size_t out_stride) {
+  const BlockQ8_K* a[NT];
+  const int32_t* sums[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+    sums[t] = pair_sums + static_cast<size_t>(t) * pair_stride;
+  }
+  for (int h = 0; h < 2; ++h) q4_k_half_avx2<NT>(w, nblocks, a, sums, h, out, out_stride);
+}
+
+// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                                const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  for (int t0 = 0; t0 < nt; t0 += 4) {
+    const uint8_t* a = act + static_cast<size_t>(t0) * act_stride;
+    const int32_t* s = sums + static_cast<size_t>(t0) * sums_stride;
+    float* o = out + static_cast<size_t>(t0) * out_stride;
+    switch (std::min(4, nt - t0)) {
+      case 1: q4_k_tokens_avx2<1>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      case 2: q4_k_tokens_avx2<2>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      case 3: q4_k_tokens_avx2<3>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      default: q4_k_tokens_avx2<4>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+    }
+  }
+}
+
+}  // namespace
+
 InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level) {
   switch (level) {
     case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q4_k;
-    case cpu::KernelLevel::Avx2: return nullptr;
+    case cpu::KernelLevel::Avx2: return gemm_interleaved_q4_k_avx2;
   }
   return nullptr;
 }
