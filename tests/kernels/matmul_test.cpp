@@ -77,15 +77,15 @@ TEST(Matmul, WideRowsAcrossTiles) {
       for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
 }
 
-// Q4_K and Q8_0 from 32 tokens run on panels repacked into 16 interleaved rows (where the level
+// Q4_K and Q8_0 from 8 (AVX-512) or 16 (AVX2) tokens run on panels repacked into 16 interleaved rows (where the level
 // has those kernels): across several panels and both threads' slices, with a partial last
-// group, and on either side of the 32-token switch.
+// group, and on either side of both switches.
 TEST(Matmul, InterleavedPanels) {
   ThreadPool pool(2);
   check_matmul(GgmlType::Q4_K, 2900, 512, 41, pool);  // 384 KiB panels of 1360 rows at 512 columns
   check_matmul(GgmlType::Q8_0, 1500, 512, 41, pool);  // 384 KiB panels of 720 rows
   for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0})
-    for (const int64_t n : {31, 32}) check_matmul(type, 53, 2560, n, pool, Path::kDecode);
+    for (const int64_t n : {7, 8, 9, 15, 16, 17}) check_matmul(type, 53, 2560, n, pool, Path::kDecode);
 }
 
 // The prefill path makes its BLAS calls single-threaded per pool thread through the OpenMP
