@@ -201,6 +201,16 @@ void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes) b->Args({t, 1024, 4096, 1, 128});
 }
 
+// Prefill of 512 tokens through the 8-layer Qwen3-4B-shaped test models' MLP matrices (gate/up
+// 9728 x 2560, down 2560 x 9728), one thread, CPU time: weights far beyond L2, as in the model,
+// where BM_PathCrossover's 256 x 4096 sit in L2.
+void prefill_model_shape_args(benchmark::internal::Benchmark* b) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    b->Args({static_cast<int64_t>(type), 9728, 2560, 1, 512});
+    b->Args({static_cast<int64_t>(type), 2560, 9728, 1, 512});
+  }
+}
+
 void crossover_args(benchmark::internal::Benchmark* b) {
   for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const auto t = static_cast<int64_t>(type);
@@ -211,6 +221,7 @@ void crossover_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols", "n"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill)->Name("BM_PrefillModelShape")->Apply(prefill_model_shape_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PathCrossover)->Apply(crossover_args)->ArgNames({"type", "sgemm", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Decode of a batch of sequences: n tokens against one weight matrix (continuous batching).

@@ -77,6 +77,45 @@ TEST(Matmul, WideRowsAcrossTiles) {
       for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
 }
 
+// Q4_K and Q8_0 from 8 (AVX-512) or 16 (AVX2) tokens run on panels repacked into 16 interleaved rows (where the level
+// has those kernels): across several panels and both threads' slices, with a partial last
+// group, and on either side of both switches.
+TEST(Matmul, InterleavedPanels) {
+  ThreadPool pool(2);
+  check_matmul(GgmlType::Q4_K, 2900, 512, 41, pool);  // 384 KiB panels of 1360 rows at 512 columns
+  check_matmul(GgmlType::Q8_0, 1500, 512, 41, pool);  // 384 KiB panels of 720 rows
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0})
+    for (const int64_t n : {7, 8, 9, 15, 16, 17}) check_matmul(type, 53, 2560, n, pool, Path::kDecode);
+}
+
+// Many tokens (interleaved rows where the level has them) against the same tokens one at a time
+// (row-major kernels): both quantise the activations the same way and sum the same integers, so
+// they agree to float rounding, far tighter than check_matmul's activation-quantisation bound.
+TEST(Matmul, ManyTokensMatchOneAtATime) {
+  ThreadPool pool(2);
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0})
+    for (const int64_t rows : {64, 37, 512})
+      for (const int64_t cols : {256, 512})
+        for (const int64_t n : {8, 17, 30, 70}) {
+          const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows + cols));
+          const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n), 2.0f);  // [n][cols]
+          std::vector<float> many(static_cast<size_t>(n * rows)), one(static_cast<size_t>(rows));  // [n][rows], [rows]
+          matmul_paths::decode(W.view(), X.data(), n, many.data(), pool);
+          for (int64_t t = 0; t < n; ++t) {
+            matmul_paths::decode(W.view(), X.data() + t * cols, 1, one.data(), pool);
+            for (int64_t r = 0; r < rows; ++r) {
+              double mag = 0;
+              for (int64_t k = 0; k < cols; ++k)
+                mag += std::fabs(testing::dbl(W.deq[static_cast<size_t>(r * cols + k)]) *
+                                 testing::dbl(X[static_cast<size_t>(t * cols + k)]));
+              ASSERT_NEAR(many[static_cast<size_t>(t * rows + r)], one[static_cast<size_t>(r)], 1e-5 * mag + 1e-6)
+                  << ggml_type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t
+                  << " r=" << r;
+            }
+          }
+        }
+}
+
 // The prefill path makes its BLAS calls single-threaded per pool thread through the OpenMP
 // thread-count setting; the caller's setting must come back unchanged.
 TEST(Matmul, LeavesCallersOpenMpThreadCountAlone) {

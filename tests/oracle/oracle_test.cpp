@@ -147,11 +147,17 @@ struct SynthCase {
 // Tolerances from measurement on logits of std ~2 (x86-64, AVX2 build of the oracle):
 // F32 differs by float rounding of other summation orders (measured <= 1e-5). Q8_0, Q4_K
 // and Q6_K came out within 3.4e-6 (both engines quantise activations the same way for
-// them); Q4_0 differs by up to 0.083, so it gets 0.3 plus an argmax-agreement floor. The
-// other margins allow for llama.cpp picking other CPU kernels on other machines.
+// them); Q4_0 differs by up to 0.083, so it gets 0.3 plus an argmax-agreement floor. Q4_K
+// from 8 tokens runs tangram's interleaved-row kernel, which adds the same integer sums in
+// another float order (each output within 2e-6 relative of the row-major kernels, checked
+// call by call); on this prompt one such rounding difference moves an activation's Q8_K code
+// by a step downstream and the logits by up to 0.049 (tangram's own 20-token batch against
+// the same tokens one at a time differs by as much), so it gets 0.1. The other margins allow
+// for llama.cpp picking other CPU kernels on other machines.
 constexpr double kF32Tol = 1e-4;
 constexpr double kQuantTol = 1e-3;
 constexpr double kQ4_0Tol = 0.3;
+constexpr double kQ4_KTol = 0.1;
 
 // Llama 3 scaling is given as the rope_freqs tensor only: the synth's key variant
 // (rope.scaling.type = "llama3") makes llama.cpp abort, since it knows no such scaling type.
@@ -166,7 +172,7 @@ std::vector<SynthCase> synth_cases() {
       {"qwen3_f32", "tiny-qwen3", G::F32, R::None, false, kF32Tol, 1.0},
       {"llama_q8_0", "tiny-llama", G::Q8_0, R::None, false, kQuantTol, 0.9},
       {"qwen3_q8_0", "tiny-qwen3", G::Q8_0, R::None, false, kQuantTol, 0.9},
-      {"llama_q4_k", "tiny-llama", G::Q4_K, R::None, false, kQuantTol, 0.9},
+      {"llama_q4_k", "tiny-llama", G::Q4_K, R::None, false, kQ4_KTol, 0.9},
       {"qwen2_q6_k", "tiny-qwen2", G::Q6_K, R::None, false, kQuantTol, 0.9},
       {"qwen3_q4_0", "tiny-qwen3", G::Q4_0, R::None, false, kQ4_0Tol, 0.9},
       {"llama_q4_0", "tiny-llama", G::Q4_0, R::None, false, kQ4_0Tol, 0.9},

@@ -1,0 +1,250 @@
+#include "kernels/interleaved_rows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/half.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/vec_dot_avx512.h"
+
+namespace tangram::vec {
+
+using blocks::BlockQ4_K;
+using blocks::BlockQ8_0;
+using blocks::BlockQ8_K;
+using blocks::kQK0;
+using blocks::kQKK;
+
+namespace {
+
+// Row r's 256 codes of block x into the interleaved layout. Within 16 codes of a sub-block,
+// one shuffle puts quads 0 and 2 in bytes 0-7 and quads 1 and 3 in bytes 8-15; or-ing the
+// second half, shifted up a nibble, onto the first gives the bytes of two 8-element steps.
+void interleave_codes(const BlockQ4_K& x, int r, InterleavedQ4_K& out) {
+  const __m128i quads = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int g = 0; g < 4; ++g)      // 32 bytes of qs: sub-blocks 2g (low nibbles), 2g + 1 (high)
+    for (int h = 0; h < 2; ++h) {  // elements 16h .. 16h + 15 of both sub-blocks
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 32 * g + 16 * h));
+      const __m128i codes[2] = {_mm_and_si128(v, low4), _mm_and_si128(_mm_srli_epi16(v, 4), low4)};
+      for (int k = 0; k < 2; ++k) {
+        const __m128i q = _mm_shuffle_epi8(codes[k], quads);
+        const __m128i packed = _mm_or_si128(q, _mm_slli_epi16(_mm_srli_si128(q, 8), 4));
+        const auto steps = static_cast<uint64_t>(_mm_cvtsi128_si64(packed));  // steps 2h, 2h + 1
+        const auto first = static_cast<uint32_t>(steps), second = static_cast<uint32_t>(steps >> 32);
+        std::memcpy(out.qs[2 * g + k][2 * h] + 4 * r, &first, 4);
+        std::memcpy(out.qs[2 * g + k][2 * h + 1] + 4 * r, &second, 4);
+      }
+    }
+}
+
+}  // namespace
+
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst) {
+  const int64_t nblocks = cols / kQKK;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    InterleavedQ4_K& out = dst[b];
+    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
+    for (int r = 0; r < nr; ++r) {
+      const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride)[b];
+      out.d[r] = half::fp16_to_fp32(x.d);
+      out.dmin[r] = half::fp16_to_fp32(x.dmin);
+      alignas(16) uint8_t scales_mins[16];  // [sc0..sc7, m0..m7]
+      _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins), blocks::q4k_scales_mins(x.scales));
+      for (int j = 0; j < 8; ++j) {
+        out.scales[j][r] = scales_mins[j];
+        out.mins[j / 2][2 * r + j % 2] = scales_mins[8 + j];
+      }
+      interleave_codes(x, r, out);
+    }
+  }
+}
+
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst) {
+  const auto* a = reinterpret_cast<const BlockQ8_K*>(act);
+  for (int64_t b = 0; b < cols / kQKK; ++b)
+    for (int p = 0; p < 4; ++p) {
+      const int16_t* s = a[b].bsums + 4 * p;
+      // Each sub-block sum is at most 32 * 128 in magnitude: it fits int16.
+      const auto even = static_cast<uint16_t>(s[0] + s[1]), odd = static_cast<uint16_t>(s[2] + s[3]);
+      dst[4 * b + p] = static_cast<int32_t>(static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16));
+    }
+}
+
+void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* pair_sums, size_t pair_stride, int nt, float* out, size_t out_stride) {
+  for (int t = 0; t < nt; ++t) {
+    const auto* a = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+    const int32_t* sums = pair_sums + static_cast<size_t>(t) * pair_stride;
+    for (int r = 0; r < kInterleavedRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nblocks; ++b) {
+        const InterleavedQ4_K& x = w[b];
+        int32_t scaled = 0, mins = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t isum = 0;
+          for (int s = 0; s < 4; ++s)
+            for (int i = 0; i < 4; ++i) {
+              const uint8_t q = x.qs[j][s][4 * r + i];
+              isum += (q & 0x0F) * a[b].qs[32 * j + 8 * s + i] + (q >> 4) * a[b].qs[32 * j + 8 * s + 4 + i];
+            }
+          scaled += isum * x.scales[j][r];
+          const int32_t pair = sums[4 * b + j / 2];
+          const auto half_sum = static_cast<int16_t>(j % 2 == 0 ? pair & 0xFFFF : (pair >> 16) & 0xFFFF);
+          mins += x.mins[j / 2][2 * r + j % 2] * half_sum;
+        }
+        acc += a[b].d * (x.d[r] * static_cast<float>(scaled) - x.dmin[r] * static_cast<float>(mins));
+      }
+      out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
+    }
+  }
+}
+
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst) {
+  const int64_t nblocks = cols / kQK0;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    InterleavedQ8_0& out = dst[b];
+    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
+    for (int r = 0; r < nr; ++r) {
+      const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
+      out.d[r] = half::fp16_to_fp32(x.d);
+      for (int s = 0; s < 8; ++s) {
+        uint32_t four;
+        std::memcpy(&four, x.qs + 4 * s, 4);
+        four ^= 0x80808080u;  // int8 -> uint8 + 128
+        std::memcpy(out.qs[s] + 4 * r, &four, 4);
+      }
+    }
+  }
+}
+
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst) {
+  const auto* a = reinterpret_cast<const BlockQ8_0*>(act);
+  for (int64_t b = 0; b < cols / kQK0; ++b) {
+    int32_t sum = 0;
+    for (const int8_t q : a[b].qs) sum += q;
+    dst[b] = -128 * sum;
+  }
+}
+
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  for (int t = 0; t < nt; ++t) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+    const int32_t* offsets = sums + static_cast<size_t>(t) * sums_stride;
+    for (int r = 0; r < kInterleavedRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nblocks; ++b) {
+        int32_t isum = offsets[b];
+        for (int s = 0; s < 8; ++s)
+          for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a[b].qs[4 * s + i];
+        acc += w[b].d[r] * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
+      }
+      out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
+    }
+  }
+}
+
+namespace {
+
+// Four activation bytes at p, in every 32-bit lane.
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+// AVX2 on interleaved Q4_K: rows 8h .. 8h + 7 (the h-th 32 bytes of each 64-byte vector) x NT
+// tokens. vpmaddubsw's 16-bit pair sums of a whole sub-block fit int16 (8 x 2 x 15 x 128), so
+// they add up in 16 bits and one vpmaddwd per sub-block applies the scale, stored twice per
+// 32-bit lane, and widens.
+template <int NT>
+void q4_k_half_avx2(const InterleavedQ4_K* w, int64_t nblocks, const BlockQ8_K* const* a, const int32_t* const* sums,
+                    int h, float* out, size_t out_stride) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ4_K& x = w[b];
+    __m256i blk[NT];
+    for (int t = 0; t < NT; ++t) blk[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.scales[j] + 8 * h)));
+      const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
+      __m256i sub[NT];
+      for (int t = 0; t < NT; ++t) sub[t] = _mm256_setzero_si256();
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs[j][s] + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q = a[t][b].qs + 32 * j + 8 * s;
+          sub[t] = _mm256_add_epi16(sub[t], _mm256_maddubs_epi16(lo, broadcast4(q)));
+          sub[t] = _mm256_add_epi16(sub[t], _mm256_maddubs_epi16(hi, broadcast4(q + 4)));
+        }
+      }
+      for (int t = 0; t < NT; ++t) blk[t] = _mm256_add_epi32(blk[t], _mm256_madd_epi16(sub[t], sc));
+    }
+    const __m256 d = _mm256_loadu_ps(x.d + 8 * h), dmin = _mm256_loadu_ps(x.dmin + 8 * h);
+    for (int t = 0; t < NT; ++t) {
+      __m256i m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.mins[p] + 16 * h)));
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_set1_epi32(sums[t][4 * b + p])));
+      }
+      const __m256 dt = _mm256_set1_ps(a[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blk[t]), _mm256_mul_ps(d, dt), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride + 8 * h, acc[t]);
+}
+
+template <int NT>
+void q4_k_tokens_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                      const int32_t* pair_sums, size_t pair_stride, float* out, size_t out_stride) {
+  const BlockQ8_K* a[NT];
+  const int32_t* sums[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+    sums[t] = pair_sums + static_cast<size_t>(t) * pair_stride;
+  }
+  for (int h = 0; h < 2; ++h) q4_k_half_avx2<NT>(w, nblocks, a, sums, h, out, out_stride);
+}
+
+// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                                const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  for (int t0 = 0; t0 < nt; t0 += 4) {
+    const uint8_t* a = act + static_cast<size_t>(t0) * act_stride;
+    const int32_t* s = sums + static_cast<size_t>(t0) * sums_stride;
+    float* o = out + static_cast<size_t>(t0) * out_stride;
+    switch (std::min(4, nt - t0)) {
+      case 1: q4_k_tokens_avx2<1>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      case 2: q4_k_tokens_avx2<2>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      case 3: q4_k_tokens_avx2<3>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      default: q4_k_tokens_avx2<4>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+    }
+  }
+}
+
+}  // namespace
+
+InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level) {
+  switch (level) {
+    case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q4_k;
+    case cpu::KernelLevel::Avx2: return gemm_interleaved_q4_k_avx2;
+  }
+  return nullptr;
+}
+
+InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level) {
+  switch (level) {
+    case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q8_0;
+    case cpu::KernelLevel::Avx2: return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace tangram::vec

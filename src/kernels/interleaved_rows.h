@@ -1,0 +1,75 @@
+// Internal: Q4_K and Q8_0 weight rows interleaved 16 to a group, for matmuls over many tokens.
+// In the row-major layouts every (row, token) pair needs its own per-block scale work (Q4_K:
+// sub-block scales, mins and a float multiply-add per 256 elements, as much work as its
+// integer dot products; Q8_0: a convert, multiply and add per 32). With 16 rows interleaved,
+// one 512-bit vector holds 4 codes of each of 16 rows: an integer lane is a row, a broadcast of
+// 4 activation bytes feeds all 16, and the scale work runs once per 16 rows.
+// The layout is made per L2 panel of rows inside the matmul (measured ~6% of a 512-token Q4_K
+// product), so no second copy of the weights stays resident and decode of few tokens keeps
+// the row-major layout and its kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace tangram::vec {
+
+constexpr int kInterleavedRows = 16;
+// Tokens per call of an interleaved kernel.
+constexpr int kInterleavedTokens = 8;
+
+// One 256-column Q4_K block of 16 rows. Rows past the end of the matrix are all zero.
+struct InterleavedQ4_K {
+  static constexpr int kBlockElems = 256;
+  static constexpr int kSumsPerBlock = 4;     // activation sums per block (see q8_k_pair_sums)
+  float d[kInterleavedRows];                  // row super-scales of the sub-block scales
+  float dmin[kInterleavedRows];               // row super-scales of the sub-block mins
+  uint8_t scales[8][kInterleavedRows];        // [sub-block][row]: 6-bit scale
+  uint8_t mins[4][2 * kInterleavedRows];      // [sub-block pair p][2 * row + k]: min of sub-block 2p + k
+  // [sub-block][step s][4 * row + i]: low nibble = code of element 8s + i of the sub-block,
+  // high nibble = element 8s + 4 + i.
+  uint8_t qs[8][4][4 * kInterleavedRows];
+};
+static_assert(sizeof(InterleavedQ4_K) == 2432);
+
+// One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
+// vpdpbusd; the 128 * (activation sum) this adds is taken off with q8_0_offset_sums.
+struct InterleavedQ8_0 {
+  static constexpr int kBlockElems = 32;
+  static constexpr int kSumsPerBlock = 1;
+  float d[kInterleavedRows];
+  uint8_t qs[8][4 * kInterleavedRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
+};
+static_assert(sizeof(InterleavedQ8_0) == 576);
+
+// Rows w, w + w_stride, ... (nr of them, 1 <= nr <= 16) of a matrix with `cols` columns
+// into dst[cols / kBlockElems].
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst);
+void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst);
+
+// Per-token activation sums the kernels need, for one activation row of `cols` columns into
+// dst[cols / kBlockElems][kSumsPerBlock]:
+//  * Q8_K rows (for Q4_K): per block, per sub-block pair p, the sums of the pair's two
+//    32-element sub-blocks as int16 (low half: sub-block 2p) in one int32;
+//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes.
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst);
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst);
+
+// out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt
+// (1 <= nt <= kInterleavedTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
+// Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
+template <typename Interleaved>
+using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                                   const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
+void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
+// The kernel of a level, or nullptr where that level has none (matmul then keeps the row-major
+// kernels; the portable one is the tests' reference).
+InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level);
+InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level);
+
+}  // namespace tangram::vec

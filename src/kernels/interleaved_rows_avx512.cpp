@@ -1,0 +1,152 @@
+// AVX-512 VNNI kernels on 16 interleaved rows (interleaved_rows.h) x up to 8 tokens. Each
+// 512-bit vector of codes holds 4 elements of each of the 16 rows; one vpdpbusd with a
+// broadcast of the token's 4 activation bytes adds those products into the 16 rows' lanes.
+// The scale work then runs once per 16 rows instead of once per (row, token): Q4_K's sub-block
+// scales (vpmulld), mins (vpdpwssd on the activations' pair sums) and float update; Q8_0's
+// offset correction (the sum's starting value) and float update.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/half.h"
+#include "kernels/interleaved_rows.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/vec_dot_avx512.h"
+
+// Everything below is compiled for AVX-512 F/BW/VL + VNNI; the headers above stay baseline
+// (see vec_dot_avx512.cpp).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
+
+namespace tangram::vec::avx512 {
+namespace {
+
+using blocks::BlockQ8_0;
+using blocks::BlockQ8_K;
+
+// Four activation bytes at p, in every 32-bit lane.
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// Integer products of one block, 16 rows x NT tokens, each sub-block's sum times its scale:
+// blk[t] lane r = sum over sub-blocks j of scale[j][r] * dot(codes of row r, token t).
+template <int NT>
+inline void scaled_block_sums(const InterleavedQ4_K& x, const BlockQ8_K* const* a, int64_t b, __m512i* blk) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int t = 0; t < NT; ++t) blk[t] = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    __m512i sub[NT];
+    for (int t = 0; t < NT; ++t) sub[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_loadu_si512(x.qs[j][s]);
+      const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* q = a[t][b].qs + 32 * j + 8 * s;
+        sub[t] = _mm512_dpbusd_epi32(sub[t], lo, broadcast4(q));
+        sub[t] = _mm512_dpbusd_epi32(sub[t], hi, broadcast4(q + 4));
+      }
+    }
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales[j])));
+    for (int t = 0; t < NT; ++t) blk[t] = _mm512_add_epi32(blk[t], _mm512_mullo_epi32(sub[t], sc));
+  }
+}
+
+template <int NT>
+void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                 const int32_t* pair_sums, size_t pair_stride, float* out, size_t out_stride) {
+  const BlockQ8_K* a[NT];
+  const int32_t* sums[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+    sums[t] = pair_sums + static_cast<size_t>(t) * pair_stride;
+  }
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ4_K& x = w[b];
+    __m512i blk[NT];
+    scaled_block_sums<NT>(x, a, b, blk);
+    __m512i mins[4];  // int16 lanes 2r, 2r + 1: row r's mins of sub-blocks 2p, 2p + 1
+    for (int p = 0; p < 4; ++p) mins[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.mins[p])));
+    const __m512 d = _mm512_loadu_ps(x.d), dmin = _mm512_loadu_ps(x.dmin);
+    for (int t = 0; t < NT; ++t) {
+      __m512i m = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) m = _mm512_dpwssd_epi32(m, mins[p], _mm512_set1_epi32(sums[t][4 * b + p]));
+      const __m512 dt = _mm512_set1_ps(a[t][b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(blk[t]), _mm512_mul_ps(d, dt), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
+}
+
+// Q8_0: codes stored + 128, so each block's sum starts at -128 * (the token's code sum).
+template <int NT>
+void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                 const int32_t* offset_sums, size_t sums_stride, float* out, size_t out_stride) {
+  const BlockQ8_0* a[NT];
+  const int32_t* offsets[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+    offsets[t] = offset_sums + static_cast<size_t>(t) * sums_stride;
+  }
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ8_0& x = w[b];
+    __m512i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(offsets[t][b]);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i v = _mm512_loadu_si512(x.qs[s]);
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], v, broadcast4(a[t][b].qs + 4 * s));
+    }
+    const __m512 d = _mm512_loadu_ps(x.d);
+    for (int t = 0; t < NT; ++t) {
+      const __m512 dt = _mm512_set1_ps(half::fp16_to_fp32(a[t][b].d));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
+}
+
+template <typename Interleaved>
+void by_tokens(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride, const int32_t* sums,
+               size_t sums_stride, int nt, float* out, size_t out_stride) {
+  switch (nt) {
+    case 1: return gemm_tokens<1>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 2: return gemm_tokens<2>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 3: return gemm_tokens<3>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 4: return gemm_tokens<4>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 5: return gemm_tokens<5>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 6: return gemm_tokens<6>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    case 7: return gemm_tokens<7>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+    default: return gemm_tokens<8>(w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+  }
+}
+
+}  // namespace
+
+void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
+}
+
+void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
+}
+
+}  // namespace tangram::vec::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
