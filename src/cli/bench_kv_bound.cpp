@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "common/cpu_time.h"
 #include "common/units.h"
 #include "compress/kv_policy.h"
 #include "evaluation/synthetic_kv.h"
+#include "kernels/memory_bandwidth.h"
 #include "kv/attention_planner.h"
 #include "kv/block_pool.h"
 #include "kv/kv_row.h"
@@ -82,10 +84,14 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   for (int k = 0; k < kWarmupSteps; ++k) TG_TRY(step(k));
   const double bytes_before = kv_read_bytes(b);
   const double attention0 = model.attention_seconds();
+  const double attention_cpu0 = model.attention_cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   for (int k = 0; k < steps; ++k) TG_TRY(step(kWarmupSteps + k));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
   const double attention = model.attention_seconds() - attention0;
+  const double attention_cpu = model.attention_cpu_seconds() - attention_cpu0;
   // Heads grow by a row per step: the mean step reads the mean of the first and last.
   run.kv_read_bytes = (bytes_before + kv_read_bytes(b)) / 2;
   run.step_ms = 1000.0 * seconds / steps;
@@ -93,6 +99,9 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   run.attention_ms = 1000.0 * attention / steps;
   run.attention_share = attention / seconds;
   run.attention_gbps = attention > 0 ? run.kv_read_bytes * steps / attention / 1e9 : 0;
+  run.step_cpu_ms = 1000.0 * cpu / steps;
+  run.attention_cpu_ms = 1000.0 * attention_cpu / steps;
+  run.attention_cpu_gbps_per_core = attention_cpu > 0 ? run.kv_read_bytes * steps / attention_cpu / 1e9 : 0;
   return Status::Ok();
 }
 
@@ -135,6 +144,9 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   out.threads = pool.size();
   out.steps = opt.steps;
   out.peak_gbps = opt.peak_gbps;
+  // The probe again, in CPU time, right before the runs it is compared with (256 MiB is far past
+  // any last-level cache).
+  out.probe_cpu_gbps_per_core = measure_read_bandwidth(pool, size_t{256} << 20).cpu_gbps_per_core;
   for (const KvType t : opt.kv_types)
     out.kv_types += fmt::format("{}{}", out.kv_types.empty() ? "" : ",", kv_type_name(t));
   TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
@@ -168,6 +180,8 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
         run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
         TG_TRY(time_steps(model, pool, batch, opt.steps, run));
         run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
+        run.per_core_fraction =
+            out.probe_cpu_gbps_per_core > 0 ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core : 0;
         out.runs.push_back(run);
       }
     }
@@ -196,27 +210,32 @@ void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
   fmt::print(console,
              "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
              "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; "
-             "read bandwidth {:.1f} GB/s\n",
-             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps);
-  fmt::print(console, "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6}\n",
+             "read bandwidth {:.1f} GB/s, {:.1f} GB/s per CPU-second\n",
+             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core);
+  fmt::print(console,
+             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6}\n",
              "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
-             "attn GB/s", "of bw");
+             "attn GB/s", "of bw", "CPU ms", "attn CPU", "GB/s/core", "of cpu");
   for (const KvBoundRun& r : d.runs)
     fmt::print(console,
                "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
-               "{:>5.0f}%\n",
+               "{:>5.0f}% {:>7.1f} {:>8.1f} {:>9.1f} {:>5.0f}%\n",
                r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
                r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms, 100.0 * r.attention_share,
-               format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction);
+               format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms,
+               r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction);
   fmt::print(console,
              "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
              "per cached token over full's on the first KV type (effective retention; vs full likewise); KV read: K and V rows one step's attention reads; "
-             "attn GB/s: that over attention's time; of bw: that over the read bandwidth.\n");
+             "attn GB/s: that over attention's time; of bw: that over the read bandwidth; CPU ms, attn CPU: the step's "
+             "and attention's CPU time (all threads); GB/s/core: KV read per CPU-second of attention; of cpu: that over "
+             "the probe's per CPU-second.\n");
 }
 
 nlohmann::json kv_bound_json(const KvBoundDecode& d) {
   nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
                       {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
+                      {"probe_cpu_gbps_per_core", d.probe_cpu_gbps_per_core},
                       {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
   for (const KvBoundRun& r : d.runs) {
     const double f = full_tok_s(d, r.concurrency);
@@ -226,7 +245,10 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
                          {"decode_tok_s", r.decode_tok_s}, {"vs_full", f > 0 ? r.decode_tok_s / f : 0.0},
                          {"step_ms", r.step_ms}, {"attention_ms", r.attention_ms},
                          {"attention_share", r.attention_share}, {"kv_read_bytes_per_step", r.kv_read_bytes},
-                         {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction}});
+                         {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction},
+                         {"step_cpu_ms", r.step_cpu_ms}, {"attention_cpu_ms", r.attention_cpu_ms},
+                         {"attention_cpu_gbps_per_core", r.attention_cpu_gbps_per_core},
+                         {"per_core_fraction", r.per_core_fraction}});
   }
   return j;
 }
@@ -234,17 +256,21 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
 std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
       "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
-      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s.\n\n"
+      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s, "
+      "{:.1f} GB/s per CPU-second.\n\n"
       "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
-      "| attention share | KV read per step | attention GB/s | of bandwidth |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps);
+      "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | attention CPU ms "
+      "| attention GB/s per core | of probe per core |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core);
   for (const KvBoundRun& r : d.runs)
-    md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% |\n",
+    md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
+                      "| {:.1f} | {:.1f} | {:.1f} | {:.0f}% |\n",
                       r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
                       format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms,
                       r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
-                      100.0 * r.bandwidth_fraction);
+                      100.0 * r.bandwidth_fraction, r.step_cpu_ms, r.attention_cpu_ms, r.attention_cpu_gbps_per_core,
+                      100.0 * r.per_core_fraction);
   return md;
 }
 

@@ -52,6 +52,13 @@ struct KvBoundRun {
   double kv_read_bytes = 0;        // per step: every stored K and V row of every head
   double attention_gbps = 0;       // kv_read_bytes / attention time
   double bandwidth_fraction = 0;   // attention_gbps / peak_gbps
+  // The same in CPU time (every thread of the process; unlike wall time, not inflated when other
+  // jobs share the cores): per step, all layers, and kv_read_bytes per CPU second of attention
+  // (GB/s per busy core) over the probe's (probe_cpu_gbps_per_core).
+  double step_cpu_ms = 0;
+  double attention_cpu_ms = 0;
+  double attention_cpu_gbps_per_core = 0;
+  double per_core_fraction = 0;
 };
 
 struct KvBoundDecode {
@@ -62,6 +69,7 @@ struct KvBoundDecode {
   int threads = 0;
   int steps = 0;
   double peak_gbps = 0;
+  double probe_cpu_gbps_per_core = 0;  // the read probe's bytes per CPU second, taken before the runs
   std::vector<KvBoundRun> runs;  // policy after policy, each at every concurrency
 };
 

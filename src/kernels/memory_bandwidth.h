@@ -10,6 +10,9 @@ namespace tangram {
 
 struct BandwidthResult {
   double read_gbps = 0;   // best of the repetitions, GB/s (1e9 bytes per second)
+  // Bytes over the process's CPU seconds, best repetition: GB/s per busy core, the figure to
+  // hold a kernel's CPU-time rate against when other jobs share the machine.
+  double cpu_gbps_per_core = 0;
   size_t buffer_bytes = 0;
   int threads = 0;
 };

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <new>
 
+#include "common/cpu_time.h"
+
 namespace tangram {
 
 BatchedAttention::BatchedAttention() = default;
@@ -30,7 +32,9 @@ Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_
 
 Status BatchedAttention::attend(int layer, const float* q, float* out, ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   const Status st = attend_layer(layer, q, out, pool);
+  attend_cpu_seconds_ += process_cpu_seconds() - cpu0;
   attend_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

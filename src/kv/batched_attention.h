@@ -47,8 +47,10 @@ class BatchedAttention {
   //   q: [rows][n_head][head_dim]   out: [rows][n_head][head_dim_v], rows = sum of n
   Status attend(int layer, const float* q, float* out, ThreadPool& pool);
 
-  // Wall time spent in attend() since construction (for the share of a step attention takes).
+  // Wall time spent in attend() since construction (for the share of a step attention takes),
+  // and the process's CPU time over the same calls (every pool thread, waits included).
   double attend_seconds() const { return attend_seconds_; }
+  double attend_cpu_seconds() const { return attend_cpu_seconds_; }
 
  private:
   Status attend_layer(int layer, const float* q, float* out, ThreadPool& pool);
@@ -59,6 +61,7 @@ class BatchedAttention {
   std::vector<AttentionItem> items_;        // [sequences] when paged
   std::unique_ptr<AttentionWorkspace> ws_;  // when paged
   double attend_seconds_ = 0;
+  double attend_cpu_seconds_ = 0;
 };
 
 }  // namespace tangram

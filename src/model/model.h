@@ -92,6 +92,8 @@ class Model {
   const AttentionPlanner& attention_planner() const { return attention_.planner(); }
   // Wall time the forward passes have spent in attention (all layers) since the model was loaded.
   double attention_seconds() const { return attention_.attend_seconds(); }
+  // The process's CPU time over the same calls (all threads).
+  double attention_cpu_seconds() const { return attention_.attend_cpu_seconds(); }
 
  private:
   Model() = default;

@@ -207,7 +207,12 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
     EXPECT_GT(run["attention_share"].get<double>(), 0.0);
     EXPECT_LT(run["attention_share"].get<double>(), 1.0);
     EXPECT_GT(run["kv_read_bytes_per_step"].get<double>(), 0.0);
+    // CPU time beside wall time: attention's is part of the step's.
+    EXPECT_GT(run["attention_cpu_ms"].get<double>(), 0.0);
+    EXPECT_LE(run["attention_cpu_ms"].get<double>(), run["step_cpu_ms"].get<double>());
+    EXPECT_GT(run["per_core_fraction"].get<double>(), 0.0);
   }
+  EXPECT_GT(kv["probe_cpu_gbps_per_core"].get<double>(), 0.0);
   EXPECT_EQ(kv["runs"][0]["policy"], "full");
   EXPECT_DOUBLE_EQ(kv["runs"][0]["retention_vs_full"].get<double>(), 1.0);
   EXPECT_EQ(kv["runs"][2]["policy"], "uniform");
