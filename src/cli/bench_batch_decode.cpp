@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "cli/bench_models.h"
 #include "cli/engine_flags.h"
+#include "common/cpu_time.h"
 #include "common/units.h"
 #include "engine/engine.h"
 #include "evaluation/workload.h"
@@ -17,13 +17,6 @@ namespace tangram::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// CPU time of the whole process (every thread), in seconds.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // One token's arrival: wall clock and the process's CPU time then.
 struct Arrival {
