@@ -13,14 +13,8 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/vec_dot_avx512.h"
 
-// Everything below is compiled for AVX-512 F/BW/VL + VNNI; the headers above stay baseline
-// (see vec_dot_avx512.cpp).
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
-#endif
+// Everything below is AVX-512 code, after every header (avx512_target_begin.h says why).
+#include "kernels/avx512_target_begin.h"
 
 namespace tangram::vec::avx512 {
 namespace {
@@ -145,8 +139,4 @@ void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint
 
 }  // namespace tangram::vec::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx512_target_end.h"

@@ -14,15 +14,8 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/simd.h"
 
-// Everything below is compiled for AVX-512 F/BW/VL + VNNI. The headers above are included
-// before this point, so the out-of-line copies of their inline functions stay baseline
-// (x86-64-v3) code and the linker cannot hand AVX-512 versions of them to other files.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
-#endif
+// Everything below is AVX-512 code, after every header (avx512_target_begin.h says why).
+#include "kernels/avx512_target_begin.h"
 
 namespace tangram::vec::avx512 {
 namespace {
@@ -356,8 +349,4 @@ TileDotFn tile_dot(GgmlType weight) {
 
 }  // namespace tangram::vec::avx512
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "kernels/avx512_target_end.h"
