@@ -301,5 +301,109 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
   }
 }
 
+// The interleaved-row GEMMs (portable and every level that has one): a full group of 16 rows and
+// a partial one, 1 to 8 tokens at several offsets.
+template <typename Interleaved>
+void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, const std::string& name) {
+  constexpr int64_t kGroupRows = vec::kInterleavedRows;
+  constexpr int64_t kMatrixRows = kGroupRows + 3;
+  constexpr int64_t kGemmTokens = vec::kInterleavedTokens + 2;
+  for (const int64_t cols : {int64_t{256}, int64_t{768}}) {
+    const auto W = make_weights(type, kMatrixRows, cols, static_cast<uint32_t>(cols) + 7);
+    const auto A = make_activations(type, kGemmTokens, cols, static_cast<uint32_t>(cols) + 8);
+    const int64_t nblocks = cols / Interleaved::kBlockElems;
+    const size_t sums_stride = static_cast<size_t>(nblocks * Interleaved::kSumsPerBlock);
+    std::vector<int32_t> sums(sums_stride * static_cast<size_t>(kGemmTokens));  // [token][block][sum]
+    for (int64_t t = 0; t < kGemmTokens; ++t)
+      vec::activation_sums(A.act.data() + static_cast<size_t>(t) * A.stride, cols,
+                           static_cast<const Interleaved*>(nullptr), sums.data() + static_cast<size_t>(t) * sums_stride);
+    const size_t rb = ggml_row_bytes(type, cols);
+    std::vector<Interleaved> group(static_cast<size_t>(nblocks));
+    for (const int64_t r0 : {int64_t{0}, kGroupRows}) {
+      const int nr = static_cast<int>(std::min(kGroupRows, kMatrixRows - r0));
+      vec::interleave_rows(W.m.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols, group.data());
+      for (int nt = 1; nt <= vec::kInterleavedTokens; ++nt)
+        for (int64_t t0 = 0; t0 + nt <= kGemmTokens; t0 += 1 + (nt < 4 ? 2 : 0)) {
+          float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
+          gemm(group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride, A.stride,
+               sums.data() + static_cast<size_t>(t0) * sums_stride, sums_stride, nt, out, vec::kInterleavedRows);
+          for (int k = 0; k < nt; ++k)
+            for (int i = 0; i < nr; ++i) {
+              const Expected e = expected(W, A.deq.data() + (t0 + k) * cols, r0 + i);
+              ASSERT_NEAR(out[k * vec::kInterleavedRows + i], e.value, e.tol)
+                  << name << " interleaved " << ggml_type_name(type) << " cols=" << cols << " r=" << r0 + i
+                  << " t=" << t0 + k << " nt=" << nt;
+            }
+        }
+    }
+  }
+}
+
+TEST(ExtremeValues, InterleavedKernelsAtEveryLevel) {
+  check_interleaved<vec::InterleavedQ4_K>(vec::gemm_interleaved_portable, GgmlType::Q4_K, "portable");
+  check_interleaved<vec::InterleavedQ8_0>(vec::gemm_interleaved_portable, GgmlType::Q8_0, "portable");
+  int checked = 0;
+  for (const cpu::KernelLevel level : cpu::supported_levels()) {
+    const std::string name(cpu::level_name(level));
+    if (const auto gemm = vec::gemm_interleaved_q4_k_fn(level)) {
+      check_interleaved<vec::InterleavedQ4_K>(gemm, GgmlType::Q4_K, name);
+      ++checked;
+    }
+    if (const auto gemm = vec::gemm_interleaved_q8_0_fn(level)) {
+      check_interleaved<vec::InterleavedQ8_0>(gemm, GgmlType::Q8_0, name);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 1);  // Q4_K has one at every level
+}
+
+// matmul's decode path end to end, at the active level, on float activations chosen so the
+// activation quantiser writes the extreme codes (x = code * s per block: amax = 127 s), at token
+// counts that take the single-token kernel, full and partial tiles, the interleaved groups of 8
+// and their tails. Rows 37: two full groups of 16 and a partial one, and a partial tile.
+TEST(ExtremeValues, MatmulDecodeAtTokenCounts) {
+  ThreadPool pool(2);
+  constexpr int64_t kMatRows = 37;
+  for (const GgmlType type : kIntegerTypes) {
+    const int64_t cols = ggml_type_info(type).block_elems == 32 ? 288 : 768;
+    const int64_t block = vec::activation_type(type) == GgmlType::Q8_0 ? blocks::kQK0 : blocks::kQKK;
+    const auto W = make_weights(type, kMatRows, cols, 77);
+    for (const int64_t n : {1, 4, 5, 8, 16, 33}) {
+      std::mt19937 rng(static_cast<uint32_t>(n));
+      std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+      std::vector<float> X(static_cast<size_t>(n * cols));  // [n][cols]
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t b = 0; b < cols / block; ++b) {
+          const float s = scale(rng);
+          for (int64_t i = 0; i < block; ++i)
+            X[static_cast<size_t>(t * cols + b * block + i)] =
+                s * activation_code(activation_pattern(t, b), static_cast<int>(i), static_cast<int>(block), rng);
+        }
+      // What the kernels see: X through the activation quantiser, decoded.
+      const GgmlType at = vec::activation_type(type);
+      std::vector<uint8_t> q(ggml_row_bytes(at, cols));
+      std::vector<float> xq(static_cast<size_t>(n * cols));  // [n][cols]
+      for (int64_t t = 0; t < n; ++t) {
+        vec::quantize_activation(type, X.data() + t * cols, q.data(), cols);
+        dequantize_row(at, q.data(), xq.data() + t * cols, cols);
+        if (t == 0) {  // token 0 is all +127: the extreme codes reach the kernels
+          const int8_t first = at == GgmlType::Q8_0 ? reinterpret_cast<const blocks::BlockQ8_0*>(q.data())->qs[0]
+                                                    : reinterpret_cast<const blocks::BlockQ8_K*>(q.data())->qs[0];
+          ASSERT_EQ(first, 127) << ggml_type_name(type);
+        }
+      }
+      std::vector<float> Y(static_cast<size_t>(n * kMatRows), std::nanf(""));  // [n][rows]
+      matmul_paths::decode(W.m.view(), X.data(), n, Y.data(), pool);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < kMatRows; ++r) {
+          const Expected e = expected(W, xq.data() + t * cols, r);
+          ASSERT_NEAR(Y[static_cast<size_t>(t * kMatRows + r)], e.value, e.tol)
+              << cpu::level_name(cpu::active_level()) << " matmul decode " << ggml_type_name(type) << " n=" << n
+              << " t=" << t << " r=" << r;
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tangram
