@@ -229,6 +229,63 @@ void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const
   }
 }
 
+// AVX2 on interleaved Q8_0: rows 8h .. 8h + 7 x NT tokens. The stored codes (+128, for
+// vpdpbusd) would saturate vpmaddubsw's pair sums (2 x 255 x 127), so they are flipped back to
+// signed and multiplied as |w| (unsigned, at most 128) by the activation carrying w's sign
+// (vpsignb; activations are at most 127 in magnitude): pair sums at most 2 x 128 x 127 fit
+// int16, and vpmaddwd by ones widens them. The offset sums are not needed.
+template <int NT>
+void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, int h, float* out,
+                    size_t out_stride) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const InterleavedQ8_0& x = w[b];
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs[s] + 32 * h)), flip);
+      const __m256i magnitude = _mm256_abs_epi8(v);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i signed_act = _mm256_sign_epi8(broadcast4(a[t][b].qs + 4 * s), v);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_act), ones));
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(x.d + 8 * h);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dt), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride + 8 * h, acc[t]);
+}
+
+template <int NT>
+void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride, float* out,
+                      size_t out_stride) {
+  const BlockQ8_0* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+  for (int h = 0; h < 2; ++h) q8_0_half_avx2<NT>(w, nblocks, a, h, out, out_stride);
+}
+
+// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                                const int32_t* /*offset sums: unused, see q8_0_half_avx2*/, size_t, int nt,
+                                float* out, size_t out_stride) {
+  for (int t0 = 0; t0 < nt; t0 += 4) {
+    const uint8_t* a = act + static_cast<size_t>(t0) * act_stride;
+    float* o = out + static_cast<size_t>(t0) * out_stride;
+    switch (std::min(4, nt - t0)) {
+      case 1: q8_0_tokens_avx2<1>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 2: q8_0_tokens_avx2<2>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 3: q8_0_tokens_avx2<3>(w, nblocks, a, act_stride, o, out_stride); break;
+      default: q8_0_tokens_avx2<4>(w, nblocks, a, act_stride, o, out_stride); break;
+    }
+  }
+}
+
 }  // namespace
 
 InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level) {
@@ -242,7 +299,7 @@ InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel lev
 InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level) {
   switch (level) {
     case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q8_0;
-    case cpu::KernelLevel::Avx2: return nullptr;
+    case cpu::KernelLevel::Avx2: return gemm_interleaved_q8_0_avx2;
   }
   return nullptr;
 }

@@ -35,7 +35,8 @@ struct InterleavedQ4_K {
 static_assert(sizeof(InterleavedQ4_K) == 2432);
 
 // One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
-// vpdpbusd; the 128 * (activation sum) this adds is taken off with q8_0_offset_sums.
+// vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The
+// AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and needs no sums.
 struct InterleavedQ8_0 {
   static constexpr int kBlockElems = 32;
   static constexpr int kSumsPerBlock = 1;

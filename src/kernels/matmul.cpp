@@ -237,11 +237,13 @@ void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
 int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
   // Crossovers measured on one thread (bench_kernels BM_PathCrossover: CPU time of the decode
   // path vs dequantise + sgemm, 256 x 4096 weights, n = 16..512): float weights lose to
-  // sgemm's register blocking from about 16 (F32) / 32 (F16, BF16) tokens; Q8_0 / Q4_0 integer
-  // dots from about 48 with the AVX2 kernels, and never with the AVX-512 VNNI tiles (1.4x
-  // sgemm's rate at n = 512). The K-quant integer kernels beat dequantise + sgemm at every
-  // token count measured (up to 512) on both levels, so they always take this path. Q8_K
-  // weights have no integer kernel (dequantise + float dot per row).
+  // sgemm's register blocking from about 16 (F32) / 32 (F16, BF16) tokens; Q4_0 (and Q8_0's
+  // row-major) dots from about 48 with the AVX2 kernels, never with the AVX-512 VNNI tiles (1.4x
+  // sgemm's rate at n = 512). Q8_0 on AVX2 runs interleaved rows from 16 tokens and beats
+  // sgemm at every count measured (n = 512: 9.6 against 11.9 ms), so only Q4_0 switches at 48.
+  // The K-quant integer kernels beat dequantise + sgemm at every token count measured (up to
+  // 512) on both levels, so they always take this path. Q8_K weights have no integer kernel
+  // (dequantise + float dot per row).
   constexpr int64_t kAlways = std::numeric_limits<int64_t>::max();
   switch (type) {
     case GgmlType::F32:
@@ -250,8 +252,8 @@ int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
     case GgmlType::BF16:
       return 24;
     case GgmlType::Q4_0:
-    case GgmlType::Q8_0:
       return level == cpu::KernelLevel::Avx512Vnni ? kAlways : 48;
+    case GgmlType::Q8_0:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K:
       return kAlways;

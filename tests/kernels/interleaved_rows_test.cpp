@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/interleaved_rows.h"
+#include "kernels/half.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 
 namespace tangram {
 namespace {
@@ -120,8 +123,58 @@ TEST(InterleavedRows, EveryLevelKernelMatchesReference) {
       ++checked;
     }
   }
-  // Q4_K has a kernel at every level (AVX2 the baseline), Q8_0 on AVX-512 VNNI.
-  EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 3 : 1);
+  // Q4_K and Q8_0 have a kernel at every level (AVX2 the baseline).
+  EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 4 : 2);
+}
+
+// Q8_0 at the extremes of its codes: weights -128, -127 and 127 (-128 is not what quantize
+// writes but a file may hold it) against activations of -127 and 127, the most any quantised
+// activation reaches. On AVX2 these are the pair sums closest to vpmaddubsw's int16 limit
+// (2 x 128 x 127); a saturated sum would be off by far more than the tolerance.
+TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
+  constexpr int64_t kCols = 256, kBlocks = kCols / 32, kTokens = 5;
+  constexpr int8_t kWeightCodes[] = {-128, 127, -127, -128, 127, 127, -128, -127};
+  const int nr = 13;  // a partial group
+  std::vector<blocks::BlockQ8_0> W(static_cast<size_t>(nr * kBlocks)), A(static_cast<size_t>(kTokens * kBlocks));
+  for (size_t i = 0; i < W.size(); ++i) {
+    W[i].d = half::fp32_to_fp16(0.01f * static_cast<float>(1 + i % 7));
+    for (int k = 0; k < 32; ++k) W[i].qs[k] = kWeightCodes[(i + static_cast<size_t>(k) / (1 + i % 3)) % 8];
+  }
+  for (size_t i = 0; i < A.size(); ++i) {
+    A[i].d = half::fp32_to_fp16(0.02f * static_cast<float>(1 + i % 5));
+    for (int k = 0; k < 32; ++k) A[i].qs[k] = static_cast<int8_t>(((i + static_cast<size_t>(k) / 3) % 2) ? 127 : -127);
+  }
+  std::vector<int32_t> sums(static_cast<size_t>(kTokens * kBlocks));
+  for (int t = 0; t < kTokens; ++t)
+    vec::activation_sums(reinterpret_cast<const uint8_t*>(A.data() + t * kBlocks), kCols,
+                         static_cast<const vec::InterleavedQ8_0*>(nullptr), sums.data() + t * kBlocks);
+  std::vector<vec::InterleavedQ8_0> group(kBlocks);
+  vec::interleave_rows(reinterpret_cast<const uint8_t*>(W.data()), kBlocks * sizeof(blocks::BlockQ8_0), nr, kCols,
+                       group.data());
+  std::vector<std::pair<std::string, vec::InterleavedGemmFn<vec::InterleavedQ8_0>>> kernels = {
+      {"portable", vec::gemm_interleaved_portable}};
+  for (const cpu::KernelLevel level : cpu::supported_levels())
+    if (const auto gemm = vec::gemm_interleaved_q8_0_fn(level)) kernels.emplace_back(cpu::level_name(level), gemm);
+  for (const auto& [name, gemm] : kernels) {
+    std::vector<float> out(static_cast<size_t>(kTokens * vec::kInterleavedRows), std::nanf(""));
+    gemm(group.data(), kBlocks, reinterpret_cast<const uint8_t*>(A.data()), kBlocks * sizeof(blocks::BlockQ8_0),
+         sums.data(), kBlocks, kTokens, out.data(), vec::kInterleavedRows);
+    for (int t = 0; t < kTokens; ++t)
+      for (int r = 0; r < vec::kInterleavedRows; ++r) {
+        double ref = 0, mag = 0;
+        for (int64_t b = 0; r < nr && b < kBlocks; ++b) {
+          const auto& w = W[static_cast<size_t>(r * kBlocks + b)];
+          const auto& a = A[static_cast<size_t>(t * kBlocks + b)];
+          int64_t isum = 0;
+          for (int k = 0; k < 32; ++k) isum += int64_t{w.qs[k]} * a.qs[k];
+          const double scale = double{half::fp16_to_fp32(w.d)} * double{half::fp16_to_fp32(a.d)};
+          ref += scale * static_cast<double>(isum);
+          mag += scale * 32 * 128 * 127;
+        }
+        ASSERT_NEAR(out[static_cast<size_t>(t * vec::kInterleavedRows + r)], ref, 4e-6 * mag + 1e-6)
+            << name << " r=" << r << " t=" << t;
+      }
+  }
 }
 
 }  // namespace
