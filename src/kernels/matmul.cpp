@@ -5,7 +5,7 @@
 //    chunk of tokens, each row dotted with a chunk's tokens while it sits in L1 (multi-token
 //    kernels unpack each weight block once for up to 4 tokens; tile kernels take several
 //    rows x several tokens, so each activation block is also loaded once per tile). Q4_K and
-//    Q8_0 from 8-16 tokens: each panel is first repacked into groups of 16 interleaved rows
+//    Q8_0 from 16 tokens: each panel is first repacked into groups of 16 interleaved rows
 //    (interleaved_rows.h) where the level has a kernel for it.
 //  * prefill path (many tokens, float and 32-element types): the pool splits the rows of W;
 //    each thread runs a single-threaded cblas_sgemm on its slice (F32 weights in place, other
@@ -38,12 +38,13 @@ constexpr int64_t kDecodeTokenChunk = 32;
 // cores hold 512 KiB-2 MiB, where the panel alone still fits).
 constexpr size_t kPanelBytes = size_t{384} << 10;
 // Tokens from which the decode path runs Q4_K and Q8_0 through panels repacked into 16
-// interleaved rows (interleaved_rows.h). Measured, one thread's CPU time against the row-major
-// kernels: AVX-512 at n = 8 0.82-0.85x with the weights in L2 (BM_MatvecCached, 128 x 4096),
-// 0.90-0.97x from DRAM (BM_BatchDecode, 4096 x 4096, 2 threads), n = 16 0.60-0.75x; AVX2 at
-// n = 8 par in L2 but 1.18x from DRAM, n = 16 0.84x. The repack, once per panel per call, is
-// paid back from there on.
-int64_t interleave_min_tokens(cpu::KernelLevel level) { return level == cpu::KernelLevel::Avx512Vnni ? 8 : 16; }
+// interleaved rows (interleaved_rows.h), on both levels. The repack is paid once per panel per
+// call, so it needs enough tokens to pay it back. In the kernel benchmarks AVX-512 at n = 8
+// already looked ahead (0.82-0.97x the row-major tiles' CPU time, BM_MatvecCached and
+// BM_BatchDecode), but in the model's step of 8 sequences it was 1.1x (Q8_0) and 1.4x (Q4_K)
+// the tiles' CPU time (bench-model -t 1 --concurrency 8, interleaved A/B); from 16 tokens it
+// wins in both (n = 16 0.60-0.75x; AVX2 0.84x).
+constexpr int64_t kInterleaveMinTokens = 16;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
 // Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
@@ -160,8 +161,8 @@ void decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_
 // false: the caller runs the row-major kernels.
 bool try_decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, int64_t n, float* Y,
                             ThreadPool& pool) {
+  if (n < kInterleaveMinTokens) return false;
   const cpu::KernelLevel level = cpu::active_level();
-  if (n < interleave_min_tokens(level)) return false;
   if (W.type == GgmlType::Q4_K) {
     const auto gemm = vec::gemm_interleaved_q4_k_fn(level);
     if (gemm != nullptr) decode_interleaved(W, act, act_row_bytes, n, Y, pool, gemm);
