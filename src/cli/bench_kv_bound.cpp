@@ -22,13 +22,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kWarmupSteps = 2;  // untimed steps first: plans made, pages touched
-constexpr int kPageTokens = 16;  // the engine's default page
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
-PageGeometry geometry_of(const ModelConfig& cfg, int group_size, KvType type) {
+PageGeometry geometry_of(const ModelConfig& cfg, int page_tokens, int group_size, KvType type) {
   PageGeometry geo;
-  geo.page_tokens = kPageTokens;
+  geo.page_tokens = page_tokens;
   geo.group_size = group_size;
   geo.head_dim = cfg.head_dim;
   geo.head_dim_v = cfg.head_dim_v;
@@ -44,9 +43,10 @@ struct FilledBatch {
 
 Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, KvType type, int c,
                                int64_t context, int growth, const SyntheticKvOptions& so) {
-  const PageGeometry geo = geometry_of(model.config(), layout.group_size, type);
-  const int64_t grow_pages = int64_t{layout.map->total_groups()} * ((growth + kPageTokens - 1) / kPageTokens + 1);
-  const int64_t pages = c * (layout.footprint_pages(kPageTokens) + grow_pages);
+  const int p = so.page_tokens;
+  const PageGeometry geo = geometry_of(model.config(), p, layout.group_size, type);
+  const int64_t grow_pages = int64_t{layout.map->total_groups()} * ((growth + p - 1) / p + 1);
+  const int64_t pages = c * (layout.footprint_pages(p) + grow_pages);
   FilledBatch b;
   TG_ASSIGN(b.pool, BlockPool::create(geo, sz(pages) * geo.page_bytes()));
   for (int i = 0; i < c; ++i) {
@@ -111,6 +111,7 @@ Status check_options(const Model& model, const KvBoundOptions& opt) {
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
   if (opt.steps < 1) return make_error("--gen-tokens must be positive");
+  if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.kv_types.empty()) return make_error("--kv-type is empty");
   for (const KvType t : opt.kv_types)
     TG_TRY(check_kv_row_dims(t, model.config().head_dim, model.config().head_dim_v));
@@ -136,11 +137,11 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   so.context = opt.context;
   so.ratio = opt.ratio;
   so.profile = opt.profile;
-  so.page_tokens = kPageTokens;
+  so.page_tokens = opt.page_tokens;
   KvBoundDecode out;
   out.label = label;
   out.context = opt.context;
-  out.page_tokens = kPageTokens;
+  out.page_tokens = opt.page_tokens;
   out.threads = pool.size();
   out.steps = opt.steps;
   out.peak_gbps = opt.peak_gbps;
@@ -151,8 +152,8 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
     out.kv_types += fmt::format("{}{}", out.kv_types.empty() ? "" : ",", kv_type_name(t));
   TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
   const double full_bytes =
-      static_cast<double>(full.footprint_pages(kPageTokens)) *
-      static_cast<double>(geometry_of(model.config(), full.group_size, opt.kv_types.front()).page_bytes());
+      static_cast<double>(full.footprint_pages(opt.page_tokens)) *
+      static_cast<double>(geometry_of(model.config(), opt.page_tokens, full.group_size, opt.kv_types.front()).page_bytes());
   const AttentionSplit split_before = model.attention_planner().split();
   // Each policy's layout (tangram's fitted ratio included) is the same on every page type.
   std::vector<SyntheticKvLayout> layouts;
@@ -167,7 +168,7 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
       // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
       model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
                                                                       : AttentionSplit::Runtime);
-      const double page_bytes = static_cast<double>(geometry_of(model.config(), layout.group_size, type).page_bytes());
+      const double page_bytes = static_cast<double>(geometry_of(model.config(), opt.page_tokens, layout.group_size, type).page_bytes());
       for (const int c : opt.concurrency) {
         KvBoundRun run;
         run.policy = std::string(kv_policy_name(policy));

@@ -32,6 +32,7 @@ struct KvBoundOptions {
   int steps = 0;                      // decode steps timed per run
   std::vector<std::string> policies;  // full | uniform | dynamic | tangram
   std::vector<KvType> kv_types{KvType::F16};  // page types, each run under every policy
+  int page_tokens = 16;               // P: token slots per page (the engine's default)
   double ratio = 0.25;                // retention of the compressing policies
   std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
   double peak_gbps = 0;               // the machine's measured read bandwidth

@@ -183,6 +183,7 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.steps = opt.gen_tokens;
   ko.policies = opt.policies;
   ko.ratio = opt.kv_ratio;
+  ko.page_tokens = opt.page_tokens;
   ko.kv_types.clear();
   for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
   ko.peak_gbps = peak_gbps;
@@ -245,8 +246,11 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
 Status check_bench_model_flags(const BenchModelOptions& opt) {
   const BenchModelOptions defaults;
   if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
-                           opt.profile != defaults.profile || opt.kv_types != defaults.kv_types))
-    return make_error("--policies, --kv-ratio, --profile and --kv-type apply to KV-bound runs: give --context too");
+                           opt.profile != defaults.profile || opt.kv_types != defaults.kv_types ||
+                           opt.page_tokens != defaults.page_tokens))
+    return make_error("--policies, --kv-ratio, --profile, --kv-type and --page-tokens apply to KV-bound runs: give "
+                      "--context too");
+  if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.context > 0 && opt.concurrency.empty())
     return make_error("--context needs --concurrency: the numbers of sequences decoded together");
   if (!(opt.kv_ratio > 0.0 && opt.kv_ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", opt.kv_ratio);
@@ -343,6 +347,9 @@ Command register_bench_model(CLI::App& app) {
                    "Page types of the --context runs, each under every policy: f16, f32, q8_0; e.g. f16,q8_0 compares "
                    "quantized pages with full F16 in one run (\"vs full\" is over full on the first type)")
       ->delimiter(',')->capture_default_str();
+  c_bm->add_option("--page-tokens", bm.page_tokens,
+                   "Token slots per KV page (P) in --context runs, every policy at the same P")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");

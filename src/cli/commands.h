@@ -117,10 +117,11 @@ struct BenchModelOptions {
   double kv_ratio = 0.25;             // retention of the compressing policies in --context runs
   std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
   std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
+  int page_tokens = 16;               // P of the --context runs' pages (the engine's default)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
-// Refuses --policies, --kv-ratio, --profile and --kv-type without --context, unknown policies
+// Refuses --policies, --kv-ratio, --profile, --kv-type and --page-tokens without --context, unknown policies
 // and KV types, and ratios outside (0, 1].
 Status check_bench_model_flags(const BenchModelOptions& opt);
 // The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,

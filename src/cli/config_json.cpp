@@ -184,7 +184,7 @@ Result<json> plan_json(const BenchModelOptions& o) {
               {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
               {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
               {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"kv_types", o.kv_types}, {"report", report_output_json(o.output)}};
+              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"report", report_output_json(o.output)}};
 }
 
 Result<json> plan_json(const BenchServeOptions& o) {

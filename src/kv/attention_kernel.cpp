@@ -284,6 +284,14 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   }
 }
 
+// Entries every head reads before the next head's turn in attend_heads_with: a page when pages
+// hold a multiple of kAttentionBlock tokens, else one block.
+int64_t attention_span(std::span<const HeadLanes> heads) {
+  if (heads.empty() || heads[0].view->pages == nullptr) return kAttentionBlock;
+  const int64_t p = heads[0].view->page_tokens;  // the heads of one call share a pool
+  return p > kAttentionBlock && p % kAttentionBlock == 0 ? p : kAttentionBlock;
+}
+
 }  // namespace
 
 void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kern, int hd, int hdv,
@@ -304,11 +312,19 @@ void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& ker
         kern.prepared.prepare(heads[i].q + static_cast<size_t>(ln) * static_cast<size_t>(hd), hd,
                               prepared.data() + (first_lane[i] + static_cast<size_t>(ln)) * query_bytes);
   }
-  for (int64_t blk = begin; blk < end; blk += kAttentionBlock)
-    for (size_t i = 0; i < heads.size(); ++i)
-      if (blk < heads[i].end)
-        head_block(heads[i], hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, heads[i].end - blk)),
+  // Heads advance together one span at a time, each head reading its blocks of the span in a
+  // row: with pages of a multiple of kAttentionBlock tokens the span is a page, so a head's
+  // column of it (keys, then values) is read whole before the next head's, and the page is
+  // swept in address order instead of as 2·P/kAttentionBlock interleaved streams. Every head
+  // still sees its blocks in the same order, so the result does not depend on the span.
+  const int64_t span = attention_span(heads);
+  for (int64_t span0 = begin; span0 < end; span0 += span)
+    for (size_t i = 0; i < heads.size(); ++i) {
+      const int64_t span_end = std::min(span0 + span, heads[i].end);
+      for (int64_t blk = span0; blk < span_end; blk += kAttentionBlock)
+        head_block(heads[i], hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, span_end - blk)),
                    kern, query_bytes > 0 ? prepared.data() + first_lane[i] * query_bytes : nullptr, query_bytes);
+    }
 }
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,

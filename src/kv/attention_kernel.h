@@ -37,7 +37,8 @@ struct HeadLanes {
 };
 
 // Online-softmax attention of every head's lanes over its entries [begin, end). The heads are
-// walked together, block by block, so heads sharing pages read each page in one sweep. Runs
+// walked together, block by block (page by page when a page holds several blocks), so heads
+// sharing pages read each page in one sweep. Runs
 // the inner loops of the process's kernel level (cpu::active_level()).
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin);

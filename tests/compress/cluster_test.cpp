@@ -325,6 +325,24 @@ TEST(Cluster, MalformedMapsGiveErrors) {
   EXPECT_FALSE(save_cluster_map(m, (dir / "bad.json").string()).ok());
 }
 
+// Attention reads one layer at a time: in a group that mixes layers, each layer's members must
+// sit in adjacent page columns, so that the layer's share of every page is one contiguous run.
+TEST(Cluster, GlobalGroupsKeepEachLayersMembersInAdjacentColumns) {
+  const RetentionProfile p = load_or_fail(testing::profile_path("snapkv", "qwen3-4b-instruct-2507", false));
+  auto m = cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, /*global=*/true);
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto hg = to_head_group_map(*m, p.n_layers, p.layer_ids);
+  ASSERT_TRUE(hg.ok()) << hg.message();
+  int mixed = 0;
+  for (int g = 0; g < hg->total_groups(); ++g) {
+    const std::span<const int> members = hg->members(g);
+    for (size_t c = 1; c < members.size(); ++c)
+      EXPECT_LE(hg->layer_of_head(members[c - 1]), hg->layer_of_head(members[c])) << "group " << g << " column " << c;
+    mixed += hg->layer_of_head(members.front()) != hg->layer_of_head(members.back()) ? 1 : 0;
+  }
+  EXPECT_GT(mixed, 0) << "no group mixes layers: the check above tested nothing";
+}
+
 TEST(Cluster, PerLayerMapBecomesHeadGroups) {
   // Gemma-3-12B: 8 profiled full-attention layers of 48.
   const RetentionProfile p = load_or_fail(testing::profile_path("snapkv", "gemma-3-12b-it", true));
