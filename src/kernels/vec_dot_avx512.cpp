@@ -306,11 +306,14 @@ void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, 
         isum_odd[r] = _mm256_dpwssd_epi32(isum_odd[r], _mm256_maddubs_epi16(hi, y1), _mm256_shuffle_epi8(sc16[r], pick1));
       }
     }
+    const __m128 y_d = _mm_set1_ps(y.d);
     for (int r = 0; r < NR; ++r) {
+      // d and dmin are adjacent: one conversion and one multiply for both.
+      const __m128 d_dmin = _mm_mul_ps(_mm_cvtph_ps(_mm_loadu_si32(&x[r]->d)), y_d);
       const __m256i block_sum = _mm256_add_epi32(isum[r], isum_odd[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x[r]->d) * y.d), _mm256_cvtepi32_ps(block_sum), acc[r]);
-      acc_min[r] = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x[r]->dmin) * y.d),
-                                   _mm256_cvtepi32_ps(min_prod[r]), acc_min[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(block_sum), acc[r]);
+      acc_min[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(min_prod[r]),
+                                   acc_min[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r * kMultiTokens] = simd::hsum(_mm256_sub_ps(acc[r], acc_min[r]));
