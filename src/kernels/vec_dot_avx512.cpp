@@ -270,9 +270,8 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
 // chains independent, and vpdpwssd applying a sub-block's scale and accumulating in one
 // instruction (AVX2 needs vpmaddwd and vpaddd). Walking rows side by side stalls the hardware
 // prefetcher (without the prefetch below, 3x slower than one row from memory), so the walk asks
-// for the next NR rows ahead, as the tiles do. In the model (one thread, batch 1) 2 rows with one
-// chain per row measured 4-5% less CPU per step than the one-row kernel, with two chains 6-8%;
-// 4 rows 13% more.
+// for the next NR rows ahead, as the tiles do. In the model (one thread, batch 1) 2 rows measured
+// 5-6% less CPU per step than the one-row kernel, 4 rows 13% more (docs/benchmarks.md).
 template <int NR>
 void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, int64_t n, float* out) {
   const auto* ab = reinterpret_cast<const BlockQ8_K*>(act);
