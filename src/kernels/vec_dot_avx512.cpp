@@ -1,5 +1,5 @@
 // AVX-512 VNNI kernels: several tokens, and register tiles of several rows x several tokens
-// (one token keeps the AVX2 kernel). Q8_0 / Q4_0 weights against Q8_0
+// (one token keeps the AVX2 kernels, but for Q4_K rows in pairs). Q8_0 / Q4_0 weights against Q8_0
 // activations: two blocks share one 512-bit vector; one vpdpbusd does the multiply-adds of a
 // (row, token) pair where AVX2 needs sign fixes, maddubs and madd. Q4_K / Q6_K weights against
 // Q8_K activations: vpmaddubsw on 64 unsigned codes, then vpdpwssd applies the sub-block
@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/half.h"
 #include "kernels/quant_blocks.h"
@@ -263,6 +264,60 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
     for (int t = 0; t < NT; ++t) out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+// One token, NR rows side by side: the AVX2 single-row kernel's arithmetic (dot_q4_k_q8_k; the
+// integer sums are the same, and the float steps run in the same order per row, so the results
+// are the same bits), with each activation block and its bsums loaded once for NR rows, the rows'
+// chains independent, and vpdpwssd applying a sub-block's scale and accumulating in one
+// instruction (AVX2 needs vpmaddwd and vpaddd). Walking rows side by side stalls the hardware
+// prefetcher (without the prefetch below, 3x slower than one row from memory), so the walk asks
+// for the next NR rows ahead, as the tiles do. In the model (one thread, batch 1) 2 rows measured
+// 5-6% less CPU per step than the one-row kernel, 4 rows 13% more (docs/benchmarks.md).
+template <int NR>
+void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, int64_t n, float* out) {
+  const auto* ab = reinterpret_cast<const BlockQ8_K*>(act);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NR], acc_min[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = acc_min[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kQKK; ++b) {
+    prefetch_next_tile(w, NR * w_stride, b, n / kQKK);
+    const BlockQ8_K& y = ab[b];
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums));
+    const BlockQ4_K* x[NR];
+    // A row's even and odd sub-blocks sum apart: two chains of vpdpwssd, each half as long.
+    __m256i sc16[NR], min_prod[NR], isum[NR], isum_odd[NR];
+    for (int r = 0; r < NR; ++r) {
+      x[r] = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride) + b;
+      const __m128i sm = blocks::q4k_scales_mins(x[r]->scales);  // [8 scales][8 mins]
+      sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+      min_prod[r] = _mm256_madd_epi16(bsums, _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+      isum[r] = isum_odd[r] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 4; ++g) {
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * g));
+      const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * g + 32));
+      const __m256i pick0 = _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g)));
+      const __m256i pick1 = _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1)));
+      for (int r = 0; r < NR; ++r) {
+        const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r]->qs + 32 * g));
+        const __m256i lo = _mm256_and_si256(q4, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+        isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(lo, y0), _mm256_shuffle_epi8(sc16[r], pick0));
+        isum_odd[r] = _mm256_dpwssd_epi32(isum_odd[r], _mm256_maddubs_epi16(hi, y1), _mm256_shuffle_epi8(sc16[r], pick1));
+      }
+    }
+    const __m128 y_d = _mm_set1_ps(y.d);
+    for (int r = 0; r < NR; ++r) {
+      // d and dmin are adjacent: one conversion and one multiply for both.
+      const __m128 d_dmin = _mm_mul_ps(_mm_cvtph_ps(_mm_loadu_si32(&x[r]->d)), y_d);
+      const __m256i block_sum = _mm256_add_epi32(isum[r], isum_odd[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(block_sum), acc[r]);
+      acc_min[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(min_prod[r]),
+                                   acc_min[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * kMultiTokens] = simd::hsum(_mm256_sub_ps(acc[r], acc_min[r]));
+}
+
 // The tile kernels as types, so one dispatcher serves them all.
 template <typename Block, typename Codes>
 struct Q8_0FamilyKernel {
@@ -289,17 +344,24 @@ using Q4_0Kernel = Q8_0FamilyKernel<BlockQ4_0, CodesQ4_0>;
 // Rows per register tile: 4 rows x up to 4 tokens keeps 16 integer accumulators, the rows'
 // codes and scales (or sum offsets) in the 32 zmm registers.
 constexpr int kRowsPerKernel = 4;
+// Rows of Q4_K the one-token kernel walks side by side.
+constexpr int kQ4_KOneTokenRows = 2;
 static_assert(kTileRows % kRowsPerKernel == 0);
 
 template <typename Kernel, int NT, RowDotFn Single>
 void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int64_t n,
                float* out) {
   if constexpr (NT == 1) {
-    // One token is bound by memory bandwidth; the AVX2 single-token kernel measured faster here
-    // than a 4 x 1 tile (Q8_0: bench-model decode; Q4_K: BM_Matvec from DRAM, one thread,
-    // 16.8 GB/s per CPU-second against 6.3-7.4, though on par with the weights in L2), so it
-    // keeps that case.
-    for (int r = 0; r < nr; ++r) out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
+    // One token: the AVX2 single-token kernels measured faster here than 4 x 1 tiles (Q8_0:
+    // bench-model decode; Q4_K: BM_Matvec from DRAM, one thread, 16.8 GB/s per CPU-second
+    // against 6.3-7.4, though on par with the weights in L2). Q4_K takes rows in pairs
+    // (q4_k_rows_one_token), the rest of a tile one at a time.
+    int r = 0;
+    if constexpr (std::is_same_v<Kernel, Q4_KKernel>)
+      for (; r + kQ4_KOneTokenRows <= nr; r += kQ4_KOneTokenRows)
+        q4_k_rows_one_token<kQ4_KOneTokenRows>(w + static_cast<size_t>(r) * w_stride, w_stride, act, n,
+                                               out + r * kMultiTokens);
+    for (; r < nr; ++r) out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
   } else if (nr == kRowsPerKernel) {
     Kernel::template run<kRowsPerKernel, NT>(w, w_stride, act, act_stride, n, out);
   } else {

@@ -10,7 +10,8 @@
 namespace tangram::vec::avx512 {
 
 // nullptr where this level has no kernel of its own for the type (its AVX2 kernel runs).
-// Single-token dots stay AVX2 at every level (bound by memory bandwidth; measured no faster).
+// Single-row dots stay AVX2 at every level (measured no faster); the tiles take Q4_K at one
+// token two rows at a time.
 MultiDotFn multi_dot(GgmlType weight);
 TileDotFn tile_dot(GgmlType weight);
 // The interleaved-row kernels (interleaved_rows_avx512.cpp; contract in interleaved_rows.h).
