@@ -12,6 +12,9 @@
 //    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
 //    runs single-threaded (SingleThreadedBlas) so OpenBLAS' OpenMP team never competes with
 //    the pool's threads for the cores.
+// Products sharing one input (q/k/v; gate/up) run in one parallel region (matmul_group,
+// matmul_swiglu): each thread computes its slice of every matrix's rows with the path and
+// kernels matmul would pick, so the region costs one hand-off instead of one per matrix.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
