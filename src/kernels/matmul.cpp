@@ -12,13 +12,19 @@
 //    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
 //    runs single-threaded (SingleThreadedBlas) so OpenBLAS' OpenMP team never competes with
 //    the pool's threads for the cores.
+// Products sharing one input (q/k/v; gate/up) run in one parallel region (matmul_group,
+// matmul_swiglu): each thread computes its slice of every matrix's rows with the path and
+// kernels matmul would pick, so the region costs one hand-off instead of one per matrix.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/interleaved_rows.h"
@@ -78,14 +84,6 @@ class SingleThreadedBlas {
 };
 
 // Scratch that lives as long as the thread, so the hot path does not allocate per call.
-std::vector<uint8_t>& activation_scratch() {
-  thread_local std::vector<uint8_t> buf;
-  return buf;
-}
-std::vector<int32_t>& sum_scratch() {
-  thread_local std::vector<int32_t> buf;
-  return buf;
-}
 std::vector<float>& tile_scratch() {
   thread_local std::vector<float> buf;
   return buf;
@@ -118,62 +116,252 @@ std::vector<Interleaved>& interleaved_scratch() {
   return buf;
 }
 
-// Q4_K / Q8_0 over many tokens: each thread repacks one L2-sized panel of its rows at a time
-// into groups of 16 interleaved rows and runs every token chunk over it. act: [n][act_row_bytes]
-// rows of the companion type.
+// Products run together in one parallel region (matmul_group), and so per-call scratch the
+// calling thread fills before the region is kept per slot.
+constexpr size_t kMaxGroup = 4;
+
+// One product Y = X · Wᵀ made ready for any thread to compute a range of W's rows: the path
+// chosen, the activations in the kernel's form and the kernel functions.
+struct Product {
+  enum class Path { kRowMajor, kInterleavedQ4K, kInterleavedQ8_0, kPrefill };
+  const TensorView* W = nullptr;
+  float* Y = nullptr;
+  Path path = Path::kRowMajor;
+  GgmlType act_type = GgmlType::F32;
+  const uint8_t* act = nullptr;  // [n][act_row_bytes] in act_type (the float X itself for F32)
+  size_t act_row_bytes = 0;
+  const int32_t* sums = nullptr;  // interleaved paths: [n][nblocks][kSumsPerBlock]
+  int64_t panel_rows = 0;         // decode paths: rows per L2-sized panel
+  vec::MultiDotFn multi = nullptr;
+  vec::TileDotFn tile = nullptr;  // null: one row at a time
+  vec::InterleavedGemmFn<vec::InterleavedQ4_K> gemm_q4_k = nullptr;
+  vec::InterleavedGemmFn<vec::InterleavedQ8_0> gemm_q8_0 = nullptr;
+};
+
+// Q4_K / Q8_0 over many tokens, rows [r0, r1) (r0 on a group boundary): one L2-sized panel at a
+// time is repacked into groups of 16 interleaved rows and every token chunk runs over it.
 template <typename Interleaved>
-void decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, int64_t n, float* Y,
-                        ThreadPool& pool, vec::InterleavedGemmFn<Interleaved> gemm) {
+void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n, int64_t r0,
+                            int64_t r1) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
   static_assert(kRowGrain % kGroup == 0, "threads' slices must start on whole groups");
+  const TensorView& W = *p.W;
   const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / Interleaved::kBlockElems;
-  const int64_t sums_stride = nblocks * Interleaved::kSumsPerBlock;
-  auto& sums = sum_scratch();  // [n][nblocks][kSumsPerBlock]
-  sums.resize(static_cast<size_t>(n * sums_stride));
-  for (int64_t t = 0; t < n; ++t)
-    vec::activation_sums(act + t * act_row_bytes, cols, static_cast<const Interleaved*>(nullptr),
-                         sums.data() + t * sums_stride);
-  const size_t w_stride = W.row_bytes();
-  const int64_t panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (w_stride * kGroup))) * kGroup;
-  pool.parallel_for(
-      rows,
-      [&](int64_t r0, int64_t r1, int) {
-        auto& panel = interleaved_scratch<Interleaved>();  // [group of the panel][block]
-        panel.resize(static_cast<size_t>(panel_rows / kGroup * nblocks));
-        for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
-          const int64_t p1 = std::min(r1, p0 + panel_rows);
-          for (int64_t r = p0; r < p1; r += kGroup)
-            vec::interleave_rows(W.row(r), w_stride, static_cast<int>(std::min(kGroup, p1 - r)), cols,
-                                 panel.data() + (r - p0) / kGroup * nblocks);
-          for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
-            const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
-            for (int64_t r = p0; r < p1; r += kGroup)
-              interleaved_group(gemm, panel.data() + (r - p0) / kGroup * nblocks, nblocks,
-                                static_cast<int>(std::min(kGroup, p1 - r)), act, act_row_bytes, sums.data(), c0, c1,
-                                r, rows, Y);
-          }
-        }
-      },
-      kRowGrain);
+  auto& panel = interleaved_scratch<Interleaved>();  // [group of the panel][block]
+  panel.resize(static_cast<size_t>(p.panel_rows / kGroup * nblocks));
+  for (int64_t p0 = r0; p0 < r1; p0 += p.panel_rows) {
+    const int64_t p1 = std::min(r1, p0 + p.panel_rows);
+    for (int64_t r = p0; r < p1; r += kGroup)
+      vec::interleave_rows(W.row(r), W.row_bytes(), static_cast<int>(std::min(kGroup, p1 - r)), cols,
+                           panel.data() + (r - p0) / kGroup * nblocks);
+    for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
+      const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
+      for (int64_t r = p0; r < p1; r += kGroup)
+        interleaved_group(gemm, panel.data() + (r - p0) / kGroup * nblocks, nblocks,
+                          static_cast<int>(std::min(kGroup, p1 - r)), p.act, p.act_row_bytes, p.sums, c0, c1, r, rows,
+                          p.Y);
+    }
+  }
 }
 
-// Runs the interleaved path where the type and level have a kernel and n is large enough;
-// false: the caller runs the row-major kernels.
-bool try_decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_row_bytes, int64_t n, float* Y,
-                            ThreadPool& pool) {
-  if (n < kInterleaveMinTokens) return false;
+// Row-major decode kernels, rows [r0, r1): each panel of rows is read from memory once; every
+// token chunk then runs over it while it sits in L2. Token chunks keep the activations a row
+// meets in L2 beside the panel.
+void row_major_rows_range(const Product& p, int64_t n, int64_t r0, int64_t r1) {
+  const TensorView& W = *p.W;
+  const int64_t rows = W.rows(), cols = W.cols();
+  const int64_t rows_per_step = p.tile != nullptr ? vec::kTileRows : 1;
+  float out[vec::kTileRows * vec::kMultiTokens];  // [row of the tile][token]
+  for (int64_t p0 = r0; p0 < r1; p0 += p.panel_rows) {
+    const int64_t p1 = std::min(r1, p0 + p.panel_rows);
+    for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
+      const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
+      for (int64_t r = p0; r < p1; r += rows_per_step) {
+        const int nr = static_cast<int>(std::min(rows_per_step, p1 - r));
+        for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
+          const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
+          const uint8_t* a = p.act + t0 * p.act_row_bytes;
+          if (p.tile != nullptr)
+            p.tile(W.row(r), W.row_bytes(), nr, a, p.act_row_bytes, nt, cols, out);
+          else
+            p.multi(W.row(r), a, p.act_row_bytes, nt, cols, out);
+          for (int i = 0; i < nr; ++i)
+            for (int t = 0; t < nt; ++t) p.Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
+        }
+      }
+    }
+  }
+}
+
+// Dequantise + sgemm, rows [r0, r1): one single-threaded sgemm on F32 weights in place, or
+// one per tile of dequantised rows in a per-thread float buffer.
+void prefill_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int64_t r1) {
+  const TensorView& W = *p.W;
+  const int64_t rows = W.rows(), cols = W.cols();
+  const int ni = static_cast<int>(n), ki = static_cast<int>(cols), ldc = static_cast<int>(rows);
+  const SingleThreadedBlas single_threaded;
+  if (W.type == GgmlType::F32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki, 1.0f, X, ki,
+                reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, p.Y + r0, ldc);
+    return;
+  }
+  auto& tile = tile_scratch();  // [kPrefillTile][cols]
+  tile.resize(static_cast<size_t>(kPrefillTile * cols));
+  for (int64_t t0 = r0; t0 < r1; t0 += kPrefillTile) {
+    const int64_t t1 = std::min(r1, t0 + kPrefillTile);
+    for (int64_t r = t0; r < t1; ++r) dequantize_row(W.type, W.row(r), tile.data() + (r - t0) * cols, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f, X, ki,
+                tile.data(), ki, 0.0f, p.Y + t0, ldc);
+  }
+}
+
+void run_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int64_t r1) {
+  switch (p.path) {
+    case Product::Path::kRowMajor: row_major_rows_range(p, n, r0, r1); return;
+    case Product::Path::kInterleavedQ4K: interleaved_rows_range(p, p.gemm_q4_k, n, r0, r1); return;
+    case Product::Path::kInterleavedQ8_0: interleaved_rows_range(p, p.gemm_q8_0, n, r0, r1); return;
+    case Product::Path::kPrefill: prefill_rows_range(p, X, n, r0, r1); return;
+  }
+}
+
+// The rows thread `tid` of `n_threads` computes: the split ThreadPool::parallel_for makes with
+// grain kRowGrain, so slices start on whole tiles, groups and cache lines, and two matrices
+// with the same row count are split alike.
+std::pair<int64_t, int64_t> thread_rows(int64_t rows, int tid, int n_threads) {
+  const int64_t n_grains = (rows + kRowGrain - 1) / kRowGrain;
+  const int64_t per = (n_grains + n_threads - 1) / n_threads;
+  return {std::min(rows, tid * per * kRowGrain), std::min(rows, (tid + 1) * per * kRowGrain)};
+}
+
+// Per-slot scratch of the calling thread: quantised activations and interleaved-path sums.
+std::vector<uint8_t>& activation_scratch(size_t slot) {
+  thread_local std::array<std::vector<uint8_t>, kMaxGroup> bufs;
+  return bufs[slot];
+}
+std::vector<int32_t>& sum_scratch(size_t slot) {
+  thread_local std::array<std::vector<int32_t>, kMaxGroup> bufs;
+  return bufs[slot];
+}
+
+// The activations in `type`, quantised once per call: an earlier product of the group with the
+// same activation type lends its copy.
+const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, size_t slot, const float* X,
+                               int64_t n, int64_t cols, ThreadPool& pool) {
+  if (type == GgmlType::F32) return reinterpret_cast<const uint8_t*>(X);
+  for (const Product& e : earlier)
+    if (e.path != Product::Path::kPrefill && e.act_type == type) return e.act;
+  const size_t row_bytes = ggml_row_bytes(type, cols);
+  auto& buf = activation_scratch(slot);
+  buf.resize(static_cast<size_t>(n) * row_bytes);
+  auto quantize = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) quantize_row(type, X + t * cols, buf.data() + t * row_bytes, cols);
+  };
+  // Many tokens (prefill through this path): quantise them on all threads.
+  if (n * cols >= kParallelQuantizeElems)
+    pool.parallel_for(n, quantize);
+  else
+    quantize(0, n, 0);
+  return buf.data();
+}
+
+// Per-token activation sums the interleaved kernels of Interleaved take; shared with an earlier
+// product of the same interleaved path.
+template <typename Interleaved>
+const int32_t* interleaved_sums(std::span<const Product> earlier, const Product& p, size_t slot, int64_t n) {
+  for (const Product& e : earlier)
+    if (e.path == p.path && e.act == p.act) return e.sums;
+  const int64_t cols = p.W->cols();
+  const int64_t sums_stride = cols / Interleaved::kBlockElems * Interleaved::kSumsPerBlock;
+  auto& sums = sum_scratch(slot);
+  sums.resize(static_cast<size_t>(n * sums_stride));
+  for (int64_t t = 0; t < n; ++t)
+    vec::activation_sums(p.act + t * p.act_row_bytes, cols, static_cast<const Interleaved*>(nullptr),
+                         sums.data() + t * sums_stride);
+  return sums.data();
+}
+
+// Makes product `slot` of a group ready for the decode path (quantised activations; the
+// interleaved kernels where the type and level have them and n is large enough).
+Product prepare_decode(std::span<const Product> earlier, const TensorView& W, float* Y, const float* X, int64_t n,
+                       ThreadPool& pool) {
+  const size_t slot = earlier.size();
+  Product p;
+  p.W = &W;
+  p.Y = Y;
+  p.act_type = vec::activation_type(W.type);
+  p.act_row_bytes = ggml_row_bytes(p.act_type, W.cols());
+  p.act = activations_for(earlier, p.act_type, slot, X, n, W.cols(), pool);
   const cpu::KernelLevel level = cpu::active_level();
-  if (W.type == GgmlType::Q4_K) {
-    const auto gemm = vec::gemm_interleaved_q4_k_fn(level);
-    if (gemm != nullptr) decode_interleaved(W, act, act_row_bytes, n, Y, pool, gemm);
-    return gemm != nullptr;
+  if (n >= kInterleaveMinTokens) {
+    p.gemm_q4_k = W.type == GgmlType::Q4_K ? vec::gemm_interleaved_q4_k_fn(level) : nullptr;
+    p.gemm_q8_0 = W.type == GgmlType::Q8_0 ? vec::gemm_interleaved_q8_0_fn(level) : nullptr;
   }
-  if (W.type == GgmlType::Q8_0) {
-    const auto gemm = vec::gemm_interleaved_q8_0_fn(level);
-    if (gemm != nullptr) decode_interleaved(W, act, act_row_bytes, n, Y, pool, gemm);
-    return gemm != nullptr;
+  const int64_t group = vec::kInterleavedRows;
+  if (p.gemm_q4_k != nullptr || p.gemm_q8_0 != nullptr) {
+    p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (W.row_bytes() * group))) * group;
+    if (p.gemm_q4_k != nullptr) {
+      p.path = Product::Path::kInterleavedQ4K;
+      p.sums = interleaved_sums<vec::InterleavedQ4_K>(earlier, p, slot, n);
+    } else {
+      p.path = Product::Path::kInterleavedQ8_0;
+      p.sums = interleaved_sums<vec::InterleavedQ8_0>(earlier, p, slot, n);
+    }
+    return p;
   }
-  return false;
+  p.path = Product::Path::kRowMajor;
+  p.multi = vec::multi_dot_fn(W.type);
+  p.tile = vec::tile_dot_fn(W.type);
+  const int64_t rows_per_step = p.tile != nullptr ? vec::kTileRows : 1;
+  // Whole tiles of rows per panel, at least one.
+  p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / W.row_bytes()) / rows_per_step) * rows_per_step;
+  return p;
+}
+
+Product prepare_prefill(const TensorView& W, float* Y) {
+  Product p;
+  p.W = &W;
+  p.Y = Y;
+  p.path = Product::Path::kPrefill;
+  return p;
+}
+
+// The path matmul picks for W at n tokens.
+Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y, const float* X, int64_t n,
+                ThreadPool& pool) {
+  // BLAS takes int dimensions; anything larger stays on the decode path.
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
+  if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits) return prepare_decode(earlier, W, Y, X, n, pool);
+  return prepare_prefill(W, Y);
+}
+
+// Runs every product in one parallel region: each thread computes its slice of every matrix's
+// rows (thread_rows), then calls after(tid, n_threads) for what it computed.
+template <typename After>
+void run_products(std::span<const Product> products, const float* X, int64_t n, ThreadPool& pool, After after) {
+  int64_t most_grains = 0;
+  for (const Product& p : products) most_grains = std::max(most_grains, (p.W->rows() + kRowGrain - 1) / kRowGrain);
+  const int n_threads = most_grains <= 1 ? 1 : pool.size();
+  auto work = [&](int tid, int) {
+    for (const Product& p : products) {
+      const auto [r0, r1] = thread_rows(p.W->rows(), tid, n_threads);
+      if (r0 < r1) run_rows_range(p, X, n, r0, r1);
+    }
+    after(tid, n_threads);
+  };
+  if (n_threads == 1)
+    work(0, 1);
+  else
+    pool.run(work);
+}
+
+void no_epilogue(int, int) {}
+
+// Y = 0 for a malformed view: defined output instead of an out-of-bounds read.
+bool zero_if_malformed(const TensorView& W, int64_t n, float* Y) {
+  if (shape_ok(W)) return false;
+  std::fill(Y, Y + n * std::max<int64_t>(W.rows(), 0), 0.0f);
+  return true;
 }
 
 }  // namespace
@@ -181,58 +369,8 @@ bool try_decode_interleaved(const TensorView& W, const uint8_t* act, size_t act_
 namespace matmul_paths {
 
 void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
-  const int64_t rows = W.rows(), cols = W.cols();
-  const GgmlType act_type = vec::activation_type(W.type);
-  const size_t act_row_bytes = ggml_row_bytes(act_type, cols);
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(X);  // [n][act_row_bytes]
-  if (act_type != GgmlType::F32) {
-    auto& buf = activation_scratch();
-    buf.resize(static_cast<size_t>(n) * act_row_bytes);
-    auto quantize = [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t) quantize_row(act_type, X + t * cols, buf.data() + t * act_row_bytes, cols);
-    };
-    // Many tokens (prefill through this path): quantise them on all threads.
-    if (n * cols >= kParallelQuantizeElems)
-      pool.parallel_for(n, quantize);
-    else
-      quantize(0, n, 0);
-    act = buf.data();
-  }
-  if (try_decode_interleaved(W, act, act_row_bytes, n, Y, pool)) return;
-  const vec::MultiDotFn multi = vec::multi_dot_fn(W.type);
-  const vec::TileDotFn tile = vec::tile_dot_fn(W.type);  // null: one row at a time
-  const int64_t rows_per_step = tile != nullptr ? vec::kTileRows : 1;
-  const size_t w_stride = W.row_bytes();
-  // Whole tiles of rows per panel, at least one.
-  const int64_t panel_rows =
-      std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / w_stride) / rows_per_step) * rows_per_step;
-  pool.parallel_for(
-      rows,
-      [&](int64_t r0, int64_t r1, int) {
-        float out[vec::kTileRows * vec::kMultiTokens];  // [row of the tile][token]
-        // Each panel of this thread's rows is read from memory once; every token chunk then
-        // runs over it while it sits in L2. Token chunks keep the activations a row meets in
-        // L2 beside the panel.
-        for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
-          const int64_t p1 = std::min(r1, p0 + panel_rows);
-          for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
-            const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
-            for (int64_t r = p0; r < p1; r += rows_per_step) {
-              const int nr = static_cast<int>(std::min(rows_per_step, p1 - r));
-              for (int64_t t0 = c0; t0 < c1; t0 += vec::kMultiTokens) {
-                const int nt = static_cast<int>(std::min<int64_t>(vec::kMultiTokens, c1 - t0));
-                if (tile != nullptr)
-                  tile(W.row(r), w_stride, nr, act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
-                else
-                  multi(W.row(r), act + t0 * act_row_bytes, act_row_bytes, nt, cols, out);
-                for (int i = 0; i < nr; ++i)
-                  for (int t = 0; t < nt; ++t) Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
-              }
-            }
-          }
-        }
-      },
-      kRowGrain);
+  const Product p = prepare_decode({}, W, Y, X, n, pool);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
 }
 
 int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
@@ -265,44 +403,51 @@ int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
 }
 
 void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
-  const int64_t rows = W.rows(), cols = W.cols();
-  const int ni = static_cast<int>(n), ki = static_cast<int>(cols), ldc = static_cast<int>(rows);
-  pool.parallel_for(
-      rows,
-      [&](int64_t r0, int64_t r1, int) {
-        const SingleThreadedBlas single_threaded;
-        if (W.type == GgmlType::F32) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki,
-                      1.0f, X, ki, reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, Y + r0, ldc);
-          return;
-        }
-        auto& tile = tile_scratch();  // [kPrefillTile][cols]
-        tile.resize(static_cast<size_t>(kPrefillTile * cols));
-        for (int64_t t0 = r0; t0 < r1; t0 += kPrefillTile) {
-          const int64_t t1 = std::min(r1, t0 + kPrefillTile);
-          for (int64_t r = t0; r < t1; ++r) dequantize_row(W.type, W.row(r), tile.data() + (r - t0) * cols, cols);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f,
-                      X, ki, tile.data(), ki, 0.0f, Y + t0, ldc);
-        }
-      },
-      kRowGrain);
+  const Product p = prepare_prefill(W, Y);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
 }
 
 }  // namespace matmul_paths
 
 void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
-  if (n <= 0 || W.rows() <= 0) return;
-  if (!shape_ok(W)) {  // malformed view: defined output instead of an out-of-bounds read
-    std::fill(Y, Y + n * std::max<int64_t>(W.rows(), 0), 0.0f);
+  if (n <= 0 || W.rows() <= 0 || zero_if_malformed(W, n, Y)) return;
+  const Product p = prepare({}, W, Y, X, n, pool);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
+}
+
+void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n, ThreadPool& pool) {
+  if (n <= 0) return;
+  std::array<Product, kMaxGroup> products;
+  size_t count = 0;
+  for (const MatmulOutput& out : outputs) {
+    if (out.W->rows() <= 0 || zero_if_malformed(*out.W, n, out.Y)) continue;
+    products[count] = prepare(std::span<const Product>(products.data(), count), *out.W, out.Y, X, n, pool);
+    if (++count == kMaxGroup) {
+      run_products(std::span<const Product>(products.data(), count), X, n, pool, no_epilogue);
+      count = 0;
+    }
+  }
+  if (count > 0) run_products(std::span<const Product>(products.data(), count), X, n, pool, no_epilogue);
+}
+
+void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n, float* gate_y,
+                   float* up_y, ThreadPool& pool) {
+  if (n <= 0) return;
+  const int64_t rows = gate.rows();
+  if (rows != up.rows() || !shape_ok(gate) || !shape_ok(up)) {  // no common row split: one after the other
+    matmul(gate, X, n, gate_y, pool);
+    matmul(up, X, n, up_y, pool);
+    const int64_t common = std::max<int64_t>(0, std::min(rows, up.rows()));
+    for (int64_t t = 0; t < n; ++t) swiglu(gate_y + t * rows, up_y + t * up.rows(), common);
     return;
   }
-  // BLAS takes int dimensions; anything larger stays on the decode path.
-  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
-  if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits)
-    matmul_paths::decode(W, X, n, Y, pool);
-  else
-    matmul_paths::prefill(W, X, n, Y, pool);
+  std::array<Product, 2> products;
+  products[0] = prepare({}, gate, gate_y, X, n, pool);
+  products[1] = prepare(std::span<const Product>(products.data(), 1), up, up_y, X, n, pool);
+  run_products(products, X, n, pool, [&](int tid, int n_threads) {
+    const auto [r0, r1] = thread_rows(rows, tid, n_threads);
+    for (int64_t t = 0; r0 < r1 && t < n; ++t) swiglu(gate_y + t * rows + r0, up_y + t * rows + r0, r1 - r0);
+  });
 }
 
 float row_dot(const TensorView& W, int64_t r, const float* x) {

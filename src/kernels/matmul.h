@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "common/thread_pool.h"
 #include "gguf/tensor_view.h"
@@ -14,6 +15,24 @@ namespace tangram {
 // Y[n][W.rows()] = X[n][W.cols()] · Wᵀ, with X and Y row-major float. Threads split the work
 // over rows of W (and over tokens where that balances better).
 void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool);
+
+// One product of a group: Y[n][W->rows()] = X · Wᵀ.
+struct MatmulOutput {
+  const TensorView* W;
+  float* Y;
+};
+
+// Several products of the same activations X[n][cols] (q/k/v) in one parallel region instead
+// of one per matrix: the activations are quantised once per activation type, and each thread
+// computes its slice of every matrix's rows with the kernels matmul would use, so every output
+// is bit-identical to a separate matmul call on the same pool.
+void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n, ThreadPool& pool);
+
+// gate_y = swiglu(X · gateᵀ, X · upᵀ) per token (up_y receives X · upᵀ), in one parallel
+// region: each thread applies swiglu to the rows of gate and up it computed. Bit-identical to
+// matmul(gate), matmul(up), then swiglu over each token's row.
+void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n, float* gate_y,
+                   float* up_y, ThreadPool& pool);
 
 // One row of W (row index r) dotted with x[W.cols()], in double-free float arithmetic; used by
 // embedding look-ups and tests. The weights are dequantised exactly (x is not quantised).

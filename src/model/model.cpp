@@ -183,9 +183,10 @@ Status Model::attention_block(int layer, std::span<const SequenceStep> seqs, int
   float* v = v_.data();
 
   for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.attn_norm.data(), xn + t * E, E, c.rms_eps);
-  matmul(L.wq, xn, m, q, pool);  // q: [m][n_head][head_dim]
-  matmul(L.wk, xn, m, k, pool);  // k: [m][n_kv_head][head_dim]
-  matmul(L.wv, xn, m, v, pool);  // v: [m][n_kv_head][head_dim_v]
+  // q: [m][n_head][head_dim], k: [m][n_kv_head][head_dim], v: [m][n_kv_head][head_dim_v],
+  // in one parallel region.
+  const MatmulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+  matmul_group(qkv, xn, m, pool);
   if (c.qkv_bias) {
     for (int64_t t = 0; t < m; ++t) {
       add(q + t * c.q_dim(), L.bq.data(), c.q_dim());
@@ -220,9 +221,7 @@ void Model::feed_forward_block(int layer, int64_t m, ThreadPool& pool) {
   float* x = x_.data();
   float* xn = xn_.data();
   for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), xn + t * E, E, c.rms_eps);
-  matmul(L.w_gate, xn, m, gate_.data(), pool);  // gate: [m][n_ff]
-  matmul(L.w_up, xn, m, up_.data(), pool);      // up: [m][n_ff]
-  swiglu(gate_.data(), up_.data(), m * c.n_ff);
+  matmul_swiglu(L.w_gate, L.w_up, xn, m, gate_.data(), up_.data(), pool);  // gate: [m][n_ff], swiglu'd
   matmul(L.w_down, gate_.data(), m, proj_.data(), pool);  // proj: [m][E]
   add(x, proj_.data(), m * E);
 }

@@ -5,12 +5,16 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/thread_pool.h"
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_paths.h"
+#include "kernels/ops.h"
 
 namespace tangram {
 namespace {
@@ -126,6 +130,99 @@ TEST(Matmul, LeavesCallersOpenMpThreadCountAlone) {
   check_matmul(GgmlType::Q8_0, 40, 256, 64, pool, Path::kPrefill);
   EXPECT_EQ(omp_get_max_threads(), 3);
   omp_set_num_threads(before);
+}
+
+// matmul_group / matmul_swiglu against separate matmul calls on the same pool: every row comes
+// from the same kernel on the same activations, so the outputs must match bit for bit.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, std::string_view what, int64_t n,
+                      int threads) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      << what << " n=" << n << " threads=" << threads;
+}
+
+// Each group: matrices of the types given (mixed types share or split the quantised
+// activations), row counts that are not multiples of a tile, group or grain.
+void check_group(std::span<const GgmlType> types, int64_t cols, int64_t n, ThreadPool& pool) {
+  const int64_t row_counts[] = {96, 37, 131, 16};
+  std::vector<testing::QuantMatrix> mats;
+  for (size_t i = 0; i < types.size(); ++i)
+    mats.push_back(make_matrix(types[i], row_counts[i % 4], cols, static_cast<uint32_t>(i * 11 + n)));
+  std::vector<TensorView> views;
+  for (const auto& m : mats) views.push_back(m.view());
+  const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 3);  // [n][cols]
+  std::vector<std::vector<float>> grouped, separate;
+  std::vector<MatmulOutput> outputs;
+  for (const auto& v : views) {
+    grouped.emplace_back(static_cast<size_t>(n * v.rows()), std::nanf(""));
+    separate.emplace_back(static_cast<size_t>(n * v.rows()), std::nanf(""));
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    outputs.push_back(MatmulOutput{&views[i], grouped[i].data()});
+    matmul(views[i], X.data(), n, separate[i].data(), pool);
+  }
+  matmul_group(outputs, X.data(), n, pool);
+  for (size_t i = 0; i < views.size(); ++i)
+    expect_same_bits(grouped[i], separate[i], ggml_type_name(types[i]), n, pool.size());
+}
+
+TEST(MatmulGroup, EveryTypeTokenCountAndThreadCountMatchesSeparateCalls) {
+  const GgmlType mixed_k[] = {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K};
+  const GgmlType mixed_32[] = {GgmlType::Q8_0, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32};
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const int64_t n : {1, 4, 16, 33, 512}) {
+      for (const GgmlType type : kTypes) {
+        const GgmlType same[] = {type, type, type};
+        check_group(same, 512, n, pool);
+      }
+      check_group(mixed_k, 512, n, pool);
+      check_group(mixed_32, 256, n, pool);  // more than one region's worth of products
+    }
+  }
+}
+
+TEST(MatmulGroup, MalformedMemberGivesZerosOthersComputed) {
+  ThreadPool pool(2);
+  const auto good = make_matrix(GgmlType::Q8_0, 40, 256, 1);
+  const auto bad = make_matrix(GgmlType::Q4_K, 4, 256, 2);
+  TensorView good_view = good.view(), bad_view = bad.view();
+  bad_view.nbytes -= 1;
+  const auto X = random_normal(256 * 3, 4);
+  std::vector<float> y_good(40 * 3), y_bad(4 * 3, 5.0f), want(40 * 3);
+  const MatmulOutput outputs[] = {{&bad_view, y_bad.data()}, {&good_view, y_good.data()}};
+  matmul_group(outputs, X.data(), 3, pool);
+  matmul(good_view, X.data(), 3, want.data(), pool);
+  for (float y : y_bad) EXPECT_EQ(y, 0.0f);
+  expect_same_bits(y_good, want, "Q8_0 beside a malformed view", 3, 2);
+}
+
+// gate/up with swiglu fused against matmul, matmul and swiglu over each token's row (over the
+// rows both have, where their shapes differ).
+void check_swiglu(GgmlType type, int64_t rows, int64_t up_rows, int64_t n, ThreadPool& pool) {
+  const int64_t cols = 512;
+  const auto G = make_matrix(type, rows, cols, static_cast<uint32_t>(n) + 1);
+  const auto U = make_matrix(type, up_rows, cols, static_cast<uint32_t>(n) + 2);
+  const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 9);  // [n][cols]
+  std::vector<float> gate(static_cast<size_t>(n * rows)), up(static_cast<size_t>(n * up_rows));
+  std::vector<float> want_gate(gate.size()), want_up(up.size());
+  matmul_swiglu(G.view(), U.view(), X.data(), n, gate.data(), up.data(), pool);
+  matmul(G.view(), X.data(), n, want_gate.data(), pool);
+  matmul(U.view(), X.data(), n, want_up.data(), pool);
+  for (int64_t t = 0; t < n; ++t)
+    swiglu(want_gate.data() + t * rows, want_up.data() + t * up_rows, std::min(rows, up_rows));
+  expect_same_bits(up, want_up, ggml_type_name(type), n, pool.size());
+  expect_same_bits(gate, want_gate, ggml_type_name(type), n, pool.size());
+}
+
+TEST(MatmulSwiglu, EveryTypeTokenCountAndThreadCountMatchesSeparateCalls) {
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const int64_t n : {1, 4, 16, 33, 512})
+      for (const GgmlType type : kTypes)
+        for (const int64_t rows : {131, 16, 5}) check_swiglu(type, rows, rows, n, pool);
+    check_swiglu(GgmlType::Q8_0, 37, 40, 4, pool);  // shapes that cannot share a split: one after the other
+  }
 }
 
 TEST(Matmul, MalformedViewGivesZeros) {
