@@ -70,19 +70,22 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   job_ = nullptr;
 }
 
+std::pair<int64_t, int64_t> ThreadPool::chunk(int64_t n, int64_t grain, int tid, int n_threads) {
+  grain = std::max<int64_t>(1, grain);
+  const int64_t n_grains = (n + grain - 1) / grain;
+  const int64_t per = (n_grains + n_threads - 1) / n_threads;
+  return {std::min(n, tid * per * grain), std::min(n, (tid + 1) * per * grain)};
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                               int64_t grain) {
   if (n <= 0) return;
-  grain = std::max<int64_t>(1, grain);
-  const int64_t n_grains = (n + grain - 1) / grain;
-  const int64_t per = (n_grains + n_threads_ - 1) / n_threads_;
-  if (n_threads_ == 1 || n_grains == 1) {
+  if (n_threads_ == 1 || n <= std::max<int64_t>(1, grain)) {
     fn(0, n, 0);
     return;
   }
-  run([&](int tid, int) {
-    const int64_t begin = std::min(n, tid * per * grain);
-    const int64_t end = std::min(n, (tid + 1) * per * grain);
+  run([&](int tid, int n_threads) {
+    const auto [begin, end] = chunk(n, grain, tid, n_threads);
     if (begin < end) fn(begin, end, tid);
   });
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tangram {
@@ -29,6 +30,11 @@ class ThreadPool {
   // (except the last), and calls fn(begin, end, thread_index).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
+
+  // The chunk [begin, end) of [0, n) that parallel_for gives thread `tid` of `n_threads` at
+  // this grain (empty when that thread gets none). Code that splits several ranges inside one
+  // run() uses it to split each the same way.
+  static std::pair<int64_t, int64_t> chunk(int64_t n, int64_t grain, int tid, int n_threads);
 
  private:
   void worker_loop(int index);

@@ -224,13 +224,11 @@ void run_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int
   }
 }
 
-// The rows thread `tid` of `n_threads` computes: the split ThreadPool::parallel_for makes with
-// grain kRowGrain, so slices start on whole tiles, groups and cache lines, and two matrices
-// with the same row count are split alike.
+// The rows thread `tid` of `n_threads` computes: parallel_for's split at grain kRowGrain, so
+// slices start on whole tiles, groups and cache lines, and two matrices with the same row
+// count are split alike.
 std::pair<int64_t, int64_t> thread_rows(int64_t rows, int tid, int n_threads) {
-  const int64_t n_grains = (rows + kRowGrain - 1) / kRowGrain;
-  const int64_t per = (n_grains + n_threads - 1) / n_threads;
-  return {std::min(rows, tid * per * kRowGrain), std::min(rows, (tid + 1) * per * kRowGrain)};
+  return ThreadPool::chunk(rows, kRowGrain, tid, n_threads);
 }
 
 // Per-slot scratch of the calling thread: quantised activations and interleaved-path sums.
