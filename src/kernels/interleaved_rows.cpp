@@ -102,21 +102,58 @@ void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const 
   }
 }
 
+namespace {
+
+// Dwords 0..7 of rows[0..7] into out[s] = dword s of every row: the 8 x 8 transpose of 32-bit
+// lanes (pairs of rows, then quads, then the 128-bit halves).
+inline void transpose_8x8_epi32(const __m256i* rows, __m256i* out) {
+  __m256i pairs[8], quads[8];
+  for (int k = 0; k < 4; ++k) {  // [r0d0 r1d0 r0d1 r1d1 | r0d4 ..], [r0d2 r1d2 r0d3 r1d3 | r0d6 ..]
+    pairs[2 * k] = _mm256_unpacklo_epi32(rows[2 * k], rows[2 * k + 1]);
+    pairs[2 * k + 1] = _mm256_unpackhi_epi32(rows[2 * k], rows[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k)    // rows 4k .. 4k + 3: dwords (0|4), (1|5), (2|6), (3|7)
+    for (int j = 0; j < 2; ++j) {
+      quads[4 * k + 2 * j] = _mm256_unpacklo_epi64(pairs[4 * k + j], pairs[4 * k + j + 2]);
+      quads[4 * k + 2 * j + 1] = _mm256_unpackhi_epi64(pairs[4 * k + j], pairs[4 * k + j + 2]);
+    }
+  for (int s = 0; s < 4; ++s) {
+    out[s] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x20);
+    out[s + 4] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x31);
+  }
+}
+
+}  // namespace
+
+// Each block of 16 rows is two 8 x 8 transposes of 4-byte steps (the repack runs once per
+// panel per call, and as a byte-by-byte copy it cost more than the 16-token product itself).
+// Rows past nr read as codes of -128 (0x80), stored as 0 with a scale of 0: an all-zero row.
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst) {
+  static_assert(kInterleavedRows == 16 && sizeof(InterleavedQ8_0::qs[0]) == 64);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int64_t nblocks = cols / kQK0;
   for (int64_t b = 0; b < nblocks; ++b) {
     InterleavedQ8_0& out = dst[b];
-    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
-    for (int r = 0; r < nr; ++r) {
-      const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
-      out.d[r] = half::fp16_to_fp32(x.d);
-      for (int s = 0; s < 8; ++s) {
-        uint32_t four;
-        std::memcpy(&four, x.qs + 4 * s, 4);
-        four ^= 0x80808080u;  // int8 -> uint8 + 128
-        std::memcpy(out.qs[s] + 4 * r, &four, 4);
+    alignas(32) uint16_t scales[kInterleavedRows] = {};  // fp16; rows past nr: 0
+    for (int h = 0; h < 2; ++h) {
+      __m256i rows[8], steps[8];
+      for (int k = 0; k < 8; ++k) {
+        const int r = 8 * h + k;
+        if (r >= nr) {
+          rows[k] = flip;
+          continue;
+        }
+        const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
+        scales[r] = x.d;
+        rows[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
       }
+      transpose_8x8_epi32(rows, steps);
+      for (int s = 0; s < 8; ++s)  // int8 -> uint8 + 128
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[s] + 32 * h), _mm256_xor_si256(steps[s], flip));
     }
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_ps(out.d + 8 * h,
+                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h))));
   }
 }
 

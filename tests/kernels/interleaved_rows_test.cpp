@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,6 +126,35 @@ TEST(InterleavedRows, EveryLevelKernelMatchesReference) {
   }
   // Q4_K and Q8_0 have a kernel at every level (AVX2 the baseline).
   EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 4 : 2);
+}
+
+// The Q8_0 repack (8 x 8 transposes of 4-byte steps) against the layout interleaved_rows.h states,
+// element by element: qs[s][4r + i] = code 4s + i of row r, plus 128; d[r] = row r's scale;
+// rows past nr all zero. Every partial group size, rows further apart than their bytes, codes
+// over the whole int8 range.
+TEST(InterleavedRows, Q8_0RepackMatchesStatedLayout) {
+  for (const int64_t cols : {32, 256, 2560})
+    for (int nr = 1; nr <= vec::kInterleavedRows; ++nr) {
+      const int64_t nblocks = cols / 32;
+      const size_t stride = static_cast<size_t>(nblocks) * sizeof(blocks::BlockQ8_0) + 6;  // padded rows
+      std::vector<uint8_t> bytes(stride * static_cast<size_t>(nr));
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+      std::vector<vec::InterleavedQ8_0> group(static_cast<size_t>(nblocks));
+      std::memset(group.data(), 0x5A, group.size() * sizeof(vec::InterleavedQ8_0));  // stale scratch
+      vec::interleave_rows(bytes.data(), stride, nr, cols, group.data());
+      for (int64_t b = 0; b < nblocks; ++b)
+        for (int r = 0; r < vec::kInterleavedRows; ++r) {
+          const auto* x = r < nr ? reinterpret_cast<const blocks::BlockQ8_0*>(bytes.data() + r * stride) + b : nullptr;
+          const auto& g = group[static_cast<size_t>(b)];
+          const float d = x != nullptr ? half::fp16_to_fp32(x->d) : 0.0f;
+          ASSERT_EQ(std::memcmp(&g.d[r], &d, sizeof(float)), 0) << "cols=" << cols << " nr=" << nr << " b=" << b << " r=" << r;
+          for (int k = 0; k < 32; ++k) {
+            const uint8_t want = x != nullptr ? static_cast<uint8_t>(x->qs[k] + 128) : 0;
+            ASSERT_EQ(g.qs[k / 4][4 * r + k % 4], want)
+                << "cols=" << cols << " nr=" << nr << " b=" << b << " r=" << r << " k=" << k;
+          }
+        }
+    }
 }
 
 // Q8_0 at the extremes of its codes: weights -128, -127 and 127 (-128 is not what quantize
