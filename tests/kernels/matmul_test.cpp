@@ -81,7 +81,7 @@ TEST(Matmul, WideRowsAcrossTiles) {
       for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
 }
 
-// Q4_K and Q8_0 from 16 tokens run on panels repacked into 16 interleaved rows (where the level
+// Q4_K from 16 tokens and Q8_0 from 8 run on panels repacked into 16 interleaved rows (where the level
 // has those kernels): across several panels and both threads' slices, with a partial last
 // group, and on either side of both switches.
 TEST(Matmul, InterleavedPanels) {
