@@ -5,8 +5,8 @@
 //    every chunk of tokens, each row dotted with a chunk's tokens while it sits in L1
 //    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
 //    several rows x several tokens, so each activation block is also loaded once per tile).
-//    Q4_K from 16 tokens and Q8_0 from 8: each panel is first repacked into groups of 16
-//    interleaved rows (interleaved_rows.h) where the level has a kernel for it.
+//    Q4_K and Q8_0 from 8 tokens: each panel is first repacked into groups of 16 interleaved
+//    rows (interleaved_rows.h) where the level has a kernel for it.
 //  * prefill path (many tokens, float and 32-element types): the rows of W are cut into one
 //    share per thread, and a thread runs a single-threaded cblas_sgemm on a share (F32 weights
 //    in place, other types dequantised tile by tile into a per-thread float buffer). Each of
@@ -46,14 +46,12 @@ constexpr int64_t kDecodeTokenChunk = 32;
 constexpr size_t kPanelBytes = size_t{384} << 10;
 // Tokens from which the decode path runs Q4_K and Q8_0 through panels repacked into 16
 // interleaved rows (interleaved_rows.h), on both levels. The repack is paid once per panel per
-// call, so it needs enough tokens to pay it back. In the kernel benchmarks AVX-512 at n = 8
-// already looked ahead (0.82-0.97x the row-major tiles' CPU time, BM_MatvecCached and
-// BM_BatchDecode), but in the model's step of 8 sequences it was 1.1x (Q8_0) and 1.4x (Q4_K)
-// the tiles' CPU time (bench-model -t 1 --concurrency 8, interleaved A/B); from 16 tokens it
-// wins in both (n = 16 0.60-0.75x; AVX2 0.84x). Q8_0's repack has since become a transpose of
-// 4-byte steps (it had cost more than a 16-token product): at 8 sequences its step then took
-// 0.64-0.68x the tiles' CPU time (AVX-512; AVX2 0.71-0.92x), at 4 no difference above the noise.
-int64_t interleave_min_tokens(GgmlType type) { return type == GgmlType::Q8_0 ? 8 : 16; }
+// call, so it needs enough tokens to pay it back. While it copied 4 bytes at a time per row, a
+// step of 8 sequences took 1.1x (Q8_0) and 1.4x (Q4_K) the 4 x 4 tiles' CPU time, so the switch
+// sat at 16. As transposes of 4-byte steps it pays back at 8 (bench-model -t 1 --concurrency 8
+// on the 8-layer models, interleaved A/B): Q8_0 0.64-0.68x the tiles' CPU time (AVX2 level
+// 0.71-0.92x), Q4_K 0.84-0.92x (AVX2 0.96-1.0x); at 4 no difference above the noise.
+constexpr int64_t kInterleaveMinTokens = 8;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
 // Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
@@ -286,7 +284,7 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
   p.act_row_bytes = ggml_row_bytes(p.act_type, W.cols());
   p.act = activations_for(earlier, p.act_type, slot, X, n, W.cols(), pool);
   const cpu::KernelLevel level = cpu::active_level();
-  if (n >= interleave_min_tokens(W.type)) {
+  if (n >= kInterleaveMinTokens) {
     p.gemm_q4_k = W.type == GgmlType::Q4_K ? vec::gemm_interleaved_q4_k_fn(level) : nullptr;
     p.gemm_q8_0 = W.type == GgmlType::Q8_0 ? vec::gemm_interleaved_q8_0_fn(level) : nullptr;
   }

@@ -81,9 +81,9 @@ TEST(Matmul, WideRowsAcrossTiles) {
       for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
 }
 
-// Q4_K from 16 tokens and Q8_0 from 8 run on panels repacked into 16 interleaved rows (where the level
-// has those kernels): across several panels and both threads' slices, with a partial last
-// group, and on either side of both switches.
+// Q4_K and Q8_0 from 8 tokens run on panels repacked into 16 interleaved rows (where the level
+// has those kernels): across several panels and both threads, with a partial last group, and on
+// either side of the switch.
 TEST(Matmul, InterleavedPanels) {
   ThreadPool pool(2);
   check_matmul(GgmlType::Q4_K, 2900, 512, 41, pool);  // 384 KiB panels of 1360 rows at 512 columns
