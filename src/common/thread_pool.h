@@ -1,5 +1,5 @@
 // One persistent pool of worker threads for all compute. The calling thread takes part as
-// worker 0, so a pool of n threads starts n-1 OS threads. Workers spin briefly between jobs
+// worker 0, so a pool of n threads starts n-1 OS threads. Workers spin briefly (50 us) between jobs
 // (decode issues hundreds of small jobs per token) and then sleep on an atomic wait.
 #pragma once
 

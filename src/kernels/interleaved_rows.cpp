@@ -19,45 +19,88 @@ using blocks::kQKK;
 
 namespace {
 
-// Row r's 256 codes of block x into the interleaved layout. Within 16 codes of a sub-block,
-// one shuffle puts quads 0 and 2 in bytes 0-7 and quads 1 and 3 in bytes 8-15; or-ing the
-// second half, shifted up a nibble, onto the first gives the bytes of two 8-element steps.
-void interleave_codes(const BlockQ4_K& x, int r, InterleavedQ4_K& out) {
-  const __m128i quads = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  for (int g = 0; g < 4; ++g)      // 32 bytes of qs: sub-blocks 2g (low nibbles), 2g + 1 (high)
-    for (int h = 0; h < 2; ++h) {  // elements 16h .. 16h + 15 of both sub-blocks
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 32 * g + 16 * h));
-      const __m128i codes[2] = {_mm_and_si128(v, low4), _mm_and_si128(_mm_srli_epi16(v, 4), low4)};
-      for (int k = 0; k < 2; ++k) {
-        const __m128i q = _mm_shuffle_epi8(codes[k], quads);
-        const __m128i packed = _mm_or_si128(q, _mm_slli_epi16(_mm_srli_si128(q, 8), 4));
-        const auto steps = static_cast<uint64_t>(_mm_cvtsi128_si64(packed));  // steps 2h, 2h + 1
-        const auto first = static_cast<uint32_t>(steps), second = static_cast<uint32_t>(steps >> 32);
-        std::memcpy(out.qs[2 * g + k][2 * h] + 4 * r, &first, 4);
-        std::memcpy(out.qs[2 * g + k][2 * h + 1] + 4 * r, &second, 4);
-      }
+// Dwords 0..7 of rows[0..7] into out[s] = dword s of every row: the 8 x 8 transpose of 32-bit
+// lanes (pairs of rows, then quads, then the 128-bit halves).
+inline void transpose_8x8_epi32(const __m256i* rows, __m256i* out) {
+  __m256i pairs[8], quads[8];
+  for (int k = 0; k < 4; ++k) {  // [r0d0 r1d0 r0d1 r1d1 | r0d4 ..], [r0d2 r1d2 r0d3 r1d3 | r0d6 ..]
+    pairs[2 * k] = _mm256_unpacklo_epi32(rows[2 * k], rows[2 * k + 1]);
+    pairs[2 * k + 1] = _mm256_unpackhi_epi32(rows[2 * k], rows[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k)    // rows 4k .. 4k + 3: dwords (0|4), (1|5), (2|6), (3|7)
+    for (int j = 0; j < 2; ++j) {
+      quads[4 * k + 2 * j] = _mm256_unpacklo_epi64(pairs[4 * k + j], pairs[4 * k + j + 2]);
+      quads[4 * k + 2 * j + 1] = _mm256_unpackhi_epi64(pairs[4 * k + j], pairs[4 * k + j + 2]);
     }
+  for (int s = 0; s < 4; ++s) {
+    out[s] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x20);
+    out[s + 4] = _mm256_permute2x128_si256(quads[s], quads[4 + s], 0x31);
+  }
+}
+
+// One row's 256 codes of block x in the interleaved order, as 4 vectors of 8 dwords: vector g
+// holds the 4 steps of sub-block 2g, then those of sub-block 2g + 1. A qword of a sub-block's
+// codes holds the elements of one step, 8s .. 8s + 7; its upper dword, moved a nibble up onto
+// the lower one, is that step's dword (codes are at most 15, so no bit crosses a byte).
+inline void row_steps(const BlockQ4_K& x, __m256i* steps) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i lower_dwords = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  for (int g = 0; g < 4; ++g) {  // 32 bytes of qs: sub-blocks 2g (low nibbles), 2g + 1 (high)
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * g));
+    const __m256i codes[2] = {_mm256_and_si256(v, low4), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4)};
+    __m256i packed[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256i c = codes[k];
+      const __m256i merged = _mm256_or_si256(c, _mm256_slli_epi64(_mm256_srli_epi64(c, 32), 4));
+      packed[k] = _mm256_permutevar8x32_epi32(merged, lower_dwords);  // steps 0-3, twice
+    }
+    steps[g] = _mm256_blend_epi32(packed[0], packed[1], 0xF0);
+  }
 }
 
 }  // namespace
 
+// Per block: every row's codes in step order (row_steps), then for each pair of sub-blocks two
+// 8 x 8 transposes of 4-byte steps put the 16 rows side by side (the repack runs once per panel
+// per call; row by row with 4-byte stores it cost nearly as much as a 16-token product).
+// Rows past nr are all zero.
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst) {
+  static_assert(kInterleavedRows == 16 && sizeof(InterleavedQ4_K::qs[0][0]) == 64);
   const int64_t nblocks = cols / kQKK;
   for (int64_t b = 0; b < nblocks; ++b) {
     InterleavedQ4_K& out = dst[b];
-    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
-    for (int r = 0; r < nr; ++r) {
-      const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride)[b];
-      out.d[r] = half::fp16_to_fp32(x.d);
-      out.dmin[r] = half::fp16_to_fp32(x.dmin);
-      alignas(16) uint8_t scales_mins[16];  // [sc0..sc7, m0..m7]
-      _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins), blocks::q4k_scales_mins(x.scales));
-      for (int j = 0; j < 8; ++j) {
-        out.scales[j][r] = scales_mins[j];
-        out.mins[j / 2][2 * r + j % 2] = scales_mins[8 + j];
+    alignas(32) uint16_t d[kInterleavedRows] = {}, dmin[kInterleavedRows] = {};  // fp16
+    alignas(16) uint8_t scales_mins[kInterleavedRows][16] = {};                   // [row][sc0..7, m0..7]
+    __m256i steps[4][kInterleavedRows];                                           // [pair of sub-blocks][row]
+    for (int r = 0; r < kInterleavedRows; ++r) {
+      __m256i row[4];
+      if (r < nr) {
+        const BlockQ4_K& x = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride)[b];
+        d[r] = x.d;
+        dmin[r] = x.dmin;
+        _mm_store_si128(reinterpret_cast<__m128i*>(scales_mins[r]), blocks::q4k_scales_mins(x.scales));
+        row_steps(x, row);
+      } else {
+        for (auto& v : row) v = _mm256_setzero_si256();
       }
-      interleave_codes(x, r, out);
+      for (int g = 0; g < 4; ++g) steps[g][r] = row[g];
+    }
+    for (int g = 0; g < 4; ++g)
+      for (int h = 0; h < 2; ++h) {
+        __m256i t[8];  // t[k]: step k % 4 of sub-block 2g + k / 4, rows 8h .. 8h + 7
+        transpose_8x8_epi32(steps[g] + 8 * h, t);
+        for (int k = 0; k < 8; ++k)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[2 * g + k / 4][k % 4] + 32 * h), t[k]);
+      }
+    for (int r = 0; r < kInterleavedRows; ++r)
+      for (int j = 0; j < 8; ++j) {
+        out.scales[j][r] = scales_mins[r][j];
+        out.mins[j / 2][2 * r + j % 2] = scales_mins[r][8 + j];
+      }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_ps(out.d + 8 * h, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d + 8 * h))));
+      _mm256_storeu_ps(out.dmin + 8 * h,
+                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmin + 8 * h))));
     }
   }
 }
@@ -102,21 +145,35 @@ void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const 
   }
 }
 
+// Each block of 16 rows is two 8 x 8 transposes of 4-byte steps (the repack runs once per
+// panel per call, and as a byte-by-byte copy it cost more than the 16-token product itself).
+// Rows past nr read as codes of -128 (0x80), stored as 0 with a scale of 0: an all-zero row.
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst) {
+  static_assert(kInterleavedRows == 16 && sizeof(InterleavedQ8_0::qs[0]) == 64);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int64_t nblocks = cols / kQK0;
   for (int64_t b = 0; b < nblocks; ++b) {
     InterleavedQ8_0& out = dst[b];
-    if (nr < kInterleavedRows) std::memset(&out, 0, sizeof(out));  // rows past the end: zero
-    for (int r = 0; r < nr; ++r) {
-      const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
-      out.d[r] = half::fp16_to_fp32(x.d);
-      for (int s = 0; s < 8; ++s) {
-        uint32_t four;
-        std::memcpy(&four, x.qs + 4 * s, 4);
-        four ^= 0x80808080u;  // int8 -> uint8 + 128
-        std::memcpy(out.qs[s] + 4 * r, &four, 4);
+    alignas(32) uint16_t scales[kInterleavedRows] = {};  // fp16; rows past nr: 0
+    for (int h = 0; h < 2; ++h) {
+      __m256i rows[8], steps[8];
+      for (int k = 0; k < 8; ++k) {
+        const int r = 8 * h + k;
+        if (r >= nr) {
+          rows[k] = flip;
+          continue;
+        }
+        const BlockQ8_0& x = reinterpret_cast<const BlockQ8_0*>(w + static_cast<size_t>(r) * w_stride)[b];
+        scales[r] = x.d;
+        rows[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
       }
+      transpose_8x8_epi32(rows, steps);
+      for (int s = 0; s < 8; ++s)  // int8 -> uint8 + 128
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[s] + 32 * h), _mm256_xor_si256(steps[s], flip));
     }
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_ps(out.d + 8 * h,
+                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h))));
   }
 }
 

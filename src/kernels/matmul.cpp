@@ -1,26 +1,27 @@
 // Weight-matrix products. Two strategies:
 //  * decode path (few tokens; K-quants at any count): the activations are quantised once into
-//    the weight type's companion type, then the pool splits the rows of W; each thread takes
-//    its rows in panels that fit L2, each panel read from memory once and run over every
-//    chunk of tokens, each row dotted with a chunk's tokens while it sits in L1 (multi-token
-//    kernels unpack each weight block once for up to 4 tokens; tile kernels take several
-//    rows x several tokens, so each activation block is also loaded once per tile). Q4_K and
-//    Q8_0 from 16 tokens: each panel is first repacked into groups of 16 interleaved rows
-//    (interleaved_rows.h) where the level has a kernel for it.
-//  * prefill path (many tokens, float and 32-element types): the pool splits the rows of W;
-//    each thread runs a single-threaded cblas_sgemm on its slice (F32 weights in place, other
-//    types dequantised tile by tile into a per-thread float buffer). Each of those BLAS calls
-//    runs single-threaded (SingleThreadedBlas) so OpenBLAS' OpenMP team never competes with
-//    the pool's threads for the cores.
+//    the weight type's companion type, then the threads take the rows of W in panels that fit
+//    L2, one at a time from a shared counter; each panel is read from memory once and run over
+//    every chunk of tokens, each row dotted with a chunk's tokens while it sits in L1
+//    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
+//    several rows x several tokens, so each activation block is also loaded once per tile).
+//    Q4_K and Q8_0 from 8 tokens: each panel is first repacked into groups of 16 interleaved
+//    rows (interleaved_rows.h) where the level has a kernel for it.
+//  * prefill path (many tokens, float and 32-element types): the rows of W are cut into one
+//    share per thread, and a thread runs a single-threaded cblas_sgemm on a share (F32 weights
+//    in place, other types dequantised tile by tile into a per-thread float buffer). Each of
+//    those BLAS calls runs single-threaded (SingleThreadedBlas) so OpenBLAS' OpenMP team never
+//    competes with the pool's threads for the cores.
 // Products sharing one input (q/k/v; gate/up) run in one parallel region (matmul_group,
-// matmul_swiglu): each thread computes its slice of every matrix's rows with the path and
-// kernels matmul would pick, so the region costs one hand-off instead of one per matrix.
+// matmul_swiglu): the threads compute every matrix's rows with the path and kernels matmul
+// would pick, so the region costs one hand-off instead of one per matrix.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <limits>
 #include <span>
@@ -45,18 +46,18 @@ constexpr int64_t kDecodeTokenChunk = 32;
 constexpr size_t kPanelBytes = size_t{384} << 10;
 // Tokens from which the decode path runs Q4_K and Q8_0 through panels repacked into 16
 // interleaved rows (interleaved_rows.h), on both levels. The repack is paid once per panel per
-// call, so it needs enough tokens to pay it back. In the kernel benchmarks AVX-512 at n = 8
-// already looked ahead (0.82-0.97x the row-major tiles' CPU time, BM_MatvecCached and
-// BM_BatchDecode), but in the model's step of 8 sequences it was 1.1x (Q8_0) and 1.4x (Q4_K)
-// the tiles' CPU time (bench-model -t 1 --concurrency 8, interleaved A/B); from 16 tokens it
-// wins in both (n = 16 0.60-0.75x; AVX2 0.84x).
-constexpr int64_t kInterleaveMinTokens = 16;
+// call, so it needs enough tokens to pay it back. While it copied 4 bytes at a time per row, a
+// step of 8 sequences took 1.1x (Q8_0) and 1.4x (Q4_K) the 4 x 4 tiles' CPU time, so the switch
+// sat at 16. As transposes of 4-byte steps it pays back at 8 (bench-model -t 1 --concurrency 8
+// on the 8-layer models, interleaved A/B): Q8_0 0.64-0.68x the tiles' CPU time (AVX2 level
+// 0.71-0.92x), Q4_K 0.84-0.92x (AVX2 0.96-1.0x); at 4 no difference above the noise.
+constexpr int64_t kInterleaveMinTokens = 8;
 // Activation elements from which quantising them is worth a pool dispatch.
 constexpr int64_t kParallelQuantizeElems = int64_t{1} << 16;
 // Rows of W dequantised per sgemm call on the prefill path: [kPrefillTile][cols] floats per
 // thread (1 MiB at cols = 4096), big enough to amortise packing X, small enough for L2/L3.
 constexpr int64_t kPrefillTile = 64;
-// Rows per scheduling grain, so threads' slices start on whole tiles / cache lines.
+// Rows per scheduling grain, so units of work start on whole tiles, groups and cache lines.
 constexpr int64_t kRowGrain = 16;
 
 bool shape_ok(const TensorView& W) {
@@ -144,7 +145,7 @@ template <typename Interleaved>
 void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n, int64_t r0,
                             int64_t r1) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
-  static_assert(kRowGrain % kGroup == 0, "threads' slices must start on whole groups");
+  static_assert(kRowGrain % kGroup == 0, "units of work must start on whole groups");
   const TensorView& W = *p.W;
   const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / Interleaved::kBlockElems;
   auto& panel = interleaved_scratch<Interleaved>();  // [group of the panel][block]
@@ -222,13 +223,6 @@ void run_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int
     case Product::Path::kInterleavedQ8_0: interleaved_rows_range(p, p.gemm_q8_0, n, r0, r1); return;
     case Product::Path::kPrefill: prefill_rows_range(p, X, n, r0, r1); return;
   }
-}
-
-// The rows thread `tid` of `n_threads` computes: parallel_for's split at grain kRowGrain, so
-// slices start on whole tiles, groups and cache lines, and two matrices with the same row
-// count are split alike.
-std::pair<int64_t, int64_t> thread_rows(int64_t rows, int tid, int n_threads) {
-  return ThreadPool::chunk(rows, kRowGrain, tid, n_threads);
 }
 
 // Per-slot scratch of the calling thread: quantised activations and interleaved-path sums.
@@ -333,27 +327,56 @@ Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y,
   return prepare_prefill(W, Y);
 }
 
-// Runs every product in one parallel region: each thread computes its slice of every matrix's
-// rows (thread_rows), then calls after(tid, n_threads) for what it computed.
+// Rows one unit of work takes from p: a panel in whole kRowGrain groups on the decode paths, at
+// most an even share per thread (so a matrix of one panel still splits); on the prefill path an
+// even share per thread, one sgemm as large as before.
+int64_t unit_rows(const Product& p, int n_threads) {
+  const int64_t share = ThreadPool::chunk(p.W->rows(), kRowGrain, 0, n_threads).second;
+  if (p.path == Product::Path::kPrefill) return share;
+  return std::min(share, std::max<int64_t>(kRowGrain, p.panel_rows / kRowGrain * kRowGrain));
+}
+
+// Runs every product in one parallel region. The rows are cut into units (unit_rows) that the
+// threads take in turn from a shared counter, so a thread that is late (descheduled, or slowed by
+// the other's memory traffic) leaves its remaining units to the others instead of being waited
+// for; each row is computed by the same kernels whichever thread takes it, so the outputs do not
+// depend on the split. With shared_rows (every product has the rows of the first) a unit covers
+// its rows in every product and then calls after(r0, r1) on them; otherwise the units run
+// product by product and after is not called.
 template <typename After>
-void run_products(std::span<const Product> products, const float* X, int64_t n, ThreadPool& pool, After after) {
-  int64_t most_grains = 0;
-  for (const Product& p : products) most_grains = std::max(most_grains, (p.W->rows() + kRowGrain - 1) / kRowGrain);
-  const int n_threads = most_grains <= 1 ? 1 : pool.size();
-  auto work = [&](int tid, int) {
-    for (const Product& p : products) {
-      const auto [r0, r1] = thread_rows(p.W->rows(), tid, n_threads);
-      if (r0 < r1) run_rows_range(p, X, n, r0, r1);
+void run_products(std::span<const Product> products, const float* X, int64_t n, ThreadPool& pool, bool shared_rows,
+                  After after) {
+  const int n_threads = pool.size();
+  std::array<int64_t, kMaxGroup + 1> first{};  // index of each product's first unit; first[k] = all
+  std::array<int64_t, kMaxGroup> step{};       // rows per unit of each product
+  const size_t scheduled = shared_rows ? 1 : products.size();
+  for (size_t i = 0; i < scheduled; ++i) {
+    step[i] = unit_rows(products[i], n_threads);
+    first[i + 1] = first[i] + (products[i].W->rows() + step[i] - 1) / step[i];
+  }
+  const int64_t total = first[scheduled];
+  std::atomic<int64_t> next{0};
+  auto work = [&](int, int) {
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < total;
+         u = next.fetch_add(1, std::memory_order_relaxed)) {
+      size_t i = 0;
+      while (u >= first[i + 1]) ++i;
+      const int64_t r0 = (u - first[i]) * step[i], r1 = std::min(products[i].W->rows(), r0 + step[i]);
+      if (!shared_rows) {
+        run_rows_range(products[i], X, n, r0, r1);
+        continue;
+      }
+      for (const Product& p : products) run_rows_range(p, X, n, r0, r1);
+      after(r0, r1);
     }
-    after(tid, n_threads);
   };
-  if (n_threads == 1)
+  if (total <= 1 || n_threads == 1)
     work(0, 1);
   else
     pool.run(work);
 }
 
-void no_epilogue(int, int) {}
+void no_epilogue(int64_t, int64_t) {}
 
 // Y = 0 for a malformed view: defined output instead of an out-of-bounds read.
 bool zero_if_malformed(const TensorView& W, int64_t n, float* Y) {
@@ -368,7 +391,7 @@ namespace matmul_paths {
 
 void decode(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
   const Product p = prepare_decode({}, W, Y, X, n, pool);
-  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, false, no_epilogue);
 }
 
 int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
@@ -402,7 +425,7 @@ int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level) {
 
 void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
   const Product p = prepare_prefill(W, Y);
-  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, false, no_epilogue);
 }
 
 }  // namespace matmul_paths
@@ -410,7 +433,7 @@ void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPoo
 void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool& pool) {
   if (n <= 0 || W.rows() <= 0 || zero_if_malformed(W, n, Y)) return;
   const Product p = prepare({}, W, Y, X, n, pool);
-  run_products(std::span<const Product>(&p, 1), X, n, pool, no_epilogue);
+  run_products(std::span<const Product>(&p, 1), X, n, pool, false, no_epilogue);
 }
 
 void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n, ThreadPool& pool) {
@@ -421,11 +444,11 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t
     if (out.W->rows() <= 0 || zero_if_malformed(*out.W, n, out.Y)) continue;
     products[count] = prepare(std::span<const Product>(products.data(), count), *out.W, out.Y, X, n, pool);
     if (++count == kMaxGroup) {
-      run_products(std::span<const Product>(products.data(), count), X, n, pool, no_epilogue);
+      run_products(std::span<const Product>(products.data(), count), X, n, pool, false, no_epilogue);
       count = 0;
     }
   }
-  if (count > 0) run_products(std::span<const Product>(products.data(), count), X, n, pool, no_epilogue);
+  if (count > 0) run_products(std::span<const Product>(products.data(), count), X, n, pool, false, no_epilogue);
 }
 
 void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n, float* gate_y,
@@ -442,9 +465,8 @@ void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X,
   std::array<Product, 2> products;
   products[0] = prepare({}, gate, gate_y, X, n, pool);
   products[1] = prepare(std::span<const Product>(products.data(), 1), up, up_y, X, n, pool);
-  run_products(products, X, n, pool, [&](int tid, int n_threads) {
-    const auto [r0, r1] = thread_rows(rows, tid, n_threads);
-    for (int64_t t = 0; r0 < r1 && t < n; ++t) swiglu(gate_y + t * rows + r0, up_y + t * rows + r0, r1 - r0);
+  run_products(products, X, n, pool, true, [&](int64_t r0, int64_t r1) {
+    for (int64_t t = 0; t < n; ++t) swiglu(gate_y + t * rows + r0, up_y + t * rows + r0, r1 - r0);
   });
 }
 

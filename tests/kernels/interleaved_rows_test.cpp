@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,6 +126,82 @@ TEST(InterleavedRows, EveryLevelKernelMatchesReference) {
   }
   // Q4_K and Q8_0 have a kernel at every level (AVX2 the baseline).
   EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 4 : 2);
+}
+
+// The Q8_0 repack (8 x 8 transposes of 4-byte steps) against the layout interleaved_rows.h states,
+// element by element: qs[s][4r + i] = code 4s + i of row r, plus 128; d[r] = row r's scale;
+// rows past nr all zero. Every partial group size, rows further apart than their bytes, codes
+// over the whole int8 range.
+TEST(InterleavedRows, Q8_0RepackMatchesStatedLayout) {
+  for (const int64_t cols : {32, 256, 2560})
+    for (int nr = 1; nr <= vec::kInterleavedRows; ++nr) {
+      const int64_t nblocks = cols / 32;
+      const size_t stride = static_cast<size_t>(nblocks) * sizeof(blocks::BlockQ8_0) + 6;  // padded rows
+      std::vector<uint8_t> bytes(stride * static_cast<size_t>(nr));
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+      std::vector<vec::InterleavedQ8_0> group(static_cast<size_t>(nblocks));
+      std::memset(group.data(), 0x5A, group.size() * sizeof(vec::InterleavedQ8_0));  // stale scratch
+      vec::interleave_rows(bytes.data(), stride, nr, cols, group.data());
+      for (int64_t b = 0; b < nblocks; ++b)
+        for (int r = 0; r < vec::kInterleavedRows; ++r) {
+          const auto* x = r < nr ? reinterpret_cast<const blocks::BlockQ8_0*>(bytes.data() + r * stride) + b : nullptr;
+          const auto& g = group[static_cast<size_t>(b)];
+          const float d = x != nullptr ? half::fp16_to_fp32(x->d) : 0.0f;
+          ASSERT_EQ(std::memcmp(&g.d[r], &d, sizeof(float)), 0)
+              << "cols=" << cols << " nr=" << nr << " b=" << b << " r=" << r;
+          for (int k = 0; k < 32; ++k) {
+            const uint8_t want = x != nullptr ? static_cast<uint8_t>(x->qs[k] + 128) : 0;
+            ASSERT_EQ(g.qs[k / 4][4 * r + k % 4], want)
+                << "cols=" << cols << " nr=" << nr << " b=" << b << " r=" << r << " k=" << k;
+          }
+        }
+    }
+}
+
+// The Q4_K repack (codes in step order, then 8 x 8 transposes) against the layout
+// interleaved_rows.h states, element by element, from the plain Q4_K format: codes of sub-block
+// j are the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]; the 6-bit scales and mins
+// unpacked as dequantisation does. Every partial group size, padded rows, random bytes.
+TEST(InterleavedRows, Q4_KRepackMatchesStatedLayout) {
+  for (const int64_t cols : {256, 768})
+    for (int nr = 1; nr <= vec::kInterleavedRows; ++nr) {
+      const int64_t nblocks = cols / 256;
+      const size_t stride = static_cast<size_t>(nblocks) * sizeof(blocks::BlockQ4_K) + 10;  // padded rows
+      std::vector<uint8_t> bytes(stride * static_cast<size_t>(nr) + 16);
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2246822519u) >> 11);
+      std::vector<vec::InterleavedQ4_K> group(static_cast<size_t>(nblocks));
+      std::memset(group.data(), 0x5A, group.size() * sizeof(vec::InterleavedQ4_K));  // stale scratch
+      vec::interleave_rows(bytes.data(), stride, nr, cols, group.data());
+      for (int64_t b = 0; b < nblocks; ++b)
+        for (int r = 0; r < vec::kInterleavedRows; ++r) {
+          const auto& g = group[static_cast<size_t>(b)];
+          const auto* x = r < nr ? reinterpret_cast<const blocks::BlockQ4_K*>(bytes.data() + r * stride) + b : nullptr;
+          const std::string where = "cols=" + std::to_string(cols) + " nr=" + std::to_string(nr) +
+                                    " b=" + std::to_string(b) + " r=" + std::to_string(r);
+          const float d = x != nullptr ? half::fp16_to_fp32(x->d) : 0.0f;
+          const float dmin = x != nullptr ? half::fp16_to_fp32(x->dmin) : 0.0f;
+          ASSERT_EQ(std::memcmp(&g.d[r], &d, sizeof(float)), 0) << where;
+          ASSERT_EQ(std::memcmp(&g.dmin[r], &dmin, sizeof(float)), 0) << where;
+          for (int j = 0; j < 8; ++j) {
+            // 6-bit scale and min of sub-block j (the Q4_K packing: j < 4 in the low 6 bits of
+            // bytes j and j + 4; j >= 4 split over byte j + 4 and the top 2 bits of j - 4, j).
+            uint8_t sc = 0, mn = 0;
+            if (x != nullptr) {
+              const uint8_t* q = x->scales;
+              sc = j < 4 ? q[j] & 63 : static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+              mn = j < 4 ? q[j + 4] & 63 : static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+            }
+            ASSERT_EQ(g.scales[j][r], sc) << where << " j=" << j;
+            ASSERT_EQ(g.mins[j / 2][2 * r + j % 2], mn) << where << " j=" << j;
+            for (int e = 0; e < 32; ++e) {
+              const uint8_t code =
+                  x != nullptr ? static_cast<uint8_t>((x->qs[32 * (j / 2) + e] >> (4 * (j % 2))) & 0xF) : 0;
+              const uint8_t stored = g.qs[j][e / 8][4 * r + e % 4];
+              ASSERT_EQ(e % 8 < 4 ? stored & 0xF : stored >> 4, code) << where << " j=" << j << " e=" << e;
+            }
+          }
+        }
+    }
 }
 
 // Q8_0 at the extremes of its codes: weights -128, -127 and 127 (-128 is not what quantize

@@ -81,9 +81,9 @@ TEST(Matmul, WideRowsAcrossTiles) {
       for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
 }
 
-// Q4_K and Q8_0 from 16 tokens run on panels repacked into 16 interleaved rows (where the level
-// has those kernels): across several panels and both threads' slices, with a partial last
-// group, and on either side of both switches.
+// Q4_K and Q8_0 from 8 tokens run on panels repacked into 16 interleaved rows (where the level
+// has those kernels): across several panels and both threads, with a partial last group, and on
+// either side of the switch.
 TEST(Matmul, InterleavedPanels) {
   ThreadPool pool(2);
   check_matmul(GgmlType::Q4_K, 2900, 512, 41, pool);  // 384 KiB panels of 1360 rows at 512 columns
@@ -180,6 +180,32 @@ TEST(MatmulGroup, EveryTypeTokenCountAndThreadCountMatchesSeparateCalls) {
       check_group(mixed_32, 256, n, pool);  // more than one region's worth of products
     }
   }
+}
+
+// The threads take units of rows (panels, or a share per thread) from a shared counter, so which
+// thread computes a row, and how the rows are cut, changes with the thread count and from run to
+// run: on the decode paths every row must come out the same bit for bit. Matrices of several
+// panels, row-major and interleaved. (The prefill path's sgemm blocks by the size of its share,
+// which follows the thread count as it always has.)
+TEST(Matmul, OutputDoesNotDependOnHowRowsAreSplit) {
+  ThreadPool one(1), two(2), three(3);
+  const std::pair<GgmlType, int64_t> shapes[] = {
+      {GgmlType::Q8_0, 1500}, {GgmlType::Q4_K, 2900}, {GgmlType::Q6_K, 1100}, {GgmlType::F16, 420}};
+  for (const auto& [type, rows] : shapes)
+    for (const int64_t n : {1, 8, 16, 41, 300}) {
+      if (n > matmul_paths::decode_max_tokens(type)) continue;
+      const int64_t cols = 512;
+      const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows + n));
+      const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 5);  // [n][cols]
+      std::vector<float> want(static_cast<size_t>(n * rows));  // [n][rows]
+      matmul(W.view(), X.data(), n, want.data(), one);
+      for (ThreadPool* pool : {&two, &three, &two})
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          std::vector<float> got(want.size(), std::nanf(""));
+          matmul(W.view(), X.data(), n, got.data(), *pool);
+          expect_same_bits(got, want, ggml_type_name(type), n, pool->size());
+        }
+    }
 }
 
 TEST(MatmulGroup, MalformedMemberGivesZerosOthersComputed) {
