@@ -16,6 +16,8 @@ namespace tangram {
 
 // Entries per online-softmax step: scores of a block are computed, then one max/rescale.
 inline constexpr int kAttentionBlock = 32;
+// A page run is one block, so a block reads one run's keys and values (block_pool.h).
+static_assert(kPageRunTokens == kAttentionBlock);
 
 // The query vectors reading one KV head in a kernel call, and their running state:
 //   q:      [n_lanes][head_dim]     queries, already multiplied by the score scale

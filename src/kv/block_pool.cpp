@@ -24,7 +24,7 @@ constexpr int64_t kMaxPageBytes = int64_t{1} << 30;
 }  // namespace
 
 size_t PageGeometry::column_bytes() const {
-  return static_cast<size_t>(page_tokens) * (key_row_bytes() + value_row_bytes());
+  return static_cast<size_t>(page_tokens / run_tokens()) * run_bytes();
 }
 
 size_t PageGeometry::page_bytes() const {

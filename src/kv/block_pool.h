@@ -3,12 +3,17 @@
 //
 // A page holds `page_tokens` (P) token slots for the `group_size` (G) KV heads of one head
 // group of one layer, keys and values, in the KV element type (F32, F16 or Q8_0 blocks).
-// Layout: one block per head (page column), so each head's keys and values in a page form one
-// contiguous run that the attention kernel streams through:
-//   [G] x { keys: [P][key row], values: [P][value row] }   (row bytes from the type)
-// padded to a multiple of 64 bytes. Every group of every layer uses the same page size, so
-// pages are interchangeable; a group of fewer than G heads leaves columns unused (counted as
-// wasted slots).
+// Layout: one block per head (page column), each cut into runs of R = run_tokens() slots whose
+// key rows and then value rows are contiguous:
+//   [G] x [P / R] x { keys: [R][key row], values: [R][value row] }   (row bytes from the type)
+// padded to a multiple of 64 bytes. R is kPageRunTokens (the attention kernel's block) when P
+// is a multiple of it, else P (one run: keys [P] then values [P]). So a block of attention
+// reads one run, keys then values in address order, whatever the page size, and a larger page
+// only lengthens a column: a head group mixing layers leaves longer stretches between the
+// other layer's columns. Every group of every layer uses the same page size, so pages are
+// interchangeable; a group of fewer than G heads leaves columns unused (counted as wasted
+// slots). Only this file and KvHeadView know the layout: everything else addresses rows
+// through key_offset/value_offset or a head view's for_each_run.
 //
 // A page may be shared by several caches (a fork: the n choices of one prompt read the prompt's
 // pages). Each page carries a reference count: allocate() hands a page out with one reference,
@@ -36,6 +41,10 @@ namespace tangram {
 using PageId = int32_t;
 inline constexpr PageId kNoPage = -1;
 
+// Slots of one run of a page column when the page holds a multiple of them (see above); equal
+// to kAttentionBlock (attention_kernel.h checks it), so one run is one block of attention.
+inline constexpr int kPageRunTokens = 32;
+
 struct PageGeometry {
   int page_tokens = 16;  // P: token slots per head in one page
   int group_size = 4;    // G: KV heads sharing one page
@@ -46,15 +55,24 @@ struct PageGeometry {
   // Bytes of one head's key (value) row, as the type stores it (kv_row.h).
   size_t key_row_bytes() const { return kv_row_bytes(type, head_dim); }
   size_t value_row_bytes() const { return kv_row_bytes(type, head_dim_v); }
-  // Bytes of one head's block in a page: P key rows, then P value rows.
+  // Slots per run of a column: kPageRunTokens when P is a multiple of it, else P.
+  int run_tokens() const { return page_tokens % kPageRunTokens == 0 ? kPageRunTokens : page_tokens; }
+  // Bytes of one run: its key rows, then its value rows.
+  size_t run_bytes() const {
+    return static_cast<size_t>(run_tokens()) * (key_row_bytes() + value_row_bytes());
+  }
+  // Bytes of one head's block in a page: P / R runs.
   size_t column_bytes() const;
   // Byte offsets, inside a page, of the key and value row of (column, slot).
   size_t key_offset(int column, int64_t slot) const {
-    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot) * key_row_bytes();
+    const int64_t r = run_tokens();
+    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot / r) * run_bytes() +
+           static_cast<size_t>(slot % r) * key_row_bytes();
   }
   size_t value_offset(int column, int64_t slot) const {
-    return static_cast<size_t>(column) * column_bytes() +
-           static_cast<size_t>(page_tokens) * key_row_bytes() + static_cast<size_t>(slot) * value_row_bytes();
+    const int64_t r = run_tokens();
+    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot / r) * run_bytes() +
+           static_cast<size_t>(r) * key_row_bytes() + static_cast<size_t>(slot % r) * value_row_bytes();
   }
   size_t page_bytes() const;
   // Head-token slots per page: P * G.

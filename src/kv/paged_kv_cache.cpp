@@ -271,6 +271,8 @@ KvHeadView PagedKvCache::head_view(int layer, int kv_head) const {
   v.pages = pages_[sz(map_->group_of(layer, kv_head))].data();
   v.page_tokens = g.page_tokens;
   v.page_bytes = pool_->page_bytes();
+  v.run_tokens = g.run_tokens();
+  v.run_bytes = g.run_bytes();
   v.k_row_bytes = g.key_row_bytes();
   v.v_row_bytes = g.value_row_bytes();
   v.length = hs.length;
@@ -346,15 +348,16 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   const size_t page_bytes = pool_->page_bytes(), kb = g.key_row_bytes(), vb = g.value_row_bytes();
   const PageId* table = pages_[sz(map_->group_of(layer, kv_head))].data();
   const int column = map_->column_of(layer, kv_head);
-  uint8_t* const k_base = pool_->page_data(0) + g.key_offset(column, 0);
-  uint8_t* const v_base = pool_->page_data(0) + g.value_offset(column, 0);
+  uint8_t* const arena = pool_->page_data(0);
   auto page_off = [&](int64_t e) { return sz(table[sz(e / P)]) * page_bytes; };
   for (size_t i = 0; i < keep.size(); ++i) {
     const auto dst = static_cast<int64_t>(i);
     const int64_t src = keep[i];
     if (src == dst) continue;
-    std::memcpy(k_base + page_off(dst) + sz(dst % P) * kb, k_base + page_off(src) + sz(src % P) * kb, kb);
-    std::memcpy(v_base + page_off(dst) + sz(dst % P) * vb, v_base + page_off(src) + sz(src % P) * vb, vb);
+    std::memcpy(arena + page_off(dst) + g.key_offset(column, dst % P),
+                arena + page_off(src) + g.key_offset(column, src % P), kb);
+    std::memcpy(arena + page_off(dst) + g.value_offset(column, dst % P),
+                arena + page_off(src) + g.value_offset(column, src % P), vb);
   }
   hs.kept_pos.swap(positions);
   hs.tail_pos0 = layer_positions_[sz(layer)];
@@ -468,16 +471,17 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
   for (size_t fg = 0; fg < pages_.size(); ++fg)
     for (int64_t i = 0; i < group_pages[fg]; ++i) pages_[fg].push_back(fresh[next++]);
   pages_held_ = needed;
-  // Rows: one copy per page a head touches (a column's slots are contiguous within a page).
+  // Rows: one copy per page run a head touches (a run's slots are contiguous, block_pool.h).
   const size_t kb = pool_->geometry().key_row_bytes();
   const size_t vb = pool_->geometry().value_row_bytes();
+  const int64_t R = pool_->geometry().run_tokens();
   int64_t stored = 0;
   for (int l = 0; l < shape_.n_layers; ++l)
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const size_t i = sz(l) * sz(shape_.n_kv_head) + sz(h);
       const HeadRestore& r = heads[i];
       for (int64_t e = 0; e < r.length;) {
-        const int64_t count = std::min(r.length - e, P - e % P);
+        const int64_t count = std::min(r.length - e, R - e % R);
         std::memcpy(key_row(l, h, e), r.keys + sz(e) * kb, sz(count) * kb);
         std::memcpy(value_row(l, h, e), r.values + sz(e) * vb, sz(count) * vb);
         e += count;

@@ -146,6 +146,7 @@ struct PolicyCase {
   const char* scorer;
   int group_size;
   BudgetLevel level;
+  int page_tokens = 16;  // 64: columns cut into 32-slot runs (block_pool.h)
 };
 
 class CompressorPolicies : public ::testing::TestWithParam<PolicyCase> {};
@@ -172,7 +173,7 @@ TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTo
   const auto toks = tokens(300, 5, cfg.vocab);
   const int64_t n_q = (*comp)->queries_wanted(300);
   std::vector<float> queries;
-  PagedSetup s = prefill(m, **comp, toks, 16, threads, &queries, n_q);
+  PagedSetup s = prefill(m, **comp, toks, pc.page_tokens, threads, &queries, n_q);
   const int64_t pages_before = s.cache->pages_held();
   auto rep = (*comp)->compress(*s.cache, queries.empty() ? nullptr : queries.data(), n_q, 300 - n_q, threads);
   ASSERT_TRUE(rep.ok()) << rep.message();
@@ -192,7 +193,7 @@ TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTo
       EXPECT_EQ(s.cache->entry_position(l, h, s.cache->length(l, h) - 1), 299);
     }
   if (pc.policy == KvPolicy::Tangram || pc.policy == KvPolicy::Uniform) {
-    EXPECT_EQ(s.cache->pages_held(), (*comp)->predicted_pages(300, 16));
+    EXPECT_EQ(s.cache->pages_held(), (*comp)->predicted_pages(300, pc.page_tokens));
   }
   expect_attention_over_kept(m, *s.cache, toks, threads, std::string(kv_policy_name(pc.policy)) + "/" + pc.scorer);
 }
@@ -206,10 +207,13 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{KvPolicy::Tangram, "tova", 2, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "expected_attention", 4, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer},  // global, a short group
-                      PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform}),
+                      PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform},
+                      PolicyCase{KvPolicy::Uniform, "keydiff", 0, BudgetLevel::Uniform, 64},
+                      PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer, 64}),
     [](const auto& tinfo) {
       std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer + "_G" +
                       std::to_string(tinfo.param.group_size);
+      if (tinfo.param.page_tokens != 16) n += "_P" + std::to_string(tinfo.param.page_tokens);
       return n;
     });
 

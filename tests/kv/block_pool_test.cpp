@@ -37,6 +37,50 @@ TEST(PageGeometry, SizesFollowLayout) {
   EXPECT_EQ(odd.page_bytes(), 64u);
 }
 
+// Pages of a multiple of 32 tokens cut each column into runs of 32 slots, keys then values,
+// so one attention block reads one run; other page sizes keep one run per column.
+TEST(PageGeometry, ColumnsOfLargePagesAreRunsOf32Slots) {
+  const PageGeometry g = geometry(64, 4, 128);
+  EXPECT_EQ(g.run_tokens(), 32);
+  EXPECT_EQ(g.run_bytes(), 2u * 32 * 256);
+  EXPECT_EQ(g.column_bytes(), 2u * 64 * 256);
+  EXPECT_EQ(g.page_bytes(), 4 * g.column_bytes());
+  const size_t col = 2u * 64 * 256, run = 2u * 32 * 256;
+  EXPECT_EQ(g.key_offset(1, 31), col + 31 * 256);
+  EXPECT_EQ(g.value_offset(1, 31), col + 32 * 256 + 31 * 256);
+  EXPECT_EQ(g.key_offset(1, 32), col + run);
+  EXPECT_EQ(g.value_offset(3, 63), 3 * col + run + 32 * 256 + 31 * 256);
+  EXPECT_EQ(geometry(32, 4, 128).run_tokens(), 32);
+  EXPECT_EQ(geometry(48, 4, 128).run_tokens(), 48);
+  EXPECT_EQ(geometry(16, 4, 128).run_tokens(), 16);
+  EXPECT_EQ(geometry(1, 4, 128).run_tokens(), 1);
+}
+
+// Every (column, slot)'s key and value rows lie inside the page and no two rows share a byte,
+// for every page size and row type (odd row sizes included).
+TEST(PageGeometry, RowsTileThePageWithoutOverlapAtEveryPageSize) {
+  for (const KvType type : {KvType::F32, KvType::F16, KvType::Q8_0})
+    for (const int p : {1, 5, 16, 32, 48, 64, 96, 128}) {
+      PageGeometry g = geometry(p, 3, type == KvType::Q8_0 ? 64 : 6, type);
+      g.head_dim_v = type == KvType::Q8_0 ? 32 : 5;
+      ASSERT_TRUE(g.validate().ok());
+      std::vector<int> owner(g.page_bytes(), 0);
+      auto mark = [&](size_t at, size_t bytes) {
+        ASSERT_LE(at + bytes, g.page_bytes()) << "P " << p;
+        for (size_t b = at; b < at + bytes; ++b) ++owner[b];
+      };
+      for (int c = 0; c < g.group_size; ++c)
+        for (int64_t slot = 0; slot < p; ++slot) {
+          mark(g.key_offset(c, slot), g.key_row_bytes());
+          mark(g.value_offset(c, slot), g.value_row_bytes());
+        }
+      const auto used = static_cast<size_t>(g.group_size) * static_cast<size_t>(p) *
+                        (g.key_row_bytes() + g.value_row_bytes());
+      EXPECT_EQ(static_cast<size_t>(std::count(owner.begin(), owner.end(), 1)), used) << "P " << p;
+      EXPECT_EQ(std::count_if(owner.begin(), owner.end(), [](int n) { return n > 1; }), 0) << "P " << p;
+    }
+}
+
 TEST(PageGeometry, RejectsNonPositiveAndHugePages) {
   EXPECT_FALSE(geometry(0, 4, 128).validate().ok());
   EXPECT_FALSE(geometry(16, 0, 128).validate().ok());

@@ -158,7 +158,7 @@ TEST_P(PagedAttentionSweep, MatchesReferenceThroughPrefillCompactionAndDecode) {
 
 INSTANTIATE_TEST_SUITE_P(
     PagesGroupsTypes, PagedAttentionSweep,
-    ::testing::Combine(::testing::Values(1, 4, 16, 64, 96), ::testing::Values(1, 2, 4, 8),
+    ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128), ::testing::Values(1, 2, 4, 8),
                        ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
     [](const ::testing::TestParamInfo<Param>& p) {
       return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
@@ -235,7 +235,7 @@ TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecode
 
 INSTANTIATE_TEST_SUITE_P(
     PagesGroupsTypes, CrossLayerAttentionSweep,
-    ::testing::Combine(::testing::Values(1, 4, 16, 64, 96), ::testing::Values(2, 4, 5, 8),
+    ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128), ::testing::Values(2, 4, 5, 8),
                        ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
     [](const ::testing::TestParamInfo<Param>& p) {
       return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),

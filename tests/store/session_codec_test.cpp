@@ -85,26 +85,33 @@ INSTANTIATE_TEST_SUITE_P(Layouts, SessionRoundTrip,
                                            CodecCase{KvType::F16, 3, 4}, CodecCase{KvType::F32, 3, 16},
                                            CodecCase{KvType::F16, 3, 2}, CodecCase{KvType::Q8_0, 0, 4},
                                            CodecCase{KvType::Q8_0, 1, 16}, CodecCase{KvType::Q8_0, 2, 4},
-                                           CodecCase{KvType::Q8_0, 3, 2}),
+                                           CodecCase{KvType::Q8_0, 3, 2}, CodecCase{KvType::F16, 3, 64},
+                                           CodecCase{KvType::Q8_0, 3, 96}, CodecCase{KvType::F32, 0, 128},
+                                           CodecCase{KvType::F16, 2, 32}, CodecCase{KvType::Q8_0, 1, 64}),
                          [](const auto& tinfo) {
                            return std::string(kv_type_name(tinfo.param.type)) + "_map" +
                                   std::to_string(tinfo.param.map) + "_P" + std::to_string(tinfo.param.page_tokens);
                          });
 
+// The blob holds each head's rows in entry order, not a page's layout: a session saved from
+// pages of one run per column (P = 4) or of several 32-slot runs (P = 96) restores into pools
+// of either kind.
 TEST(SessionCodec, RestoresIntoPoolsOfAnotherPageSize) {
   auto map = contiguous_map(2);
   ThreadPool threads(2);
-  Ragged r = ragged(KvType::F16, map, 4, 3);
-  const SessionFingerprint fp = fingerprint_of(KvType::F16, *map);
-  auto blob = encode_session(*r.cache, r.tokens, fp);
-  ASSERT_TRUE(blob.ok());
-  for (int page_tokens : {1, 7, 32}) {
-    auto pool = make_pool(KvType::F16, page_tokens, 2, 512);
-    auto got = decode_session(*blob, fp, *pool, map, kSessionShape, 512);
-    ASSERT_TRUE(got.ok()) << got.message();
-    EXPECT_TRUE(same_cache(*r.cache, *got->cache)) << "P=" << page_tokens;
-    // Other pages, other summation blocks: equal within rounding.
-    EXPECT_TRUE(same_attention(*r.cache, *got->cache, 5, threads, 1e-5f)) << "P=" << page_tokens;
+  for (const int saved_p : {4, 96}) {
+    Ragged r = ragged(KvType::F16, map, saved_p, 3);
+    const SessionFingerprint fp = fingerprint_of(KvType::F16, *map);
+    auto blob = encode_session(*r.cache, r.tokens, fp);
+    ASSERT_TRUE(blob.ok());
+    for (int page_tokens : {1, 7, 32, 64, 128}) {
+      auto pool = make_pool(KvType::F16, page_tokens, 2, 512);
+      auto got = decode_session(*blob, fp, *pool, map, kSessionShape, 512);
+      ASSERT_TRUE(got.ok()) << got.message();
+      EXPECT_TRUE(same_cache(*r.cache, *got->cache)) << "P=" << saved_p << " -> " << page_tokens;
+      // Other pages, other summation blocks: equal within rounding.
+      EXPECT_TRUE(same_attention(*r.cache, *got->cache, 5, threads, 1e-5f)) << "P=" << saved_p << " -> " << page_tokens;
+    }
   }
 }
 
