@@ -142,7 +142,7 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
   {
     TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
     TG_TRY(measure(*model, opt, pool, f));
-  }  // the mapping is freed before llama.cpp maps the same file
+  }  // the weights are freed before llama.cpp maps the same file
   if (opt.llama_cpp) measure_llama_cpp(opt, pool.size(), f);
   if (opt.concurrency.empty() || opt.context > 0) return Status::Ok();
   BatchDecodeOptions bo;
