@@ -1,11 +1,14 @@
 #include "cli/bench_models.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "cli/data_dir.h"
+#include "common/progress.h"
 #include "gguf/gguf_file.h"
 #include "synth/synth.h"
 
@@ -43,17 +46,32 @@ Result<std::string> cached_synth_model(const std::string& preset, const std::str
 
 Result<LoadedModel> load_model_for_serving(const std::string& path, const std::string& preset,
                                            const std::string& type, int max_layers,
-                                           const std::string& cache_dir, int threads, int64_t max_batch) {
+                                           const std::string& cache_dir, int threads, ModelOptions options) {
   LoadedModel m;
   m.path = path;
   if (m.path.empty()) {
     TG_ASSIGN(m.path, cached_synth_model(preset, type, max_layers, cache_dir, threads));
   }
-  ModelOptions mo;
-  mo.max_batch = max_batch;
-  TG_ASSIGN(m.model, Model::load(m.path, mo));
+  if (!options.load_progress) options.load_progress = weights_load_progress(m.path);
+  TG_ASSIGN(m.model, Model::load(m.path, options));
   TG_ASSIGN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
   return m;
+}
+
+LoadProgress weights_load_progress(const std::string& path) {
+  struct State {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::unique_ptr<ProgressBar> bar;
+  };
+  auto state = std::make_shared<State>();
+  return [state, label = "loading " + fs::path(path).filename().string()](size_t done, size_t total) {
+    if (!state->bar) {
+      if (std::chrono::steady_clock::now() - state->start < std::chrono::seconds(1)) return;
+      state->bar = std::make_unique<ProgressBar>(label, static_cast<int64_t>(total >> 20));
+    }
+    state->bar->update(static_cast<int64_t>(done >> 20));
+    if (done == total) state->bar->finish();
+  };
 }
 
 DecodeCost decode_cost(const Model& m) {

@@ -31,10 +31,15 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 // Loads `path`, or (when empty) the generated model of preset/type (max_layers > 0 caps its
-// layers), with room for batches of max_batch tokens.
+// layers), with `options` (batch limit, where the weights live; without a load_progress, a bar
+// on a terminal when the copy is slow).
 Result<LoadedModel> load_model_for_serving(const std::string& path, const std::string& preset,
                                            const std::string& type, int max_layers,
-                                           const std::string& cache_dir, int threads, int64_t max_batch);
+                                           const std::string& cache_dir, int threads, ModelOptions options);
+
+// A LoadProgress that draws a bar on a terminal once copying the weights of `path` has taken
+// more than a second (a fast load prints nothing).
+LoadProgress weights_load_progress(const std::string& path);
 
 struct DecodeCost {
   double weight_bytes = 0;  // every matrix a decode step reads in full (the embedding table

@@ -163,7 +163,7 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
   BenchSetup s;
   TG_ASSIGN(s.spec, workload_spec(opt));
   TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0,
-                                             opt.cache_dir, opt.engine.threads, model_batch_for(opt.engine)));
+                                             opt.cache_dir, opt.engine.threads, model_options_for(opt.engine)));
   const ModelConfig& cfg = s.loaded.model->config();
   const Tokenizer& tok = *s.loaded.tokenizer;
   s.spec.vocab = static_cast<int32_t>(std::min<int64_t>(cfg.vocab, tok.n_vocab()));

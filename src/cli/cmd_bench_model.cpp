@@ -128,14 +128,21 @@ Result<std::vector<std::pair<std::string, std::string>>> model_files(const Bench
   return files;
 }
 
+ModelOptions model_options(const BenchModelOptions& opt, const std::string& path) {
+  ModelOptions mo;
+  mo.weights = weights_memory(opt.mmap);
+  mo.load_progress = weights_load_progress(path);
+  return mo;
+}
+
 // Prefill and single-sequence decode (and llama.cpp's on the same file), then decode at each
 // --concurrency through the engine.
 Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, ModelFigures& f,
                     std::vector<BatchDecode>& batches) {
   {
-    TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, {}));
+    TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
     TG_TRY(measure(*model, opt, pool, f));
-  }  // the mapping is freed before llama.cpp maps the same file
+  }  // the weights are freed before llama.cpp maps the same file
   if (opt.llama_cpp) measure_llama_cpp(opt, pool.size(), f);
   if (opt.concurrency.empty() || opt.context > 0) return Status::Ok();
   BatchDecodeOptions bo;
@@ -145,8 +152,9 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
   bo.threads = opt.threads;
   bo.peak_gbps = peak_gbps;
   const int c_max = *std::max_element(opt.concurrency.begin(), opt.concurrency.end());
-  TG_ASSIGN(LoadedModel loaded, load_model_for_serving(f.path, "", "", 0, opt.cache_dir, opt.threads,
-                                                       std::max<int64_t>(512, c_max)));
+  ModelOptions mo = model_options(opt, f.path);
+  mo.max_batch = std::max<int64_t>(512, c_max);
+  TG_ASSIGN(LoadedModel loaded, load_model_for_serving(f.path, "", "", 0, opt.cache_dir, opt.threads, mo));
   TG_ASSIGN(BatchDecode b, measure_batch_decode(*loaded.model, *loaded.tokenizer, f.label, bo));
   batches.push_back(std::move(b));
   return Status::Ok();
@@ -176,7 +184,7 @@ Result<std::string> fit_profile(const BenchModelOptions& opt, const ModelConfig&
 // KV-bound decode of one model file at every --concurrency and policy.
 Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, const ModelFigures& f,
                         std::vector<KvBoundDecode>& out) {
-  TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, {}));
+  TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
   KvBoundOptions ko;
   ko.concurrency = opt.concurrency;
   ko.context = opt.context;
@@ -328,6 +336,7 @@ Command register_bench_model(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
   c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
+  add_mmap_flag(c_bm, bm.mmap);
   c_bm->add_option("--concurrency", bm.concurrency,
                    "Also decode this many sequences at once through the engine (continuous batching), e.g. 1,2,4,8")
       ->delimiter(',')->check(CLI::PositiveNumber);

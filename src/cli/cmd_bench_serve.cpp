@@ -182,7 +182,7 @@ Status resolve_workload(const BenchServeOptions& opt, ServeSetup& s) {
 Status start_local_server(const BenchServeOptions& opt, ServeSetup& s) {
   TG_ASSIGN(EngineOptions eo, to_engine_options(opt.engine));
   TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0,
-                                             opt.cache_dir, opt.engine.threads, model_batch_for(opt.engine)));
+                                             opt.cache_dir, opt.engine.threads, model_options_for(opt.engine)));
   s.tok = s.loaded.tokenizer.get();
   TG_ASSIGN(ResolvedProfile profile, resolve_kv_profile(eo, opt.engine, *s.loaded.model, *s.tok, s.loaded.path));
   TG_ASSIGN(s.local, InProcessServer::start(*s.loaded.model, *s.tok, eo, opt));

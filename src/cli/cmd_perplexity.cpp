@@ -121,7 +121,7 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   if (!engine_opts) return fail(engine_opts.message());
   auto text = read_text(opt.file);
   if (!text) return fail(text.message());
-  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
+  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_options_for(opt.engine));
   if (!loaded) return fail(loaded.message());
   Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -85,6 +86,8 @@ void print_stability(const RetentionProfile& prof, const ProfileOptions& opt, co
 int cmd_profile(const ProfileOptions& opt) {
   ModelOptions mo;
   mo.max_batch = 512;
+  mo.weights = weights_memory(opt.mmap);
+  mo.load_progress = weights_load_progress(opt.model);
   auto model = Model::load(opt.model, mo);
   if (!model) return fail(model.message());
   auto tok = Tokenizer::from_gguf((*model)->gguf());
@@ -110,6 +113,7 @@ Command register_profile(CLI::App& app) {
   auto* c_prof = app.add_subcommand(
       "profile", "Measure per-head KV retention on pilot samples and write a profile (for --kv-policy tangram)");
   c_prof->add_option("-m,--model", prof.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  add_mmap_flag(c_prof, prof.mmap);
   c_prof->add_option("--samples", prof.samples,
                      "Pilot text: a file of JSON lines {\"text\": ...} or plain text split at lines '---' "
                      "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "

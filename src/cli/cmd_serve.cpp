@@ -78,7 +78,7 @@ int cmd_serve(const ServeOptions& opt) {
 
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_batch_for(opt.engine));
+  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_options_for(opt.engine));
   if (!loaded) return fail(loaded.message());
   Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;

@@ -118,6 +118,7 @@ struct BenchModelOptions {
   std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
   std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
   int page_tokens = 16;               // P of the --context runs' pages (the engine's default)
+  bool mmap = false;                  // weights through the file's memory map, not copied (--mmap)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
@@ -187,6 +188,7 @@ struct ProfileOptions {
   int window = 32;
   int threads = 0;
   std::string out = "profile.json";
+  bool mmap = false;                 // weights through the file's memory map, not copied (--mmap)
 };
 // Offline per-head retention profile of a model (for the tangram policy's budgets), with a
 // report of how stable the head ordering is across samples, turns and kinds of text.

@@ -77,6 +77,7 @@ Result<json> engine_flags_json(const EngineFlags& flags) {
   TG_ASSIGN(EngineOptions options, to_engine_options(flags));
   json j = engine_options_json(options);
   j["compression"]["profile_source"] = profile_source_json(flags);
+  j["weights"] = weights_memory_name(flags.mmap);
   return j;
 }
 
@@ -126,7 +127,8 @@ Result<json> plan_json(const ProfileOptions& o) {
   }
   return json{{"model", o.model}, {"samples", samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
               {"level", o.level}, {"n_samples", o.n_samples}, {"sample_tokens", o.sample_tokens},
-              {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out}};
+              {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out},
+              {"weights", weights_memory_name(o.mmap)}};
 }
 
 Result<json> plan_json(const MkmodelOptions& o) {
@@ -184,7 +186,8 @@ Result<json> plan_json(const BenchModelOptions& o) {
               {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
               {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
               {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"report", report_output_json(o.output)}};
+              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"weights", weights_memory_name(o.mmap)},
+              {"report", report_output_json(o.output)}};
 }
 
 Result<json> plan_json(const BenchServeOptions& o) {

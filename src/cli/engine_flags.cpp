@@ -35,6 +35,7 @@ void declare_engine_options(CLI::App* c, EngineFlags& e) {
   c->add_option("-c,--ctx", e.ctx, "Positions per conversation (default: the model's context)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("-t,--threads", e.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_mmap_flag(c, e.mmap);
   c->add_option("--kv-host-memory", e.kv_host_memory,
                 "Host memory for idle sessions' KV moved out of the pool (restored, not recomputed); 0 = none")
       ->capture_default_str();
@@ -206,6 +207,19 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
   return o;
 }
 
-int64_t model_batch_for(const EngineFlags& f) { return std::max<int64_t>(f.step_tokens, 1); }
+ModelOptions model_options_for(const EngineFlags& f) {
+  ModelOptions o;
+  o.max_batch = std::max<int64_t>(f.step_tokens, 1);
+  o.weights = weights_memory(f.mmap);
+  return o;
+}
+
+FileMemory weights_memory(bool mmap) { return mmap ? FileMemory::kMapped : FileMemory::kHugePages; }
+
+void add_mmap_flag(CLI::App* command, bool& mmap) {
+  command->add_flag("--mmap", mmap,
+                    "Read the weights through the model file's memory map (4 KiB pages, no copy) instead of "
+                    "copying them into huge pages (faster decode; needs their size in free memory)");
+}
 
 }  // namespace tangram::cli

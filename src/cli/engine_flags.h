@@ -8,6 +8,7 @@
 
 #include "common/result.h"
 #include "engine/engine.h"
+#include "model/model.h"
 
 namespace CLI {
 class App;
@@ -57,6 +58,7 @@ struct EngineFlags {
   bool ea_no_covariance = false;
   bool ea_no_value_norm = false;
   std::string attention_split = "auto";  // auto | runtime | naive | aot
+  bool mmap = false;  // weights read through the file's memory map instead of copied into huge pages
 };
 
 // Binds the engine flags (KV memory, page geometry, batching limits, KV compression) to `e`; its
@@ -64,13 +66,19 @@ struct EngineFlags {
 // them on to a child process (bench-serve --soak).
 std::vector<CLI::Option*> add_engine_options(CLI::App* command, EngineFlags& e);
 
+// --mmap, for the commands that load a model without the engine flags.
+void add_mmap_flag(CLI::App* command, bool& mmap);
+FileMemory weights_memory(bool mmap);
+// What --dry-run prints for it.
+inline const char* weights_memory_name(bool mmap) { return mmap ? "mmap" : "huge-pages"; }
+
 // The options of `options` given on the command line, as the words that would give them again.
 std::vector<std::string> given_as_args(const std::vector<CLI::Option*>& options);
 
 // Checks and converts the flags (e.g. "--kv-memory 2GiB").
 Result<EngineOptions> to_engine_options(const EngineFlags& flags);
 
-// The batch limit the model must be loaded with for these flags.
-int64_t model_batch_for(const EngineFlags& flags);
+// How the model must be loaded for these flags (batch limit, where the weights live).
+ModelOptions model_options_for(const EngineFlags& flags);
 
 }  // namespace tangram::cli

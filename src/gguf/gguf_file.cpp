@@ -1,10 +1,15 @@
-// GgufFile: owns the read-only memory mapping and answers metadata/tensor look-ups.
+// GgufFile: holds the file (a read-only memory map or a copy in huge pages) and answers
+// metadata/tensor look-ups.
 #include "gguf/gguf_file.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <new>
+#include <sstream>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,9 +31,31 @@ Status parse_guarded(GgufFile& file, const std::string& path) {
   }
 }
 
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+template <typename T>
+T round_up(T v, T to) {
+  return (v + to - 1) / to * to;
+}
+
+// MemAvailable from /proc/meminfo (free memory plus what the kernel can reclaim, page cache
+// included), or nullopt where it cannot be read.
+std::optional<size_t> available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    size_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMemory memory,
+                                                  const LoadProgress& progress) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
 
@@ -49,16 +76,58 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     return make_error("{}: offset 0: file is empty (not a GGUF file)", path);
   }
   const auto size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) return make_error("{}: cannot mmap {} bytes: {}", path, size, std::strerror(map_err));
-  file->base_ = static_cast<const uint8_t*>(map);
-  file->size_ = size;
-  file->mapped_ = true;
-
+  const Status loaded = memory == FileMemory::kHugePages ? file->copy_into_huge_pages(fd, size, progress)
+                                                         : file->map_file(fd, size);
+  ::close(fd);  // a mapping keeps the file alive; a copy no longer needs it
+  TG_TRY(loaded);
   TG_TRY(parse_guarded(*file, path));
   return file;
+}
+
+Status GgufFile::map_file(int fd, size_t size) {
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) return make_error("{}: cannot mmap {} bytes: {}", path_, size, std::strerror(errno));
+  mapping_ = map;
+  mapping_bytes_ = size;
+  base_ = static_cast<const uint8_t*>(map);
+  size_ = size;
+  return Status::Ok();
+}
+
+Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& progress) {
+  const std::optional<size_t> available = available_memory_bytes();
+  if (available && size > *available)
+    return make_error("{}: {} MiB do not fit in the {} MiB of available memory (a memory-mapped load, "
+                      "tangram's --mmap, needs no copy)",
+                      path_, size >> 20, *available >> 20);
+  // Over-allocate by one huge page so the copy can start on a 2 MiB boundary, where the kernel
+  // can back it with huge pages from the first byte.
+  const size_t bytes = round_up(size, kHugePageBytes) + kHugePageBytes;
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED)
+    return make_error("{}: cannot allocate {} MiB for the weights: {}", path_, bytes >> 20, std::strerror(errno));
+  mapping_ = map;
+  mapping_bytes_ = bytes;
+  auto* dst = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(map), kHugePageBytes));
+  const size_t copy_bytes = round_up(size, kHugePageBytes);
+#if defined(MADV_HUGEPAGE)
+  (void)::madvise(dst, copy_bytes, MADV_HUGEPAGE);  // only a hint: 4 KiB pages still work
+#endif
+  // Chunks of 64 MiB: few system calls, and progress a slow disk can show.
+  constexpr size_t kChunk = size_t{64} << 20;
+  for (size_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd, dst + done, std::min(kChunk, size - done), static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return make_error("{}: read failed at offset {}: {}", path_, done, std::strerror(errno));
+    if (got == 0) return make_error("{}: file ended at offset {} of {} while reading", path_, done, size);
+    done += static_cast<size_t>(got);
+    if (progress) progress(done, size);
+  }
+  // The weights are read-only from here on, as through the mapping.
+  (void)::mprotect(dst, copy_bytes, PROT_READ);
+  base_ = dst;
+  size_ = size;
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open_memory(std::string name, const void* data, size_t size) {
@@ -75,7 +144,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open_memory(std::string name, const 
 }
 
 GgufFile::~GgufFile() {
-  if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -1,7 +1,7 @@
-// GGUF reader (format versions 2 and 3): memory-maps the file, parses the metadata and tensor
-// directory, and hands out TensorViews into the mapping. Every read is bounds-checked; a
-// truncated, corrupt or unsupported file gives one Error naming the file, the byte offset and
-// the problem.
+// GGUF reader (format versions 2 and 3): memory-maps the file (or copies it into huge pages),
+// parses the metadata and tensor directory, and hands out TensorViews into those bytes. Every
+// read is bounds-checked; a truncated, corrupt or unsupported file gives one Error naming the
+// file, the byte offset and the problem.
 #pragma once
 
 #include <array>
@@ -69,10 +69,28 @@ struct GgufTensorInfo {
   size_t nbytes = 0;
 };
 
+// Where GgufFile::open keeps the file's bytes.
+enum class FileMemory {
+  // A read-only memory map: nothing is copied, pages come from the page cache 4 KiB at a time.
+  kMapped,
+  // A copy in anonymous memory, 2 MiB aligned and advised into transparent huge pages (where
+  // the kernel allows them: `madvise` or `always` in /sys/kernel/mm/transparent_hugepage).
+  // Decode streams every weight once per step; on 4 KiB pages that is a TLB miss and a stop of
+  // the hardware prefetcher every 4 KiB (docs/benchmarks.md measures the difference). Needs the
+  // file's size in available memory, and reading it takes a moment.
+  kHugePages,
+};
+
+// Bytes copied so far of the total, called after each chunk of a kHugePages open (so a caller
+// can show progress on a slow disk).
+using LoadProgress = std::function<void(size_t done, size_t total)>;
+
 class GgufFile {
  public:
-  // Opens and validates `path`. The mapping lives as long as the GgufFile.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Opens and validates `path`, mapped or copied (FileMemory). The bytes live as long as the
+  // GgufFile.
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, FileMemory memory = FileMemory::kMapped,
+                                                const LoadProgress& progress = {});
   // Parses a private copy of an in-memory GGUF image of `size` bytes; `name` stands in for the
   // path in messages. Used for generated files and by tests (a heap copy of exactly `size`
   // bytes lets AddressSanitizer catch any over-read, which an mmap would hide).
@@ -109,6 +127,9 @@ class GgufFile {
  private:
   GgufFile() = default;
   friend class GgufParser;
+  // open()'s two ways to hold the `size` bytes of the open file `fd`.
+  Status map_file(int fd, size_t size);
+  Status copy_into_huge_pages(int fd, size_t size, const LoadProgress& progress);
 
   // Lets the maps be searched with a string_view without building a std::string.
   struct NameHash {
@@ -119,9 +140,12 @@ class GgufFile {
 
   std::string path_;
   uint32_t version_ = 0;
-  const uint8_t* base_ = nullptr;  // [size_] the whole file: a read-only mapping or owned_
+  const uint8_t* base_ = nullptr;  // [size_] the whole file: a read-only mapping, a huge-page copy or owned_
   size_t size_ = 0;
-  bool mapped_ = false;  // base_ came from mmap and must be unmapped
+  // The mapping base_ lies in (the file's, or the anonymous one holding the copy), unmapped by
+  // the destructor; null for open_memory's copy.
+  void* mapping_ = nullptr;
+  size_t mapping_bytes_ = 0;
   // open_memory's copy is 64-byte aligned, like a mapping's start, so tensor data keeps the
   // file's alignment (up to 64) in memory.
   static constexpr size_t kOwnedAlign = 64;

@@ -13,7 +13,7 @@ namespace tangram {
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
-  TG_ASSIGN(auto gguf, GgufFile::open(path));
+  TG_ASSIGN(auto gguf, GgufFile::open(path, options.weights, options.load_progress));
   TG_ASSIGN(ModelConfig config, read_model_config(*gguf));
   TG_ASSIGN(ModelWeights weights, bind_weights(*gguf, config));
   std::unique_ptr<Model> m(new Model());

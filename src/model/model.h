@@ -20,6 +20,7 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "gguf/gguf_file.h"
 #include "kv/attention_planner.h"
 #include "kv/batched_attention.h"
 #include "kv/kv_cache.h"
@@ -28,8 +29,6 @@
 #include "model/weights.h"
 
 namespace tangram {
-
-class GgufFile;
 
 // One sequence's share of a batched step.
 struct SequenceStep {
@@ -53,6 +52,11 @@ struct ModelOptions {
   // Longest batch of tokens one pass processes; longer prompts go through in chunks of this
   // size. Bounds the working memory.
   int64_t max_batch = 512;
+  // Where the weights live: copied into transparent huge pages (faster decode, see FileMemory)
+  // or read through the file's memory map (no copy, no extra memory).
+  FileMemory weights = FileMemory::kHugePages;
+  // Called as the copy proceeds (kHugePages only).
+  LoadProgress load_progress;
 };
 
 class Model {

@@ -175,6 +175,36 @@ TEST(VecDot, TileKernelsMatchPortableAtEveryLevel) {
   }
 }
 
+// Q4_K's one-token tiles (AVX-512: q4_k_rows_one_token) take rows in pairs with the AVX2 row
+// kernel's arithmetic, so each row's result is the row kernel's to the bit, whether the row sits
+// first or second in a pair or alone at a tile's odd end. Rows differ (seeded apart), so a pair
+// that swapped or shared rows would show.
+TEST(VecDot, Q4_KOneTokenTilesEqualTheRowKernelBitForBit) {
+  int checked = 0;
+  for (const cpu::KernelLevel level : cpu::supported_levels()) {
+    const vec::TileDotFn tile = vec::tile_dot_fn(GgmlType::Q4_K, level);
+    if (tile == nullptr) continue;  // AVX2: no tiles, matmul runs the row kernel itself
+    const vec::RowDotFn row_dot = vec::row_dot_fn(GgmlType::Q4_K, level);
+    for (const int64_t cols : {int64_t{256}, int64_t{768}, int64_t{2816}}) {
+      const auto W = make_matrix(GgmlType::Q4_K, vec::kTileRows, cols, 17 + static_cast<uint32_t>(cols));
+      const size_t w_stride = ggml_row_bytes(GgmlType::Q4_K, cols);
+      const TokenActivations a = make_activations(GgmlType::Q4_K, cols);
+      for (int nr = 1; nr <= vec::kTileRows; ++nr) {
+        float out[vec::kTileRows * vec::kMultiTokens];
+        tile(W.bytes.data(), w_stride, nr, a.act.data(), a.stride, 1, cols, out);
+        for (int r = 0; r < nr; ++r) {
+          EXPECT_EQ(out[r * vec::kMultiTokens], row_dot(W.bytes.data() + r * w_stride, a.act.data(), cols))
+              << level_str(level) << " cols=" << cols << " nr=" << nr << " r=" << r;
+          ++checked;
+        }
+      }
+    }
+  }
+  if (cpu::supports(cpu::KernelLevel::Avx512Vnni)) {
+    EXPECT_EQ(checked, 3 * 10);  // 3 widths x (1 + 2 + 3 + 4) rows
+  }
+}
+
 TEST(VecDot, RowDotUsesExactWeightsAndFloatActivation) {
   for (const GgmlType t : testing::kAllWeightTypes) {
     const auto W = make_matrix(t, 3, 512, 17);
