@@ -37,10 +37,15 @@ inline __m512 reduce16(const __m512 (&a)[kAccumulators]) {
 }
 
 // JB rows at a time for NL lanes: NL * JB <= 16 dot products in registers, reduced together.
+// Each group of rows first prefetches the same rows of the next block (next_k may be null).
 template <int NL, int JB>
-int scores_rows(const float* q, int hd, const uint8_t* const* k, int j, int n, float* scores) {
+int scores_rows(const float* q, int hd, const uint8_t* const* k, int j, int n, float* scores,
+                const uint8_t* const* next_k) {
   static_assert(NL * JB <= kAccumulators);
+  const auto row_bytes = static_cast<size_t>(hd) * 2;
   for (; j + JB <= n; j += JB) {
+    if (next_k)
+      for (int r = 0; r < JB; ++r) prefetch_to_l2(next_k[j + r], row_bytes);
     __m512 acc[kAccumulators];
     for (auto& a : acc) a = _mm512_setzero_ps();
     for (int c = 0; c < hd; c += 16) {
@@ -60,22 +65,26 @@ int scores_rows(const float* q, int hd, const uint8_t* const* k, int j, int n, f
 }
 
 template <int NL>
-void scores_lanes(const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_lanes(const float* q, int hd, const uint8_t* const* k, int n, float* scores,
+                  const uint8_t* const* next_k) {
   // At most 8 rows: with their widened keys the accumulators still fit the registers.
   constexpr int JB = kAccumulators / NL < 8 ? kAccumulators / NL : 8;
-  const int j = scores_rows<NL, JB>(q, hd, k, 0, n, scores);
-  if constexpr (JB > 1) scores_rows<NL, 1>(q, hd, k, j, n, scores);
+  const int j = scores_rows<NL, JB>(q, hd, k, 0, n, scores, next_k);
+  if constexpr (JB > 1) scores_rows<NL, 1>(q, hd, k, j, n, scores, next_k);
 }
 
 // CW 16-column chunks of NL lanes' accumulators stay in registers for one pass over the rows.
+// The first pass (column 0) prefetches each row's successor in the next block (next_v may be null).
 template <int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
+int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc,
+                    const uint8_t* const* next_v) {
   static_assert(NL * CW <= kAccumulators);
   for (; c + 16 * CW <= hdv; c += 16 * CW) {
     __m512 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm512_loadu_ps(acc + ln * hdv + c + 16 * w);
     for (int j = 0; j < n; ++j) {
+      if (next_v && c == 0) prefetch_to_l2(next_v[j], static_cast<size_t>(hdv) * 2);
       __m512 vc[CW];
       for (int w = 0; w < CW; ++w) vc[w] = load16_f16(v[j], c + 16 * w);
       for (int ln = 0; ln < NL; ++ln) {
@@ -92,45 +101,47 @@ int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int
 // The widest chunk count that fits (a power of two up to 8: 128 columns), then narrower passes
 // for what is left.
 template <int NL, int CW>
-void accumulate_from(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
-  c = accumulate_pass<NL, CW>(p, hdv, c, v, n, acc);
-  if constexpr (CW > 1) accumulate_from<NL, CW / 2>(p, hdv, c, v, n, acc);
+void accumulate_from(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc,
+                     const uint8_t* const* next_v) {
+  c = accumulate_pass<NL, CW>(p, hdv, c, v, n, acc, next_v);
+  if constexpr (CW > 1) accumulate_from<NL, CW / 2>(p, hdv, c, v, n, acc, next_v);
 }
 
 template <int NL>
-void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                      const uint8_t* const* next_v) {
   constexpr int fit = kAccumulators / NL;
   constexpr int CW = fit >= 8 ? 8 : fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
-  accumulate_from<NL, CW>(p, hdv, 0, v, n, acc);
+  accumulate_from<NL, CW>(p, hdv, 0, v, n, acc, next_v);
 }
 
 }  // namespace
 
 void attention_scores_f16(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
-                          float* scores) {
+                          float* scores, const uint8_t* const* next_k) {
   switch (n_lanes) {
-    case 1: return scores_lanes<1>(q, hd, k, n, scores);
-    case 2: return scores_lanes<2>(q, hd, k, n, scores);
-    case 3: return scores_lanes<3>(q, hd, k, n, scores);
-    case 4: return scores_lanes<4>(q, hd, k, n, scores);
-    case 5: return scores_lanes<5>(q, hd, k, n, scores);
-    case 6: return scores_lanes<6>(q, hd, k, n, scores);
-    case 7: return scores_lanes<7>(q, hd, k, n, scores);
-    default: return scores_lanes<8>(q, hd, k, n, scores);
+    case 1: return scores_lanes<1>(q, hd, k, n, scores, next_k);
+    case 2: return scores_lanes<2>(q, hd, k, n, scores, next_k);
+    case 3: return scores_lanes<3>(q, hd, k, n, scores, next_k);
+    case 4: return scores_lanes<4>(q, hd, k, n, scores, next_k);
+    case 5: return scores_lanes<5>(q, hd, k, n, scores, next_k);
+    case 6: return scores_lanes<6>(q, hd, k, n, scores, next_k);
+    case 7: return scores_lanes<7>(q, hd, k, n, scores, next_k);
+    default: return scores_lanes<8>(q, hd, k, n, scores, next_k);
   }
 }
 
 void attention_accumulate_f16(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                              float* acc) {
+                              float* acc, const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc);
-    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc);
-    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc);
-    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc);
-    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc);
-    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc);
-    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc);
-    default: return accumulate_lanes<8>(p, hdv, v, n, acc);
+    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_lanes<8>(p, hdv, v, n, acc, next_v);
   }
 }
 

@@ -96,10 +96,15 @@ inline void score_chunk(const uint8_t* q, int hd, const uint8_t* const* k, int c
 }
 
 // JB rows at a time for NL lanes: NL * JB <= 16 dot products in registers, reduced together.
+// Each group of rows first prefetches the same rows of the next block (next_k may be null).
 template <int NL, int JB>
-int scores_rows(const uint8_t* q, int hd, const uint8_t* const* k, int j, int n, float* scores) {
+int scores_rows(const uint8_t* q, int hd, const uint8_t* const* k, int j, int n, float* scores,
+                const uint8_t* const* next_k) {
   static_assert(NL * JB <= kAccumulators);
+  const size_t row_bytes = static_cast<size_t>(hd / kKvQ8Block) * kKvQ8BlockBytes;
   for (; j + JB <= n; j += JB) {
+    if (next_k)
+      for (int r = 0; r < JB; ++r) prefetch_to_l2(next_k[j + r], row_bytes);
     __m512 acc[kAccumulators];
     for (auto& a : acc) a = _mm512_setzero_ps();
     int c = 0;
@@ -114,23 +119,28 @@ int scores_rows(const uint8_t* q, int hd, const uint8_t* const* k, int j, int n,
 }
 
 template <int NL>
-void scores_lanes(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_lanes(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
+                  const uint8_t* const* next_k) {
   // Each row in flight holds its keys and scales in two more registers.
   constexpr int JB = NL == 1 ? 8 : kAccumulators / NL < 4 ? kAccumulators / NL : 4;
-  const int j = scores_rows<NL, JB>(q, hd, k, 0, n, scores);
-  if constexpr (JB > 1) scores_rows<NL, 1>(q, hd, k, j, n, scores);
+  const int j = scores_rows<NL, JB>(q, hd, k, 0, n, scores, next_k);
+  if constexpr (JB > 1) scores_rows<NL, 1>(q, hd, k, j, n, scores, next_k);
 }
 
 // CW 16-column chunks of NL lanes' accumulators stay in registers for one pass over the rows;
-// each row's chunk is widened and scaled once for every lane.
+// each row's chunk is widened and scaled once for every lane. The first pass (column 0)
+// prefetches each row's successor in the next block (next_v may be null).
 template <int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
+int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc,
+                    const uint8_t* const* next_v) {
   static_assert(NL * CW <= kAccumulators);
+  const size_t row_bytes = static_cast<size_t>(hdv / kKvQ8Block) * kKvQ8BlockBytes;
   for (; c + 16 * CW <= hdv; c += 16 * CW) {
     __m512 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm512_loadu_ps(acc + ln * hdv + c + 16 * w);
     for (int j = 0; j < n; ++j) {
+      if (next_v && c == 0) prefetch_to_l2(next_v[j], row_bytes);
       __m512 vc[CW];
       __m512 d = _mm512_setzero_ps();
       for (int w = 0; w < CW; ++w) {
@@ -152,45 +162,47 @@ int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int
 }
 
 template <int NL, int CW>
-void accumulate_from(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
-  c = accumulate_pass<NL, CW>(p, hdv, c, v, n, acc);
-  if constexpr (CW > 1) accumulate_from<NL, CW / 2>(p, hdv, c, v, n, acc);
+void accumulate_from(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc,
+                     const uint8_t* const* next_v) {
+  c = accumulate_pass<NL, CW>(p, hdv, c, v, n, acc, next_v);
+  if constexpr (CW > 1) accumulate_from<NL, CW / 2>(p, hdv, c, v, n, acc, next_v);
 }
 
 template <int NL>
-void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                      const uint8_t* const* next_v) {
   constexpr int fit = kAccumulators / NL;
   constexpr int CW = fit >= 8 ? 8 : fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
-  accumulate_from<NL, CW>(p, hdv, 0, v, n, acc);
+  accumulate_from<NL, CW>(p, hdv, 0, v, n, acc, next_v);
 }
 
 }  // namespace
 
 void attention_scores_q8(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n,
-                         float* scores) {
+                         float* scores, const uint8_t* const* next_k) {
   switch (n_lanes) {
-    case 1: return scores_lanes<1>(q, hd, k, n, scores);
-    case 2: return scores_lanes<2>(q, hd, k, n, scores);
-    case 3: return scores_lanes<3>(q, hd, k, n, scores);
-    case 4: return scores_lanes<4>(q, hd, k, n, scores);
-    case 5: return scores_lanes<5>(q, hd, k, n, scores);
-    case 6: return scores_lanes<6>(q, hd, k, n, scores);
-    case 7: return scores_lanes<7>(q, hd, k, n, scores);
-    default: return scores_lanes<8>(q, hd, k, n, scores);
+    case 1: return scores_lanes<1>(q, hd, k, n, scores, next_k);
+    case 2: return scores_lanes<2>(q, hd, k, n, scores, next_k);
+    case 3: return scores_lanes<3>(q, hd, k, n, scores, next_k);
+    case 4: return scores_lanes<4>(q, hd, k, n, scores, next_k);
+    case 5: return scores_lanes<5>(q, hd, k, n, scores, next_k);
+    case 6: return scores_lanes<6>(q, hd, k, n, scores, next_k);
+    case 7: return scores_lanes<7>(q, hd, k, n, scores, next_k);
+    default: return scores_lanes<8>(q, hd, k, n, scores, next_k);
   }
 }
 
 void attention_accumulate_q8(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                             float* acc) {
+                             float* acc, const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc);
-    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc);
-    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc);
-    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc);
-    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc);
-    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc);
-    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc);
-    default: return accumulate_lanes<8>(p, hdv, v, n, acc);
+    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_lanes<8>(p, hdv, v, n, acc, next_v);
   }
 }
 
