@@ -65,8 +65,9 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 // hardware prefetchers stop at every 4 KiB boundary: without this each run starts with a
 // wait on memory, and on the 2-vCPU Zen 4 the cold 16 x 8K decode batch took the loops' time
 // plus the time to read it, with no overlap (docs/benchmarks.md, "F16 attention read
-// bandwidth"). L2, not L1: the next block is several head-blocks ahead in the walk, and
-// prefetches into L1 compete with the current block's loads (measured slower).
+// bandwidth"). Into L2, a row group at a time: prefetches into L1 compete with the current
+// block's loads (they recovered a third of the wait, these all of it), and a whole block
+// issued at once overflows the queue (slower than none).
 struct BlockKernels {
   void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
                  const uint8_t* const* next_k_rows);
