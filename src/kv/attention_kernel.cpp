@@ -46,10 +46,10 @@ float element(const uint8_t* row, int i) {
   }
 }
 
-// scores[lane][j] = q[lane] . k[j] for j < n.
+// scores[lane][j] = q[lane] . k[j] for j < n. (No prefetch: this loop is far from memory-bound.)
 template <typename Elem>
 void scores_scalar(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
-                   float* scores) {
+                   float* scores, const uint8_t* const* /*next_k*/) {
   for (int j = 0; j < n; ++j)
     for (int ln = 0; ln < n_lanes; ++ln) {
       float s = 0.0f;
@@ -61,7 +61,7 @@ void scores_scalar(int n_lanes, const float* q, int hd, const uint8_t* const* k,
 // acc[lane] += sum_j p[lane][j] * v[j].
 template <typename Elem>
 void accumulate_scalar(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                       float* acc) {
+                       float* acc, const uint8_t* const* /*next_v*/) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < hdv; ++i) {
       const float vi = element<Elem>(v[j], i);
@@ -93,12 +93,17 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
 }
 
 // scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
-// products run in registers and are reduced together.
+// products run in registers and are reduced together. Each group of rows first prefetches the
+// same rows of the next block (next_k may be null; BlockKernels says why).
 template <typename Elem, int NL>
-void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* scores,
+                 const uint8_t* const* next_k) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
+  const size_t row_bytes = static_cast<size_t>(hd) * sizeof(Elem);
   int j = 0;
   for (; j + JB <= n; j += JB) {
+    if (next_k)
+      for (int r = 0; r < JB; ++r) prefetch_to_l2(next_k[j + r], row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int c = 0; c < hd; c += 8) {
@@ -114,6 +119,7 @@ void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* 
       for (int r = 0; r < JB; ++r) scores[ln * kAttentionBlock + j + r] = sums[ln * JB + r];
   }
   for (; j < n; ++j) {
+    if (next_k) prefetch_to_l2(next_k[j], row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int c = 0; c < hd; c += 8) {
@@ -128,15 +134,18 @@ void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* 
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass over the
-// block's rows (accumulators stay in registers for the whole pass).
+// block's rows (accumulators stay in registers for the whole pass). The first pass (column 0)
+// prefetches each row's successor in the next block (next_v may be null).
 template <typename Elem, int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc) {
+int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc,
+                    const uint8_t* const* next_v) {
   int c = c0;
   for (; c + 8 * CW <= hdv; c += 8 * CW) {
     __m256 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
     for (int j = 0; j < n; ++j) {
+      if (next_v && c == 0) prefetch_to_l2(next_v[j], static_cast<size_t>(hdv) * sizeof(Elem));
       __m256 vc[CW];
       for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(v[j], c + 8 * w);
       for (int ln = 0; ln < NL; ++ln) {
@@ -151,39 +160,40 @@ int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, in
 }
 
 template <typename Elem, int NL>
-void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                     const uint8_t* const* next_v) {
   constexpr int CW = NL <= 4 ? 2 : 1;
-  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, v, n, acc);
-  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, v, n, acc);
+  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, v, n, acc, next_v);
+  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, v, n, acc, next_v);
 }
 
 // The scores and the value step for n_lanes <= 8 lanes.
 template <typename Elem>
 void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
-                      float* scores) {
+                      float* scores, const uint8_t* const* next_k) {
   switch (n_lanes) {
-    case 1: return scores_simd<Elem, 1>(q, hd, k, n, scores);
-    case 2: return scores_simd<Elem, 2>(q, hd, k, n, scores);
-    case 3: return scores_simd<Elem, 3>(q, hd, k, n, scores);
-    case 4: return scores_simd<Elem, 4>(q, hd, k, n, scores);
-    case 5: return scores_simd<Elem, 5>(q, hd, k, n, scores);
-    case 6: return scores_simd<Elem, 6>(q, hd, k, n, scores);
-    case 7: return scores_simd<Elem, 7>(q, hd, k, n, scores);
-    default: return scores_simd<Elem, 8>(q, hd, k, n, scores);
+    case 1: return scores_simd<Elem, 1>(q, hd, k, n, scores, next_k);
+    case 2: return scores_simd<Elem, 2>(q, hd, k, n, scores, next_k);
+    case 3: return scores_simd<Elem, 3>(q, hd, k, n, scores, next_k);
+    case 4: return scores_simd<Elem, 4>(q, hd, k, n, scores, next_k);
+    case 5: return scores_simd<Elem, 5>(q, hd, k, n, scores, next_k);
+    case 6: return scores_simd<Elem, 6>(q, hd, k, n, scores, next_k);
+    case 7: return scores_simd<Elem, 7>(q, hd, k, n, scores, next_k);
+    default: return scores_simd<Elem, 8>(q, hd, k, n, scores, next_k);
   }
 }
 template <typename Elem>
 void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                          float* acc) {
+                          float* acc, const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_simd<Elem, 1>(p, hdv, v, n, acc);
-    case 2: return accumulate_simd<Elem, 2>(p, hdv, v, n, acc);
-    case 3: return accumulate_simd<Elem, 3>(p, hdv, v, n, acc);
-    case 4: return accumulate_simd<Elem, 4>(p, hdv, v, n, acc);
-    case 5: return accumulate_simd<Elem, 5>(p, hdv, v, n, acc);
-    case 6: return accumulate_simd<Elem, 6>(p, hdv, v, n, acc);
-    case 7: return accumulate_simd<Elem, 7>(p, hdv, v, n, acc);
-    default: return accumulate_simd<Elem, 8>(p, hdv, v, n, acc);
+    case 1: return accumulate_simd<Elem, 1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_simd<Elem, 2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_simd<Elem, 3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_simd<Elem, 4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_simd<Elem, 5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_simd<Elem, 6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_simd<Elem, 7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_simd<Elem, 8>(p, hdv, v, n, acc, next_v);
   }
 }
 
@@ -246,12 +256,8 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
   return {scores_scalar<Elem>, accumulate_scalar<Elem>, {}};
 }
 
-// One block of one head: entries [blk, blk + nb) against the head's lanes. prepared: the
-// lanes' queries in the form kern.prepared.scores reads ([n_lanes][query_bytes]), or null.
-void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern,
-                const uint8_t* prepared, size_t query_bytes) {
-  BlockRows rows;
-  const KvHeadView& view = *h.view;
+// The key and value rows of entries [blk, blk + nb) of a head.
+void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows) {
   view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
                                        int64_t count) {
     const auto i0 = static_cast<size_t>(first - blk);
@@ -260,6 +266,24 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       rows.v[i0 + i] = v + i * view.v_row_bytes;
     }
   });
+}
+
+// One block of one head: entries [blk, blk + nb) against the head's lanes. prepared: the
+// lanes' queries in the form kern.prepared.scores reads ([n_lanes][query_bytes]), or null.
+// The loops of the first lane group prefetch the head's next block (BlockKernels says why).
+void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern,
+                const uint8_t* prepared, size_t query_bytes) {
+  BlockRows rows;
+  block_rows(*h.view, blk, nb, rows);
+  BlockRows next;
+  const int64_t n_next = std::min<int64_t>(kAttentionBlock, h.end - (blk + nb));
+  if (n_next > 0) {
+    block_rows(*h.view, blk + nb, n_next, next);
+    for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb); ++i) {  // one per row read
+      next.k[i] = next.k[n_next - 1];
+      next.v[i] = next.v[n_next - 1];
+    }
+  }
   for (int g0 = 0; g0 < h.n_lanes; g0 += kLaneGroup) {
     const int ng = std::min(kLaneGroup, h.n_lanes - g0);
     int visible[kLaneGroup];
@@ -269,18 +293,20 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       n_rows = std::max(n_rows, visible[ln]);
     }
     if (n_rows == 0) continue;
+    const bool prefetch = g0 == 0 && n_next > 0;
     const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
     float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
     if (prepared)
-      kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg);
+      kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg,
+                           prefetch ? next.k : nullptr);
     else
-      kern.scores(ng, qg, hd, rows.k, n_rows, sg);
+      kern.scores(ng, qg, hd, rows.k, n_rows, sg, prefetch ? next.k : nullptr);
     const int n_pad = (n_rows + 7) / 8 * 8;
     for (int ln = 0; ln < ng; ++ln)
       softmax_step(sg + ln * kAttentionBlock, visible[ln], n_pad, h.m[g0 + ln], h.l[g0 + ln],
                    ag + static_cast<size_t>(ln) * static_cast<size_t>(hdv), hdv);
-    kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag);
+    kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag, prefetch ? next.v : nullptr);
   }
 }
 

@@ -49,13 +49,32 @@ void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, i
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin, cpu::KernelLevel level);
 
+// Pulls the cache lines holding [row, row + bytes) into L2 (prefetcht1 on x86) without waiting.
+inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
+  const auto start = reinterpret_cast<uintptr_t>(row);
+  for (uintptr_t line = start & ~uintptr_t{63}; line < start + bytes; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+}
+
 // The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one
 // instruction level: scores (q . k for the block's n key rows) into the scratch, then the
 // softmax weights times the n value rows into the accumulators. The online softmax between
 // them is shared by every row type.
+//
+// next_k_rows / next_v_rows: null, or n rows of the same head's next block (the last one
+// repeated when that block is shorter), which the loops prefetch into L2 a few rows at a time
+// while they compute (prefetch_to_l2). Pages hold 4 KiB runs of a head's rows, and the
+// hardware prefetchers stop at every 4 KiB boundary: without this each run starts with a
+// wait on memory, and on the 2-vCPU Zen 4 the cold 16 x 8K decode batch took the loops' time
+// plus the time to read it, with no overlap (docs/benchmarks.md, "F16 attention read
+// bandwidth"). Into L2, a row group at a time: prefetches into L1 compete with the current
+// block's loads (they recovered a third of the wait, these all of it), and a whole block
+// issued at once overflows the queue (slower than none).
 struct BlockKernels {
-  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores);
-  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n, float* acc);
+  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
+                 const uint8_t* const* next_k_rows);
+  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n, float* acc,
+                     const uint8_t* const* next_v_rows);
   // Row types whose score loop reads the queries in another form (Q8_0 keys: each query
   // quantised per 32-element block, for integer dot products). When set, the walk converts
   // every lane's query once per call into bytes(hd) bytes (lane after lane) and runs these
@@ -64,7 +83,7 @@ struct BlockKernels {
     size_t (*bytes)(int hd) = nullptr;
     void (*prepare)(const float* q, int hd, uint8_t* out) = nullptr;
     void (*scores)(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k_rows, int n,
-                   float* scores) = nullptr;
+                   float* scores, const uint8_t* const* next_k_rows) = nullptr;
   } prepared;
 };
 

@@ -11,13 +11,14 @@
 namespace tangram::vec::avx512 {
 
 // scores[lane * kAttentionBlock + j] = q[lane] . k[j] for lane < n_lanes <= 8, j < n; the key
-// rows are F16, head_dim a multiple of 16.
+// rows are F16, head_dim a multiple of 16. next_k_rows: null or n rows to prefetch (BlockKernels).
 void attention_scores_f16(int n_lanes, const float* q, int head_dim, const uint8_t* const* k_rows,
-                          int n, float* scores);
+                          int n, float* scores, const uint8_t* const* next_k_rows);
 
 // acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
-// value rows are F16, head_dim_v a multiple of 16.
+// value rows are F16, head_dim_v a multiple of 16. next_v_rows: as next_k_rows above.
 void attention_accumulate_f16(int n_lanes, const float* p, int head_dim_v,
-                              const uint8_t* const* v_rows, int n, float* acc);
+                              const uint8_t* const* v_rows, int n, float* acc,
+                              const uint8_t* const* next_v_rows);
 
 }  // namespace tangram::vec::avx512

@@ -48,7 +48,8 @@ struct QueryParts {
 };
 
 // scores[lane][j] = sum over blocks b of d_k * d_q * (k_int . q_int) for j < n.
-void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
+                     const uint8_t* const* /*next_k: far from memory-bound, no prefetch*/) {
   for (int j = 0; j < n; ++j)
     for (int ln = 0; ln < n_lanes; ++ln) {
       const QueryParts query{q + static_cast<size_t>(ln) * query_bytes(hd), hd};
@@ -65,7 +66,8 @@ void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j].
-void accumulate_portable(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_portable(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                         const uint8_t* const* /*next_v*/) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < hdv; ++i) {
       const float vi = q8_element(v[j], i);
@@ -103,14 +105,19 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
 // dot products stay in registers. Per block, each row's |k| is formed once and serves every
 // lane: maddubs multiplies it (unsigned) by the query with k's sign moved onto it (pairs sum to
 // at most 2 * 128 * 127, no int16 saturation), madd sums pairs into 8 int32, and the block's
-// d_k * d_q scales their float sum.
+// d_k * d_q scales their float sum. Each group of rows first prefetches the same rows of the
+// next block (next_k may be null; BlockKernels says why).
 template <int NL>
-void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
+                 const uint8_t* const* next_k) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
   const size_t lane_bytes = query_bytes(hd);
+  const size_t row_bytes = static_cast<size_t>(hd / kKvQ8Block) * kKvQ8BlockBytes;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int j = 0; j < n; j += JB) {
     const int jb = std::min(JB, n - j);
+    if (next_k)
+      for (int r = 0; r < jb; ++r) prefetch_to_l2(next_k[j + r], row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
     for (int c = 0; c < hd; c += kKvQ8Block)
@@ -136,15 +143,19 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
 
 // acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass (a pass
 // stays inside one Q8_0 block: 8 * CW divides 32, so a row's scale is read once per pass).
+// The first pass (column 0) prefetches each row's successor in the next block (next_v may be null).
 template <int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc) {
+int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc,
+                    const uint8_t* const* next_v) {
   static_assert(kKvQ8Block % (8 * CW) == 0);
+  const size_t row_bytes = static_cast<size_t>(hdv / kKvQ8Block) * kKvQ8BlockBytes;
   int c = c0;
   for (; c + 8 * CW <= hdv; c += 8 * CW) {
     __m256 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
     for (int j = 0; j < n; ++j) {
+      if (next_v && c == 0) prefetch_to_l2(next_v[j], row_bytes);
       const uint8_t* block = v[j] + static_cast<size_t>(c / kKvQ8Block) * kKvQ8BlockBytes;
       const __m256 d = block_scale8(block);
       const int w0 = (c % kKvQ8Block) / 8;
@@ -162,10 +173,11 @@ int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, in
 }
 
 template <int NL>
-void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                     const uint8_t* const* next_v) {
   constexpr int CW = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;  // NL * CW accumulators + CW chunks in registers
-  const int c = accumulate_pass<NL, CW>(p, hdv, 0, v, n, acc);
-  if constexpr (CW > 1) accumulate_pass<NL, 1>(p, hdv, c, v, n, acc);
+  const int c = accumulate_pass<NL, CW>(p, hdv, 0, v, n, acc, next_v);
+  if constexpr (CW > 1) accumulate_pass<NL, 1>(p, hdv, c, v, n, acc, next_v);
 }
 
 // quantise_query with 8-wide vectors (the same arithmetic, so the same bytes): a block's 32
@@ -206,28 +218,30 @@ void quantise_query_simd(const float* q, int hd, uint8_t* out) {
 }
 
 // The scores and the value step for n_lanes <= 8 lanes.
-void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
+void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
+                      const uint8_t* const* next_k) {
   switch (n_lanes) {
-    case 1: return scores_simd<1>(q, hd, k, n, scores);
-    case 2: return scores_simd<2>(q, hd, k, n, scores);
-    case 3: return scores_simd<3>(q, hd, k, n, scores);
-    case 4: return scores_simd<4>(q, hd, k, n, scores);
-    case 5: return scores_simd<5>(q, hd, k, n, scores);
-    case 6: return scores_simd<6>(q, hd, k, n, scores);
-    case 7: return scores_simd<7>(q, hd, k, n, scores);
-    default: return scores_simd<8>(q, hd, k, n, scores);
+    case 1: return scores_simd<1>(q, hd, k, n, scores, next_k);
+    case 2: return scores_simd<2>(q, hd, k, n, scores, next_k);
+    case 3: return scores_simd<3>(q, hd, k, n, scores, next_k);
+    case 4: return scores_simd<4>(q, hd, k, n, scores, next_k);
+    case 5: return scores_simd<5>(q, hd, k, n, scores, next_k);
+    case 6: return scores_simd<6>(q, hd, k, n, scores, next_k);
+    case 7: return scores_simd<7>(q, hd, k, n, scores, next_k);
+    default: return scores_simd<8>(q, hd, k, n, scores, next_k);
   }
 }
-void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
+void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                          const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_simd<1>(p, hdv, v, n, acc);
-    case 2: return accumulate_simd<2>(p, hdv, v, n, acc);
-    case 3: return accumulate_simd<3>(p, hdv, v, n, acc);
-    case 4: return accumulate_simd<4>(p, hdv, v, n, acc);
-    case 5: return accumulate_simd<5>(p, hdv, v, n, acc);
-    case 6: return accumulate_simd<6>(p, hdv, v, n, acc);
-    case 7: return accumulate_simd<7>(p, hdv, v, n, acc);
-    default: return accumulate_simd<8>(p, hdv, v, n, acc);
+    case 1: return accumulate_simd<1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_simd<2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_simd<3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_simd<4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_simd<5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_simd<6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_simd<7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_simd<8>(p, hdv, v, n, acc, next_v);
   }
 }
 

@@ -14,30 +14,14 @@
 #include "kv/attention_kernel_q8.h"
 #include "kv/kv_row.h"
 
-// Everything below is AVX-512 code, after every header (avx512_target_begin.h says why).
+// Everything below is AVX-512 code, after every header (avx512_target_begin.h says why) but
+// the loops shared with the other row type's file, which must be compiled inside the region.
 #include "kernels/avx512_target_begin.h"
+
+#include "kv/attention_kernel_avx512_shared.h"
 
 namespace tangram::vec::avx512 {
 namespace {
-
-constexpr int kAccumulators = 16;  // of the 32 registers: the rest hold rows, scales, temporaries
-
-// The 16 horizontal sums of a[0..15], in order, in one vector (as the F16 loops reduce them):
-// pairs folded with unpacks, then 128-bit lanes with shuffles.
-inline __m512 reduce16(const __m512 (&a)[kAccumulators]) {
-  __m512 x[8], y[4], z[2];
-  for (int i = 0; i < 8; ++i)
-    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-  for (int i = 0; i < 4; ++i) {
-    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
-    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
-    y[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
-  }
-  for (int i = 0; i < 2; ++i)
-    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xDD));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
-}
 
 inline uint16_t block_scale_bits(const uint8_t* block) {
   uint16_t h;
@@ -68,7 +52,8 @@ inline void load_keys(const uint8_t* row, int c, __m512i& u, __m512& d) {
 
 // Adds elements [c, c + 64) (or the last 32) of JB rows' dot products with NL lanes to acc.
 template <int NL, int JB, bool Full>
-inline void score_chunk(const uint8_t* q, int hd, const uint8_t* const* k, int c, __m512 (&acc)[kAccumulators]) {
+inline void score_chunk(const uint8_t* q, int hd, const uint8_t* const* k, int c,
+                        __m512 (&acc)[kv_loops::kAccumulators]) {
   __m512i u[JB];
   __m512 dk[JB];
   for (int r = 0; r < JB; ++r) load_keys<Full>(k[r], c, u[r], dk[r]);
@@ -95,103 +80,49 @@ inline void score_chunk(const uint8_t* q, int hd, const uint8_t* const* k, int c
   }
 }
 
-// JB rows at a time for NL lanes: NL * JB <= 16 dot products in registers, reduced together.
-template <int NL, int JB>
-int scores_rows(const uint8_t* q, int hd, const uint8_t* const* k, int j, int n, float* scores) {
-  static_assert(NL * JB <= kAccumulators);
-  for (; j + JB <= n; j += JB) {
-    __m512 acc[kAccumulators];
-    for (auto& a : acc) a = _mm512_setzero_ps();
-    int c = 0;
-    for (; c + 2 * kKvQ8Block <= hd; c += 2 * kKvQ8Block) score_chunk<NL, JB, true>(q, hd, k + j, c, acc);
-    if (c < hd) score_chunk<NL, JB, false>(q, hd, k + j, c, acc);
-    alignas(64) float sums[kAccumulators];
-    _mm512_store_ps(sums, reduce16(acc));
-    for (int ln = 0; ln < NL; ++ln)
-      for (int r = 0; r < JB; ++r) scores[ln * kAttentionBlock + j + r] = sums[ln * JB + r];
-  }
-  return j;
-}
+// Q8_0 rows for the shared loops (attention_kernel_avx512_shared.h).
+struct Q8Rows {
+  static size_t bytes(int dim) { return static_cast<size_t>(dim / kKvQ8Block) * kKvQ8BlockBytes; }
 
-template <int NL>
-void scores_lanes(const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores) {
   // Each row in flight holds its keys and scales in two more registers.
-  constexpr int JB = NL == 1 ? 8 : kAccumulators / NL < 4 ? kAccumulators / NL : 4;
-  const int j = scores_rows<NL, JB>(q, hd, k, 0, n, scores);
-  if constexpr (JB > 1) scores_rows<NL, 1>(q, hd, k, j, n, scores);
-}
-
-// CW 16-column chunks of NL lanes' accumulators stay in registers for one pass over the rows;
-// each row's chunk is widened and scaled once for every lane.
-template <int NL, int CW>
-int accumulate_pass(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
-  static_assert(NL * CW <= kAccumulators);
-  for (; c + 16 * CW <= hdv; c += 16 * CW) {
-    __m512 a[NL][CW];
-    for (int ln = 0; ln < NL; ++ln)
-      for (int w = 0; w < CW; ++w) a[ln][w] = _mm512_loadu_ps(acc + ln * hdv + c + 16 * w);
-    for (int j = 0; j < n; ++j) {
-      __m512 vc[CW];
-      __m512 d = _mm512_setzero_ps();
-      for (int w = 0; w < CW; ++w) {
-        const int col = c + 16 * w;
-        const uint8_t* block = v[j] + static_cast<size_t>(col / kKvQ8Block) * kKvQ8BlockBytes;
-        if (w == 0 || col % kKvQ8Block == 0) d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(block_scale_bits(block))));
-        const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + col % kKvQ8Block));
-        vc[w] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)), d);
-      }
-      for (int ln = 0; ln < NL; ++ln) {
-        const __m512 pj = _mm512_set1_ps(p[ln * kAttentionBlock + j]);
-        for (int w = 0; w < CW; ++w) a[ln][w] = _mm512_fmadd_ps(pj, vc[w], a[ln][w]);
-      }
-    }
-    for (int ln = 0; ln < NL; ++ln)
-      for (int w = 0; w < CW; ++w) _mm512_storeu_ps(acc + ln * hdv + c + 16 * w, a[ln][w]);
+  template <int NL>
+  static constexpr int rows_at_once() {
+    return NL == 1 ? 8 : kv_loops::kAccumulators / NL < 4 ? kv_loops::kAccumulators / NL : 4;
   }
-  return c;
-}
 
-template <int NL, int CW>
-void accumulate_from(const float* p, int hdv, int c, const uint8_t* const* v, int n, float* acc) {
-  c = accumulate_pass<NL, CW>(p, hdv, c, v, n, acc);
-  if constexpr (CW > 1) accumulate_from<NL, CW / 2>(p, hdv, c, v, n, acc);
-}
+  // acc[ln * JB + r] += q[ln] . k[r], two Q8_0 blocks at a time, then a lone last block.
+  template <int NL, int JB>
+  static void dot_rows(const uint8_t* q, int hd, const uint8_t* const* k, __m512 (&acc)[kv_loops::kAccumulators]) {
+    int c = 0;
+    for (; c + 2 * kKvQ8Block <= hd; c += 2 * kKvQ8Block) score_chunk<NL, JB, true>(q, hd, k, c, acc);
+    if (c < hd) score_chunk<NL, JB, false>(q, hd, k, c, acc);
+  }
 
-template <int NL>
-void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc) {
-  constexpr int fit = kAccumulators / NL;
-  constexpr int CW = fit >= 8 ? 8 : fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
-  accumulate_from<NL, CW>(p, hdv, 0, v, n, acc);
-}
+  // Each 16-column chunk widened and scaled by its block's scale (read again where a chunk
+  // starts a block).
+  template <int CW>
+  static void widen(const uint8_t* row, int c, __m512 (&vc)[CW]) {
+    __m512 d = _mm512_setzero_ps();
+    for (int w = 0; w < CW; ++w) {
+      const int col = c + 16 * w;
+      const uint8_t* block = row + static_cast<size_t>(col / kKvQ8Block) * kKvQ8BlockBytes;
+      if (w == 0 || col % kKvQ8Block == 0) d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(block_scale_bits(block))));
+      const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + col % kKvQ8Block));
+      vc[w] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)), d);
+    }
+  }
+};
 
 }  // namespace
 
 void attention_scores_q8(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n,
-                         float* scores) {
-  switch (n_lanes) {
-    case 1: return scores_lanes<1>(q, hd, k, n, scores);
-    case 2: return scores_lanes<2>(q, hd, k, n, scores);
-    case 3: return scores_lanes<3>(q, hd, k, n, scores);
-    case 4: return scores_lanes<4>(q, hd, k, n, scores);
-    case 5: return scores_lanes<5>(q, hd, k, n, scores);
-    case 6: return scores_lanes<6>(q, hd, k, n, scores);
-    case 7: return scores_lanes<7>(q, hd, k, n, scores);
-    default: return scores_lanes<8>(q, hd, k, n, scores);
-  }
+                         float* scores, const uint8_t* const* next_k) {
+  kv_loops::scores<Q8Rows>(n_lanes, q, hd, k, n, scores, next_k);
 }
 
 void attention_accumulate_q8(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                             float* acc) {
-  switch (n_lanes) {
-    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc);
-    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc);
-    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc);
-    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc);
-    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc);
-    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc);
-    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc);
-    default: return accumulate_lanes<8>(p, hdv, v, n, acc);
-  }
+                             float* acc, const uint8_t* const* next_v) {
+  kv_loops::accumulate<Q8Rows>(n_lanes, p, hdv, v, n, acc, next_v);
 }
 
 }  // namespace tangram::vec::avx512

@@ -10,13 +10,14 @@ namespace tangram::vec::avx512 {
 
 // scores[lane * kAttentionBlock + j] = q[lane] . k[j] for lane < n_lanes <= 8, j < n: q holds
 // the lanes' queries as kv_q8::quantise_query leaves them, the key rows are Q8_0, head_dim a
-// multiple of 32.
+// multiple of 32. next_k_rows: null or n rows to prefetch (BlockKernels, attention_kernel.h).
 void attention_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const uint8_t* const* k_rows,
-                         int n, float* scores);
+                         int n, float* scores, const uint8_t* const* next_k_rows);
 
 // acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
-// value rows are Q8_0, head_dim_v a multiple of 32.
+// value rows are Q8_0, head_dim_v a multiple of 32. next_v_rows: as next_k_rows above.
 void attention_accumulate_q8(int n_lanes, const float* p, int head_dim_v,
-                             const uint8_t* const* v_rows, int n, float* acc);
+                             const uint8_t* const* v_rows, int n, float* acc,
+                             const uint8_t* const* next_v_rows);
 
 }  // namespace tangram::vec::avx512

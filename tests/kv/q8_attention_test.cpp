@@ -239,7 +239,7 @@ TEST(Q8Attention, NanQueryGivesNanScores) {
     for (int ln = 0; ln < 2; ++ln)
       kernels.prepared.prepare(q.data() + ln * 64, 64, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(64));
     std::vector<float> scores(2 * kAttentionBlock, 0.0f);
-    kernels.prepared.scores(2, prepared.data(), 64, rows.data(), 8, scores.data());
+    kernels.prepared.scores(2, prepared.data(), 64, rows.data(), 8, scores.data(), nullptr);
     for (int j = 0; j < 8; ++j) {
       EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(j)])) << name << " row " << j;
       EXPECT_TRUE(std::isfinite(scores[static_cast<size_t>(kAttentionBlock + j)])) << name << " row " << j;
