@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "gguf/gguf_parser.h"
 
@@ -54,6 +57,11 @@ std::optional<size_t> available_memory_bytes() {
 
 }  // namespace
 
+FileMemory file_memory_for(FileMemory wanted, size_t file_bytes, std::optional<size_t> available_bytes) {
+  if (wanted == FileMemory::kHugePages && available_bytes && file_bytes > *available_bytes) return FileMemory::kMapped;
+  return wanted;
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMemory memory,
                                                   const LoadProgress& progress) {
   std::unique_ptr<GgufFile> file(new GgufFile());
@@ -76,6 +84,16 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMe
     return make_error("{}: offset 0: file is empty (not a GGUF file)", path);
   }
   const auto size = static_cast<size_t>(st.st_size);
+  if (memory == FileMemory::kHugePages) {
+    const std::optional<size_t> available = available_memory_bytes();
+    memory = file_memory_for(memory, size, available);
+    if (memory == FileMemory::kMapped)
+      fmt::print(stderr,
+                 "note: {}: {} MiB do not fit in the {} MiB of available memory for a huge-page copy; "
+                 "using the file's memory map instead (slower decode; --mmap chooses it without this note)\n",
+                 path, size >> 20, *available >> 20);
+  }
+  file->memory_ = memory;
   const Status loaded = memory == FileMemory::kHugePages ? file->copy_into_huge_pages(fd, size, progress)
                                                          : file->map_file(fd, size);
   ::close(fd);  // a mapping keeps the file alive; a copy no longer needs it
@@ -95,11 +113,6 @@ Status GgufFile::map_file(int fd, size_t size) {
 }
 
 Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& progress) {
-  const std::optional<size_t> available = available_memory_bytes();
-  if (available && size > *available)
-    return make_error("{}: {} MiB do not fit in the {} MiB of available memory (a memory-mapped load, "
-                      "tangram's --mmap, needs no copy)",
-                      path_, size >> 20, *available >> 20);
   // Over-allocate by one huge page so the copy can start on a 2 MiB boundary, where the kernel
   // can back it with huge pages from the first byte.
   const size_t bytes = round_up(size, kHugePageBytes) + kHugePageBytes;

@@ -77,9 +77,15 @@ enum class FileMemory {
   // the kernel allows them: `madvise` or `always` in /sys/kernel/mm/transparent_hugepage).
   // Decode streams every weight once per step; on 4 KiB pages that is a TLB miss and a stop of
   // the hardware prefetcher every 4 KiB (docs/benchmarks.md measures the difference). Needs the
-  // file's size in available memory, and reading it takes a moment.
+  // file's size in available memory (open() maps the file instead where it does not fit),
+  // and reading it takes a moment.
   kHugePages,
 };
+
+// How open() holds a file of `file_bytes` when `wanted` was asked for: a huge-page copy only
+// where it fits in `available_bytes` (MemAvailable; unknown counts as fitting), else the map:
+// a model that fits on disk but not twice in memory still loads, only decodes slower.
+FileMemory file_memory_for(FileMemory wanted, size_t file_bytes, std::optional<size_t> available_bytes);
 
 // Bytes copied so far of the total, called after each chunk of a kHugePages open (so a caller
 // can show progress on a slow disk).
@@ -102,6 +108,8 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   size_t file_size() const { return size_; }
+  // How the bytes are held: what open() was asked for, unless a copy did not fit (kMapped).
+  FileMemory memory() const { return memory_; }
   size_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
 
@@ -146,6 +154,7 @@ class GgufFile {
   // the destructor; null for open_memory's copy.
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
+  FileMemory memory_ = FileMemory::kMapped;
   // open_memory's copy is 64-byte aligned, like a mapping's start, so tensor data keeps the
   // file's alignment (up to 64) in memory.
   static constexpr size_t kOwnedAlign = 64;

@@ -85,6 +85,24 @@ TEST(GgufFileMemory, CopyAcrossReadChunks) {
   check_copy_against_map(path, 2);
 }
 
+TEST(GgufFileMemory, ACopyThatDoesNotFitFallsBackToTheMap) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 200 * kMiB), FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 100 * kMiB), FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB + 1, 100 * kMiB), FileMemory::kMapped);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, std::nullopt), FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kMapped, 1, 200 * kMiB), FileMemory::kMapped);
+}
+
+TEST(GgufFileMemory, OpenSaysHowItHoldsTheFile) {
+  const std::string path = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  for (const FileMemory memory : {FileMemory::kMapped, FileMemory::kHugePages}) {
+    auto r = GgufFile::open(path, memory);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ((*r)->memory(), memory);  // a 1 MiB file fits in any machine that runs the tests
+  }
+}
+
 TEST(GgufFileMemory, MissingFileIsAnErrorEitherWay) {
   const std::string path = (testing::temp_dir() / "absent.gguf").string();
   for (const FileMemory memory : {FileMemory::kMapped, FileMemory::kHugePages}) {
