@@ -219,7 +219,8 @@ FileMemory weights_memory(bool mmap) { return mmap ? FileMemory::kMapped : FileM
 void add_mmap_flag(CLI::App* command, bool& mmap) {
   command->add_flag("--mmap", mmap,
                     "Read the weights through the model file's memory map (4 KiB pages, no copy) instead of "
-                    "copying them into huge pages (faster decode; needs their size in free memory)");
+                    "copying them into huge pages (faster decode; a model larger than the available memory is mapped "
+                    "anyway)");
 }
 
 }  // namespace tangram::cli
