@@ -171,30 +171,12 @@ void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, fl
 template <typename Elem>
 void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
                       float* scores, const uint8_t* const* next_k) {
-  switch (n_lanes) {
-    case 1: return scores_simd<Elem, 1>(q, hd, k, n, scores, next_k);
-    case 2: return scores_simd<Elem, 2>(q, hd, k, n, scores, next_k);
-    case 3: return scores_simd<Elem, 3>(q, hd, k, n, scores, next_k);
-    case 4: return scores_simd<Elem, 4>(q, hd, k, n, scores, next_k);
-    case 5: return scores_simd<Elem, 5>(q, hd, k, n, scores, next_k);
-    case 6: return scores_simd<Elem, 6>(q, hd, k, n, scores, next_k);
-    case 7: return scores_simd<Elem, 7>(q, hd, k, n, scores, next_k);
-    default: return scores_simd<Elem, 8>(q, hd, k, n, scores, next_k);
-  }
+  with_lane_count(n_lanes, [&]<int NL>() { scores_simd<Elem, NL>(q, hd, k, n, scores, next_k); });
 }
 template <typename Elem>
 void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
                           float* acc, const uint8_t* const* next_v) {
-  switch (n_lanes) {
-    case 1: return accumulate_simd<Elem, 1>(p, hdv, v, n, acc, next_v);
-    case 2: return accumulate_simd<Elem, 2>(p, hdv, v, n, acc, next_v);
-    case 3: return accumulate_simd<Elem, 3>(p, hdv, v, n, acc, next_v);
-    case 4: return accumulate_simd<Elem, 4>(p, hdv, v, n, acc, next_v);
-    case 5: return accumulate_simd<Elem, 5>(p, hdv, v, n, acc, next_v);
-    case 6: return accumulate_simd<Elem, 6>(p, hdv, v, n, acc, next_v);
-    case 7: return accumulate_simd<Elem, 7>(p, hdv, v, n, acc, next_v);
-    default: return accumulate_simd<Elem, 8>(p, hdv, v, n, acc, next_v);
-  }
+  with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<Elem, NL>(p, hdv, v, n, acc, next_v); });
 }
 
 #endif  // TANGRAM_KV_SIMD

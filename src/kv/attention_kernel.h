@@ -91,4 +91,22 @@ struct BlockKernels {
 void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kernels, int head_dim,
                        int head_dim_v, int64_t begin);
 
+// Calls f.template operator()<NL>() with NL = n_lanes for 1-7 and 8 for anything larger: the
+// portable-level attention loops take their lane count as a template argument, so each count
+// keeps its accumulators in registers. (The AVX-512 loops keep their own switch: a lambda body
+// would fall outside their target region.)
+template <typename F>
+void with_lane_count(int n_lanes, F&& f) {
+  switch (n_lanes) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    case 7: return f.template operator()<7>();
+    default: return f.template operator()<8>();
+  }
+}
+
 }  // namespace tangram

@@ -220,29 +220,11 @@ void quantise_query_simd(const float* q, int hd, uint8_t* out) {
 // The scores and the value step for n_lanes <= 8 lanes.
 void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
                       const uint8_t* const* next_k) {
-  switch (n_lanes) {
-    case 1: return scores_simd<1>(q, hd, k, n, scores, next_k);
-    case 2: return scores_simd<2>(q, hd, k, n, scores, next_k);
-    case 3: return scores_simd<3>(q, hd, k, n, scores, next_k);
-    case 4: return scores_simd<4>(q, hd, k, n, scores, next_k);
-    case 5: return scores_simd<5>(q, hd, k, n, scores, next_k);
-    case 6: return scores_simd<6>(q, hd, k, n, scores, next_k);
-    case 7: return scores_simd<7>(q, hd, k, n, scores, next_k);
-    default: return scores_simd<8>(q, hd, k, n, scores, next_k);
-  }
+  with_lane_count(n_lanes, [&]<int NL>() { scores_simd<NL>(q, hd, k, n, scores, next_k); });
 }
 void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                           const uint8_t* const* next_v) {
-  switch (n_lanes) {
-    case 1: return accumulate_simd<1>(p, hdv, v, n, acc, next_v);
-    case 2: return accumulate_simd<2>(p, hdv, v, n, acc, next_v);
-    case 3: return accumulate_simd<3>(p, hdv, v, n, acc, next_v);
-    case 4: return accumulate_simd<4>(p, hdv, v, n, acc, next_v);
-    case 5: return accumulate_simd<5>(p, hdv, v, n, acc, next_v);
-    case 6: return accumulate_simd<6>(p, hdv, v, n, acc, next_v);
-    case 7: return accumulate_simd<7>(p, hdv, v, n, acc, next_v);
-    default: return accumulate_simd<8>(p, hdv, v, n, acc, next_v);
-  }
+  with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<NL>(p, hdv, v, n, acc, next_v); });
 }
 
 #endif  // TANGRAM_KV_Q8_SIMD
