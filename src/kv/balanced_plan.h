@@ -4,8 +4,9 @@
 // work of one attention call is known before it runs: an item's cost is about entries x query
 // vectors ("lanes"). plan_attention_balanced() lays the tiles (sequence, head group or KV head,
 // query rows) end to end in cost space and cuts that line at k x total / n_threads (a prefix-sum
-// cut): thread t runs exactly the items between cut t and cut t + 1 (a fixed assignment, no
-// work stealing). A tile crossing a cut is split at an entry boundary (a multiple of the kernel
+// cut): thread t runs the items between cut t and cut t + 1 (a thread assignment; when the
+// prediction holds and no thread is held up, exactly those: a thread that finishes early
+// takes the unstarted end of another's share, work_ranges.h). A tile crossing a cut is split at an entry boundary (a multiple of the kernel
 // block, pieces of at least min_chunk_entries); its parts leave partial softmax states that
 // run_attention merges exactly (AttentionMerge). So at most n_threads - 1 tiles are split.
 //

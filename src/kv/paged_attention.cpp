@@ -158,6 +158,7 @@ bool size_workspace(const AttentionBatch& batch, const AttentionPlan& plan, int 
       ws.part_l.resize(slots);
     }
     if (ws.part_acc.size() < slots * sz(batch.head_dim_v)) ws.part_acc.resize(slots * sz(batch.head_dim_v));
+    ws.ranges.reserve(sz(n_threads));
     if (ws.merge_capacity < plan.merges.size()) {
       ws.merge_left = std::make_unique<std::atomic<int32_t>[]>(plan.merges.size());
       ws.merge_capacity = plan.merges.size();
@@ -355,11 +356,12 @@ Status run_attention(const AttentionBatch& batch, const AttentionPlan& plan, Thr
     ws.merge_left[m].store(plan.merges[m].n_parts, std::memory_order_relaxed);
 
   const bool fixed = plan.thread_begin.size() == sz(pool.size()) + 1;
+  if (fixed) ws.ranges.reset(plan.thread_begin);
   std::atomic<size_t> next{0};
   auto body = [&](int thread, int) {
     AttentionWorkspace::Thread& th = ws.threads[sz(thread)];
-    if (fixed) {
-      for (int32_t i = plan.thread_begin[sz(thread)]; i < plan.thread_begin[sz(thread) + 1]; ++i)
+    if (fixed) {  // its own items, then what another thread has not started (work_ranges.h)
+      for (int32_t i = ws.ranges.take(thread); i >= 0; i = ws.ranges.take(thread))
         run_work(batch, plan, plan.work[sz(i)], th, ws);
       return;
     }

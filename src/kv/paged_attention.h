@@ -30,6 +30,7 @@
 #include "kv/kv_cache.h"
 #include "kv/attention_kernel.h"
 #include "kv/kv_head_view.h"
+#include "kv/work_ranges.h"
 
 namespace tangram {
 
@@ -105,7 +106,8 @@ struct AttentionPlan {
   std::vector<AttentionWork> work;
   std::vector<AttentionMerge> merges;
   int64_t n_partial_slots = 0;
-  // Optional fixed assignment: thread t runs work[thread_begin[t] .. thread_begin[t + 1]).
+  // Optional thread assignment: thread t starts with work[thread_begin[t] .. thread_begin[t + 1])
+  // and, once those are done, takes items another thread has not started (work_ranges.h).
   // Empty (or sized for another thread count): threads take items in order as they free up.
   std::vector<int32_t> thread_begin;
 };
@@ -165,6 +167,7 @@ class AttentionWorkspace {
   std::vector<float> part_m;    // [n_partial_slots]
   std::vector<float> part_l;    // [n_partial_slots]
   std::unique_ptr<std::atomic<int32_t>[]> merge_left;  // [merges]: parts not yet finished
+  WorkRanges ranges;  // [threads]: what is left of each thread's items (plans with an assignment)
   size_t merge_capacity = 0;
 };
 

@@ -319,6 +319,14 @@ TEST(PagedAttention, LongHeadsSplitAcrossThreadsMergeExactly) {
                                                         static_cast<size_t>(pool.size())));
   ASSERT_TRUE(run_attention(ws.batch, ws.plan, pool, ws).ok());
   EXPECT_EQ(got, fixed);
+  // Every item assigned to the last thread: the others take its unstarted items (work_ranges.h),
+  // and the numbers stay the same whoever runs which part.
+  std::fill(ws.plan.thread_begin.begin(), ws.plan.thread_begin.end() - 1, 0);
+  std::vector<float> lopsided(want.size());
+  it.out = lopsided.data();
+  ASSERT_TRUE(build_attention_batch(0, std::span(&it, 1), ws.batch).ok());
+  ASSERT_TRUE(run_attention(ws.batch, ws.plan, pool, ws).ok());
+  EXPECT_EQ(got, lopsided);
 }
 
 TEST(PagedAttention, BatchOfSequencesInOneCall) {
