@@ -23,8 +23,9 @@ namespace tangram {
 enum class AttentionSplit {
   Runtime,      // planned at every call from the current lengths (plan_attention)
   Naive,        // one item per head group, no splitting (plan_attention_naive)
-  AheadOfTime,  // balanced fixed assignment (plan_attention_balanced), computed when the batch
-                // changes and reused across steps
+  AheadOfTime,  // balanced thread assignment (plan_attention_balanced; a thread done early
+                // takes another's unstarted items), computed when the batch changes and
+                // reused across steps
 };
 
 class AttentionPlanner {
