@@ -170,7 +170,7 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
   for (int64_t b = 0; b < nblocks; ++b) {
     prefetch_next_rows(w, w_stride, b, sizeof(BlockQ8_0));
     InterleavedQ8_0& out = dst[b];
-    alignas(32) uint16_t scales[kInterleavedRows] = {};  // fp16; rows past nr: 0
+    uint16_t scales[kInterleavedRows] = {};  // fp16; rows past nr: 0
     for (int h = 0; h < 2; ++h) {
       __m256i rows[8], steps[8];
       for (int k = 0; k < 8; ++k) {
@@ -187,9 +187,7 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
       for (int s = 0; s < 8; ++s)  // int8 -> uint8 + 128
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[s] + 32 * h), _mm256_xor_si256(steps[s], flip));
     }
-    for (int h = 0; h < 2; ++h)
-      _mm256_storeu_ps(out.d + 8 * h,
-                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 8 * h))));
+    std::memcpy(out.d, scales, sizeof(scales));
   }
 }
 
@@ -213,7 +211,7 @@ void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const 
         int32_t isum = offsets[b];
         for (int s = 0; s < 8; ++s)
           for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a[b].qs[4 * s + i];
-        acc += w[b].d[r] * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
+        acc += half::fp16_to_fp32(w[b].d[r]) * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
       }
       out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
     }
@@ -326,7 +324,7 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* 
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_act), ones));
       }
     }
-    const __m256 d = _mm256_loadu_ps(x.d + 8 * h);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8 * h)));
     for (int t = 0; t < NT; ++t) {
       const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dt), acc[t]);

@@ -101,7 +101,7 @@ void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, 
       const __m512i v = _mm512_loadu_si512(x.qs[s]);
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], v, broadcast4(a[t][b].qs + 4 * s));
     }
-    const __m512 d = _mm512_loadu_ps(x.d);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.d)));
     for (int t = 0; t < NT; ++t) {
       const __m512 dt = _mm512_set1_ps(half::fp16_to_fp32(a[t][b].d));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dt), acc[t]);
