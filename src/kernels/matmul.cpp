@@ -6,7 +6,9 @@
 //    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
 //    several rows x several tokens, so each activation block is also loaded once per tile).
 //    Q4_K and Q8_0 from 8 tokens: each panel is first repacked into groups of 16 interleaved
-//    rows (interleaved_rows.h) where the level has a kernel for it.
+//    rows (interleaved_rows.h) where the level has a kernel for it. Q8_0 weights the loader
+//    interleaved in place (interleave_for_matmul) run those kernels at every token count,
+//    reading the groups where they lie.
 //  * prefill path (many tokens, float and 32-element types): the rows of W are cut into one
 //    share per thread, and a thread runs a single-threaded cblas_sgemm on a share (F32 weights
 //    in place, other types dequantised tile by tile into a per-thread float buffer). Each of
@@ -174,9 +176,10 @@ void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved
                            panel.data() + (r - p0) / kGroup * nblocks);
     for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
       const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
-      for (int64_t r = p0; r < p1; r += kGroup)
+      for (int64_t r = p0; r < p1; r += kGroup) {
         interleaved_group(gemm, group_at(r, p0), nblocks, static_cast<int>(std::min(kGroup, p1 - r)), p.act,
                           p.act_row_bytes, p.sums, c0, c1, r, rows, p.Y);
+      }
     }
   }
 }
