@@ -29,20 +29,22 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Block b + kPrefetchBlocks of a group's interleaved Q8_0 blocks, asked for in L1 while block b
+// Block b + kPrefetchBlocks of a group's interleaved Q8_0 blocks, asked for in L2 while block b
 // is computed. A group interleaved at load is read straight from memory as one stream (the
-// per-panel repack read 16 rows with prefetches into L2 first), and from 6 tokens, where the
-// kernel computes longer than the block takes to arrive, it waited on it. Measured (one thread,
-// 8 matrices of 9728 x 2560 in huge pages, CPU time against repack + product): 8 tokens 1.09-1.11x
-// without, 0.93-0.94x with; 16 tokens 1.09x, 0.98x. Below 6 tokens the read is the bound and the
-// prefetches only compete with it (2-3 tokens: 1.2x slower with them), so they start at 6.
-constexpr int64_t kPrefetchBlocks = 4;  // 2 KiB ahead
-constexpr int kPrefetchMinTokens = 6;
+// per-panel repack read 16 rows with prefetches into L2 first), and the kernel waited on it.
+// Measured (one thread, 12 matrices of 4096 x 2560 in huge pages, CPU time against the
+// row-major matrix's repack + product or row-major kernels): 8 tokens 1.09x without, 0.92x with
+// 4 blocks ahead into L1, 0.57x with 16 ahead into L2 (8 and 32 ahead: 0.61x, 0.56x); 16 tokens
+// 1.09x, 0.97x, 0.71x; 4-5 tokens 0.79x / 0.51x without, 0.55x / 0.27x with. At 1-2 tokens
+// the read is the bound and the prefetches only compete with it (1 token: 0.89-0.94x without,
+// 1.06-1.28x with), so they start at 4 (3: the same either way).
+constexpr int64_t kPrefetchBlocks = 16;  // 8.5 KiB ahead
+constexpr int kPrefetchMinTokens = 4;
 inline void prefetch_block(const InterleavedQ8_0* w, int64_t b) {
   // As an integer: the last blocks' look-ahead lies past the group, and a prefetch cannot fault.
   const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks) * sizeof(InterleavedQ8_0);
   for (size_t off = 0; off < sizeof(InterleavedQ8_0); off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T1);
 }
 
 // Integer products of one block, 16 rows x NT tokens, each sub-block's sum times its scale:
