@@ -29,23 +29,14 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Block b + kPrefetchBlocks of a group's interleaved Q8_0 blocks, asked for in L2 while block b
-// is computed. A group interleaved at load is read straight from memory as one stream (the
-// per-panel repack read 16 rows with prefetches into L2 first), and the kernel waited on it.
-// Measured (one thread, 12 matrices of 4096 x 2560 in huge pages, CPU time against the
-// row-major matrix's repack + product or row-major kernels): 8 tokens 1.09x without, 0.92x with
-// 4 blocks ahead into L1, 0.57x with 16 ahead into L2 (8 and 32 ahead: 0.61x, 0.56x); 16 tokens
-// 1.09x, 0.97x, 0.71x; 4-5 tokens 0.79x / 0.51x without, 0.55x / 0.27x with. At 1-2 tokens
-// the read is the bound and the prefetches only compete with it (1 token: 0.89-0.94x without,
-// 1.06-1.28x with), so they start at 4 (3: the same either way).
-constexpr int64_t kPrefetchBlocks = 16;  // 8.5 KiB ahead
+// prefetch_ahead (interleaved_rows.h) from kPrefetchMinTokens. Measured (one thread, 12
+// matrices of 4096 x 2560 in huge pages, CPU time against the row-major matrix's repack +
+// product or row-major kernels): 8 tokens 1.09x without, 0.92x with 4 blocks ahead into L1,
+// 0.57x with 16 ahead into L2 (8 and 32 ahead: 0.61x, 0.56x); 16 tokens 1.09x, 0.97x, 0.71x;
+// 4-5 tokens 0.79x / 0.51x without, 0.55x / 0.27x with. At 1-2 tokens the read is the bound and
+// the prefetches only compete with it (1 token: 0.89-0.94x without, 1.06-1.28x with), so they
+// start at 4 (3: the same either way).
 constexpr int kPrefetchMinTokens = 4;
-inline void prefetch_block(const InterleavedQ8_0* w, int64_t b) {
-  // As an integer: the last blocks' look-ahead lies past the group, and a prefetch cannot fault.
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks) * sizeof(InterleavedQ8_0);
-  for (size_t off = 0; off < sizeof(InterleavedQ8_0); off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T1);
-}
 
 // Integer products of one block, 16 rows x NT tokens, each sub-block's sum times its scale:
 // blk[t] lane r = sum over sub-blocks j of scale[j][r] * dot(codes of row r, token t).
@@ -112,7 +103,7 @@ void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, 
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nblocks; ++b) {
-    if constexpr (NT >= kPrefetchMinTokens) prefetch_block(w, b);
+    if constexpr (NT >= kPrefetchMinTokens) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
     __m512i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(offsets[t][b]);
