@@ -138,6 +138,7 @@ Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& p
   }
   // The weights are read-only from here on, as through the mapping.
   (void)::mprotect(dst, copy_bytes, PROT_READ);
+  huge_copy_ = dst;
   base_ = dst;
   size_ = size;
   return Status::Ok();
@@ -232,12 +233,36 @@ TensorView GgufFile::view(const GgufTensorInfo& t) const {
   // The parser checked data_offset_ + offset + nbytes <= size_.
   v.data = base_ + data_offset_ + t.offset;
   v.nbytes = t.nbytes;
+  v.layout = t.layout;
   return v;
 }
 
 TensorView GgufFile::view(std::string_view name) const {
   const GgufTensorInfo* t = find_tensor(name);
   return t == nullptr ? TensorView{} : view(*t);
+}
+
+Status GgufFile::rewrite_tensors(std::span<const std::string> names, const TensorRewrite& rewrite) {
+  if (memory_ != FileMemory::kHugePages || huge_copy_ == nullptr)
+    return make_error("{}: tensors can be rewritten only in a huge-page copy of the file", path_);
+  std::vector<GgufTensorInfo*> targets;
+  for (const std::string& name : names) {
+    const auto it = tensor_index_.find(name);
+    if (it == tensor_index_.end()) return make_error("{}: no tensor '{}' to rewrite", path_, name);
+    targets.push_back(&tensors_[it->second]);
+  }
+  // The whole copy at once, as copy_into_huge_pages protected it: a part would split the
+  // mapping (and its huge pages) in two.
+  uint8_t* copy = huge_copy_;
+  const size_t copy_bytes = round_up(size_, kHugePageBytes);
+  if (::mprotect(copy, copy_bytes, PROT_READ | PROT_WRITE) != 0)
+    return make_error("{}: cannot make the weights writable: {}", path_, std::strerror(errno));
+  for (GgufTensorInfo* t : targets) {
+    if (t->layout != TensorLayout::kRowMajor) continue;
+    t->layout = rewrite(view(*t), copy + data_offset_ + t->offset);
+  }
+  (void)::mprotect(copy, copy_bytes, PROT_READ);
+  return Status::Ok();
 }
 
 }  // namespace tangram

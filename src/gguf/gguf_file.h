@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,6 +68,7 @@ struct GgufTensorInfo {
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   uint64_t offset = 0;  // relative to the start of the data section
   size_t nbytes = 0;
+  TensorLayout layout = TensorLayout::kRowMajor;  // as in the file unless rewrite_tensors changed it
 };
 
 // Where GgufFile::open keeps the file's bytes.
@@ -90,6 +92,10 @@ FileMemory file_memory_for(FileMemory wanted, size_t file_bytes, std::optional<s
 // Bytes copied so far of the total, called after each chunk of a kHugePages open (so a caller
 // can show progress on a slow disk).
 using LoadProgress = std::function<void(size_t done, size_t total)>;
+
+// Rewrites one tensor in place: gets its (row-major) view and its writable bytes, returns the
+// layout the bytes have afterwards (kRowMajor where it left them alone).
+using TensorRewrite = std::function<TensorLayout(const TensorView& view, uint8_t* bytes)>;
 
 class GgufFile {
  public:
@@ -131,6 +137,11 @@ class GgufFile {
   TensorView view(const GgufTensorInfo& t) const;
   // View of a named tensor, or an empty view if absent.
   TensorView view(std::string_view name) const;
+  // Rewrites the named row-major tensors of a huge-page copy in place (the copy is writable for
+  // the call only) and records each one's new layout in its GgufTensorInfo and later views.
+  // Error (nothing rewritten) on a file not held as a huge-page copy or an unknown name; a
+  // tensor already rewritten is left alone.
+  Status rewrite_tensors(std::span<const std::string> names, const TensorRewrite& rewrite);
 
  private:
   GgufFile() = default;
@@ -154,6 +165,7 @@ class GgufFile {
   // the destructor; null for open_memory's copy.
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
+  uint8_t* huge_copy_ = nullptr;  // base_ of a huge-page copy (read-only except in rewrite_tensors)
   FileMemory memory_ = FileMemory::kMapped;
   // open_memory's copy is 64-byte aligned, like a mapping's start, so tensor data keeps the
   // file's alignment (up to 64) in memory.

@@ -10,6 +10,19 @@
 
 namespace tangram {
 
+// How a tensor's rows lie in memory.
+enum class TensorLayout : uint8_t {
+  // As in the file: row after row, each ggml_row_bytes(type, cols) bytes of blocks.
+  kRowMajor,
+  // Q8_0 matmul weights rewritten once at load (Model::load, huge-page copies only): the rows
+  // in groups of kInterleavedGroupRows, each group in the bytes its 16 rows held, as one
+  // kernels/interleaved_rows.h InterleavedQ8_0 block per 32 columns (the format's home):
+  // 16 fp16 scales, then code k of row i at byte 32 + 64 (k / 4) + 4 i + k % 4, stored plus
+  // 128. Rows past the last whole group stay row-major where they were.
+  kInterleaved16,
+};
+constexpr int64_t kInterleavedGroupRows = 16;
+
 // Dimensions follow ggml: ne[0] is the contiguous (fastest) dimension. A weight matrix used as
 // y = W x has ne[0] = input features (columns) and ne[1] = output features (rows); each row is
 // ggml_row_bytes(type, ne[0]) bytes of blocks.
@@ -20,13 +33,26 @@ struct TensorView {
   int n_dims = 0;
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
+  TensorLayout layout = TensorLayout::kRowMajor;
 
   bool empty() const { return data == nullptr; }
   int64_t cols() const { return ne[0]; }
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
   int64_t elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   size_t row_bytes() const { return ggml_row_bytes(type, ne[0]); }
+  // Row r in place: row-major tensors, and the row-major tail of an interleaved one
+  // (r >= interleaved_rows()). copy_row reads any row of any layout.
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes(); }
+  // Rows [0, interleaved_rows()) lie in interleaved groups; 0 for row-major tensors.
+  int64_t interleaved_rows() const {
+    return layout == TensorLayout::kRowMajor ? 0 : rows() / kInterleavedGroupRows * kInterleavedGroupRows;
+  }
+  // Row r's bytes as the row-major layout has them, into dst[row_bytes()] (0 <= r < rows()).
+  // De-interleaves where needed: correct but slow, for rare reads.
+  void copy_row(int64_t r, uint8_t* dst) const;
+  // Bytes [offset, offset + n) of the tensor as the row-major layout (the file) has them
+  // (offset + n <= nbytes).
+  void copy_bytes(size_t offset, size_t n, uint8_t* dst) const;
 };
 
 }  // namespace tangram

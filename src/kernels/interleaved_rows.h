@@ -4,14 +4,17 @@
 // integer dot products; Q8_0: a convert, multiply and add per 32). With 16 rows interleaved,
 // one 512-bit vector holds 4 codes of each of 16 rows: an integer lane is a row, a broadcast of
 // 4 activation bytes feeds all 16, and the scale work runs once per 16 rows.
-// The layout is made per L2 panel of rows inside the matmul (measured ~6% of a 512-token Q4_K
+// Q4_K's layout is made per L2 panel of rows inside the matmul (measured ~6% of a 512-token
 // product), so no second copy of the weights stays resident and decode of few tokens keeps
-// the row-major layout and its kernels.
+// the row-major layout and its kernels. Q8_0's is the same size as the rows it holds, so the
+// model loader interleaves Q8_0 matmul weights once, in place, in a huge-page copy of the file
+// (matmul.h interleave_for_matmul); the per-panel repack remains for memory-mapped files.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "gguf/tensor_view.h"
 #include "kernels/cpu_features.h"
 
 namespace tangram::vec {
@@ -37,16 +40,33 @@ static_assert(sizeof(InterleavedQ4_K) == 2432);
 // One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
 // vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The
 // AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and needs no sums.
+// The scales stay fp16 (the kernels widen 16 with one vcvtph2ps), so a block is exactly the
+// 16 rows' Q8_0 blocks in size: a weight matrix can be interleaved in place, once at load
+// (TensorLayout::kInterleaved16, which states this layout byte by byte), as well as per panel.
 struct InterleavedQ8_0 {
   static constexpr int kBlockElems = 32;
   static constexpr int kSumsPerBlock = 1;
-  float d[kInterleavedRows];
+  uint16_t d[kInterleavedRows];         // fp16 row scales
   uint8_t qs[8][4 * kInterleavedRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
 };
-static_assert(sizeof(InterleavedQ8_0) == 576);
+static_assert(sizeof(InterleavedQ8_0) == 16 * 34 && kInterleavedRows == kInterleavedGroupRows);
+
+// Asks for block b + kPrefetchBlocks of a group in L2 while block b is computed: a group
+// interleaved at load is read by the kernels straight from memory as one stream (a panel
+// repacked per call was read with prefetches first), and from a few tokens on (kernel levels'
+// own thresholds) they waited on it. 16 blocks ahead (8.5 KiB) measured best of 4-32 (see the
+// AVX-512 kernel). An address as an integer: the last blocks' look-ahead lies past the group,
+// and a prefetch of it is only a hint that cannot fault.
+constexpr int64_t kPrefetchBlocks = 16;
+inline void prefetch_ahead(const InterleavedQ8_0* w, int64_t b) {
+  const uintptr_t ahead =
+      reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks) * sizeof(InterleavedQ8_0);
+  for (size_t off = 0; off < sizeof(InterleavedQ8_0); off += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(ahead + off), 0, 2);  // locality 2: into L2
+}
 
 // Rows w, w + w_stride, ... (nr of them, 1 <= nr <= 16) of a matrix with `cols` columns
-// into dst[cols / kBlockElems].
+// into dst[cols / kBlockElems]. dst must not overlap the rows.
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst);
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst);
 

@@ -6,7 +6,9 @@
 //    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
 //    several rows x several tokens, so each activation block is also loaded once per tile).
 //    Q4_K and Q8_0 from 8 tokens: each panel is first repacked into groups of 16 interleaved
-//    rows (interleaved_rows.h) where the level has a kernel for it.
+//    rows (interleaved_rows.h) where the level has a kernel for it. Q8_0 weights the loader
+//    interleaved in place (interleave_for_matmul) run those kernels at every token count,
+//    reading the groups where they lie.
 //  * prefill path (many tokens, float and 32-element types): the rows of W are cut into one
 //    share per thread, and a thread runs a single-threaded cblas_sgemm on a share (F32 weights
 //    in place, other types dequantised tile by tile into a per-thread float buffer). Each of
@@ -62,6 +64,7 @@ constexpr int64_t kRowGrain = 16;
 
 bool shape_ok(const TensorView& W) {
   if (W.data == nullptr || W.cols() <= 0 || W.rows() < 0) return false;
+  if (W.layout != TensorLayout::kRowMajor && W.type != GgmlType::Q8_0) return false;  // no such layout
   const auto info = ggml_type_info(W.type);
   if (W.cols() % info.block_elems != 0) return false;
   return W.nbytes >= static_cast<size_t>(W.rows()) * W.row_bytes();
@@ -88,6 +91,16 @@ class SingleThreadedBlas {
 std::vector<float>& tile_scratch() {
   thread_local std::vector<float> buf;
   return buf;
+}
+
+// Row r of W in the row-major layout: in place, or de-interleaved into the thread's scratch
+// (valid until the next call) for the paths that read rows of a weight interleaved at load.
+const uint8_t* row_major_row(const TensorView& W, int64_t r) {
+  if (r >= W.interleaved_rows()) return W.row(r);
+  thread_local std::vector<uint8_t> buf;  // [row_bytes]
+  buf.resize(W.row_bytes());
+  W.copy_row(r, buf.data());
+  return buf.data();
 }
 
 // One group of 16 interleaved rows (nr of them real, starting at row r) times tokens
@@ -141,6 +154,7 @@ struct Product {
 
 // Q4_K / Q8_0 over many tokens, rows [r0, r1) (r0 on a group boundary): one L2-sized panel at a
 // time is repacked into groups of 16 interleaved rows and every token chunk runs over it.
+// Groups of a weight interleaved at load (W.interleaved_rows()) are read in place instead.
 template <typename Interleaved>
 void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n, int64_t r0,
                             int64_t r1) {
@@ -148,19 +162,23 @@ void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved
   static_assert(kRowGrain % kGroup == 0, "units of work must start on whole groups");
   const TensorView& W = *p.W;
   const int64_t rows = W.rows(), cols = W.cols(), nblocks = cols / Interleaved::kBlockElems;
+  const int64_t in_place_rows = W.interleaved_rows();
   auto& panel = interleaved_scratch<Interleaved>();  // [group of the panel][block]
-  panel.resize(static_cast<size_t>(p.panel_rows / kGroup * nblocks));
+  if (r1 > in_place_rows) panel.resize(static_cast<size_t>(p.panel_rows / kGroup * nblocks));
+  const auto group_at = [&](int64_t r, int64_t p0) {
+    return r < in_place_rows ? reinterpret_cast<const Interleaved*>(W.row(r))
+                             : panel.data() + (r - p0) / kGroup * nblocks;
+  };
   for (int64_t p0 = r0; p0 < r1; p0 += p.panel_rows) {
     const int64_t p1 = std::min(r1, p0 + p.panel_rows);
-    for (int64_t r = p0; r < p1; r += kGroup)
+    for (int64_t r = std::max(p0, in_place_rows); r < p1; r += kGroup)
       vec::interleave_rows(W.row(r), W.row_bytes(), static_cast<int>(std::min(kGroup, p1 - r)), cols,
                            panel.data() + (r - p0) / kGroup * nblocks);
     for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
       const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
       for (int64_t r = p0; r < p1; r += kGroup)
-        interleaved_group(gemm, panel.data() + (r - p0) / kGroup * nblocks, nblocks,
-                          static_cast<int>(std::min(kGroup, p1 - r)), p.act, p.act_row_bytes, p.sums, c0, c1, r, rows,
-                          p.Y);
+        interleaved_group(gemm, group_at(r, p0), nblocks, static_cast<int>(std::min(kGroup, p1 - r)), p.act,
+                          p.act_row_bytes, p.sums, c0, c1, r, rows, p.Y);
     }
   }
 }
@@ -203,14 +221,15 @@ void prefill_rows_range(const Product& p, const float* X, int64_t n, int64_t r0,
   const SingleThreadedBlas single_threaded;
   if (W.type == GgmlType::F32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki, 1.0f, X, ki,
-                reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, p.Y + r0, ldc);
+                reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, p.Y + r0, ldc);  // F32: never interleaved
     return;
   }
   auto& tile = tile_scratch();  // [kPrefillTile][cols]
   tile.resize(static_cast<size_t>(kPrefillTile * cols));
   for (int64_t t0 = r0; t0 < r1; t0 += kPrefillTile) {
     const int64_t t1 = std::min(r1, t0 + kPrefillTile);
-    for (int64_t r = t0; r < t1; ++r) dequantize_row(W.type, W.row(r), tile.data() + (r - t0) * cols, cols);
+    for (int64_t r = t0; r < t1; ++r)
+      dequantize_row(W.type, row_major_row(W, r), tile.data() + (r - t0) * cols, cols);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f, X, ki,
                 tile.data(), ki, 0.0f, p.Y + t0, ldc);
   }
@@ -284,10 +303,17 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
   p.act_row_bytes = ggml_row_bytes(p.act_type, W.cols());
   p.act = activations_for(earlier, p.act_type, slot, X, n, W.cols(), pool);
   const cpu::KernelLevel level = cpu::active_level();
-  if (n >= kInterleaveMinTokens) {
+  // A weight interleaved at load runs the interleaved kernels at every token count: measured
+  // against the row-major kernels (docs/benchmarks.md, "Weights interleaved at load"), 0.9-1.0x
+  // the CPU time at one token and 0.3-0.85x at 2-7 on the AVX-512 level, 0.9x and 0.65-0.95x
+  // on AVX2. The portable kernel stands in where a level had none.
+  const bool in_place = W.interleaved_rows() > 0;
+  if (n >= kInterleaveMinTokens || in_place) {
     p.gemm_q4_k = W.type == GgmlType::Q4_K ? vec::gemm_interleaved_q4_k_fn(level) : nullptr;
     p.gemm_q8_0 = W.type == GgmlType::Q8_0 ? vec::gemm_interleaved_q8_0_fn(level) : nullptr;
   }
+  if (in_place && p.gemm_q8_0 == nullptr)
+    p.gemm_q8_0 = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ8_0>>(vec::gemm_interleaved_portable);
   const int64_t group = vec::kInterleavedRows;
   if (p.gemm_q4_k != nullptr || p.gemm_q8_0 != nullptr) {
     p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (W.row_bytes() * group))) * group;
@@ -323,7 +349,9 @@ Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y,
   // BLAS takes int dimensions; anything larger stays on the decode path.
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
-  if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits) return prepare_decode(earlier, W, Y, X, n, pool);
+  // Weights interleaved at load are Q8_0, whose decode path never hands over to sgemm.
+  if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits || W.interleaved_rows() > 0)
+    return prepare_decode(earlier, W, Y, X, n, pool);
   return prepare_prefill(W, Y);
 }
 
@@ -474,7 +502,7 @@ float row_dot(const TensorView& W, int64_t r, const float* x) {
   if (!shape_ok(W) || r < 0 || r >= W.rows()) return 0.0f;
   const int64_t cols = W.cols();
   switch (W.type) {
-    case GgmlType::F32:
+    case GgmlType::F32:  // float rows are never interleaved
       return vec::dot_f32_f32(W.row(r), x, cols);
     case GgmlType::F16:
       return vec::dot_f16_f32(W.row(r), x, cols);
@@ -483,7 +511,7 @@ float row_dot(const TensorView& W, int64_t r, const float* x) {
     default: {
       auto& tile = tile_scratch();
       tile.resize(static_cast<size_t>(cols));
-      dequantize_row(W.type, W.row(r), tile.data(), cols);
+      dequantize_row(W.type, row_major_row(W, r), tile.data(), cols);
       return dot_f32(tile.data(), x, cols);
     }
   }
@@ -494,7 +522,23 @@ void get_row(const TensorView& W, int64_t r, float* out) {
     std::fill(out, out + std::max<int64_t>(W.cols(), 0), 0.0f);
     return;
   }
-  dequantize_row(W.type, W.row(r), out, W.cols());
+  dequantize_row(W.type, row_major_row(W, r), out, W.cols());
+}
+
+TensorLayout interleave_for_matmul(const TensorView& W, uint8_t* bytes) {
+  constexpr int64_t kGroup = vec::kInterleavedRows;
+  if (W.layout != TensorLayout::kRowMajor || W.type != GgmlType::Q8_0 || !shape_ok(W) || W.rows() < kGroup ||
+      vec::gemm_interleaved_q8_0_fn(cpu::active_level()) == nullptr)
+    return W.layout;
+  const size_t group_bytes = static_cast<size_t>(kGroup) * W.row_bytes();
+  std::vector<uint8_t> rows_copy(group_bytes);  // [16][row_bytes]: the group's rows, row-major
+  for (int64_t r = 0; r + kGroup <= W.rows(); r += kGroup) {
+    uint8_t* group = bytes + static_cast<size_t>(r) * W.row_bytes();
+    std::copy_n(group, group_bytes, rows_copy.data());
+    vec::interleave_rows(rows_copy.data(), W.row_bytes(), static_cast<int>(kGroup), W.cols(),
+                         reinterpret_cast<vec::InterleavedQ8_0*>(group));
+  }
+  return TensorLayout::kInterleaved16;
 }
 
 }  // namespace tangram

@@ -43,6 +43,14 @@ float row_dot(const TensorView& W, int64_t r, const float* x);
 // [0, W.rows()) writes zeros.
 void get_row(const TensorView& W, int64_t r, float* out);
 
+// Rewrites W's bytes (`bytes`: W.data, writable) in place into the layout matmul runs fastest
+// from, once, where W may be rewritten (a huge-page copy of the file): Q8_0 weights of at least
+// 16 rows into TensorLayout::kInterleaved16 where the kernel level has interleaved kernels.
+// Returns the layout the bytes now have (W.layout where it left them alone). Only for tensors
+// read solely by these functions: matmul runs the interleaved kernels on them with no per-call
+// repack; row_dot and get_row de-interleave a row (slow, correct).
+TensorLayout interleave_for_matmul(const TensorView& W, uint8_t* bytes);
+
 // All three treat a malformed view (no data, cols not a multiple of the block size, nbytes
 // short of rows * row_bytes) as all-zero weights rather than reading out of bounds.
 // matmul's BLAS calls run single-threaded on each pool thread (it parallelises with `pool`);

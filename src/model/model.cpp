@@ -16,6 +16,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
   TG_ASSIGN(auto gguf, GgufFile::open(path, options.weights, options.load_progress));
   TG_ASSIGN(ModelConfig config, read_model_config(*gguf));
   TG_ASSIGN(ModelWeights weights, bind_weights(*gguf, config));
+  if (gguf->memory() == FileMemory::kHugePages) {
+    // The copy is ours to rewrite: matmul weights interleaved once here instead of per panel
+    // in every product; bound again so the views carry their new layout.
+    TG_TRY(gguf->rewrite_tensors(matmul_weight_names(config), interleave_for_matmul));
+    TG_ASSIGN(weights, bind_weights(*gguf, config));
+  }
   std::unique_ptr<Model> m(new Model());
   m->gguf_ = std::move(gguf);
   m->config_ = config;

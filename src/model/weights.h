@@ -3,6 +3,7 @@
 // kernels); the small vectors (norms, biases, rope factors) are widened to float once.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "common/result.h"
@@ -37,5 +38,10 @@ struct ModelWeights {
 };
 
 Result<ModelWeights> bind_weights(const GgufFile& gguf, const ModelConfig& config);
+
+// The tensors read only as matmul weights (attention and feed-forward matrices, the output
+// matrix when it is not tied to token_embd): the ones the loader may rewrite into the layout
+// matmul prefers (interleave_for_matmul). Never token_embd, whose rows are looked up.
+std::vector<std::string> matmul_weight_names(const ModelConfig& config);
 
 }  // namespace tangram

@@ -94,10 +94,14 @@ uint64_t model_fingerprint(const GgufFile& gguf) {
     h.u64(t.nbytes);
     const TensorView v = gguf.view(t);
     if (v.empty()) continue;
+    // The file's bytes, whatever layout the loader rewrote them into: a session saved with
+    // the weights in huge pages restores with --mmap and the other way round.
     const size_t n = std::min(kSample, v.nbytes);
-    h.bytes(v.data, n);
-    h.bytes(v.data + (v.nbytes - n) / 2, n);
-    h.bytes(v.data + (v.nbytes - n), n);
+    uint8_t sample[kSample];
+    for (const size_t offset : {size_t{0}, (v.nbytes - n) / 2, v.nbytes - n}) {
+      v.copy_bytes(offset, n, sample);
+      h.bytes(sample, n);
+    }
   }
   return h.digest();
 }

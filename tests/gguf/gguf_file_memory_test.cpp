@@ -103,6 +103,38 @@ TEST(GgufFileMemory, OpenSaysHowItHoldsTheFile) {
   }
 }
 
+// rewrite_tensors: only in a huge-page copy, only the named tensors, each with its own bytes
+// writable; the layout it returns is recorded in the tensor's info and later views.
+TEST(GgufFileMemory, RewriteTensorsInTheHugePageCopyOnly) {
+  const std::string path = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string name = "blk.0.attn_q.weight";
+  const std::vector<std::string> names = {name};
+  const auto invert = [](const TensorView& v, uint8_t* bytes) {
+    for (size_t i = 0; i < v.nbytes; ++i) bytes[i] = static_cast<uint8_t>(~bytes[i]);
+    return TensorLayout::kInterleaved16;
+  };
+  auto mapped = GgufFile::open(path, FileMemory::kMapped);
+  ASSERT_TRUE(mapped.ok()) << mapped.message();
+  EXPECT_FALSE((*mapped)->rewrite_tensors(names, invert).ok());
+
+  auto copied = GgufFile::open(path, FileMemory::kHugePages);
+  ASSERT_TRUE(copied.ok()) << copied.message();
+  GgufFile& f = **copied;
+  const std::vector<std::string> unknown = {"no.such.tensor"};
+  EXPECT_FALSE(f.rewrite_tensors(unknown, invert).ok());
+  const std::vector<uint8_t> bytes = read_all(path);
+  ASSERT_TRUE(f.rewrite_tensors(names, invert).ok());
+  ASSERT_TRUE(f.rewrite_tensors(names, invert).ok());  // already rewritten: left alone
+  for (const GgufTensorInfo& t : f.tensors()) {
+    const TensorView v = f.view(t);
+    const uint8_t* file = bytes.data() + f.data_offset() + t.offset;
+    const bool rewritten = t.name == name;
+    EXPECT_EQ(v.layout, rewritten ? TensorLayout::kInterleaved16 : TensorLayout::kRowMajor) << t.name;
+    for (size_t i = 0; i < t.nbytes; ++i)
+      ASSERT_EQ(v.data[i], rewritten ? static_cast<uint8_t>(~file[i]) : file[i]) << t.name << " " << i;
+  }
+}
+
 TEST(GgufFileMemory, MissingFileIsAnErrorEitherWay) {
   const std::string path = (testing::temp_dir() / "absent.gguf").string();
   for (const FileMemory memory : {FileMemory::kMapped, FileMemory::kHugePages}) {

@@ -146,8 +146,8 @@ TEST(InterleavedRows, Q8_0RepackMatchesStatedLayout) {
         for (int r = 0; r < vec::kInterleavedRows; ++r) {
           const auto* x = r < nr ? reinterpret_cast<const blocks::BlockQ8_0*>(bytes.data() + r * stride) + b : nullptr;
           const auto& g = group[static_cast<size_t>(b)];
-          const float d = x != nullptr ? half::fp16_to_fp32(x->d) : 0.0f;
-          ASSERT_EQ(std::memcmp(&g.d[r], &d, sizeof(float)), 0)
+          const uint16_t d = x != nullptr ? x->d : uint16_t{0};
+          ASSERT_EQ(g.d[r], d)
               << "cols=" << cols << " nr=" << nr << " b=" << b << " r=" << r;
           for (int k = 0; k < 32; ++k) {
             const uint8_t want = x != nullptr ? static_cast<uint8_t>(x->qs[k] + 128) : 0;

@@ -83,7 +83,12 @@ ReferenceModel::Matrix ReferenceModel::matrix(const GgufFile& g, const std::stri
   m.cols = v.cols();
   m.type = v.type;
   m.w.resize(static_cast<size_t>(m.rows * m.cols));
-  for (int64_t r = 0; r < m.rows; ++r) dequantize_row(v.type, v.row(r), m.w.data() + r * m.cols, m.cols);
+  // copy_row: the file's row bytes, whatever layout the loader rewrote them into.
+  std::vector<uint8_t> row(v.row_bytes());
+  for (int64_t r = 0; r < m.rows; ++r) {
+    v.copy_row(r, row.data());
+    dequantize_row(v.type, row.data(), m.w.data() + r * m.cols, m.cols);
+  }
   return m;
 }
 

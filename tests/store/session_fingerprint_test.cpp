@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "support/test_support.h"
 
 namespace tangram {
@@ -51,6 +53,30 @@ TEST(SessionFingerprint, ModelFingerprintFollowsMetadataShapesAndSampledWeights)
   EXPECT_NE(fingerprint_of_model(other_weight, dir / "weight.gguf"), base);
   // A byte outside the samples: the cheap fingerprint does not see it (documented limit).
   EXPECT_EQ(fingerprint_of_model(unsampled, dir / "unsampled.gguf"), base);
+}
+
+// The loader interleaves Q8_0 matmul weights in a huge-page copy (Model::load); the fingerprint
+// samples the file's bytes, not the rewritten ones, so a session saved either way restores
+// either way.
+TEST(SessionFingerprint, ModelFingerprintIgnoresTheWeightsLayout) {
+  const int64_t cols = 256, rows = 40;  // two interleaved groups and a row-major tail of 8
+  std::vector<float> values(static_cast<size_t>(cols * rows));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
+  const size_t rb = ggml_row_bytes(GgmlType::Q8_0, cols);
+  std::vector<uint8_t> q(rb * static_cast<size_t>(rows));  // [rows][rb]
+  for (int64_t r = 0; r < rows; ++r) quantize_row(GgmlType::Q8_0, values.data() + r * cols, q.data() + r * rb, cols);
+  GgufWriter w;
+  w.set_string("general.name", "layout");
+  ASSERT_TRUE(w.add_tensor("w.weight", GgmlType::Q8_0, {cols, rows}, q.data(), q.size()).ok());
+  const std::string path = (testing::temp_dir() / "layout.gguf").string();
+  ASSERT_TRUE(w.write(path).ok());
+  auto mapped = GgufFile::open(path, FileMemory::kMapped);
+  auto copied = GgufFile::open(path, FileMemory::kHugePages);
+  ASSERT_TRUE(mapped.ok() && copied.ok());
+  const std::vector<std::string> names = {"w.weight"};
+  ASSERT_TRUE((*copied)->rewrite_tensors(names, interleave_for_matmul).ok());
+  ASSERT_EQ((*copied)->view("w.weight").layout, TensorLayout::kInterleaved16);
+  EXPECT_EQ(model_fingerprint(**copied), model_fingerprint(**mapped));
 }
 
 TEST(SessionFingerprint, GroupMapFingerprintFollowsTheLayout) {
