@@ -84,7 +84,7 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
   for (int64_t b = 0; b < nblocks; ++b) {
     prefetch_next_rows(w, w_stride, b, sizeof(BlockQ4_K));
     InterleavedQ4_K& out = dst[b];
-    alignas(32) uint16_t d[kInterleavedRows] = {}, dmin[kInterleavedRows] = {};  // fp16
+    uint16_t d[kInterleavedRows] = {}, dmin[kInterleavedRows] = {};  // fp16
     alignas(16) uint8_t scales_mins[kInterleavedRows][16] = {};                   // [row][sc0..7, m0..7]
     __m256i steps[4][kInterleavedRows];                                           // [pair of sub-blocks][row]
     for (int r = 0; r < kInterleavedRows; ++r) {
@@ -108,15 +108,15 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs[2 * g + k / 4][k % 4] + 32 * h), t[k]);
       }
     for (int r = 0; r < kInterleavedRows; ++r)
-      for (int j = 0; j < 8; ++j) {
-        out.scales[j][r] = scales_mins[r][j];
-        out.mins[j / 2][2 * r + j % 2] = scales_mins[r][8 + j];
+      for (int p = 0; p < 4; ++p) {
+        const uint8_t* sc = scales_mins[r] + 2 * p;  // scales 2p, 2p + 1
+        const uint8_t* mn = scales_mins[r] + 8 + 2 * p;
+        out.scales_low[p][r] = static_cast<uint8_t>((sc[0] & 0x0F) | (sc[1] & 0x0F) << 4);
+        out.mins_low[p][r] = static_cast<uint8_t>((mn[0] & 0x0F) | (mn[1] & 0x0F) << 4);
+        out.high_bits[p][r] = static_cast<uint8_t>(sc[0] >> 4 | (sc[1] >> 4) << 2 | (mn[0] >> 4) << 4 | (mn[1] >> 4) << 6);
       }
-    for (int h = 0; h < 2; ++h) {
-      _mm256_storeu_ps(out.d + 8 * h, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d + 8 * h))));
-      _mm256_storeu_ps(out.dmin + 8 * h,
-                       _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmin + 8 * h))));
-    }
+    std::memcpy(out.d, d, sizeof(d));
+    std::memcpy(out.dmin, dmin, sizeof(dmin));
   }
 }
 
@@ -148,12 +148,13 @@ void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const 
               const uint8_t q = x.qs[j][s][4 * r + i];
               isum += (q & 0x0F) * a[b].qs[32 * j + 8 * s + i] + (q >> 4) * a[b].qs[32 * j + 8 * s + 4 + i];
             }
-          scaled += isum * x.scales[j][r];
+          scaled += isum * interleaved_q4_k_scale(x, j, r);
           const int32_t pair = sums[4 * b + j / 2];
           const auto half_sum = static_cast<int16_t>(j % 2 == 0 ? pair & 0xFFFF : (pair >> 16) & 0xFFFF);
-          mins += x.mins[j / 2][2 * r + j % 2] * half_sum;
+          mins += interleaved_q4_k_min(x, j, r) * half_sum;
         }
-        acc += a[b].d * (x.d[r] * static_cast<float>(scaled) - x.dmin[r] * static_cast<float>(mins));
+        acc += a[b].d * (half::fp16_to_fp32(x.d[r]) * static_cast<float>(scaled) -
+                         half::fp16_to_fp32(x.dmin[r]) * static_cast<float>(mins));
       }
       out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
     }
@@ -227,6 +228,28 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// UnpackedQ4_KScales of one block, two sub-block pairs per 256-bit vector (shifts are 16-bit,
+// the masks keep each byte's own bits).
+inline void unpack_scales_mins(const InterleavedQ4_K& x, UnpackedQ4_KScales& u) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
+  for (int i = 0; i < 2; ++i) {  // sub-block pairs 2i, 2i + 1
+    const auto load = [&](const uint8_t(*field)[kInterleavedRows]) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(field[2 * i]));
+    };
+    const __m256i sl = load(x.scales_low), ml = load(x.mins_low), hb = load(x.high_bits);
+    const __m256i even_sc = _mm256_or_si256(_mm256_and_si256(sl, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top2));
+    const __m256i odd_sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(sl, 4), low4),
+                                           _mm256_and_si256(_mm256_slli_epi16(hb, 2), top2));
+    const __m256i even_mn = _mm256_or_si256(_mm256_and_si256(ml, low4), _mm256_and_si256(hb, top2));
+    const __m256i odd_mn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ml, 4), low4),
+                                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), top2));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u.scales[0][2 * i]), even_sc);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u.scales[1][2 * i]), odd_sc);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u.mins[0][2 * i]), _mm256_unpacklo_epi8(even_mn, odd_mn));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u.mins[1][2 * i]), _mm256_unpackhi_epi8(even_mn, odd_mn));
+  }
+}
+
 // AVX2 on interleaved Q4_K: rows 8h .. 8h + 7 (the h-th 32 bytes of each 64-byte vector) x NT
 // tokens. vpmaddubsw's 16-bit pair sums of a whole sub-block fit int16 (8 x 2 x 15 x 128), so
 // they add up in 16 bits and one vpmaddwd per sub-block applies the scale, stored twice per
@@ -237,12 +260,15 @@ void q4_k_half_avx2(const InterleavedQ4_K* w, int64_t nblocks, const BlockQ8_K* 
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  UnpackedQ4_KScales u;
   for (int64_t b = 0; b < nblocks; ++b) {
     const InterleavedQ4_K& x = w[b];
+    unpack_scales_mins(x, u);
     __m256i blk[NT];
     for (int t = 0; t < NT; ++t) blk[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const __m256i sc32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.scales[j] + 8 * h)));
+      const __m256i sc32 =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u.scales[j % 2][j / 2] + 8 * h)));
       const __m256i sc = _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16));
       __m256i sub[NT];
       for (int t = 0; t < NT; ++t) sub[t] = _mm256_setzero_si256();
@@ -257,11 +283,12 @@ void q4_k_half_avx2(const InterleavedQ4_K* w, int64_t nblocks, const BlockQ8_K* 
       }
       for (int t = 0; t < NT; ++t) blk[t] = _mm256_add_epi32(blk[t], _mm256_madd_epi16(sub[t], sc));
     }
-    const __m256 d = _mm256_loadu_ps(x.d + 8 * h), dmin = _mm256_loadu_ps(x.dmin + 8 * h);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8 * h)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.dmin + 8 * h)));
     for (int t = 0; t < NT; ++t) {
       __m256i m = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p) {
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.mins[p] + 16 * h)));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(u.mins[h][p])));
         m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_set1_epi32(sums[t][4 * b + p])));
       }
       const __m256 dt = _mm256_set1_ps(a[t][b].d);

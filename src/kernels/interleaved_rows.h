@@ -6,9 +6,10 @@
 // 4 activation bytes feeds all 16, and the scale work runs once per 16 rows.
 // Q4_K's layout is made per L2 panel of rows inside the matmul (measured ~6% of a 512-token
 // product), so no second copy of the weights stays resident and decode of few tokens keeps
-// the row-major layout and its kernels. Q8_0's is the same size as the rows it holds, so the
-// model loader interleaves Q8_0 matmul weights once, in place, in a huge-page copy of the file
-// (matmul.h interleave_for_matmul); the per-panel repack remains for memory-mapped files.
+// the row-major layout and its kernels; its block is now the size of the rows it holds, as
+// Q8_0's is. Q8_0's lets the model loader interleave Q8_0 matmul weights once, in place, in a
+// huge-page copy of the file (matmul.h interleave_for_matmul); the per-panel repack remains
+// for memory-mapped files.
 #pragma once
 
 #include <cstddef>
@@ -24,18 +25,46 @@ constexpr int kInterleavedRows = 16;
 constexpr int kInterleavedTokens = 8;
 
 // One 256-column Q4_K block of 16 rows. Rows past the end of the matrix are all zero.
+// The super-scales stay fp16 and the 6-bit sub-block scales and mins stay 6 bits, so a block
+// is exactly the 16 rows' Q4_K blocks in size (16 x 144 bytes): the prerequisite for
+// interleaving a matrix in place. The 6-bit values are split so that one 512-bit load of each
+// field, and a few shifts and masks, give all 16 rows' scales and mins of a block (even and odd
+// sub-blocks apart; the kernels' unpack_scales_mins): for sub-block pair p and row r,
+//   scales_low[p][r] = low 4 bits of scale 2p | (low 4 bits of scale 2p + 1) << 4, and
+//   mins_low the same for the mins;
+//   high_bits[p][r] = the top 2 bits of scale 2p (bits 0-1), scale 2p + 1 (2-3), min 2p (4-5),
+//   min 2p + 1 (6-7).
 struct InterleavedQ4_K {
   static constexpr int kBlockElems = 256;
   static constexpr int kSumsPerBlock = 4;     // activation sums per block (see q8_k_pair_sums)
-  float d[kInterleavedRows];                  // row super-scales of the sub-block scales
-  float dmin[kInterleavedRows];               // row super-scales of the sub-block mins
-  uint8_t scales[8][kInterleavedRows];        // [sub-block][row]: 6-bit scale
-  uint8_t mins[4][2 * kInterleavedRows];      // [sub-block pair p][2 * row + k]: min of sub-block 2p + k
+  uint16_t d[kInterleavedRows];               // fp16 row super-scales of the sub-block scales
+  uint16_t dmin[kInterleavedRows];            // fp16 row super-scales of the sub-block mins
+  uint8_t scales_low[4][kInterleavedRows];
+  uint8_t mins_low[4][kInterleavedRows];
+  uint8_t high_bits[4][kInterleavedRows];
   // [sub-block][step s][4 * row + i]: low nibble = code of element 8s + i of the sub-block,
   // high nibble = element 8s + 4 + i.
   uint8_t qs[8][4][4 * kInterleavedRows];
 };
-static_assert(sizeof(InterleavedQ4_K) == 2432);
+static_assert(sizeof(InterleavedQ4_K) == 16 * 144);
+
+// Row r's 6-bit scale (or min) of sub-block j: the plain reading of the packing above.
+inline int interleaved_q4_k_scale(const InterleavedQ4_K& x, int j, int r) {
+  const int low = (x.scales_low[j / 2][r] >> (4 * (j % 2))) & 0x0F;
+  return low | (((x.high_bits[j / 2][r] >> (2 * (j % 2))) & 3) << 4);
+}
+inline int interleaved_q4_k_min(const InterleavedQ4_K& x, int j, int r) {
+  const int low = (x.mins_low[j / 2][r] >> (4 * (j % 2))) & 0x0F;
+  return low | (((x.high_bits[j / 2][r] >> (4 + 2 * (j % 2))) & 3) << 4);
+}
+
+// A block's scales and mins unpacked by a kernel (once per block, for all 16 rows):
+// scales[j % 2][j / 2][r] = scale of sub-block j of row r; mins[h][p][2 * i + k] = min of
+// sub-block 2p + k of row 8h + i (as int16 pairs they meet the activations' pair sums).
+struct UnpackedQ4_KScales {
+  alignas(64) uint8_t scales[2][4][kInterleavedRows];
+  alignas(64) uint8_t mins[2][4][kInterleavedRows];
+};
 
 // One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
 // vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The

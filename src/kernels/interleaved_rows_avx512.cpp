@@ -38,10 +38,29 @@ inline __m512i broadcast4(const int8_t* p) {
 // start at 4 (3: the same either way).
 constexpr int kPrefetchMinTokens = 4;
 
+// UnpackedQ4_KScales of one block: one 512-bit vector per packed field (shifts are 16-bit, the
+// masks keep each byte's own bits).
+inline void unpack_scales_mins(const InterleavedQ4_K& x, UnpackedQ4_KScales& u) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  const __m512i sl = _mm512_loadu_si512(x.scales_low), ml = _mm512_loadu_si512(x.mins_low);
+  const __m512i hb = _mm512_loadu_si512(x.high_bits);
+  const __m512i even_sc = _mm512_or_si512(_mm512_and_si512(sl, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top2));
+  const __m512i odd_sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(sl, 4), low4),
+                                         _mm512_and_si512(_mm512_slli_epi16(hb, 2), top2));
+  const __m512i even_mn = _mm512_or_si512(_mm512_and_si512(ml, low4), _mm512_and_si512(hb, top2));
+  const __m512i odd_mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ml, 4), low4),
+                                         _mm512_and_si512(_mm512_srli_epi16(hb, 2), top2));
+  _mm512_store_si512(u.scales[0], even_sc);
+  _mm512_store_si512(u.scales[1], odd_sc);
+  _mm512_store_si512(u.mins[0], _mm512_unpacklo_epi8(even_mn, odd_mn));
+  _mm512_store_si512(u.mins[1], _mm512_unpackhi_epi8(even_mn, odd_mn));
+}
+
 // Integer products of one block, 16 rows x NT tokens, each sub-block's sum times its scale:
 // blk[t] lane r = sum over sub-blocks j of scale[j][r] * dot(codes of row r, token t).
 template <int NT>
-inline void scaled_block_sums(const InterleavedQ4_K& x, const BlockQ8_K* const* a, int64_t b, __m512i* blk) {
+inline void scaled_block_sums(const InterleavedQ4_K& x, const UnpackedQ4_KScales& u, const BlockQ8_K* const* a,
+                              int64_t b, __m512i* blk) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int t = 0; t < NT; ++t) blk[t] = _mm512_setzero_si512();
   for (int j = 0; j < 8; ++j) {
@@ -56,7 +75,7 @@ inline void scaled_block_sums(const InterleavedQ4_K& x, const BlockQ8_K* const* 
         sub[t] = _mm512_dpbusd_epi32(sub[t], hi, broadcast4(q + 4));
       }
     }
-    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales[j])));
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(u.scales[j % 2][j / 2])));
     for (int t = 0; t < NT; ++t) blk[t] = _mm512_add_epi32(blk[t], _mm512_mullo_epi32(sub[t], sc));
   }
 }
@@ -72,13 +91,18 @@ void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, 
   }
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  UnpackedQ4_KScales u;
   for (int64_t b = 0; b < nblocks; ++b) {
     const InterleavedQ4_K& x = w[b];
+    unpack_scales_mins(x, u);
     __m512i blk[NT];
-    scaled_block_sums<NT>(x, a, b, blk);
+    scaled_block_sums<NT>(x, u, a, b, blk);
     __m512i mins[4];  // int16 lanes 2r, 2r + 1: row r's mins of sub-blocks 2p, 2p + 1
-    for (int p = 0; p < 4; ++p) mins[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.mins[p])));
-    const __m512 d = _mm512_loadu_ps(x.d), dmin = _mm512_loadu_ps(x.dmin);
+    for (int p = 0; p < 4; ++p)
+      mins[p] = _mm512_cvtepu8_epi16(_mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(u.mins[1][p]),
+                                                         reinterpret_cast<const __m128i*>(u.mins[0][p])));
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.d)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.dmin)));
     for (int t = 0; t < NT; ++t) {
       __m512i m = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) m = _mm512_dpwssd_epi32(m, mins[p], _mm512_set1_epi32(sums[t][4 * b + p]));

@@ -161,7 +161,9 @@ TEST(InterleavedRows, Q8_0RepackMatchesStatedLayout) {
 // The Q4_K repack (codes in step order, then 8 x 8 transposes) against the layout
 // interleaved_rows.h states, element by element, from the plain Q4_K format: codes of sub-block
 // j are the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]; the 6-bit scales and mins
-// unpacked as dequantisation does. Every partial group size, padded rows, random bytes.
+// unpacked as dequantisation does, against the packed ones read back by interleaved_q4_k_scale /
+// _min (the kernels' vector unpack is checked against them through the portable kernel). Every
+// partial group size, padded rows, random bytes.
 TEST(InterleavedRows, Q4_KRepackMatchesStatedLayout) {
   for (const int64_t cols : {256, 768})
     for (int nr = 1; nr <= vec::kInterleavedRows; ++nr) {
@@ -178,10 +180,8 @@ TEST(InterleavedRows, Q4_KRepackMatchesStatedLayout) {
           const auto* x = r < nr ? reinterpret_cast<const blocks::BlockQ4_K*>(bytes.data() + r * stride) + b : nullptr;
           const std::string where = "cols=" + std::to_string(cols) + " nr=" + std::to_string(nr) +
                                     " b=" + std::to_string(b) + " r=" + std::to_string(r);
-          const float d = x != nullptr ? half::fp16_to_fp32(x->d) : 0.0f;
-          const float dmin = x != nullptr ? half::fp16_to_fp32(x->dmin) : 0.0f;
-          ASSERT_EQ(std::memcmp(&g.d[r], &d, sizeof(float)), 0) << where;
-          ASSERT_EQ(std::memcmp(&g.dmin[r], &dmin, sizeof(float)), 0) << where;
+          ASSERT_EQ(g.d[r], x != nullptr ? x->d : 0) << where;  // fp16 bits
+          ASSERT_EQ(g.dmin[r], x != nullptr ? x->dmin : 0) << where;
           for (int j = 0; j < 8; ++j) {
             // 6-bit scale and min of sub-block j (the Q4_K packing: j < 4 in the low 6 bits of
             // bytes j and j + 4; j >= 4 split over byte j + 4 and the top 2 bits of j - 4, j).
@@ -191,8 +191,8 @@ TEST(InterleavedRows, Q4_KRepackMatchesStatedLayout) {
               sc = j < 4 ? q[j] & 63 : static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
               mn = j < 4 ? q[j + 4] & 63 : static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
             }
-            ASSERT_EQ(g.scales[j][r], sc) << where << " j=" << j;
-            ASSERT_EQ(g.mins[j / 2][2 * r + j % 2], mn) << where << " j=" << j;
+            ASSERT_EQ(vec::interleaved_q4_k_scale(g, j, r), sc) << where << " j=" << j;
+            ASSERT_EQ(vec::interleaved_q4_k_min(g, j, r), mn) << where << " j=" << j;
             for (int e = 0; e < 32; ++e) {
               const uint8_t code =
                   x != nullptr ? static_cast<uint8_t>((x->qs[32 * (j / 2) + e] >> (4 * (j % 2))) & 0xF) : 0;
