@@ -4,12 +4,12 @@
 // integer dot products; Q8_0: a convert, multiply and add per 32). With 16 rows interleaved,
 // one 512-bit vector holds 4 codes of each of 16 rows: an integer lane is a row, a broadcast of
 // 4 activation bytes feeds all 16, and the scale work runs once per 16 rows.
-// Q4_K's layout is made per L2 panel of rows inside the matmul (measured ~6% of a 512-token
-// product), so no second copy of the weights stays resident and decode of few tokens keeps
-// the row-major layout and its kernels; its block is now the size of the rows it holds, as
-// Q8_0's is. Q8_0's lets the model loader interleave Q8_0 matmul weights once, in place, in a
-// huge-page copy of the file (matmul.h interleave_for_matmul); the per-panel repack remains
-// for memory-mapped files.
+// Both blocks are exactly the size of the 16 rows' blocks they hold, so the model loader
+// interleaves Q8_0 and Q4_K matmul weights once, in place, in a huge-page copy of the file
+// (matmul.h interleave_for_matmul), and matmul reads them there at every token count. For
+// memory-mapped files the layout is made per L2 panel of rows inside the matmul from 8 tokens
+// (Q4_K: measured ~6% of a 512-token product), so no second copy of the weights stays
+// resident, and decode of fewer tokens keeps the row-major layout and its kernels.
 #pragma once
 
 #include <cstddef>

@@ -6,9 +6,9 @@
 //    (multi-token kernels unpack each weight block once for up to 4 tokens; tile kernels take
 //    several rows x several tokens, so each activation block is also loaded once per tile).
 //    Q4_K and Q8_0 from 8 tokens: each panel is first repacked into groups of 16 interleaved
-//    rows (interleaved_rows.h) where the level has a kernel for it. Q8_0 weights the loader
-//    interleaved in place (interleave_for_matmul) run those kernels at every token count,
-//    reading the groups where they lie.
+//    rows (interleaved_rows.h) where the level has a kernel for it. Q8_0 and Q4_K weights the
+//    loader interleaved in place (interleave_for_matmul) run those kernels at every token
+//    count, reading the groups where they lie.
 //  * prefill path (many tokens, float and 32-element types): the rows of W are cut into one
 //    share per thread, and a thread runs a single-threaded cblas_sgemm on a share (F32 weights
 //    in place, other types dequantised tile by tile into a per-thread float buffer). Each of
@@ -64,7 +64,8 @@ constexpr int64_t kRowGrain = 16;
 
 bool shape_ok(const TensorView& W) {
   if (W.data == nullptr || W.cols() <= 0 || W.rows() < 0) return false;
-  if (W.layout != TensorLayout::kRowMajor && W.type != GgmlType::Q8_0) return false;  // no such layout
+  if (W.layout != TensorLayout::kRowMajor && W.type != GgmlType::Q8_0 && W.type != GgmlType::Q4_K)
+    return false;  // no such layout
   const auto info = ggml_type_info(W.type);
   if (W.cols() % info.block_elems != 0) return false;
   return W.nbytes >= static_cast<size_t>(W.rows()) * W.row_bytes();
@@ -312,7 +313,9 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
     p.gemm_q4_k = W.type == GgmlType::Q4_K ? vec::gemm_interleaved_q4_k_fn(level) : nullptr;
     p.gemm_q8_0 = W.type == GgmlType::Q8_0 ? vec::gemm_interleaved_q8_0_fn(level) : nullptr;
   }
-  if (in_place && p.gemm_q8_0 == nullptr)
+  if (in_place && W.type == GgmlType::Q4_K && p.gemm_q4_k == nullptr)
+    p.gemm_q4_k = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ4_K>>(vec::gemm_interleaved_portable);
+  if (in_place && W.type == GgmlType::Q8_0 && p.gemm_q8_0 == nullptr)
     p.gemm_q8_0 = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ8_0>>(vec::gemm_interleaved_portable);
   const int64_t group = vec::kInterleavedRows;
   if (p.gemm_q4_k != nullptr || p.gemm_q8_0 != nullptr) {
@@ -349,7 +352,7 @@ Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y,
   // BLAS takes int dimensions; anything larger stays on the decode path.
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
-  // Weights interleaved at load are Q8_0, whose decode path never hands over to sgemm.
+  // Weights interleaved at load are Q8_0 or Q4_K, whose decode path never hands over to sgemm.
   if (n <= matmul_paths::decode_max_tokens(W.type) || !blas_fits || W.interleaved_rows() > 0)
     return prepare_decode(earlier, W, Y, X, n, pool);
   return prepare_prefill(W, Y);
@@ -525,20 +528,37 @@ void get_row(const TensorView& W, int64_t r, float* out) {
   dequantize_row(W.type, row_major_row(W, r), out, W.cols());
 }
 
-TensorLayout interleave_for_matmul(const TensorView& W, uint8_t* bytes) {
+namespace {
+
+// Each whole group of 16 rows of W (at bytes) rewritten in place as Interleaved blocks.
+template <typename Interleaved>
+void interleave_groups(const TensorView& W, uint8_t* bytes) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
-  if (W.layout != TensorLayout::kRowMajor || W.type != GgmlType::Q8_0 || !shape_ok(W) || W.rows() < kGroup ||
-      vec::gemm_interleaved_q8_0_fn(cpu::active_level()) == nullptr)
-    return W.layout;
   const size_t group_bytes = static_cast<size_t>(kGroup) * W.row_bytes();
   std::vector<uint8_t> rows_copy(group_bytes);  // [16][row_bytes]: the group's rows, row-major
   for (int64_t r = 0; r + kGroup <= W.rows(); r += kGroup) {
     uint8_t* group = bytes + static_cast<size_t>(r) * W.row_bytes();
     std::copy_n(group, group_bytes, rows_copy.data());
     vec::interleave_rows(rows_copy.data(), W.row_bytes(), static_cast<int>(kGroup), W.cols(),
-                         reinterpret_cast<vec::InterleavedQ8_0*>(group));
+                         reinterpret_cast<Interleaved*>(group));
   }
-  return TensorLayout::kInterleaved16;
+}
+
+}  // namespace
+
+TensorLayout interleave_for_matmul(const TensorView& W, uint8_t* bytes) {
+  constexpr int64_t kGroup = vec::kInterleavedRows;
+  if (W.layout != TensorLayout::kRowMajor || !shape_ok(W) || W.rows() < kGroup) return W.layout;
+  const cpu::KernelLevel level = cpu::active_level();
+  if (W.type == GgmlType::Q8_0 && vec::gemm_interleaved_q8_0_fn(level) != nullptr) {
+    interleave_groups<vec::InterleavedQ8_0>(W, bytes);
+    return TensorLayout::kInterleaved16;
+  }
+  if (W.type == GgmlType::Q4_K && vec::gemm_interleaved_q4_k_fn(level) != nullptr) {
+    interleave_groups<vec::InterleavedQ4_K>(W, bytes);
+    return TensorLayout::kInterleaved16;
+  }
+  return W.layout;
 }
 
 }  // namespace tangram

@@ -44,8 +44,9 @@ float row_dot(const TensorView& W, int64_t r, const float* x);
 void get_row(const TensorView& W, int64_t r, float* out);
 
 // Rewrites W's bytes (`bytes`: W.data, writable) in place into the layout matmul runs fastest
-// from, once, where W may be rewritten (a huge-page copy of the file): Q8_0 weights of at least
-// 16 rows into TensorLayout::kInterleaved16 where the kernel level has interleaved kernels.
+// from, once, where W may be rewritten (a huge-page copy of the file): Q8_0 and Q4_K weights of
+// at least 16 rows into TensorLayout::kInterleaved16 where the kernel level has interleaved
+// kernels.
 // Returns the layout the bytes now have (W.layout where it left them alone). Only for tensors
 // read solely by these functions: matmul runs the interleaved kernels on them with no per-call
 // repack; row_dot and get_row de-interleave a row (slow, correct).

@@ -1,4 +1,4 @@
-// A model whose Q8_0 matmul weights the loader interleaves in its huge-page copy against the
+// A model whose Q8_0 or Q4_K matmul weights the loader interleaves in its huge-page copy against the
 // same file read through the memory map (row-major, interleaved per panel from 8 tokens): the
 // layouts the loader chose, then prompts and greedy decode. Prompts of 8 tokens or more run the
 // same interleaved kernels on both, so their logits are bit-identical; decode (one token) runs
@@ -68,8 +68,9 @@ void expect_same_run(const std::string& path, int64_t prompt_len) {
   EXPECT_EQ(w.token_embd.layout, TensorLayout::kRowMajor);  // looked up by rows: never rewritten
   for (const LayerWeights& L : w.layers)
     for (const TensorView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      EXPECT_EQ(v->layout, v->type == GgmlType::Q8_0 && v->rows() >= 16 ? TensorLayout::kInterleaved16
-                                                                         : TensorLayout::kRowMajor)
+      EXPECT_EQ(v->layout, (v->type == GgmlType::Q8_0 || v->type == GgmlType::Q4_K) && v->rows() >= 16
+                               ? TensorLayout::kInterleaved16
+                               : TensorLayout::kRowMajor)
           << v->name;
   EXPECT_EQ(mapped->weights().layers[0].wq.layout, TensorLayout::kRowMajor);
 
@@ -100,8 +101,28 @@ TEST(InterleavedWeightsModel, GeneratedQ8_0HugePagesMatchMap) {
   expect_same_run(path, 20);
 }
 
+// Generated Q4_K qwen3 (the synthesiser makes the matrices under 256 columns wide Q8_0): Q4_K
+// groups read in place at every token count against the map's row-major Q4_K kernels below 8
+// tokens; the 500-row output.weight keeps a tail of 4.
+TEST(InterleavedWeightsModel, GeneratedQ4_KHugePagesMatchMap) {
+  auto spec = synth_preset("tiny-qwen3");
+  ASSERT_TRUE(spec.ok());
+  spec->weight_type = GgmlType::Q4_K;
+  spec->vocab = 500;
+  const std::string path = testing::write_synth(*spec, "interleaved-q4_k.gguf");
+  auto huge = load(path, FileMemory::kHugePages);
+  ASSERT_TRUE(huge);
+  const ModelWeights& w = huge->weights();
+  ASSERT_EQ(w.output.type, GgmlType::Q4_K);
+  EXPECT_EQ(w.output.layout, TensorLayout::kInterleaved16);
+  EXPECT_EQ(w.output.interleaved_rows(), 496);
+  EXPECT_EQ(w.layers[0].wq.type, GgmlType::Q4_K);
+  expect_same_run(path, 20);
+}
+
 // The real stories260K model with its matrices quantised to Q8_0 where their width allows
-// (ffn_down's 172 columns do not): ffn_gate and ffn_up have 172 rows, a tail of 12.
+// (ffn_down's 172 columns do not): ffn_gate and ffn_up have 172 rows, a tail of 12. (Its
+// widths, 64 and 172, are under Q4_K's 256-column block: it has no Q4_K counterpart.)
 TEST(InterleavedWeightsModel, RealStories260KInQ8_0HugePagesMatchMap) {
   auto g = GgufFile::open(testing::shared_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(g.ok()) << g.message();
