@@ -86,11 +86,14 @@ static_assert(sizeof(InterleavedQ8_0) == 16 * 34 && kInterleavedRows == kInterle
 // own thresholds) they waited on it. 16 blocks ahead (8.5 KiB) measured best of 4-32 (see the
 // AVX-512 kernel). An address as an integer: the last blocks' look-ahead lies past the group,
 // and a prefetch of it is only a hint that cannot fault.
-constexpr int64_t kPrefetchBlocks = 16;
-inline void prefetch_ahead(const InterleavedQ8_0* w, int64_t b) {
+// Q4_K's blocks (2304 bytes) are asked for the same distance ahead in bytes, 4 blocks (9 KiB).
+template <typename Interleaved>
+constexpr int64_t kPrefetchBlocks = (16 * sizeof(InterleavedQ8_0) + sizeof(Interleaved) - 1) / sizeof(Interleaved);
+template <typename Interleaved>
+inline void prefetch_ahead(const Interleaved* w, int64_t b) {
   const uintptr_t ahead =
-      reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks) * sizeof(InterleavedQ8_0);
-  for (size_t off = 0; off < sizeof(InterleavedQ8_0); off += 64)
+      reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks<Interleaved>) * sizeof(Interleaved);
+  for (size_t off = 0; off < sizeof(Interleaved); off += 64)
     __builtin_prefetch(reinterpret_cast<const void*>(ahead + off), 0, 2);  // locality 2: into L2
 }
 

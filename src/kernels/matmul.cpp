@@ -305,9 +305,10 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
   p.act = activations_for(earlier, p.act_type, slot, X, n, W.cols(), pool);
   const cpu::KernelLevel level = cpu::active_level();
   // A weight interleaved at load runs the interleaved kernels at every token count: measured
-  // against the row-major kernels (docs/benchmarks.md, "Weights interleaved at load"), 0.9-1.0x
-  // the CPU time at one token and 0.3-0.85x at 2-7 on the AVX-512 level, 0.9x and 0.65-0.95x
-  // on AVX2. The portable kernel stands in where a level had none.
+  // against the row-major kernels (docs/benchmarks.md, "Weights interleaved at load"), Q8_0
+  // 0.9-1.0x the CPU time at one token and 0.3-0.85x at 2-7 on the AVX-512 level, 0.9x and
+  // 0.65-0.95x on AVX2; Q4_K's decode steps of 1 / 2-8 sequences 0.8x / 0.42-0.58x (AVX2 0.66x /
+  // 0.62-0.72x). The portable kernel stands in where a level had none.
   const bool in_place = W.interleaved_rows() > 0;
   if (n >= kInterleaveMinTokens || in_place) {
     p.gemm_q4_k = W.type == GgmlType::Q4_K ? vec::gemm_interleaved_q4_k_fn(level) : nullptr;
