@@ -218,8 +218,9 @@ FileMemory weights_memory(bool mmap) { return mmap ? FileMemory::kMapped : FileM
 
 void add_mmap_flag(CLI::App* command, bool& mmap) {
   command->add_flag("--mmap", mmap,
-                    "Read the weights through the model file's memory map (4 KiB pages, no copy) instead of "
-                    "copying them into huge pages (faster decode; a model larger than the available memory is mapped "
+                    "Read the weights through the model file's memory map (4 KiB pages, no copy, Q8_0/Q4_K matrices "
+                    "repacked on each step of 8 or more tokens) instead of copying them into huge pages with those matrices "
+                    "interleaved once at load (faster decode; a model larger than the available memory is mapped "
                     "anyway)");
 }
 
