@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "gguf/ggml_type.h"
+#include "gguf/interleaved_layout.h"
 
 namespace tangram {
 
@@ -15,16 +16,11 @@ enum class TensorLayout : uint8_t {
   // As in the file: row after row, each ggml_row_bytes(type, cols) bytes of blocks.
   kRowMajor,
   // Q8_0 and Q4_K matmul weights rewritten once at load (Model::load, huge-page copies only):
-  // the rows in groups of kInterleavedGroupRows, each group in the bytes its 16 rows held, as
-  // one kernels/interleaved_rows.h block per block of columns (the formats' home). Q8_0
-  // (InterleavedQ8_0, 32 columns): 16 fp16 scales, then code k of row i at byte
-  // 32 + 64 (k / 4) + 4 i + k % 4, stored plus 128. Q4_K (InterleavedQ4_K, 256 columns): 16 fp16
-  // d, 16 fp16 dmin, the 6-bit scales and mins packed in 192 bytes, then 2048 bytes of codes
-  // (tensor_view.cpp deinterleave_q4_k_row reads them back). Rows past the last whole group
-  // stay row-major where they were.
+  // the rows in groups of kInterleavedGroupRows, each group in the bytes its 16 rows held, one
+  // gguf/interleaved_layout.h block (InterleavedQ8_0, InterleavedQ4_K: the layouts' home) per
+  // block of columns. Rows past the last whole group stay row-major where they were.
   kInterleaved16,
 };
-constexpr int64_t kInterleavedGroupRows = 16;
 
 // Dimensions follow ggml: ne[0] is the contiguous (fastest) dimension. A weight matrix used as
 // y = W x has ne[0] = input features (columns) and ne[1] = output features (rows); each row is

@@ -1,62 +1,28 @@
-// Internal: Q4_K and Q8_0 weight rows interleaved 16 to a group, for matmuls over many tokens.
-// In the row-major layouts every (row, token) pair needs its own per-block scale work (Q4_K:
-// sub-block scales, mins and a float multiply-add per 256 elements, as much work as its
-// integer dot products; Q8_0: a convert, multiply and add per 32). With 16 rows interleaved,
-// one 512-bit vector holds 4 codes of each of 16 rows: an integer lane is a row, a broadcast of
-// 4 activation bytes feeds all 16, and the scale work runs once per 16 rows.
-// Both blocks are exactly the size of the 16 rows' blocks they hold, so the model loader
-// interleaves Q8_0 and Q4_K matmul weights once, in place, in a huge-page copy of the file
-// (matmul.h interleave_for_matmul), and matmul reads them there at every token count. For
-// memory-mapped files the layout is made per L2 panel of rows inside the matmul from 8 tokens
-// (Q4_K: measured ~6% of a 512-token product), so no second copy of the weights stays
+// Internal: the matmul kernels over Q4_K and Q8_0 weight rows interleaved 16 to a group
+// (gguf/interleaved_layout.h states the layouts and why), for products over many tokens.
+// The model loader interleaves Q8_0 and Q4_K matmul weights once, in place, in a huge-page copy
+// of the file (matmul.h interleave_for_matmul), and matmul reads them there at every token
+// count. For memory-mapped files the layout is made per L2 panel of rows inside the matmul from
+// 8 tokens (Q4_K: measured ~6% of a 512-token product), so no second copy of the weights stays
 // resident, and decode of fewer tokens keeps the row-major layout and its kernels.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "gguf/tensor_view.h"
+#include "gguf/interleaved_layout.h"
 #include "kernels/cpu_features.h"
 
 namespace tangram::vec {
 
-constexpr int kInterleavedRows = 16;
+using tangram::InterleavedQ4_K;
+using tangram::InterleavedQ8_0;
+using tangram::interleaved_q4_k_min;
+using tangram::interleaved_q4_k_scale;
+
+constexpr int kInterleavedRows = kInterleavedGroupRows;
 // Tokens per call of an interleaved kernel.
 constexpr int kInterleavedTokens = 8;
-
-// One 256-column Q4_K block of 16 rows. Rows past the end of the matrix are all zero.
-// The super-scales stay fp16 and the 6-bit sub-block scales and mins stay 6 bits, so a block
-// is exactly the 16 rows' Q4_K blocks in size (16 x 144 bytes): the prerequisite for
-// interleaving a matrix in place. The 6-bit values are split so that one 512-bit load of each
-// field, and a few shifts and masks, give all 16 rows' scales and mins of a block (even and odd
-// sub-blocks apart; the kernels' unpack_scales_mins): for sub-block pair p and row r,
-//   scales_low[p][r] = low 4 bits of scale 2p | (low 4 bits of scale 2p + 1) << 4, and
-//   mins_low the same for the mins;
-//   high_bits[p][r] = the top 2 bits of scale 2p (bits 0-1), scale 2p + 1 (2-3), min 2p (4-5),
-//   min 2p + 1 (6-7).
-struct InterleavedQ4_K {
-  static constexpr int kBlockElems = 256;
-  static constexpr int kSumsPerBlock = 4;     // activation sums per block (see q8_k_pair_sums)
-  uint16_t d[kInterleavedRows];               // fp16 row super-scales of the sub-block scales
-  uint16_t dmin[kInterleavedRows];            // fp16 row super-scales of the sub-block mins
-  uint8_t scales_low[4][kInterleavedRows];
-  uint8_t mins_low[4][kInterleavedRows];
-  uint8_t high_bits[4][kInterleavedRows];
-  // [sub-block][step s][4 * row + i]: low nibble = code of element 8s + i of the sub-block,
-  // high nibble = element 8s + 4 + i.
-  uint8_t qs[8][4][4 * kInterleavedRows];
-};
-static_assert(sizeof(InterleavedQ4_K) == 16 * 144);
-
-// Row r's 6-bit scale (or min) of sub-block j: the plain reading of the packing above.
-inline int interleaved_q4_k_scale(const InterleavedQ4_K& x, int j, int r) {
-  const int low = (x.scales_low[j / 2][r] >> (4 * (j % 2))) & 0x0F;
-  return low | (((x.high_bits[j / 2][r] >> (2 * (j % 2))) & 3) << 4);
-}
-inline int interleaved_q4_k_min(const InterleavedQ4_K& x, int j, int r) {
-  const int low = (x.mins_low[j / 2][r] >> (4 * (j % 2))) & 0x0F;
-  return low | (((x.high_bits[j / 2][r] >> (4 + 2 * (j % 2))) & 3) << 4);
-}
 
 // A block's scales and mins unpacked by a kernel (once per block, for all 16 rows):
 // scales[j % 2][j / 2][r] = scale of sub-block j of row r; mins[h][p][2 * i + k] = min of
@@ -65,20 +31,6 @@ struct UnpackedQ4_KScales {
   alignas(64) uint8_t scales[2][4][kInterleavedRows];
   alignas(64) uint8_t mins[2][4][kInterleavedRows];
 };
-
-// One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
-// vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The
-// AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and needs no sums.
-// The scales stay fp16 (the kernels widen 16 with one vcvtph2ps), so a block is exactly the
-// 16 rows' Q8_0 blocks in size: a weight matrix can be interleaved in place, once at load
-// (TensorLayout::kInterleaved16, which states this layout byte by byte), as well as per panel.
-struct InterleavedQ8_0 {
-  static constexpr int kBlockElems = 32;
-  static constexpr int kSumsPerBlock = 1;
-  uint16_t d[kInterleavedRows];         // fp16 row scales
-  uint8_t qs[8][4 * kInterleavedRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
-};
-static_assert(sizeof(InterleavedQ8_0) == 16 * 34 && kInterleavedRows == kInterleavedGroupRows);
 
 // Asks for block b + kPrefetchBlocks of a group in L2 while block b is computed: a group
 // interleaved at load is read by the kernels straight from memory as one stream (a panel
@@ -98,7 +50,8 @@ inline void prefetch_ahead(const Interleaved* w, int64_t b) {
 }
 
 // Rows w, w + w_stride, ... (nr of them, 1 <= nr <= 16) of a matrix with `cols` columns
-// into dst[cols / kBlockElems]. dst must not overlap the rows.
+// into dst[cols / kBlockElems]. dst must not overlap the rows. (gguf's deinterleave_row is the
+// inverse.)
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst);
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst);
 

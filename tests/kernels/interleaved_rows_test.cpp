@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gguf/interleaved_layout.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/interleaved_rows.h"
@@ -128,7 +129,7 @@ TEST(InterleavedRows, EveryLevelKernelMatchesReference) {
   EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 4 : 2);
 }
 
-// The Q8_0 repack (8 x 8 transposes of 4-byte steps) against the layout interleaved_rows.h states,
+// The Q8_0 repack (8 x 8 transposes of 4-byte steps) against the layout gguf/interleaved_layout.h states,
 // element by element: qs[s][4r + i] = code 4s + i of row r, plus 128; d[r] = row r's scale;
 // rows past nr all zero. Every partial group size, rows further apart than their bytes, codes
 // over the whole int8 range.
@@ -159,7 +160,7 @@ TEST(InterleavedRows, Q8_0RepackMatchesStatedLayout) {
 }
 
 // The Q4_K repack (codes in step order, then 8 x 8 transposes) against the layout
-// interleaved_rows.h states, element by element, from the plain Q4_K format: codes of sub-block
+// gguf/interleaved_layout.h states, element by element, from the plain Q4_K format: codes of sub-block
 // j are the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]; the 6-bit scales and mins
 // unpacked as dequantisation does, against the packed ones read back by interleaved_q4_k_scale /
 // _min (the kernels' vector unpack is checked against them through the portable kernel). Every
@@ -202,6 +203,32 @@ TEST(InterleavedRows, Q4_KRepackMatchesStatedLayout) {
           }
         }
     }
+}
+
+// gguf's deinterleave_row undoes the kernels' interleave_rows for every row of every partial
+// group, on random bytes (every bit of ggml's Q4_K scale packing and of Q8_0's codes is used, so
+// the round trip is exact): the two directions of the layout agree.
+template <typename Interleaved, typename RowBlock>
+void expect_round_trip(int64_t cols) {
+  const int64_t nblocks = cols / Interleaved::kBlockElems;
+  const size_t row_bytes = static_cast<size_t>(nblocks) * sizeof(RowBlock);
+  for (int nr = 1; nr <= vec::kInterleavedRows; ++nr) {
+    std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(nr));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u + nr) >> 9);
+    std::vector<Interleaved> group(static_cast<size_t>(nblocks));
+    vec::interleave_rows(bytes.data(), row_bytes, nr, cols, group.data());
+    std::vector<uint8_t> row(row_bytes);
+    for (int r = 0; r < nr; ++r) {
+      deinterleave_row(group.data(), cols, r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), bytes.data() + static_cast<size_t>(r) * row_bytes, row_bytes), 0)
+          << "cols=" << cols << " nr=" << nr << " r=" << r;
+    }
+  }
+}
+
+TEST(InterleavedRows, DeinterleaveRowUndoesTheRepack) {
+  for (const int64_t cols : {32, 96, 2560}) expect_round_trip<vec::InterleavedQ8_0, blocks::BlockQ8_0>(cols);
+  for (const int64_t cols : {256, 768}) expect_round_trip<vec::InterleavedQ4_K, blocks::BlockQ4_K>(cols);
 }
 
 // Q8_0 at the extremes of its codes: weights -128, -127 and 127 (-128 is not what quantize
