@@ -131,11 +131,18 @@ inline float weight_max(const float* p, int n, __m512 (&pw)[2]) {
 // magnitude among them, which is returned (NaN if a scale is not finite: the lanes' outputs
 // then turn NaN, as float accumulation would).
 inline float normalised_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[2]) {
-  alignas(64) uint16_t bits[kAttentionBlock] = {};
-  const size_t at = static_cast<size_t>(b) * kKvQ8BlockBytes;
-  for (int j = 0; j < n; ++j) bits[j] = block_scale_bits(v[j] + at);
-  d[0] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)));
-  d[1] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits + 16)));
+  // Gathered 8 rows at a time (the row pointers as 64-bit indices from address 0): scalar
+  // loads into a buffer cost 3 times as much here, with a store-forwarding stall on reading it.
+  const __m512i offset = _mm512_set1_epi64(static_cast<long long>(b) * static_cast<long long>(kKvQ8BlockBytes));
+  __m256i dwords[4];  // rows 8g .. 8g+7, the scale in each dword's low half
+  for (int g = 0; g < 4; ++g) {
+    const int left = n - 8 * g;
+    const auto rows = static_cast<__mmask8>(left >= 8 ? 0xFF : left > 0 ? (1u << left) - 1 : 0);
+    const __m512i at = _mm512_add_epi64(_mm512_maskz_loadu_epi64(rows, v + 8 * g), offset);
+    dwords[g] = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), rows, at, nullptr, 1);
+  }
+  for (int h = 0; h < 2; ++h)
+    d[h] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(dwords[2 * h]), dwords[2 * h + 1], 1)));
   const __m512 zero = _mm512_setzero_ps();
   const __m512 z0 = _mm512_mul_ps(d[0], zero), z1 = _mm512_mul_ps(d[1], zero);  // NaN where inf or NaN
   if ((_mm512_cmp_ps_mask(z0, z0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(z1, z1, _CMP_UNORD_Q)) != 0)
@@ -172,6 +179,31 @@ struct LaneWeights {
   }
 };
 
+// sum += the pairwise int16 products of a and b (vpdpwssd) in place. GCC 12's intrinsic copies
+// every accumulator to a new register and back on each use in the row loop (48 moves per row
+// pair at 4 lanes, a fifth slower); the asm names the accumulator as its own destination.
+inline void add_products(__m512i& sum, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(a), "v"(b));
+}
+
+// Rows ra and rb (weights w[.][.][pair], low and high half) into the accumulators of column
+// blocks [b, b + CB): both rows widened to int16 and interleaved, one vpdpwssd per lane and half.
+template <int NL, int CB>
+inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b, const int32_t (&w)[NL][CB][kAttentionBlock / 2],
+                         int pair, __m512i (&sum)[NL][CB][2]) {
+  for (int cb = 0; cb < CB; ++cb) {
+    const size_t at = static_cast<size_t>(b + cb) * kKvQ8BlockBytes + 2;
+    const __m512i za = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + at)));
+    const __m512i zb = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + at)));
+    const __m512i lo = _mm512_unpacklo_epi16(za, zb), hi = _mm512_unpackhi_epi16(za, zb);
+    for (int ln = 0; ln < NL; ++ln) {
+      const __m512i wj = _mm512_set1_epi32(w[ln][cb][pair]);
+      add_products(sum[ln][cb][0], lo, wj);
+      add_products(sum[ln][cb][1], hi, wj);
+    }
+  }
+}
+
 // Column blocks [b, b + CB) of NL lanes over the n rows: the rounded weights, then rows two at
 // a time into NL x CB x 2 int32 accumulators, then acc += s * sum. unpacklo/hi_epi16 interleave
 // per 128-bit lane, so accumulator 0 of a block holds columns 8L + 0..3 of lane L and
@@ -198,24 +230,21 @@ int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* co
     __m512i sum[NL][CB][2];
     for (auto& lane : sum)
       for (auto& block : lane) block[0] = block[1] = _mm512_setzero_si512();
-    for (int j = 0; j < n; j += 2) {
-      const uint8_t* ra = v[j];
-      const uint8_t* rb = j + 1 < n ? v[j + 1] : ra;  // weight 0 past n
-      if (next_v && b == 0) {
+    // Whole pairs, then a last row alone (its partner's weight is 0); the loops apart so that
+    // the accumulators stay in their registers.
+    const bool prefetch = next_v && b == 0;
+    int j = 0;
+    if (prefetch)
+      for (; j + 1 < n; j += 2) {
         prefetch_to_l2(next_v[j], row_bytes);
-        if (j + 1 < n) prefetch_to_l2(next_v[j + 1], row_bytes);
+        prefetch_to_l2(next_v[j + 1], row_bytes);
+        add_row_pair<NL, CB>(v[j], v[j + 1], b, w, j / 2, sum);
       }
-      for (int cb = 0; cb < CB; ++cb) {
-        const size_t at = static_cast<size_t>(b + cb) * kKvQ8BlockBytes + 2;
-        const __m512i za = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + at)));
-        const __m512i zb = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + at)));
-        const __m512i lo = _mm512_unpacklo_epi16(za, zb), hi = _mm512_unpackhi_epi16(za, zb);
-        for (int ln = 0; ln < NL; ++ln) {
-          const __m512i wj = _mm512_set1_epi32(w[ln][cb][j / 2]);
-          sum[ln][cb][0] = _mm512_dpwssd_epi32(sum[ln][cb][0], lo, wj);
-          sum[ln][cb][1] = _mm512_dpwssd_epi32(sum[ln][cb][1], hi, wj);
-        }
-      }
+    else
+      for (; j + 1 < n; j += 2) add_row_pair<NL, CB>(v[j], v[j + 1], b, w, j / 2, sum);
+    if (j < n) {
+      if (prefetch) prefetch_to_l2(next_v[j], row_bytes);
+      add_row_pair<NL, CB>(v[j], v[j], b, w, j / 2, sum);
     }
     for (int ln = 0; ln < NL; ++ln)
       for (int cb = 0; cb < CB; ++cb) {
