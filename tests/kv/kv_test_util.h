@@ -51,6 +51,10 @@ inline std::vector<float> rounded_query(const float* q, int hd) {
   return out;
 }
 
+// The levels the AVX-512 Q8_0 value loop rounds each weight p_j * d_j to (int16,
+// attention_kernel_q8_avx512.cpp): a step of max p * max |d| / kQ8WeightLevels.
+inline constexpr double kQ8WeightLevels = 32767.0;
+
 struct MirrorEntry {
   int64_t pos = 0;
   std::vector<float> k;  // [head_dim], as stored
@@ -125,7 +129,7 @@ class KvMirror {
 
   // How far each output of attend may move from the Q8_0 value loops' rounding of the weights
   // (0 for other types; shaped as attend's result). The loops round p_j * d_j, within a walk
-  // block of kAttentionBlock entries, to a step s = max p * max |d| / 32767 of that block, so
+  // block of kAttentionBlock entries, to a step s = max p * max |d| / kQ8WeightLevels of that block, so
   // entry j's weight is off by at most s / 2 and its term by s / 2 * |v_int| <= s / 2 * 127.
   // Blocks may start anywhere (split plans), so each entry takes the largest p and |d| within
   // kAttentionBlock - 1 entries of it; |d| = max |v| / 127 (the row's largest element is
@@ -146,7 +150,7 @@ class KvMirror {
           const size_t lo = j >= 31 ? j - 31 : 0, hi = std::min(d.size(), j + 32);
           const double pmax = *std::max_element(p.begin() + static_cast<std::ptrdiff_t>(lo), p.begin() + static_cast<std::ptrdiff_t>(hi));
           const double dmax = *std::max_element(d.begin() + static_cast<std::ptrdiff_t>(lo), d.begin() + static_cast<std::ptrdiff_t>(hi));
-          err += pmax * dmax / 32767.0 / 2.0 * 127.0;
+          err += pmax * dmax / kQ8WeightLevels / 2.0 * 127.0;
         }
         std::fill_n(out.begin() + (t * shape_.n_head + hq) * hdv, hdv, w.sum > 0.0 ? err / w.sum : 0.0);
       }

@@ -11,7 +11,7 @@
 //    and the output by at most (exp(2 delta) - 1) * max |v|; delta is computed from the data,
 //    lane by lane (~1e-2 here, a bound of ~3e-2).
 //  - the value weights (AVX-512): p_j * d_j (softmax weight times the row's block scale)
-//    rounded to a step s = max_j p_j * max_j |d_j| / 32767 of its lane, block of 32 entries
+//    rounded to int16, a step s = max_j p_j * max_j |d_j| / 32767 of its lane, block of 32 entries
 //    and column block, so each weight is off by at most s / 2 and an output column by
 //    sum_j s / 2 * |v_int_j| over the sum of the weights (weight_rounding_bound).
 // Beyond both, float vs double arithmetic and the vector exp: 2e-5 absolute for outputs of size ~1.
@@ -178,7 +178,7 @@ double weight_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin, con
           pmax = std::max(pmax, sc[static_cast<size_t>(e - begin)]);
         for (int64_t e = blk; e < std::min<int64_t>(blk + kAttentionBlock, h.length); ++e)  // rows another lane reads too
           dmax = std::max(dmax, std::abs(row_scale(h.v.data() + static_cast<size_t>(e) * vr, b)));
-        err += pmax * dmax / 32767.0 / 2.0 * 127.0 * static_cast<double>(std::min(blk + kAttentionBlock, end) - blk);
+        err += pmax * dmax / testing::kQ8WeightLevels / 2.0 * 127.0 * static_cast<double>(std::min(blk + kAttentionBlock, end) - blk);
       }
       bound = std::max(bound, err / sum);
     }
@@ -297,7 +297,7 @@ TEST(Q8Attention, ValueLoopsWithinTheirWeightRounding) {
                 pmax = std::max(pmax, static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]));
                 dmax = std::max(dmax, std::abs(row_scale(rows[static_cast<size_t>(j)], b)));
               }
-              const double half_step = pmax * dmax / 32767.0 / 2.0;
+              const double half_step = pmax * dmax / testing::kQ8WeightLevels / 2.0;
               for (int c = 32 * b; c < 32 * b + 32; ++c) {
                 double rounding = 0.0, magnitude = std::abs(static_cast<double>(start[static_cast<size_t>(ln * hdv + c)]));
                 for (int j = 0; j < n; ++j) {
