@@ -4,7 +4,8 @@
 // |out - ref| <= 2e-5 absolute for outputs of size ~1. Against unrounded inputs, F16 storage
 // adds up to ~1e-3 (checked separately with 1e-2). Q8_0 pages are checked the same way: the
 // mirror holds the dequantised rows and rounds the query as the integer-dot loops do
-// (kv_test_util.h), so this is quantized attention against dequantise-then-attend.
+// (kv_test_util.h), so this is quantized attention against dequantise-then-attend, within
+// 2e-5 plus the bound of the value weights' rounding (KvMirror::weight_rounding_bound).
 #include "kv/paged_attention.h"
 
 #include <fmt/format.h>
