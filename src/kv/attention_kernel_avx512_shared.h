@@ -1,13 +1,14 @@
 // Internal: what the F16 and the Q8_0 AVX-512 attention loops share (attention_kernel_avx512.cpp,
 // attention_kernel_q8_avx512.cpp): the reduction of 16 dot products, the shell of the score
 // loop (row groups, prefetch, reduction) and the whole value loop around a row type's own
-// widening, with their dispatch on the lane count. A row type supplies:
+// widening (F16 only: Q8_0 accumulates values in integers, in its own file), with their
+// dispatch on the lane count. A row type supplies:
 //   static size_t bytes(int dim)                   bytes of a row of dim elements
 //   template <int NL> static constexpr int rows_at_once()   rows per score group at NL lanes
 //   template <int NL, int JB> static void dot_rows(const Query* q, int hd,
 //       const uint8_t* const* k, __m512 (&acc)[kAccumulators])   adds the NL x JB products
 //   template <int CW> static void widen(const uint8_t* row, int c, __m512 (&vc)[CW])
-//       columns [c, c + 16 * CW) of a value row as floats
+//       columns [c, c + 16 * CW) of a value row as floats (for accumulate)
 //
 // This is AVX-512 code with no include of its own: include it only after <immintrin.h> and
 // kv/attention_kernel.h, and after kernels/avx512_target_begin.h, in the

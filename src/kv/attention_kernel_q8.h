@@ -3,7 +3,11 @@
 // llama.cpp computes Q8_0 x Q8_0: the walk quantises each query once per call per 32-element
 // block (quantise_query), and a block's contribution is d_k * d_q * sum(k_int * q_int), so
 // q . k carries the query's rounding (at most half a step d_q / 2 per element) on top of the
-// rows' own. Values are accumulated as p * (q * d) in float. Rows are read in registers, never
+// rows' own. Values: at the AVX-512 level in integers, the weights p * d rounded to int16 per
+// lane, block of rows and column block (attention_kernel_q8_avx512.cpp: a step of
+// max p * max |d| / 32767, the bound the tests derive); the AVX2 and portable loops accumulate
+// p * (q * d) in float (an int16 AVX2 version was slower than it: the weights' preparation
+// costs more than the FMAs it saves with 8-wide vectors). Rows are read in registers, never
 // written out, so a step reads 34 bytes per 32 elements. head_dim and head_dim_v are
 // multiples of 32.
 #pragma once

@@ -3,12 +3,14 @@
 // keys are read as k + 128 (one xor per row, shared by every lane) and each 4-element sum starts
 // from the query's precomputed -128 * sum(q) (kv_q8::quantise_query), which leaves the exact
 // signed sum; one instruction does 64 multiply-adds, two Q8_0 blocks, against the AVX2 loop's
-// sign, maddubs and madd per 32. Values: 16 int8 widened per instruction.
+// sign, maddubs and madd per 32. Values: integer too, the softmax weights times the rows' scales
+// rounded to int16 and two rows' values in one vpdpwssd (the section below).
 #include "kv/attention_kernel_q8_avx512.h"
 
 #include <immintrin.h>
 
 #include <cstring>
+#include <limits>
 
 #include "kv/attention_kernel.h"
 #include "kv/attention_kernel_q8.h"
@@ -97,21 +99,183 @@ struct Q8Rows {
     for (; c + 2 * kKvQ8Block <= hd; c += 2 * kKvQ8Block) score_chunk<NL, JB, true>(q, hd, k, c, acc);
     if (c < hd) score_chunk<NL, JB, false>(q, hd, k, c, acc);
   }
+};
 
-  // Each 16-column chunk widened and scaled by its block's scale (read again where a chunk
-  // starts a block).
-  template <int CW>
-  static void widen(const uint8_t* row, int c, __m512 (&vc)[CW]) {
-    __m512 d = _mm512_setzero_ps();
-    for (int w = 0; w < CW; ++w) {
-      const int col = c + 16 * w;
-      const uint8_t* block = row + static_cast<size_t>(col / kKvQ8Block) * kKvQ8BlockBytes;
-      if (w == 0 || col % kKvQ8Block == 0) d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(block_scale_bits(block))));
-      const __m128i q8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + col % kKvQ8Block));
-      vc[w] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q8)), d);
+
+// ---- values: integer accumulation ----
+//
+// acc[lane] += sum_j p_j * d_j * v_j over the block's rows, with the weights w_j = p_j * d_j
+// (softmax weight times the row's block scale) rounded to int16 per lane and column block:
+// w_j ~ s * round(w_j / s), s = max_j p_j * max_j |d_j| / 32767, so each weight is off by at
+// most s / 2 (the bound the tests derive). Two rows' int8 values, widened to int16 and
+// interleaved (one column of both rows per 32-bit lane), meet a broadcast pair of weights in
+// one vpdpwssd; the int32 sums of all the block's rows (at most 32 * 32767 * 128 < 2^31) are
+// converted and scaled once per call. Per 2 rows x 16 columns that is one instruction per
+// lane where the float loop took a widen, convert and scale per row plus one FMA per row and
+// lane.
+
+constexpr float kWeightSteps = 32767.0f;
+
+// The largest of p[0 .. n) (softmax weights, >= 0), NaN if one is NaN; p[n ..] is not read.
+inline float weight_max(const float* p, int n, __m512 (&pw)[2]) {
+  const auto m0 = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  const auto m1 = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n > 16 ? (1u << (n - 16)) - 1 : 0);
+  pw[0] = _mm512_maskz_loadu_ps(m0, p);
+  pw[1] = _mm512_maskz_loadu_ps(m1, p + 16);
+  if ((_mm512_cmp_ps_mask(pw[0], pw[0], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(pw[1], pw[1], _CMP_UNORD_Q)) != 0)
+    return std::numeric_limits<float>::quiet_NaN();
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(pw[0]), _mm512_abs_ps(pw[1])));
+}
+
+// Block b's scales of rows v[0 .. n) as floats in d (0 past n), divided by the largest
+// magnitude among them, which is returned (NaN if a scale is not finite: the lanes' outputs
+// then turn NaN, as float accumulation would).
+inline float normalised_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[2]) {
+  // Gathered 8 rows at a time (the row pointers as 64-bit indices from address 0): scalar
+  // loads into a buffer cost 3 times as much here, with a store-forwarding stall on reading it.
+  const __m512i offset = _mm512_set1_epi64(static_cast<long long>(b) * static_cast<long long>(kKvQ8BlockBytes));
+  __m256i dwords[4];  // rows 8g .. 8g+7, the scale in each dword's low half
+  for (int g = 0; g < 4; ++g) {
+    const int left = n - 8 * g;
+    const auto rows = static_cast<__mmask8>(left >= 8 ? 0xFF : left > 0 ? (1u << left) - 1 : 0);
+    const __m512i at = _mm512_add_epi64(_mm512_maskz_loadu_epi64(rows, v + 8 * g), offset);
+    dwords[g] = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), rows, at, nullptr, 1);
+  }
+  for (int h = 0; h < 2; ++h)
+    d[h] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(dwords[2 * h]), dwords[2 * h + 1], 1)));
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 z0 = _mm512_mul_ps(d[0], zero), z1 = _mm512_mul_ps(d[1], zero);  // NaN where inf or NaN
+  if ((_mm512_cmp_ps_mask(z0, z0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(z1, z1, _CMP_UNORD_Q)) != 0)
+    return std::numeric_limits<float>::quiet_NaN();
+  const float dmax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(d[0]), _mm512_abs_ps(d[1])));
+  const __m512 inv = _mm512_set1_ps(dmax > 0.0f ? 1.0f / dmax : 0.0f);
+  d[0] = _mm512_mul_ps(d[0], inv);
+  d[1] = _mm512_mul_ps(d[1], inv);
+  return dmax;
+}
+
+// round(pw_j * d_j) for the 32 rows as int16, rows 2k and 2k+1 in int32 k (low, high half).
+inline void round_weights(const __m512 (&pw)[2], const __m512 (&d)[2], int32_t* out) {
+  const __m256i lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(pw[0], d[0])));
+  const __m256i hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(pw[1], d[1])));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8), hi);
+}
+
+// Each lane's weights scaled to [0, 32767] and the float step they are counted in.
+template <int NL>
+struct LaneWeights {
+  __m512 pw[NL][2];
+  float step[NL];  // max_j p_j / 32767 (times a block's max |d| gives s)
+
+  LaneWeights(const float* p, int n) {
+    for (int ln = 0; ln < NL; ++ln) {
+      const float pmax = weight_max(p + ln * kAttentionBlock, n, pw[ln]);
+      const __m512 inv = _mm512_set1_ps(pmax > 0.0f ? kWeightSteps / pmax : 0.0f);
+      pw[ln][0] = _mm512_mul_ps(pw[ln][0], inv);
+      pw[ln][1] = _mm512_mul_ps(pw[ln][1], inv);
+      step[ln] = pmax / kWeightSteps;
     }
   }
 };
+
+// sum += the pairwise int16 products of a and b (vpdpwssd) in place. GCC 12's intrinsic copies
+// every accumulator to a new register and back on each use in the row loop (48 moves per row
+// pair at 4 lanes, a fifth slower); the asm names the accumulator as its own destination.
+inline void add_products(__m512i& sum, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(a), "v"(b));
+}
+
+// Rows ra and rb (weights w[.][.][pair], low and high half) into the accumulators of column
+// blocks [b, b + CB): both rows widened to int16 and interleaved, one vpdpwssd per lane and half.
+template <int NL, int CB>
+inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b, const int32_t (&w)[NL][CB][kAttentionBlock / 2],
+                         int pair, __m512i (&sum)[NL][CB][2]) {
+  for (int cb = 0; cb < CB; ++cb) {
+    const size_t at = static_cast<size_t>(b + cb) * kKvQ8BlockBytes + 2;
+    const __m512i za = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + at)));
+    const __m512i zb = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + at)));
+    const __m512i lo = _mm512_unpacklo_epi16(za, zb), hi = _mm512_unpackhi_epi16(za, zb);
+    for (int ln = 0; ln < NL; ++ln) {
+      const __m512i wj = _mm512_set1_epi32(w[ln][cb][pair]);
+      add_products(sum[ln][cb][0], lo, wj);
+      add_products(sum[ln][cb][1], hi, wj);
+    }
+  }
+}
+
+// Column blocks [b, b + CB) of NL lanes over the n rows: the rounded weights, then rows two at
+// a time into NL x CB x 2 int32 accumulators, then acc += s * sum. unpacklo/hi_epi16 interleave
+// per 128-bit lane, so accumulator 0 of a block holds columns 8L + 0..3 of lane L and
+// accumulator 1 columns 8L + 4..7; two permutes restore column order at the end. The first
+// pass prefetches the rows of the next block (next_v may be null).
+template <int NL, int CB>
+int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
+                    const uint8_t* const* next_v) {
+  const int n_blocks = hdv / kKvQ8Block;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * kKvQ8BlockBytes;
+  const __m512i first_half = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second_half = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (; b + CB <= n_blocks; b += CB) {
+    alignas(64) int32_t w[NL][CB][kAttentionBlock / 2];  // [lane][block][row pair]
+    float s[NL][CB];
+    for (int cb = 0; cb < CB; ++cb) {
+      __m512 d[2];
+      const float dmax = normalised_row_scales(v, n, b + cb, d);
+      for (int ln = 0; ln < NL; ++ln) {
+        round_weights(lw.pw[ln], d, w[ln][cb]);
+        s[ln][cb] = lw.step[ln] * dmax;
+      }
+    }
+    __m512i sum[NL][CB][2];
+    for (auto& lane : sum)
+      for (auto& block : lane) block[0] = block[1] = _mm512_setzero_si512();
+    // Whole pairs, then a last row alone (its partner's weight is 0); the loops apart so that
+    // the accumulators stay in their registers.
+    const bool prefetch = next_v && b == 0;
+    int j = 0;
+    if (prefetch)
+      for (; j + 1 < n; j += 2) {
+        prefetch_to_l2(next_v[j], row_bytes);
+        prefetch_to_l2(next_v[j + 1], row_bytes);
+        add_row_pair<NL, CB>(v[j], v[j + 1], b, w, j / 2, sum);
+      }
+    else
+      for (; j + 1 < n; j += 2) add_row_pair<NL, CB>(v[j], v[j + 1], b, w, j / 2, sum);
+    if (j < n) {
+      if (prefetch) prefetch_to_l2(next_v[j], row_bytes);
+      add_row_pair<NL, CB>(v[j], v[j], b, w, j / 2, sum);
+    }
+    for (int ln = 0; ln < NL; ++ln)
+      for (int cb = 0; cb < CB; ++cb) {
+        const __m512 lo = _mm512_cvtepi32_ps(sum[ln][cb][0]), hi = _mm512_cvtepi32_ps(sum[ln][cb][1]);
+        const __m512 scale = _mm512_set1_ps(s[ln][cb]);
+        float* out = acc + ln * hdv + (b + cb) * kKvQ8Block;
+        _mm512_storeu_ps(out, _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, first_half, hi), _mm512_loadu_ps(out)));
+        _mm512_storeu_ps(out + 16,
+                         _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, second_half, hi), _mm512_loadu_ps(out + 16)));
+      }
+  }
+  return b;
+}
+
+// The widest pass that fits (up to 4 blocks, NL x CB x 2 accumulators of 32 registers, the
+// rest for the rows), then narrower ones for the blocks left.
+template <int NL, int CB>
+void accumulate_from(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
+                     const uint8_t* const* next_v) {
+  b = accumulate_pass<NL, CB>(lw, hdv, b, v, n, acc, next_v);
+  if constexpr (CB > 1) accumulate_from<NL, CB / 2>(lw, hdv, b, v, n, acc, next_v);
+}
+
+template <int NL>
+void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                      const uint8_t* const* next_v) {
+  constexpr int fit = kv_loops::kAccumulators / (2 * NL);
+  constexpr int CB = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
+  const LaneWeights<NL> lw(p, n);
+  accumulate_from<NL, CB>(lw, hdv, 0, v, n, acc, next_v);
+}
 
 }  // namespace
 
@@ -122,7 +286,16 @@ void attention_scores_q8(int n_lanes, const uint8_t* q, int hd, const uint8_t* c
 
 void attention_accumulate_q8(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
                              float* acc, const uint8_t* const* next_v) {
-  kv_loops::accumulate<Q8Rows>(n_lanes, p, hdv, v, n, acc, next_v);
+  switch (n_lanes) {
+    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_lanes<8>(p, hdv, v, n, acc, next_v);
+  }
 }
 
 }  // namespace tangram::vec::avx512

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/quant.h"
@@ -49,6 +50,10 @@ inline std::vector<float> rounded_query(const float* q, int hd) {
   }
   return out;
 }
+
+// The levels the AVX-512 Q8_0 value loop rounds each weight p_j * d_j to (int16,
+// attention_kernel_q8_avx512.cpp): a step of max p * max |d| / kQ8WeightLevels.
+inline constexpr double kQ8WeightLevels = 32767.0;
 
 struct MirrorEntry {
   int64_t pos = 0;
@@ -105,49 +110,92 @@ class KvMirror {
   // Causal attention in double: query row t (position pos0 + t), head hq sees the entries of
   // KV head hq / (n_head / n_kv_head) with position <= pos0 + t; zeros when it sees none. Over
   // Q8_0 rows the query is scaled in float and rounded as the integer-dot loops round it
-  // (rounded_query), so the comparison keeps the float-vs-double tolerance; the rounding's own
-  // error is bounded in q8_attention_test.cpp.
+  // (rounded_query), so the comparison keeps the float-vs-double tolerance plus the value
+  // weights' rounding (weight_rounding_bound); both roundings' own error is bounded in
+  // q8_attention_test.cpp.
   //   q: [n][n_head][head_dim]   returns [n][n_head][head_dim_v]
   std::vector<double> attend(int layer, const float* q, int64_t n, int64_t pos0) const {
-    const int gq = shape_.n_head / shape_.n_kv_head;
-    const int hd = shape_.head_dim, hdv = shape_.head_dim_v;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const int hdv = shape_.head_dim_v;
     std::vector<double> out(static_cast<size_t>(n * shape_.n_head * hdv), 0.0);
     for (int64_t t = 0; t < n; ++t)
       for (int hq = 0; hq < shape_.n_head; ++hq) {
-        const float* qv = q + (t * shape_.n_head + hq) * hd;
-        std::vector<float> q8;  // Q8_0: the scaled query, rounded
-        if (type_ == KvType::Q8_0) {
-          std::vector<float> scaled(qv, qv + hd);
-          for (float& x : scaled) x *= static_cast<float>(scale);
-          q8 = rounded_query(scaled.data(), hd);
-        }
-        std::vector<double> scores;
-        std::vector<const MirrorEntry*> seen;
-        for (const MirrorEntry& e : head(layer, hq / gq)) {
-          if (e.pos > pos0 + t) continue;
-          double s = 0.0;
-          if (q8.empty()) {
-            for (int i = 0; i < hd; ++i) s += dbl(qv[i]) * dbl(e.k[static_cast<size_t>(i)]);
-            s *= scale;
-          } else {
-            for (int i = 0; i < hd; ++i) s += dbl(q8[static_cast<size_t>(i)]) * dbl(e.k[static_cast<size_t>(i)]);
-          }
-          scores.push_back(s);
-          seen.push_back(&e);
-        }
-        if (scores.empty()) continue;
-        const double mx = *std::max_element(scores.begin(), scores.end());
-        double sum = 0.0;
-        for (double& s : scores) sum += (s = std::exp(s - mx));
+        const LaneWeights w = weights(layer, q, t, hq, pos0);
         double* o = out.data() + (t * shape_.n_head + hq) * hdv;
-        for (size_t j = 0; j < seen.size(); ++j)
-          for (int i = 0; i < hdv; ++i) o[i] += scores[j] / sum * dbl(seen[j]->v[static_cast<size_t>(i)]);
+        for (const auto& [j, p] : w.seen)
+          for (int i = 0; i < hdv; ++i) o[i] += p / w.sum * dbl(w.entries[j].v[static_cast<size_t>(i)]);
+      }
+    return out;
+  }
+
+  // How far each output of attend may move from the Q8_0 value loops' rounding of the weights
+  // (0 for other types; shaped as attend's result). The loops round p_j * d_j, within a walk
+  // block of kAttentionBlock entries, to a step s = max p * max |d| / kQ8WeightLevels of that block, so
+  // entry j's weight is off by at most s / 2 and its term by s / 2 * |v_int| <= s / 2 * 127.
+  // Blocks may start anywhere (split plans), so each entry takes the largest p and |d| within
+  // kAttentionBlock - 1 entries of it; |d| = max |v| / 127 (the row's largest element is
+  // stored as +-127 d).
+  std::vector<double> weight_rounding_bound(int layer, const float* q, int64_t n, int64_t pos0) const {
+    const int hdv = shape_.head_dim_v;
+    std::vector<double> out(static_cast<size_t>(n * shape_.n_head * hdv), 0.0);
+    if (type_ != KvType::Q8_0) return out;
+    for (int64_t t = 0; t < n; ++t)
+      for (int hq = 0; hq < shape_.n_head; ++hq) {
+        const LaneWeights w = weights(layer, q, t, hq, pos0);
+        std::vector<double> p(w.entries.size(), 0.0), d(w.entries.size(), 0.0);
+        for (const auto& [j, pj] : w.seen) p[j] = pj;
+        for (size_t j = 0; j < d.size(); ++j)
+          for (const float x : w.entries[j].v) d[j] = std::max(d[j], std::abs(dbl(x)) / 127.0);
+        double err = 0.0;
+        for (const auto& [j, pj] : w.seen) {
+          const size_t lo = j >= 31 ? j - 31 : 0, hi = std::min(d.size(), j + 32);
+          const double pmax = *std::max_element(p.begin() + static_cast<std::ptrdiff_t>(lo), p.begin() + static_cast<std::ptrdiff_t>(hi));
+          const double dmax = *std::max_element(d.begin() + static_cast<std::ptrdiff_t>(lo), d.begin() + static_cast<std::ptrdiff_t>(hi));
+          err += pmax * dmax / kQ8WeightLevels / 2.0 * 127.0;
+        }
+        std::fill_n(out.begin() + (t * shape_.n_head + hq) * hdv, hdv, w.sum > 0.0 ? err / w.sum : 0.0);
       }
     return out;
   }
 
  private:
+  // One query lane's softmax weights exp(score - max) over the entries it sees (index into
+  // entries, weight) and their sum.
+  struct LaneWeights {
+    const std::vector<MirrorEntry>& entries;
+    std::vector<std::pair<size_t, double>> seen;
+    double sum = 0.0;
+  };
+  LaneWeights weights(int layer, const float* q, int64_t t, int hq, int64_t pos0) const {
+    const int gq = shape_.n_head / shape_.n_kv_head;
+    const int hd = shape_.head_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const float* qv = q + (t * shape_.n_head + hq) * hd;
+    std::vector<float> q8;  // Q8_0: the scaled query, rounded
+    if (type_ == KvType::Q8_0) {
+      std::vector<float> scaled(qv, qv + hd);
+      for (float& x : scaled) x *= static_cast<float>(scale);
+      q8 = rounded_query(scaled.data(), hd);
+    }
+    LaneWeights w{head(layer, hq / gq), {}, 0.0};
+    for (size_t j = 0; j < w.entries.size(); ++j) {
+      const MirrorEntry& e = w.entries[j];
+      if (e.pos > pos0 + t) continue;
+      double s = 0.0;
+      if (q8.empty()) {
+        for (int i = 0; i < hd; ++i) s += dbl(qv[i]) * dbl(e.k[static_cast<size_t>(i)]);
+        s *= scale;
+      } else {
+        for (int i = 0; i < hd; ++i) s += dbl(q8[static_cast<size_t>(i)]) * dbl(e.k[static_cast<size_t>(i)]);
+      }
+      w.seen.emplace_back(j, s);
+    }
+    if (w.seen.empty()) return w;
+    double mx = w.seen[0].second;
+    for (const auto& [j, s] : w.seen) mx = std::max(mx, s);
+    for (auto& [j, s] : w.seen) w.sum += (s = std::exp(s - mx));
+    return w;
+  }
+
   KvShape shape_;
   KvType type_;
   std::vector<std::vector<MirrorEntry>> heads_;  // [n_layers][n_kv_head]
@@ -158,6 +206,17 @@ inline double max_abs_diff(const std::vector<double>& want, const std::vector<fl
   double worst = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double d = std::abs(want[i] - dbl(got[i]));
+    if (!(d <= worst)) worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : d;
+  }
+  return worst;
+}
+
+// The largest amount by which |want - got| exceeds bound, element by element (NaN: infinity).
+inline double max_excess(const std::vector<double>& want, const std::vector<float>& got,
+                         const std::vector<double>& bound) {
+  double worst = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = std::abs(want[i] - dbl(got[i])) - bound[i];
     if (!(d <= worst)) worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : d;
   }
   return worst;

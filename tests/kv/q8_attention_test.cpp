@@ -3,27 +3,34 @@
 // lanes seeing different prefixes (causal limits, a lane seeing nothing), odd lengths and
 // partial blocks, head sizes of an odd number of blocks, more lanes than one pass takes,
 // several heads walked together, a chunk starting past entry 0 (split plans).
-// Two references:
-//  - with the query rounded as the loops round it (per 32-element block, d = amax / 127,
-//    q = round(x / d); recomputed here): the only differences left are float vs double
-//    arithmetic and the vector exp, 2e-5 absolute for outputs of size ~1;
-//  - with the float query (dequantise-then-attend): the query's rounding moves each score by
-//    at most delta = sum_i |k_i| * d_q(i) / 2, so each softmax weight by a factor within
-//    exp(+-2 delta) and the output by at most (exp(2 delta) - 1) * max |v| (plus the 2e-5).
-//    delta is computed from the data, lane by lane; here it is ~1e-2, a bound of ~3e-2.
-// Also: the row codec's sizes and the refusal of head sizes Q8_0 cannot store.
+// Two roundings of the loops, each with its bound:
+//  - the query, per 32-element block (d = amax / 127, q = round(x / d)). The references
+//    round it as the loops do (recomputed here), or keep the float query
+//    (dequantise-then-attend): the rounding moves each score by at most
+//    delta = sum_i |k_i| * d_q(i) / 2, so each softmax weight by a factor within exp(+-2 delta)
+//    and the output by at most (exp(2 delta) - 1) * max |v|; delta is computed from the data,
+//    lane by lane (~1e-2 here, a bound of ~3e-2).
+//  - the value weights (AVX-512): p_j * d_j (softmax weight times the row's block scale)
+//    rounded to int16, a step s = max_j p_j * max_j |d_j| / 32767 of its lane, block of 32 entries
+//    and column block, so each weight is off by at most s / 2 and an output column by
+//    sum_j s / 2 * |v_int_j| over the sum of the weights (weight_rounding_bound).
+// Beyond both, float vs double arithmetic and the vector exp: 2e-5 absolute for outputs of size ~1.
+// Also: the value loops alone against the portable one, and the row codec's sizes and the
+// refusal of head sizes Q8_0 cannot store.
 #include "kv/attention_kernel_q8.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/half.h"
 #include "kv/block_pool.h"
 #include "kv/kv_row.h"
 #include "kv/kv_test_util.h"
@@ -134,6 +141,51 @@ double query_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin) {
   return bound;
 }
 
+// Block b's scale of a stored Q8_0 row.
+double row_scale(const uint8_t* row, int b) {
+  uint16_t bits;
+  std::memcpy(&bits, row + static_cast<size_t>(b) * kKvQ8BlockBytes, sizeof(bits));
+  return static_cast<double>(half::fp16_to_fp32(bits));
+}
+
+// The bound on the output's change from rounding the value weights (see the top), over the
+// lanes: the walk's blocks of kAttentionBlock entries from `begin`, each weight off by half
+// its step s = max_j P_j * max_j |d_j| / 32767 (P_j = exp(score_j - max score), the weights
+// in the units of the final sum L), the values |v_int| <= 127. q: the queries the reference
+// attends with ([n][hd]).
+double weight_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin, const std::vector<float>& q) {
+  const size_t vr = kv_row_bytes(KvType::Q8_0, h.hdv);
+  double bound = 0.0;
+  for (int ln = 0; ln < s.n; ++ln) {
+    const int64_t end = s.limit[static_cast<size_t>(ln)];
+    if (end <= begin) continue;
+    std::vector<double> sc;
+    for (int64_t e = begin; e < end; ++e) {
+      double d = 0.0;
+      for (int i = 0; i < h.hd; ++i)
+        d += static_cast<double>(q[static_cast<size_t>(ln * h.hd + i)]) *
+             static_cast<double>(h.kf[static_cast<size_t>(e * h.hd + i)]);
+      sc.push_back(d);
+    }
+    const double mx = *std::max_element(sc.begin(), sc.end());
+    double sum = 0.0;
+    for (double& x : sc) sum += (x = std::exp(x - mx));
+    for (int b = 0; b < h.hdv / 32; ++b) {
+      double err = 0.0;
+      for (int64_t blk = begin; blk < end; blk += kAttentionBlock) {
+        double pmax = 0.0, dmax = 0.0;
+        for (int64_t e = blk; e < std::min(blk + kAttentionBlock, end); ++e)
+          pmax = std::max(pmax, sc[static_cast<size_t>(e - begin)]);
+        for (int64_t e = blk; e < std::min<int64_t>(blk + kAttentionBlock, h.length); ++e)  // rows another lane reads too
+          dmax = std::max(dmax, std::abs(row_scale(h.v.data() + static_cast<size_t>(e) * vr, b)));
+        err += pmax * dmax / testing::kQ8WeightLevels / 2.0 * 127.0 * static_cast<double>(std::min(blk + kAttentionBlock, end) - blk);
+      }
+      bound = std::max(bound, err / sum);
+    }
+  }
+  return bound;
+}
+
 // Worst |kernel - reference| over the lanes, the reference attending with query q ([n][hd]);
 // a lane seeing nothing must keep l = 0, acc = 0.
 double worst_error(const Q8Head& h, const Lanes& s, int64_t begin, const std::vector<float>& q) {
@@ -171,9 +223,11 @@ double worst_error(const Q8Head& h, const Lanes& s, int64_t begin, const std::ve
 
 // Both checks of the top against one run's state.
 void expect_close(const Q8Head& h, const Lanes& s, int64_t begin, const std::string& what) {
-  const double to_rounded = worst_error(h, s, begin, rounded_queries(s.q, h.hd));
-  EXPECT_LE(to_rounded, kTol) << what << " (query rounded as the loops do)";
-  const double bound = query_rounding_bound(h, s, begin) + kTol;
+  const std::vector<float> rounded = rounded_queries(s.q, h.hd);
+  const double weights = weight_rounding_bound(h, s, begin, rounded);
+  const double to_rounded = worst_error(h, s, begin, rounded);
+  EXPECT_LE(to_rounded, kTol + weights) << what << " (query rounded as the loops do)";
+  const double bound = query_rounding_bound(h, s, begin) + weights + kTol;
   EXPECT_LE(worst_error(h, s, begin, s.q), bound) << what << " (float query)";
 }
 
@@ -195,7 +249,7 @@ TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
   for (const auto& [name, kernels] : q8_kernels())
     for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{96, 64}, std::pair{128, 128},
                                   std::pair{160, 32}})
-      for (const int n_lanes : {1, 2, 3, 4, 5, 6, 8, 11})
+      for (const int n_lanes : {1, 2, 3, 4, 5, 6, 7, 8, 11})
         for (const int64_t length : {1, 7, 31, 32, 33, 100})
           for (const int64_t begin : {int64_t{0}, std::min<int64_t>(length, 32)}) {
             const Q8Head h(hd, hdv, length, rng);
@@ -207,6 +261,57 @@ TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
                              std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
                              std::to_string(begin));
           }
+}
+
+// The value loops alone against the portable one (plain float p * (d * v)) on the same weights:
+// 1..8 lanes, 1..32 rows (odd counts leave the last row pair half empty), head sizes 32..160,
+// lanes whose last weights are 0 (rows they do not see), weights past the n rows NaN (the
+// walk leaves stale scores there: a loop reading them fails). Column c of a lane may differ
+// by sum_j s_b / 2 * |v_int_jc| (s_b: the lane's weight step in column block b, see the top)
+// plus float rounding, 1e-5 of the sum of the magnitudes added.
+TEST(Q8Attention, ValueLoopsWithinTheirWeightRounding) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const BlockKernels portable = kv_q8::portable_kernels();
+  for (const auto& [name, kernels] : q8_kernels())
+    for (const int hdv : {32, 64, 96, 128, 160})
+      for (int n_lanes = 1; n_lanes <= 8; ++n_lanes)
+        for (const int n : {1, 2, 3, 4, 5, 7, 16, 29, 31, 32}) {
+          const Q8Head h(32, hdv, n, rng);
+          const size_t vr = kv_row_bytes(KvType::Q8_0, hdv);
+          std::vector<const uint8_t*> rows;
+          for (int j = 0; j < n; ++j) rows.push_back(h.v.data() + static_cast<size_t>(j) * vr);
+          std::vector<float> p(static_cast<size_t>(n_lanes * kAttentionBlock), std::numeric_limits<float>::quiet_NaN());
+          for (int ln = 0; ln < n_lanes; ++ln) {
+            const int seen = ln == 1 ? std::max(1, n / 2) : n;
+            for (int j = 0; j < n; ++j) p[static_cast<size_t>(ln * kAttentionBlock + j)] = j < seen ? unit(rng) : 0.0f;
+          }
+          const auto start = random_values(static_cast<size_t>(n_lanes * hdv), rng);
+          std::vector<float> want = start, got = start;
+          portable.accumulate(n_lanes, p.data(), hdv, rows.data(), n, want.data(), nullptr);
+          kernels.accumulate(n_lanes, p.data(), hdv, rows.data(), n, got.data(), nullptr);
+          for (int ln = 0; ln < n_lanes; ++ln)
+            for (int b = 0; b < hdv / 32; ++b) {
+              double pmax = 0.0, dmax = 0.0;
+              for (int j = 0; j < n; ++j) {
+                pmax = std::max(pmax, static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]));
+                dmax = std::max(dmax, std::abs(row_scale(rows[static_cast<size_t>(j)], b)));
+              }
+              const double half_step = pmax * dmax / testing::kQ8WeightLevels / 2.0;
+              for (int c = 32 * b; c < 32 * b + 32; ++c) {
+                double rounding = 0.0, magnitude = std::abs(static_cast<double>(start[static_cast<size_t>(ln * hdv + c)]));
+                for (int j = 0; j < n; ++j) {
+                  const double d = row_scale(rows[static_cast<size_t>(j)], b);
+                  const double v = static_cast<double>(h.vf[static_cast<size_t>(j * hdv + c)]);
+                  rounding += d > 0.0 ? half_step * std::abs(v) / d : 0.0;  // |v_int| = |v| / d
+                  magnitude += static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]) * std::abs(v);
+                }
+                const auto at = static_cast<size_t>(ln * hdv + c);
+                EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])), rounding + 1e-5 * magnitude)
+                    << name << " hdv " << hdv << " lanes " << n_lanes << " rows " << n << " lane " << ln << " column " << c;
+              }
+            }
+        }
 }
 
 // The query's rounding is real error, not noise of the reference: against the float query
@@ -221,7 +326,8 @@ TEST(Q8Attention, QueryRoundingIsMeasuredAndBounded) {
     attend_heads_with(std::span(&one, 1), kernels, 128, 128, 0);
     const double err = worst_error(h, s, 0, s.q);
     EXPECT_GT(err, kTol) << name;
-    EXPECT_LE(err, query_rounding_bound(h, s, 0) + kTol) << name;
+    EXPECT_LE(err, query_rounding_bound(h, s, 0) + weight_rounding_bound(h, s, 0, rounded_queries(s.q, 128)) + kTol)
+        << name;
   }
 }
 
