@@ -12,6 +12,7 @@
 // resident, and decode of fewer tokens keeps the row-major layout and its kernels.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -21,8 +22,9 @@
 namespace tangram::vec {
 
 constexpr int kInterleavedRows = 16;
-// Tokens per call of an interleaved kernel.
-constexpr int kInterleavedTokens = 8;
+// The most tokens one call of an interleaved kernel takes, of any type (each type's
+// kTileTokens; this bounds callers' [token][row] buffers).
+constexpr int kInterleavedTokens = 16;
 
 // One 256-column Q4_K block of 16 rows. Rows past the end of the matrix are all zero.
 // The super-scales stay fp16 and the 6-bit sub-block scales and mins stay 6 bits, so a block
@@ -37,6 +39,7 @@ constexpr int kInterleavedTokens = 8;
 struct InterleavedQ4_K {
   static constexpr int kBlockElems = 256;
   static constexpr int kSumsPerBlock = 4;     // activation sums per block (see q8_k_pair_sums)
+  static constexpr int kTileTokens = 8;       // tokens per kernel call
   uint16_t d[kInterleavedRows];               // fp16 row super-scales of the sub-block scales
   uint16_t dmin[kInterleavedRows];            // fp16 row super-scales of the sub-block mins
   uint8_t scales_low[4][kInterleavedRows];
@@ -69,12 +72,16 @@ struct UnpackedQ4_KScales {
 // One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
 // vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The
 // AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and needs no sums.
+// A call takes up to 16 tokens: the AVX-512 kernel holds a block's 8 code vectors in registers
+// and runs every token over them, so 16 tokens (a KV-bound step of 16 sequences) read each
+// block from memory once instead of once per 8 tokens.
 // The scales stay fp16 (the kernels widen 16 with one vcvtph2ps), so a block is exactly the
 // 16 rows' Q8_0 blocks in size: a weight matrix can be interleaved in place, once at load
 // (TensorLayout::kInterleaved16, which states this layout byte by byte), as well as per panel.
 struct InterleavedQ8_0 {
   static constexpr int kBlockElems = 32;
-  static constexpr int kSumsPerBlock = 1;
+  static constexpr int kSumsPerBlock = 2;  // the offset correction and the scale (activation_sums)
+  static constexpr int kTileTokens = 16;
   uint16_t d[kInterleavedRows];         // fp16 row scales
   uint8_t qs[8][4 * kInterleavedRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
 };
@@ -106,12 +113,18 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
 // dst[cols / kBlockElems][kSumsPerBlock]:
 //  * Q8_K rows (for Q4_K): per block, per sub-block pair p, the sums of the pair's two
 //    32-element sub-blocks as int16 (low half: sub-block 2p) in one int32;
-//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes.
+//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes, then the block's fp16 scale
+//    widened to float, as its bit pattern (q8_0_scale reads it): the kernels would otherwise
+//    widen it once per (token, block, call).
 void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst);
 void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst);
+// Block b's activation scale from one token's Q8_0 activation_sums.
+inline float q8_0_scale(const int32_t* sums, int64_t b) {
+  return std::bit_cast<float>(sums[InterleavedQ8_0::kSumsPerBlock * b + 1]);
+}
 
 // out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt
-// (1 <= nt <= kInterleavedTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
+// (1 <= nt <= Interleaved::kTileTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
 // Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
 template <typename Interleaved>
 using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,

@@ -111,9 +111,10 @@ void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleav
                        const uint8_t* act, size_t act_row_bytes, const int32_t* sums, int64_t t0, int64_t t1,
                        int64_t r, int64_t rows, float* Y) {
   const size_t sums_stride = static_cast<size_t>(nblocks) * Interleaved::kSumsPerBlock;
-  float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
-  for (int64_t t = t0; t < t1; t += vec::kInterleavedTokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(vec::kInterleavedTokens, t1 - t));
+  constexpr int64_t kTile = Interleaved::kTileTokens;
+  float out[kTile * vec::kInterleavedRows];  // [token][row of the group]
+  for (int64_t t = t0; t < t1; t += kTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTile, t1 - t));
     const uint8_t* a = act + t * act_row_bytes;
     const int32_t* token_sums = sums + static_cast<size_t>(t) * sums_stride;
     if (nr == vec::kInterleavedRows) {
