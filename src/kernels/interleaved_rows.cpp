@@ -387,10 +387,10 @@ void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const
 // vpdpbusd) would saturate vpmaddubsw's pair sums (2 x 255 x 127), so they are flipped back to
 // signed and multiplied as |w| (unsigned, at most 128) by the activation carrying w's sign
 // (vpsignb; activations are at most 127 in magnitude): pair sums at most 2 x 128 x 127 fit
-// int16, and vpmaddwd by ones widens them. Of the activation_sums only the float scales are read.
+// int16, and vpmaddwd by ones widens them. The offset sums are not needed.
 template <int NT>
-void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a,
-                    const int32_t* const* terms, int h, float* out, size_t out_stride) {
+void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, int h, float* out,
+                    size_t out_stride) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
@@ -413,7 +413,7 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* 
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8 * h)));
     for (int t = 0; t < NT; ++t) {
-      const __m256 dt = _mm256_set1_ps(q8_0_scale(terms[t], b));
+      const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dt), acc[t]);
     }
   }
@@ -425,8 +425,8 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* 
 // (decode of weights interleaved at load, bound by the weights' read) cost 1.28x / 1.17x the
 // row-major kernels' CPU time; one pass reads it once.
 template <int NT>
-void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a,
-                        const int32_t* const* terms, float* out, size_t out_stride) {
+void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, float* out,
+                        size_t out_stride) {
   static_assert(NT <= 2, "2 x NT sums and 2 x NT accumulators must stay in the 16 ymm registers");
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
@@ -451,7 +451,7 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8
     const __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d))),
                          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8)))};
     for (int t = 0; t < NT; ++t) {
-      const __m256 dt = _mm256_set1_ps(q8_0_scale(terms[t], b));
+      const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
       for (int h = 0; h < 2; ++h)
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][h]), _mm256_mul_ps(d[h], dt), acc[t][h]);
     }
@@ -461,33 +461,29 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8
 }
 
 template <int NT>
-void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                      const int32_t* sums, size_t sums_stride, float* out, size_t out_stride) {
+void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride, float* out,
+                      size_t out_stride) {
   const BlockQ8_0* a[NT];
-  const int32_t* terms[NT];
-  for (int t = 0; t < NT; ++t) {
-    a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
-    terms[t] = sums + static_cast<size_t>(t) * sums_stride;
-  }
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
   if constexpr (NT <= 2) {
-    q8_0_one_pass_avx2<NT>(w, nblocks, a, terms, out, out_stride);
+    q8_0_one_pass_avx2<NT>(w, nblocks, a, out, out_stride);
   } else {
-    for (int h = 0; h < 2; ++h) q8_0_half_avx2<NT>(w, nblocks, a, terms, h, out, out_stride);
+    for (int h = 0; h < 2; ++h) q8_0_half_avx2<NT>(w, nblocks, a, h, out, out_stride);
   }
 }
 
 // Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
 void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                                const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+                                const int32_t* /*offset sums: unused, see q8_0_half_avx2*/, size_t, int nt,
+                                float* out, size_t out_stride) {
   for (int t0 = 0; t0 < nt; t0 += 4) {
     const uint8_t* a = act + static_cast<size_t>(t0) * act_stride;
-    const int32_t* s = sums + static_cast<size_t>(t0) * sums_stride;
     float* o = out + static_cast<size_t>(t0) * out_stride;
     switch (std::min(4, nt - t0)) {
-      case 1: q8_0_tokens_avx2<1>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
-      case 2: q8_0_tokens_avx2<2>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
-      case 3: q8_0_tokens_avx2<3>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
-      default: q8_0_tokens_avx2<4>(w, nblocks, a, act_stride, s, sums_stride, o, out_stride); break;
+      case 1: q8_0_tokens_avx2<1>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 2: q8_0_tokens_avx2<2>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 3: q8_0_tokens_avx2<3>(w, nblocks, a, act_stride, o, out_stride); break;
+      default: q8_0_tokens_avx2<4>(w, nblocks, a, act_stride, o, out_stride); break;
     }
   }
 }

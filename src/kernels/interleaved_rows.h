@@ -71,8 +71,7 @@ struct UnpackedQ4_KScales {
 
 // One 32-column Q8_0 block of 16 rows. The codes are stored offset by 128 (unsigned) for
 // vpdpbusd; the 128 * (activation sum) this adds is taken off with the activation_sums. The
-// AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and reads only
-// the sums' float scales.
+// AVX2 kernel flips them back to signed (vpmaddubsw would saturate on them) and needs no sums.
 // A call takes up to 16 tokens: the AVX-512 kernel holds a block's 8 code vectors in registers
 // and runs every token over them, so 16 tokens (a KV-bound step of 16 sequences) read each
 // block from memory once instead of once per 8 tokens.
