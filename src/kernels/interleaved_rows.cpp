@@ -367,7 +367,7 @@ void q4_k_tokens_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* 
   }
 }
 
-// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+// Up to the type's kTileTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
 void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                 const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
   for (int t0 = 0; t0 < nt; t0 += 4) {
@@ -472,7 +472,7 @@ void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* 
   }
 }
 
-// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+// Up to the type's kTileTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
 void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                 const int32_t* /*offset sums: unused, see q8_0_half_avx2*/, size_t, int nt,
                                 float* out, size_t out_stride) {

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels on 16 interleaved rows (interleaved_rows.h) x up to 8 tokens. Each
+// AVX-512 VNNI kernels on 16 interleaved rows (interleaved_rows.h) x up to kTileTokens tokens. Each
 // 512-bit vector of codes holds 4 elements of each of the 16 rows; one vpdpbusd with a
 // broadcast of the token's 4 activation bytes adds those products into the 16 rows' lanes.
 // The scale work then runs once per 16 rows instead of once per (row, token): Q4_K's sub-block
