@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cpu_time.h"
 #include "common/units.h"
 #include "compress/kv_policy.h"
 #include "evaluation/synthetic_kv.h"
@@ -85,11 +84,12 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   const double bytes_before = kv_read_bytes(b);
   const double attention0 = model.attention_seconds();
   const double attention_cpu0 = model.attention_cpu_seconds();
-  const double cpu0 = process_cpu_seconds();
+  // The pool's clock, as attention's: the step's CPU less attention's is the rest of the step.
+  const double cpu0 = pool.cpu_seconds();
   const auto t0 = Clock::now();
   for (int k = 0; k < steps; ++k) TG_TRY(step(kWarmupSteps + k));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double cpu = process_cpu_seconds() - cpu0;
+  const double cpu = pool.cpu_seconds() - cpu0;
   const double attention = model.attention_seconds() - attention0;
   const double attention_cpu = model.attention_cpu_seconds() - attention_cpu0;
   // Heads grow by a row per step: the mean step reads the mean of the first and last.

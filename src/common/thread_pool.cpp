@@ -1,7 +1,11 @@
 #include "common/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
+
+#include "common/cpu_time.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -43,6 +47,26 @@ ThreadPool::ThreadPool(int n_threads) {
   n_threads_ = n_threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (auto& t : workers_) {
+    clockid_t clock{};
+    if (pthread_getcpuclockid(t.native_handle(), &clock) != 0) {
+      worker_clocks_.clear();
+      break;
+    }
+    worker_clocks_.push_back(clock);
+  }
+}
+
+double ThreadPool::cpu_seconds() const {
+  if (worker_clocks_.size() != workers_.size()) return process_cpu_seconds();
+  const auto seconds = [](clockid_t clock) {
+    timespec ts{};
+    clock_gettime(clock, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
+  double total = seconds(CLOCK_THREAD_CPUTIME_ID);
+  for (const clockid_t clock : worker_clocks_) total += seconds(clock);
+  return total;
 }
 
 ThreadPool::~ThreadPool() {

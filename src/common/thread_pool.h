@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -36,11 +37,20 @@ class ThreadPool {
   // run() uses it to split each the same way.
   static std::pair<int64_t, int64_t> chunk(int64_t n, int64_t grain, int tid, int n_threads);
 
+  // CPU time of the calling thread (the one that calls run(), worker 0) plus every worker
+  // thread, in seconds, each thread's own clock read exactly. CLOCK_PROCESS_CPUTIME_ID adds
+  // another thread's running time only when the scheduler ticks (every 4 ms at HZ=250), so
+  // its difference over a few milliseconds (one layer's attention) could be off by a tick;
+  // differences of this one are not. Falls back to the process clock where a worker's clock
+  // could not be had.
+  double cpu_seconds() const;
+
  private:
   void worker_loop(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::vector<clockid_t> worker_clocks_;  // [n_threads - 1], empty when one could not be had
   const std::function<void(int, int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};

@@ -197,7 +197,8 @@ void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, i
   for (int64_t b = 0; b < cols / kQK0; ++b) {
     int32_t sum = 0;
     for (const int8_t q : a[b].qs) sum += q;
-    dst[b] = -128 * sum;
+    dst[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b] = -128 * sum;
+    dst[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b + 1] = std::bit_cast<int32_t>(half::fp16_to_fp32(a[b].d));
   }
 }
 
@@ -209,7 +210,7 @@ void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const 
     for (int r = 0; r < kInterleavedRows; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nblocks; ++b) {
-        int32_t isum = offsets[b];
+        int32_t isum = offsets[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b];
         for (int s = 0; s < 8; ++s)
           for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a[b].qs[4 * s + i];
         acc += half::fp16_to_fp32(w[b].d[r]) * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
@@ -366,7 +367,7 @@ void q4_k_tokens_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* 
   }
 }
 
-// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+// Up to the type's kTileTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
 void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                 const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
   for (int t0 = 0; t0 < nt; t0 += 4) {
@@ -471,7 +472,7 @@ void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* 
   }
 }
 
-// Up to kInterleavedTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+// Up to the type's kTileTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
 void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                 const int32_t* /*offset sums: unused, see q8_0_half_avx2*/, size_t, int nt,
                                 float* out, size_t out_stride) {

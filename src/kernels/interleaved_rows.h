@@ -7,6 +7,7 @@
 // resident, and decode of fewer tokens keeps the row-major layout and its kernels.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -21,8 +22,29 @@ using tangram::interleaved_q4_k_min;
 using tangram::interleaved_q4_k_scale;
 
 constexpr int kInterleavedRows = kInterleavedGroupRows;
-// Tokens per call of an interleaved kernel.
-constexpr int kInterleavedTokens = 8;
+
+// What the kernels of each layout take per call, beside the layout itself:
+//  * kSumsPerBlock: int32 activation terms per block and token (activation_sums below);
+//  * kTileTokens: the most tokens one call takes. The AVX-512 Q8_0 kernel holds a block's 8 code
+//    vectors in registers and runs every token over them, so 16 tokens (a KV-bound step of 16
+//    sequences) read each block from memory once instead of once per 8 tokens.
+template <typename Interleaved>
+struct InterleavedKernel;
+template <>
+struct InterleavedKernel<InterleavedQ4_K> {
+  static constexpr int kSumsPerBlock = 4;  // the sub-block pair sums (q8_k_pair_sums)
+  static constexpr int kTileTokens = 8;
+};
+template <>
+struct InterleavedKernel<InterleavedQ8_0> {
+  static constexpr int kSumsPerBlock = 2;  // the offset correction and the scale
+  static constexpr int kTileTokens = 16;
+};
+// The most tokens one call of an interleaved kernel takes, of any type (this bounds callers'
+// [token][row] buffers).
+constexpr int kInterleavedTokens = 16;
+static_assert(InterleavedKernel<InterleavedQ4_K>::kTileTokens <= kInterleavedTokens &&
+              InterleavedKernel<InterleavedQ8_0>::kTileTokens <= kInterleavedTokens);
 
 // A block's scales and mins unpacked by a kernel (once per block, for all 16 rows):
 // scales[j % 2][j / 2][r] = scale of sub-block j of row r; mins[h][p][2 * i + k] = min of
@@ -59,12 +81,18 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
 // dst[cols / kBlockElems][kSumsPerBlock]:
 //  * Q8_K rows (for Q4_K): per block, per sub-block pair p, the sums of the pair's two
 //    32-element sub-blocks as int16 (low half: sub-block 2p) in one int32;
-//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes.
+//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes, then the block's fp16 scale
+//    widened to float, as its bit pattern (q8_0_scale reads it): the kernels would otherwise
+//    widen it once per (token, block, call).
 void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst);
 void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst);
+// Block b's activation scale from one token's Q8_0 activation_sums.
+inline float q8_0_scale(const int32_t* sums, int64_t b) {
+  return std::bit_cast<float>(sums[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b + 1]);
+}
 
 // out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt
-// (1 <= nt <= kInterleavedTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
+// (1 <= nt <= InterleavedKernel<Interleaved>::kTileTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
 // Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
 template <typename Interleaved>
 using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,

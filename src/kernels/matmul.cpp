@@ -110,10 +110,11 @@ template <typename Interleaved>
 void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleaved* group, int64_t nblocks, int nr,
                        const uint8_t* act, size_t act_row_bytes, const int32_t* sums, int64_t t0, int64_t t1,
                        int64_t r, int64_t rows, float* Y) {
-  const size_t sums_stride = static_cast<size_t>(nblocks) * Interleaved::kSumsPerBlock;
-  float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
-  for (int64_t t = t0; t < t1; t += vec::kInterleavedTokens) {
-    const int nt = static_cast<int>(std::min<int64_t>(vec::kInterleavedTokens, t1 - t));
+  const size_t sums_stride = static_cast<size_t>(nblocks) * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
+  constexpr int64_t kTile = vec::InterleavedKernel<Interleaved>::kTileTokens;
+  float out[kTile * vec::kInterleavedRows];  // [token][row of the group]
+  for (int64_t t = t0; t < t1; t += kTile) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTile, t1 - t));
     const uint8_t* a = act + t * act_row_bytes;
     const int32_t* token_sums = sums + static_cast<size_t>(t) * sums_stride;
     if (nr == vec::kInterleavedRows) {
@@ -283,7 +284,7 @@ const int32_t* interleaved_sums(std::span<const Product> earlier, const Product&
   for (const Product& e : earlier)
     if (e.path == p.path && e.act == p.act) return e.sums;
   const int64_t cols = p.W->cols();
-  const int64_t sums_stride = cols / Interleaved::kBlockElems * Interleaved::kSumsPerBlock;
+  const int64_t sums_stride = cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   auto& sums = sum_scratch(slot);
   sums.resize(static_cast<size_t>(n * sums_stride));
   for (int64_t t = 0; t < n; ++t)

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <new>
 
-#include "common/cpu_time.h"
 
 namespace tangram {
 
@@ -32,9 +31,9 @@ Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_
 
 Status BatchedAttention::attend(int layer, const float* q, float* out, ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
-  const double cpu0 = process_cpu_seconds();
+  const double cpu0 = pool.cpu_seconds();  // exact per thread (the process clock lags by ticks)
   const Status st = attend_layer(layer, q, out, pool);
-  attend_cpu_seconds_ += process_cpu_seconds() - cpu0;
+  attend_cpu_seconds_ += pool.cpu_seconds() - cpu0;
   attend_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }

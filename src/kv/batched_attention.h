@@ -48,7 +48,8 @@ class BatchedAttention {
   Status attend(int layer, const float* q, float* out, ThreadPool& pool);
 
   // Wall time spent in attend() since construction (for the share of a step attention takes),
-  // and the process's CPU time over the same calls (every pool thread, waits included).
+  // and the pool's CPU time over the same calls (every pool thread, waits included;
+  // ThreadPool::cpu_seconds).
   double attend_seconds() const { return attend_seconds_; }
   double attend_cpu_seconds() const { return attend_cpu_seconds_; }
 

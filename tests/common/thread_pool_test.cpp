@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <ctime>
 #include <numeric>
 #include <vector>
 
@@ -38,6 +40,30 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " i=" << i;
     }
   }
+}
+
+// cpu_seconds() counts every thread's CPU time: each thread burns at least 20 ms of its own
+// CPU time, and the pool's clock must have grown by at least their sum (a clock that left out
+// the workers or the calling thread would fall 20-40 ms short).
+TEST(ThreadPool, CpuSecondsCountsEveryThread) {
+  ThreadPool pool(3);
+  std::vector<double> burned(3, 0.0);
+  const auto thread_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
+  const double before = pool.cpu_seconds();
+  pool.run([&](int tid, int) {
+    const double start = thread_seconds();
+    volatile uint64_t sink = 0;
+    while (thread_seconds() - start < 0.02) sink = sink + 1;
+    burned[static_cast<size_t>(tid)] = thread_seconds() - start;
+  });
+  const double grown = pool.cpu_seconds() - before;
+  const double sum = std::accumulate(burned.begin(), burned.end(), 0.0);
+  EXPECT_GE(sum, 0.06);
+  EXPECT_GE(grown, sum);
 }
 
 TEST(ThreadPool, ResultsVisibleAfterRun) {

@@ -302,17 +302,17 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
 }
 
 // The interleaved-row GEMMs (portable and every level that has one): a full group of 16 rows and
-// a partial one, 1 to 8 tokens at several offsets.
+// a partial one, 1 to kTileTokens tokens (8 for Q4_K, 16 for Q8_0) at several offsets.
 template <typename Interleaved>
 void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, const std::string& name) {
   constexpr int64_t kGroupRows = vec::kInterleavedRows;
   constexpr int64_t kMatrixRows = kGroupRows + 3;
-  constexpr int64_t kGemmTokens = vec::kInterleavedTokens + 2;
+  constexpr int64_t kGemmTokens = vec::InterleavedKernel<Interleaved>::kTileTokens + 2;
   for (const int64_t cols : {int64_t{256}, int64_t{768}}) {
     const auto W = make_weights(type, kMatrixRows, cols, static_cast<uint32_t>(cols) + 7);
     const auto A = make_activations(type, kGemmTokens, cols, static_cast<uint32_t>(cols) + 8);
     const int64_t nblocks = cols / Interleaved::kBlockElems;
-    const size_t sums_stride = static_cast<size_t>(nblocks * Interleaved::kSumsPerBlock);
+    const size_t sums_stride = static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock);
     std::vector<int32_t> sums(sums_stride * static_cast<size_t>(kGemmTokens));  // [token][block][sum]
     for (int64_t t = 0; t < kGemmTokens; ++t)
       vec::activation_sums(A.act.data() + static_cast<size_t>(t) * A.stride, cols,
@@ -322,7 +322,7 @@ void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, 
     for (const int64_t r0 : {int64_t{0}, kGroupRows}) {
       const int nr = static_cast<int>(std::min(kGroupRows, kMatrixRows - r0));
       vec::interleave_rows(W.m.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols, group.data());
-      for (int nt = 1; nt <= vec::kInterleavedTokens; ++nt)
+      for (int nt = 1; nt <= vec::InterleavedKernel<Interleaved>::kTileTokens; ++nt)
         for (int64_t t0 = 0; t0 + nt <= kGemmTokens; t0 += 1 + (nt < 4 ? 2 : 0)) {
           float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
           gemm(group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride, A.stride,

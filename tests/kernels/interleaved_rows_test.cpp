@@ -46,7 +46,7 @@ struct Activations {
 template <typename Interleaved>
 Activations<Interleaved> make_activations(int64_t n, int64_t cols, uint32_t seed) {
   constexpr GgmlType type = Types<Interleaved>::kActivation;
-  const int64_t sums_per_row = cols / Interleaved::kBlockElems * Interleaved::kSumsPerBlock;
+  const int64_t sums_per_row = cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   const size_t row_bytes = ggml_row_bytes(type, cols);
   Activations<Interleaved> a{row_bytes, std::vector<uint8_t>(row_bytes * static_cast<size_t>(n)),
                              std::vector<float>(static_cast<size_t>(n * cols)),
@@ -76,7 +76,7 @@ void check_group(vec::InterleavedGemmFn<Interleaved> gemm, const std::string& na
   constexpr size_t kStride = vec::kInterleavedRows + 3;  // not the group width: the stride is honoured
   std::vector<float> out(kStride * static_cast<size_t>(nt), std::nanf(""));
   gemm(group.data(), nblocks, A.quantized.data(), A.row_bytes, A.sums.data(),
-       static_cast<size_t>(nblocks * Interleaved::kSumsPerBlock), nt, out.data(), kStride);
+       static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock), nt, out.data(), kStride);
   for (int t = 0; t < nt; ++t)
     for (int r = 0; r < vec::kInterleavedRows; ++r) {
       double ref = 0, mag = 0;
@@ -98,7 +98,7 @@ void check_group(vec::InterleavedGemmFn<Interleaved> gemm, const std::string& na
 template <typename Interleaved>
 void check_kernel(vec::InterleavedGemmFn<Interleaved> gemm, const std::string& name) {
   for (const int64_t cols : {256, 768, 2560})
-    for (int nt = 1; nt <= vec::kInterleavedTokens; ++nt) {
+    for (int nt = 1; nt <= vec::InterleavedKernel<Interleaved>::kTileTokens; ++nt) {
       check_group(gemm, name, 16, cols, 0, nt);   // a full group
       check_group(gemm, name, 37, cols, 32, nt);  // the last 5 rows: zero rows fill the group
     }
@@ -236,7 +236,8 @@ TEST(InterleavedRows, DeinterleaveRowUndoesTheRepack) {
 // activation reaches. On AVX2 these are the pair sums closest to vpmaddubsw's int16 limit
 // (2 x 128 x 127); a saturated sum would be off by far more than the tolerance.
 TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
-  constexpr int64_t kCols = 256, kBlocks = kCols / 32, kTokens = 5;
+  constexpr int64_t kCols = 256, kBlocks = kCols / 32, kTokens = vec::InterleavedKernel<vec::InterleavedQ8_0>::kTileTokens;
+  constexpr int64_t kTerms = vec::InterleavedKernel<vec::InterleavedQ8_0>::kSumsPerBlock;
   constexpr int8_t kWeightCodes[] = {-128, 127, -127, -128, 127, 127, -128, -127};
   const int nr = 13;  // a partial group
   std::vector<blocks::BlockQ8_0> W(static_cast<size_t>(nr * kBlocks)), A(static_cast<size_t>(kTokens * kBlocks));
@@ -248,10 +249,10 @@ TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
     A[i].d = half::fp32_to_fp16(0.02f * static_cast<float>(1 + i % 5));
     for (int k = 0; k < 32; ++k) A[i].qs[k] = static_cast<int8_t>(((i + static_cast<size_t>(k) / 3) % 2) ? 127 : -127);
   }
-  std::vector<int32_t> sums(static_cast<size_t>(kTokens * kBlocks));
+  std::vector<int32_t> sums(static_cast<size_t>(kTokens * kBlocks * kTerms));
   for (int t = 0; t < kTokens; ++t)
     vec::activation_sums(reinterpret_cast<const uint8_t*>(A.data() + t * kBlocks), kCols,
-                         static_cast<const vec::InterleavedQ8_0*>(nullptr), sums.data() + t * kBlocks);
+                         static_cast<const vec::InterleavedQ8_0*>(nullptr), sums.data() + t * kBlocks * kTerms);
   std::vector<vec::InterleavedQ8_0> group(kBlocks);
   vec::interleave_rows(reinterpret_cast<const uint8_t*>(W.data()), kBlocks * sizeof(blocks::BlockQ8_0), nr, kCols,
                        group.data());
@@ -262,7 +263,7 @@ TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
   for (const auto& [name, gemm] : kernels) {
     std::vector<float> out(static_cast<size_t>(kTokens * vec::kInterleavedRows), std::nanf(""));
     gemm(group.data(), kBlocks, reinterpret_cast<const uint8_t*>(A.data()), kBlocks * sizeof(blocks::BlockQ8_0),
-         sums.data(), kBlocks, kTokens, out.data(), vec::kInterleavedRows);
+         sums.data(), kBlocks * kTerms, kTokens, out.data(), vec::kInterleavedRows);
     for (int t = 0; t < kTokens; ++t)
       for (int r = 0; r < vec::kInterleavedRows; ++r) {
         double ref = 0, mag = 0;
