@@ -23,6 +23,9 @@ namespace tangram {
 namespace {
 
 constexpr int kLaneGroup = 8;  // lanes sharing one pass over a block's rows
+// A block whose key and value rows take at most this many bytes (32 cache lines) has its
+// successor prefetched whole by head_block instead of row by row in the loops.
+constexpr size_t kWholeBlockPrefetchBytes = 2048;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Key and value row of each entry of one block.
@@ -92,60 +95,102 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// Stores the NL x JB sums of one row group, sums[ln * JB + r] = score of lane ln and row j + r,
+// into each lane's scores: JB = 8 and 4 as vector stores (the scattered scalar stores cost
+// more than the dot products themselves when a row is one vector, head size 8).
+template <int NL, int JB>
+inline void store_scores(__m256 sums, float* scores, int j) {
+  if constexpr (JB == 8) {
+    _mm256_storeu_ps(scores + j, sums);
+  } else if constexpr (JB == 4) {
+    _mm_storeu_ps(scores + j, _mm256_castps256_ps128(sums));
+    _mm_storeu_ps(scores + kAttentionBlock + j, _mm256_extractf128_ps(sums, 1));
+  } else {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, sums);
+    for (int ln = 0; ln < NL; ++ln)
+      for (int r = 0; r < JB; ++r) scores[ln * kAttentionBlock + j + r] = lanes[ln * JB + r];
+  }
+}
+
 // scores[lane][j] = q[lane] . k[j] for NL lanes; JB rows at a time so NL * JB <= 8 dot
 // products run in registers and are reduced together. Each group of rows first prefetches the
-// same rows of the next block (next_k may be null; BlockKernels says why).
-template <typename Elem, int NL>
+// same rows of the next block (next_k may be null; BlockKernels says why). HD: the head size
+// when fixed at compile time (8, 16: the loops over it unroll away), 0 to read it from hd.
+template <typename Elem, int NL, int HD>
 void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* scores,
                  const uint8_t* const* next_k) {
   constexpr int JB = NL >= 8 ? 1 : 8 / NL;
-  const size_t row_bytes = static_cast<size_t>(hd) * sizeof(Elem);
+  const int d = HD > 0 ? HD : hd;
+  const size_t row_bytes = static_cast<size_t>(d) * sizeof(Elem);
   int j = 0;
   for (; j + JB <= n; j += JB) {
     if (next_k)
       for (int r = 0; r < JB; ++r) prefetch_to_l2(next_k[j + r], row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int c = 0; c < hd; c += 8) {
+    for (int c = 0; c < d; c += 8) {
       for (int r = 0; r < JB; ++r) {
         const __m256 kc = load8<Elem>(k[j + r], c);
         for (int ln = 0; ln < NL; ++ln)
-          acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln * JB + r]);
+          acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * d + c), kc, acc[ln * JB + r]);
       }
     }
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, reduce8(acc));
-    for (int ln = 0; ln < NL; ++ln)
-      for (int r = 0; r < JB; ++r) scores[ln * kAttentionBlock + j + r] = sums[ln * JB + r];
+    store_scores<NL, JB>(reduce8(acc), scores, j);
   }
   for (; j < n; ++j) {
     if (next_k) prefetch_to_l2(next_k[j], row_bytes);
     __m256 acc[8];
     for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int c = 0; c < hd; c += 8) {
+    for (int c = 0; c < d; c += 8) {
       const __m256 kc = load8<Elem>(k[j], c);
       for (int ln = 0; ln < NL; ++ln)
-        acc[ln] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * hd + c), kc, acc[ln]);
+        acc[ln] = _mm256_fmadd_ps(_mm256_loadu_ps(q + ln * d + c), kc, acc[ln]);
     }
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, reduce8(acc));
-    for (int ln = 0; ln < NL; ++ln) scores[ln * kAttentionBlock + j] = sums[ln];
+    store_scores<NL, 1>(reduce8(acc), scores, j);
+  }
+}
+
+// scores_simd for head size 8, where a row is one vector: eight rows at a time, each loaded
+// (and widened) once for all NL lanes, and each lane's eight products reduced together into
+// one vector store of its eight scores (scores_simd, with its row groups of 8 / NL, stores
+// them one by one: most of its work at this size). The same products in the same reduction
+// order, so the same scores (up to the sign of an exact zero). A last group of fewer than 8
+// rows repeats the last row: the lanes' scores are written up to the next multiple of 8,
+// inside their kAttentionBlock slots, where softmax_step overwrites them.
+template <typename Elem, int NL>
+void scores_rows8(const float* q, const uint8_t* const* k, int n, float* scores,
+                  const uint8_t* const* next_k) {
+  for (int j = 0; j < n; j += 8) {
+    __m256 kr[8];
+    for (int r = 0; r < 8; ++r) {
+      const int row = std::min(j + r, n - 1);
+      if (next_k) prefetch_to_l2(next_k[row], 8 * sizeof(Elem));
+      kr[r] = load8<Elem>(k[row], 0);
+    }
+    for (int ln = 0; ln < NL; ++ln) {
+      const __m256 ql = _mm256_loadu_ps(q + ln * 8);
+      __m256 prod[8];
+      for (int r = 0; r < 8; ++r) prod[r] = _mm256_mul_ps(ql, kr[r]);
+      _mm256_storeu_ps(scores + ln * kAttentionBlock + j, reduce8(prod));
+    }
   }
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass over the
 // block's rows (accumulators stay in registers for the whole pass). The first pass (column 0)
-// prefetches each row's successor in the next block (next_v may be null).
-template <typename Elem, int NL, int CW>
+// prefetches each row's successor in the next block (next_v may be null). HD as scores_simd's.
+template <typename Elem, int NL, int CW, int HD>
 int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, int n, float* acc,
                     const uint8_t* const* next_v) {
+  const int d = HD > 0 ? HD : hdv;
   int c = c0;
-  for (; c + 8 * CW <= hdv; c += 8 * CW) {
+  for (; c + 8 * CW <= d; c += 8 * CW) {
     __m256 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
-      for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * hdv + c + 8 * w);
+      for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * d + c + 8 * w);
     for (int j = 0; j < n; ++j) {
-      if (next_v && c == 0) prefetch_to_l2(next_v[j], static_cast<size_t>(hdv) * sizeof(Elem));
+      if (next_v && c == 0) prefetch_to_l2(next_v[j], static_cast<size_t>(d) * sizeof(Elem));
       __m256 vc[CW];
       for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(v[j], c + 8 * w);
       for (int ln = 0; ln < NL; ++ln) {
@@ -154,29 +199,48 @@ int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, in
       }
     }
     for (int ln = 0; ln < NL; ++ln)
-      for (int w = 0; w < CW; ++w) _mm256_storeu_ps(acc + ln * hdv + c + 8 * w, a[ln][w]);
+      for (int w = 0; w < CW; ++w) _mm256_storeu_ps(acc + ln * d + c + 8 * w, a[ln][w]);
   }
   return c;
 }
 
-template <typename Elem, int NL>
+template <typename Elem, int NL, int HD>
 void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                      const uint8_t* const* next_v) {
-  constexpr int CW = NL <= 4 ? 2 : 1;
-  int c = accumulate_pass<Elem, NL, CW>(p, hdv, 0, v, n, acc, next_v);
-  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1>(p, hdv, c, v, n, acc, next_v);
+  // Two chunks per pass where NL leaves the registers, unless the row is a single chunk.
+  constexpr int CW = NL <= 4 && HD != 8 ? 2 : 1;
+  int c = accumulate_pass<Elem, NL, CW, HD>(p, hdv, 0, v, n, acc, next_v);
+  if constexpr (CW > 1) accumulate_pass<Elem, NL, 1, HD>(p, hdv, c, v, n, acc, next_v);
 }
 
 // The scores and the value step for n_lanes <= 8 lanes.
-template <typename Elem>
+template <typename Elem, int HD>
 void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
                       float* scores, const uint8_t* const* next_k) {
-  with_lane_count(n_lanes, [&]<int NL>() { scores_simd<Elem, NL>(q, hd, k, n, scores, next_k); });
+  with_lane_count(n_lanes, [&]<int NL>() {
+    if constexpr (HD == 8)
+      scores_rows8<Elem, NL>(q, k, n, scores, next_k);
+    else
+      scores_simd<Elem, NL, HD>(q, hd, k, n, scores, next_k);
+  });
 }
-template <typename Elem>
+template <typename Elem, int HD>
 void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
                           float* acc, const uint8_t* const* next_v) {
-  with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<Elem, NL>(p, hdv, v, n, acc, next_v); });
+  with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<Elem, NL, HD>(p, hdv, v, n, acc, next_v); });
+}
+
+// The AVX2 loops for head sizes hd (keys) and hdv (values), multiples of 8: the small sizes
+// (8, 16) with the size fixed at compile time, where the per-row loop overhead is most of
+// the work.
+template <typename Elem>
+BlockKernels avx2_block_kernels(int hd, int hdv) {
+  BlockKernels k{scores_step_simd<Elem, 0>, accumulate_step_simd<Elem, 0>, {}};
+  if (hd == 8) k.scores = scores_step_simd<Elem, 8>;
+  if (hd == 16) k.scores = scores_step_simd<Elem, 16>;
+  if (hdv == 8) k.accumulate = accumulate_step_simd<Elem, 8>;
+  if (hdv == 16) k.accumulate = accumulate_step_simd<Elem, 16>;
+  return k;
 }
 
 #endif  // TANGRAM_KV_SIMD
@@ -195,9 +259,10 @@ void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float*
 #if TANGRAM_KV_SIMD
   __m256 vmax8 = _mm256_set1_ps(kNegInf);
   for (; j + 8 <= n_pad; j += 8) vmax8 = _mm256_max_ps(vmax8, _mm256_loadu_ps(s + j));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vmax8);
-  for (const float x : lanes) block_max = std::max(block_max, x);
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax8), _mm256_extractf128_ps(vmax8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  block_max = _mm_cvtss_f32(m4);
 #endif
   for (; j < n_visible; ++j) block_max = std::max(block_max, s[j]);
   const float m_new = std::max(m, block_max);
@@ -232,7 +297,7 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
     if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 && hdv % 16 == 0)
       return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16, {}};
   }
-  if (hd % 8 == 0 && hdv % 8 == 0) return {scores_step_simd<Elem>, accumulate_step_simd<Elem>, {}};
+  if (hd % 8 == 0 && hdv % 8 == 0) return avx2_block_kernels<Elem>(hd, hdv);
 #endif
   (void)level;
   return {scores_scalar<Elem>, accumulate_scalar<Elem>, {}};
@@ -259,7 +324,16 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   block_rows(*h.view, blk, nb, rows);
   BlockRows next;
   const int64_t n_next = std::min<int64_t>(kAttentionBlock, h.end - (blk + nb));
-  if (n_next > 0) {
+  // Small rows: the next block is a few cache lines per run (16 for head size 8 in F16), issued
+  // here at once, run by run; the per-row prefetches inside the loops would cost more than the
+  // dot products.
+  const bool small_rows = (h.view->k_row_bytes + h.view->v_row_bytes) * kAttentionBlock <= kWholeBlockPrefetchBytes;
+  if (n_next > 0 && small_rows) {
+    h.view->for_each_run(blk + nb, blk + nb + n_next, [&](int64_t, const uint8_t* k, const uint8_t* v, int64_t count) {
+      prefetch_to_l2(k, static_cast<size_t>(count) * h.view->k_row_bytes);
+      prefetch_to_l2(v, static_cast<size_t>(count) * h.view->v_row_bytes);
+    });
+  } else if (n_next > 0) {
     block_rows(*h.view, blk + nb, n_next, next);
     for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb); ++i) {  // one per row read
       next.k[i] = next.k[n_next - 1];
@@ -275,7 +349,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       n_rows = std::max(n_rows, visible[ln]);
     }
     if (n_rows == 0) continue;
-    const bool prefetch = g0 == 0 && n_next > 0;
+    const bool prefetch = g0 == 0 && n_next > 0 && !small_rows;
     const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
     float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
