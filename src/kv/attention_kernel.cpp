@@ -157,16 +157,19 @@ void scores_simd(const float* q, int hd, const uint8_t* const* k, int n, float* 
 // them one by one: most of its work at this size). The same products in the same reduction
 // order, so the same scores (up to the sign of an exact zero). A last group of fewer than 8
 // rows repeats the last row: the lanes' scores are written up to the next multiple of 8,
-// inside their kAttentionBlock slots, where softmax_step overwrites them.
+// inside their kAttentionBlock slots, where softmax_lanes overwrites them.
 template <typename Elem, int NL>
 void scores_rows8(const float* q, const uint8_t* const* k, int n, float* scores,
                   const uint8_t* const* next_k) {
   for (int j = 0; j < n; j += 8) {
+    const int last = std::min(j + 8, n) - 1;
+    if (next_k)
+      for (int r = j; r <= last; ++r) prefetch_to_l2(next_k[r], 8 * sizeof(Elem));
     __m256 kr[8];
-    for (int r = 0; r < 8; ++r) {
-      const int row = std::min(j + r, n - 1);
-      if (next_k) prefetch_to_l2(next_k[row], 8 * sizeof(Elem));
-      kr[r] = load8<Elem>(k[row], 0);
+    if (last == j + 7) {
+      for (int r = 0; r < 8; ++r) kr[r] = load8<Elem>(k[j + r], 0);
+    } else {
+      for (int r = 0; r < 8; ++r) kr[r] = load8<Elem>(k[std::min(j + r, last)], 0);
     }
     for (int ln = 0; ln < NL; ++ln) {
       const __m256 ql = _mm256_loadu_ps(q + ln * 8);
@@ -245,16 +248,9 @@ BlockKernels avx2_block_kernels(int hd, int hdv) {
 
 #endif  // TANGRAM_KV_SIMD
 
-// Folds one block's scores s[0 .. n_visible) into a lane's running (m, l, acc) and turns them
-// into the weights exp(s - m_new); s[n_visible .. n_pad) become weight 0. n_pad is a multiple
-// of 8 no larger than kAttentionBlock.
-void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float* acc, int hdv) {
-  if (n_visible == 0) {
-    std::fill_n(s, n_pad, 0.0f);
-    return;
-  }
-  std::fill(s + n_visible, s + n_pad, kNegInf);
-  float block_max = kNegInf;
+// The largest of a lane's scores s[0 .. n_pad), padding included (-inf).
+float block_max(const float* s, int n_pad) {
+  float best = kNegInf;
   int j = 0;
 #if TANGRAM_KV_SIMD
   __m256 vmax8 = _mm256_set1_ps(kNegInf);
@@ -262,14 +258,16 @@ void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float*
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax8), _mm256_extractf128_ps(vmax8, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  block_max = _mm_cvtss_f32(m4);
+  best = _mm_cvtss_f32(m4);
 #endif
-  for (; j < n_visible; ++j) block_max = std::max(block_max, s[j]);
-  const float m_new = std::max(m, block_max);
-  // m == -inf only before the first visible entry, when l and acc are still 0.
-  const float corr = m == m_new ? 1.0f : std::exp(m - m_new);
+  for (; j < n_pad; ++j) best = std::max(best, s[j]);
+  return best;
+}
+
+// s[j] = exp(s[j] - m_new) for j < n_pad (padding, -inf, becomes 0); returns their sum.
+float exp_weights(float* s, int n_pad, float m_new) {
   float sum = 0.0f;
-  j = 0;
+  int j = 0;
 #if TANGRAM_KV_SIMD
   const __m256 vmax = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
@@ -281,13 +279,42 @@ void softmax_step(float* s, int n_visible, int n_pad, float& m, float& l, float*
   sum = simd::hsum(vsum);
 #endif
   for (; j < n_pad; ++j) {
-    s[j] = j < n_visible ? std::exp(s[j] - m_new) : 0.0f;
+    s[j] = std::exp(s[j] - m_new);
     sum += s[j];
   }
-  if (corr != 1.0f)
-    for (int i = 0; i < hdv; ++i) acc[i] *= corr;
-  l = l * corr + sum;
-  m = m_new;
+  return sum;
+}
+
+// Folds one block's scores into the running (m, l, acc) of each of the ng lanes of a group and
+// turns them into the weights exp(s - m_new): lane ln's scores s[ln][0 .. visible[ln]) count,
+// its slots from visible[ln] to n_pad become weight 0 (n_pad: a multiple of 8 no larger than
+// kAttentionBlock). s: [ng][kAttentionBlock], acc: [ng][hdv]. Two passes over the lanes, the
+// maxima and corrections (scalar exp) first, then the vector exps, so the exp's constants stay
+// in registers across lanes: at head size 8 this bookkeeping is a third of a block's work.
+void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc, int hdv) {
+  float m_new[kLaneGroup];
+  float corr[kLaneGroup];
+  for (int ln = 0; ln < ng; ++ln) {
+    if (visible[ln] == 0) continue;
+    float* sl = s + ln * kAttentionBlock;
+    std::fill(sl + visible[ln], sl + n_pad, kNegInf);
+    m_new[ln] = std::max(m[ln], block_max(sl, n_pad));
+    // m == -inf only before the first visible entry, when l and acc are still 0.
+    corr[ln] = m[ln] == m_new[ln] ? 1.0f : std::exp(m[ln] - m_new[ln]);
+  }
+  for (int ln = 0; ln < ng; ++ln) {
+    float* sl = s + ln * kAttentionBlock;
+    if (visible[ln] == 0) {
+      std::fill_n(sl, n_pad, 0.0f);
+      continue;
+    }
+    const float sum = exp_weights(sl, n_pad, m_new[ln]);
+    float* al = acc + static_cast<size_t>(ln) * static_cast<size_t>(hdv);
+    if (corr[ln] != 1.0f)
+      for (int i = 0; i < hdv; ++i) al[i] *= corr[ln];
+    l[ln] = l[ln] * corr[ln] + sum;
+    m[ln] = m_new[ln];
+  }
 }
 
 template <typename Elem>
@@ -305,12 +332,16 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
 
 // The key and value rows of entries [blk, blk + nb) of a head.
 void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows) {
+  const size_t kb = view.k_row_bytes, vb = view.v_row_bytes;
   view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
                                        int64_t count) {
-    const auto i0 = static_cast<size_t>(first - blk);
-    for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
-      rows.k[i0 + i] = k + i * view.k_row_bytes;
-      rows.v[i0 + i] = v + i * view.v_row_bytes;
+    // Running pointers: with k + i * kb the compiler vectorised the fill through emulated
+    // 64-bit multiplies, a few hundred instructions per block.
+    const uint8_t** kd = rows.k + (first - blk);
+    const uint8_t** vd = rows.v + (first - blk);
+    for (int64_t i = 0; i < count; ++i, k += kb, v += vb) {
+      kd[i] = k;
+      vd[i] = v;
     }
   });
 }
@@ -358,10 +389,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
                            prefetch ? next.k : nullptr);
     else
       kern.scores(ng, qg, hd, rows.k, n_rows, sg, prefetch ? next.k : nullptr);
-    const int n_pad = (n_rows + 7) / 8 * 8;
-    for (int ln = 0; ln < ng; ++ln)
-      softmax_step(sg + ln * kAttentionBlock, visible[ln], n_pad, h.m[g0 + ln], h.l[g0 + ln],
-                   ag + static_cast<size_t>(ln) * static_cast<size_t>(hdv), hdv);
+    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv);
     kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag, prefetch ? next.v : nullptr);
   }
 }
