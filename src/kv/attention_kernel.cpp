@@ -192,15 +192,23 @@ int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, in
     __m256 a[NL][CW];
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_loadu_ps(acc + ln * d + c + 8 * w);
-    for (int j = 0; j < n; ++j) {
-      if (next_v && c == 0) prefetch_to_l2(next_v[j], static_cast<size_t>(d) * sizeof(Elem));
-      __m256 vc[CW];
-      for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(v[j], c + 8 * w);
-      for (int ln = 0; ln < NL; ++ln) {
-        const __m256 pj = _mm256_broadcast_ss(p + ln * kAttentionBlock + j);
-        for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_fmadd_ps(pj, vc[w], a[ln][w]);
+    // The rows, with or without prefetching each one's successor (two copies of the loop, so
+    // the common case tests nothing per row).
+    auto rows = [&]<bool kPrefetch>() {
+      for (int j = 0; j < n; ++j) {
+        if constexpr (kPrefetch) prefetch_to_l2(next_v[j], static_cast<size_t>(d) * sizeof(Elem));
+        __m256 vc[CW];
+        for (int w = 0; w < CW; ++w) vc[w] = load8<Elem>(v[j], c + 8 * w);
+        for (int ln = 0; ln < NL; ++ln) {
+          const __m256 pj = _mm256_broadcast_ss(p + ln * kAttentionBlock + j);
+          for (int w = 0; w < CW; ++w) a[ln][w] = _mm256_fmadd_ps(pj, vc[w], a[ln][w]);
+        }
       }
-    }
+    };
+    if (next_v && c == 0)
+      rows.template operator()<true>();
+    else
+      rows.template operator()<false>();
     for (int ln = 0; ln < NL; ++ln)
       for (int w = 0; w < CW; ++w) _mm256_storeu_ps(acc + ln * d + c + 8 * w, a[ln][w]);
   }
