@@ -176,7 +176,8 @@ void check_case(const Case& c, cpu::KernelLevel level, std::mt19937& rng) {
 TEST(AttentionKernel, EveryLevelMatchesReference) {
   std::mt19937 rng(31);
   // 8 and 16 take loops with the head size fixed at compile time (keys and values separately).
-  const int dims[][2] = {{128, 128}, {64, 32}, {48, 80}, {40, 24}, {12, 20}, {8, 8}, {16, 16}, {8, 16}, {16, 24}, {24, 8}};
+  const int dims[][2] = {{128, 128}, {64, 32}, {48, 80}, {40, 24}, {12, 20},
+                         {8, 8},     {16, 16}, {8, 16},  {16, 24}, {24, 8}};
   for (const cpu::KernelLevel level : cpu::supported_levels())
     for (const KvType type : {KvType::F16, KvType::F32})
       for (const auto& d : dims)
