@@ -57,7 +57,8 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 }
 
 // The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one
-// instruction level: scores (q . k for the block's n key rows) into the scratch, then the
+// instruction level: scores (q . k for the block's n key rows) into the scratch (a loop may
+// also write the slots from n up to the next multiple of 8: the softmax overwrites them), then the
 // softmax weights times the n value rows into the accumulators. The online softmax between
 // them is shared by every row type.
 //

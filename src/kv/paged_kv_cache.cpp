@@ -16,6 +16,45 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The rows of one head, with its page table, column and the row sizes looked up once: loops
+// over many rows (write, compact_head) address them through this instead of PageGeometry's
+// key_offset/value_offset, which recompute the sizes from the row type at every call (on a
+// model with 8-element heads that cost more than the copies).
+struct HeadRows {
+  uint8_t* k_base = nullptr;  // the head's first key row in page 0
+  uint8_t* v_base = nullptr;
+  const PageId* table = nullptr;
+  int64_t page_tokens = 1;
+  int64_t run_tokens = 1;
+  size_t page_bytes = 0;
+  size_t run_bytes = 0;
+  size_t k_row_bytes = 0;
+  size_t v_row_bytes = 0;
+
+  size_t offset(int64_t entry, size_t row_bytes) const {
+    const int64_t slot = entry % page_tokens;
+    return sz(table[sz(entry / page_tokens)]) * page_bytes + sz(slot / run_tokens) * run_bytes +
+           sz(slot % run_tokens) * row_bytes;
+  }
+  uint8_t* key(int64_t entry) const { return k_base + offset(entry, k_row_bytes); }
+  uint8_t* value(int64_t entry) const { return v_base + offset(entry, v_row_bytes); }
+};
+
+HeadRows head_rows(const BlockPool& pool, uint8_t* arena, const PageId* table, int column) {
+  const PageGeometry& g = pool.geometry();
+  HeadRows r;
+  r.k_base = arena + g.key_offset(column, 0);
+  r.v_base = arena + g.value_offset(column, 0);
+  r.table = table;
+  r.page_tokens = g.page_tokens;
+  r.run_tokens = g.run_tokens();
+  r.page_bytes = pool.page_bytes();
+  r.run_bytes = g.run_bytes();
+  r.k_row_bytes = g.key_row_bytes();
+  r.v_row_bytes = g.value_row_bytes();
+  return r;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(const KvShape& shape, int64_t capacity,
@@ -231,10 +270,12 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
   const int64_t hdv = shape_.head_dim_v;
   for (int h = 0; h < shape_.n_kv_head; ++h) {
     HeadState& hs = head(layer, h);
+    const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, h))].data(),
+                                    map_->column_of(layer, h));
     for (int64_t t = 0; t < n; ++t) {
       const int64_t src = t * shape_.n_kv_head + h;
-      store_kv_row(geo.type, k + src * hd, key_row(layer, h, hs.length + t), hd);
-      store_kv_row(geo.type, v + src * hdv, value_row(layer, h, hs.length + t), hdv);
+      store_kv_row(geo.type, k + src * hd, rows.key(hs.length + t), hd);
+      store_kv_row(geo.type, v + src * hdv, rows.value(hs.length + t), hdv);
     }
     hs.length += n;  // the new entries continue the consecutive tail positions
   }
@@ -332,8 +373,10 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   } catch (const std::bad_alloc&) {
     return make_error("KV cache: out of host memory for the kept positions");
   }
+  const auto n_kept = static_cast<int64_t>(hs.kept_pos.size());  // keep[] was checked above
   for (size_t i = 0; i < keep.size(); ++i)
-    positions[i] = static_cast<int32_t>(entry_position(layer, kv_head, keep[i]));
+    positions[i] = keep[i] < n_kept ? hs.kept_pos[sz(keep[i])]
+                                    : static_cast<int32_t>(hs.tail_pos0 + (keep[i] - n_kept));
   // Copy-on-write: the pages rows move into are copied first when a fork still reads them.
   const PageGeometry& g = pool_->geometry();
   size_t first_moved = 0;
@@ -341,23 +384,16 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   if (first_moved < keep.size())
     TG_TRY(unshare_range(map_->group_of(layer, kv_head), static_cast<int64_t>(first_moved) / g.page_tokens,
                          ceil_div(static_cast<int64_t>(keep.size()), g.page_tokens)));
-  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. Rows are
-  // addressed as head_view() does, with the head's page table and column looked up once
-  // (after the copy-on-write above, which may have replaced pages in the table).
-  const int64_t P = g.page_tokens;
-  const size_t page_bytes = pool_->page_bytes(), kb = g.key_row_bytes(), vb = g.value_row_bytes();
-  const PageId* table = pages_[sz(map_->group_of(layer, kv_head))].data();
-  const int column = map_->column_of(layer, kv_head);
-  uint8_t* const arena = pool_->page_data(0);
-  auto page_off = [&](int64_t e) { return sz(table[sz(e / P)]) * page_bytes; };
+  // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. The head's
+  // rows are addressed after the copy-on-write above, which may have replaced pages in its table.
+  const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, kv_head))].data(),
+                                  map_->column_of(layer, kv_head));
   for (size_t i = 0; i < keep.size(); ++i) {
     const auto dst = static_cast<int64_t>(i);
     const int64_t src = keep[i];
     if (src == dst) continue;
-    std::memcpy(arena + page_off(dst) + g.key_offset(column, dst % P),
-                arena + page_off(src) + g.key_offset(column, src % P), kb);
-    std::memcpy(arena + page_off(dst) + g.value_offset(column, dst % P),
-                arena + page_off(src) + g.value_offset(column, src % P), vb);
+    std::memcpy(rows.key(dst), rows.key(src), rows.k_row_bytes);
+    std::memcpy(rows.value(dst), rows.value(src), rows.v_row_bytes);
   }
   hs.kept_pos.swap(positions);
   hs.tail_pos0 = layer_positions_[sz(layer)];

@@ -3,7 +3,8 @@
 // have (1 to 12 query vectors: G query heads x rows), ragged per-lane limits, lengths that end
 // inside a block and inside a page, several heads of different lengths walked side by side,
 // dense and paged (scattered pages) rows, F16 and F32, head sizes taking the AVX-512 loop
-// (multiples of 16), the AVX2 loop (multiples of 8) and the scalar one. The rows are what the
+// (multiples of 16), the AVX2 loop (multiples of 8, with its fixed-size variants for 8 and 16,
+// whose rows are prefetched a block at a time) and the scalar one. The rows are what the
 // kernel reads, so the only differences are float vs double arithmetic and the vector exp:
 // |out - ref| <= 2e-5 for outputs of size ~1.
 #include "kv/attention_kernel.h"
@@ -174,7 +175,9 @@ void check_case(const Case& c, cpu::KernelLevel level, std::mt19937& rng) {
 
 TEST(AttentionKernel, EveryLevelMatchesReference) {
   std::mt19937 rng(31);
-  const int dims[][2] = {{128, 128}, {64, 32}, {48, 80}, {40, 24}, {12, 20}};
+  // 8 and 16 take loops with the head size fixed at compile time (keys and values separately).
+  const int dims[][2] = {{128, 128}, {64, 32}, {48, 80}, {40, 24}, {12, 20},
+                         {8, 8},     {16, 16}, {8, 16},  {16, 24}, {24, 8}};
   for (const cpu::KernelLevel level : cpu::supported_levels())
     for (const KvType type : {KvType::F16, KvType::F32})
       for (const auto& d : dims)
