@@ -115,6 +115,7 @@ struct Q8Rows {
 // lane.
 
 constexpr float kWeightSteps = 32767.0f;
+constexpr float kNegligibleWeight = 1e-30f;  // weights are exp(s - running max) <= 1
 
 // The largest of p[0 .. n) (softmax weights, >= 0), NaN if one is NaN; p[n ..] is not read.
 inline float weight_max(const float* p, int n, __m512 (&pw)[2]) {
@@ -170,7 +171,11 @@ struct LaneWeights {
 
   LaneWeights(const float* p, int n) {
     for (int ln = 0; ln < NL; ++ln) {
-      const float pmax = weight_max(p + ln * kAttentionBlock, n, pw[ln]);
+      float pmax = weight_max(p + ln * kAttentionBlock, n, pw[ln]);
+      // Weights are relative to the running maximum (at most 1); a block whose largest is
+      // below 1e-30 adds less than 32e-30 of it, and kWeightSteps / pmax would overflow to
+      // inf (pmax < ~1e-34) and turn zero weights into NaN: such a block adds nothing.
+      if (pmax < kNegligibleWeight) pmax = 0.0f;  // not NaN: `<` is false for it, NaN passes on
       const __m512 inv = _mm512_set1_ps(pmax > 0.0f ? kWeightSteps / pmax : 0.0f);
       pw[ln][0] = _mm512_mul_ps(pw[ln][0], inv);
       pw[ln][1] = _mm512_mul_ps(pw[ln][1], inv);
@@ -182,8 +187,9 @@ struct LaneWeights {
 // sum += the pairwise int16 products of a and b (vpdpwssd) in place. GCC 12's intrinsic copies
 // every accumulator to a new register and back on each use in the row loop (48 moves per row
 // pair at 4 lanes, a fifth slower); the asm names the accumulator as its own destination.
+// Written for both assembler dialects (AT&T | Intel), so -masm=intel builds too.
 inline void add_products(__m512i& sum, __m512i a, __m512i b) {
-  __asm__("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(a), "v"(b));
+  __asm__("vpdpwssd {%2, %1, %0|%0, %1, %2}" : "+v"(sum) : "v"(a), "v"(b));
 }
 
 // Rows ra and rb (weights w[.][.][pair], low and high half) into the accumulators of column

@@ -314,6 +314,49 @@ TEST(Q8Attention, ValueLoopsWithinTheirWeightRounding) {
         }
 }
 
+// A lane whose weights in a block of entries are all vanishingly small (scores ~80 below the
+// running maximum: exp gives ~1e-35, where 32767 / max overflows float) adds at most what the
+// float loop adds and never its opposite: the integer loop must not turn the overflow into
+// weights saturated at -32768 (sign-flipped, zero weights included). The lane starts at 0 so
+// that contributions this small are visible; a lane with ordinary weights beside it stays
+// within its rounding.
+TEST(Q8Attention, VanishingWeightsNeverFlipSign) {
+  std::mt19937 rng(13);
+  const BlockKernels portable = kv_q8::portable_kernels();
+  const int hdv = 64, n = 16;
+  const Q8Head h(32, hdv, n, rng);
+  std::vector<const uint8_t*> rows;
+  for (int j = 0; j < n; ++j) rows.push_back(h.v.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, hdv));
+  for (const auto& [name, kernels] : q8_kernels())
+    for (const float tiny : {1e-35f, 1e-38f, 1e-44f}) {  // normal, subnormal, near the smallest subnormal
+      std::vector<float> p(2 * kAttentionBlock, 0.0f);
+      for (int j = 0; j < n; ++j) {
+        p[static_cast<size_t>(j)] = j % 3 == 0 ? 0.0f : tiny;
+        p[static_cast<size_t>(kAttentionBlock + j)] = 0.5f + 0.03f * static_cast<float>(j);
+      }
+      std::vector<float> start(static_cast<size_t>(2 * hdv), 0.0f);
+      const auto ordinary = random_values(static_cast<size_t>(hdv), rng);
+      std::copy(ordinary.begin(), ordinary.end(), start.begin() + hdv);
+      std::vector<float> want = start, got = start;
+      portable.accumulate(2, p.data(), hdv, rows.data(), n, want.data(), nullptr);
+      kernels.accumulate(2, p.data(), hdv, rows.data(), n, got.data(), nullptr);
+      for (int c = 0; c < hdv; ++c) {
+        const auto at = static_cast<size_t>(c);
+        double magnitude = 0.0;  // sum_j p_j |v_j|: all the float loop adds, at most
+        for (int j = 0; j < n; ++j)
+          magnitude += static_cast<double>(p[static_cast<size_t>(j)]) * std::abs(static_cast<double>(h.vf[static_cast<size_t>(j * hdv + c)]));
+        ASSERT_TRUE(std::isfinite(got[at])) << name << " tiny " << tiny << " column " << c;
+        EXPECT_GE(static_cast<double>(got[at]) * static_cast<double>(want[at]), 0.0) << name << " tiny " << tiny << " column " << c;
+        EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])), magnitude * 1.001)
+            << name << " tiny " << tiny << " column " << c;
+        // The ordinary lane: within its weight rounding (a step of max p * max d / 32767 per
+        // row, 16 rows of |v_int| <= 127) and float rounding.
+        const auto o = static_cast<size_t>(hdv + c);
+        EXPECT_NEAR(got[o], want[o], 0.05 * static_cast<double>(std::abs(want[o] - start[o])) + 1e-3) << name << " column " << c;
+      }
+    }
+}
+
 // The query's rounding is real error, not noise of the reference: against the float query
 // the loops differ by more than the float-vs-double tolerance, and stay within the bound.
 TEST(Q8Attention, QueryRoundingIsMeasuredAndBounded) {
