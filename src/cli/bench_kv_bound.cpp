@@ -81,6 +81,7 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
     return model.forward_step(seqs, pool);
   };
   for (int k = 0; k < kWarmupSteps; ++k) TG_TRY(step(k));
+  model.time_attention(true);
   const double bytes_before = kv_read_bytes(b);
   const double attention0 = model.attention_seconds();
   const double attention_cpu0 = model.attention_cpu_seconds();
@@ -90,6 +91,7 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   for (int k = 0; k < steps; ++k) TG_TRY(step(kWarmupSteps + k));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = pool.cpu_seconds() - cpu0;
+  model.time_attention(false);
   const double attention = model.attention_seconds() - attention0;
   const double attention_cpu = model.attention_cpu_seconds() - attention_cpu0;
   // Heads grow by a row per step: the mean step reads the mean of the first and last.

@@ -30,6 +30,7 @@ Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_
 }
 
 Status BatchedAttention::attend(int layer, const float* q, float* out, ThreadPool& pool) {
+  if (!timing_) return attend_layer(layer, q, out, pool);
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = pool.cpu_seconds();  // exact per thread (the process clock lags by ticks)
   const Status st = attend_layer(layer, q, out, pool);

@@ -47,9 +47,12 @@ class BatchedAttention {
   //   q: [rows][n_head][head_dim]   out: [rows][n_head][head_dim_v], rows = sum of n
   Status attend(int layer, const float* q, float* out, ThreadPool& pool);
 
-  // Wall time spent in attend() since construction (for the share of a step attention takes),
+  // Wall time spent in attend() while timing is on (for the share of a step attention takes),
   // and the pool's CPU time over the same calls (every pool thread, waits included;
-  // ThreadPool::cpu_seconds).
+  // ThreadPool::cpu_seconds). Off by default: reading every thread's CPU clock is a system
+  // call per thread, twice per layer, which a serving step should not pay for a figure only
+  // benchmarks read.
+  void set_timing(bool on) { timing_ = on; }
   double attend_seconds() const { return attend_seconds_; }
   double attend_cpu_seconds() const { return attend_cpu_seconds_; }
 
@@ -61,6 +64,7 @@ class BatchedAttention {
   bool paged_ = false;                      // every cache of the step is paged
   std::vector<AttentionItem> items_;        // [sequences] when paged
   std::unique_ptr<AttentionWorkspace> ws_;  // when paged
+  bool timing_ = false;
   double attend_seconds_ = 0;
   double attend_cpu_seconds_ = 0;
 };

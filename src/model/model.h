@@ -94,9 +94,12 @@ class Model {
   // How the attention of a step is split across threads, and the statistics of its plans.
   AttentionPlanner& attention_planner() { return attention_.planner(); }
   const AttentionPlanner& attention_planner() const { return attention_.planner(); }
-  // Wall time the forward passes have spent in attention (all layers) since the model was loaded.
+  // Times attention (all layers) from now on, for benchmarks; off by default (it costs system
+  // calls every layer).
+  void time_attention(bool on) { attention_.set_timing(on); }
+  // Wall time the forward passes have spent in attention while timed.
   double attention_seconds() const { return attention_.attend_seconds(); }
-  // The process's CPU time over the same calls (all threads).
+  // The pool's CPU time over the same calls (all its threads; ThreadPool::cpu_seconds).
   double attention_cpu_seconds() const { return attention_.attend_cpu_seconds(); }
 
  private:
