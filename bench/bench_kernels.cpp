@@ -4,7 +4,6 @@
 // Weight sets are replicated to exceed the last-level cache (>= 256 MiB per set, cycled
 // through), so matvec numbers measure DRAM, not L3.
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -12,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "common/cpu_time.h"
 #include "common/thread_pool.h"
 #include "gguf/ggml_type.h"
 #include "gguf/tensor_view.h"
@@ -29,15 +29,6 @@ constexpr size_t kMinSetBytes = size_t{256} << 20;
 ThreadPool& pool(int threads) {
   static ThreadPool one(1), two(2);
   return threads == 1 ? one : two;
-}
-
-// CPU seconds used by the whole process (all threads). On a shared, loaded machine wall time
-// includes waiting for a core; rates per CPU-second x threads show what the kernels do while
-// they run (pessimistic: a thread spinning on a preempted partner also counts).
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // `copies` identical quantised rows x cols matrices in one buffer.

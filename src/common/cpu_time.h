@@ -7,10 +7,14 @@
 
 namespace tangram {
 
-inline double process_cpu_seconds() {
+// Seconds on `clock`, or a negative value where the clock cannot be read (a thread's clock
+// after the thread has ended).
+inline double clock_seconds(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  if (clock_gettime(clock, &ts) != 0) return -1.0;
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+
+inline double process_cpu_seconds() { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 }  // namespace tangram

@@ -46,6 +46,7 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  worker_clocks_.reserve(static_cast<size_t>(n_threads_ - 1));  // no allocation may throw past the threads' start
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   for (auto& t : workers_) {
     clockid_t clock{};
@@ -59,13 +60,12 @@ ThreadPool::ThreadPool(int n_threads) {
 
 double ThreadPool::cpu_seconds() const {
   if (worker_clocks_.size() != workers_.size()) return process_cpu_seconds();
-  const auto seconds = [](clockid_t clock) {
-    timespec ts{};
-    clock_gettime(clock, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
-  double total = seconds(CLOCK_THREAD_CPUTIME_ID);
-  for (const clockid_t clock : worker_clocks_) total += seconds(clock);
+  double total = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+  for (const clockid_t clock : worker_clocks_) {
+    const double s = clock_seconds(clock);
+    if (s < 0) return process_cpu_seconds();  // a clock that cannot be read: the coarse one
+    total += s;
+  }
   return total;
 }
 

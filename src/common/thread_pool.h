@@ -37,12 +37,13 @@ class ThreadPool {
   // run() uses it to split each the same way.
   static std::pair<int64_t, int64_t> chunk(int64_t n, int64_t grain, int tid, int n_threads);
 
-  // CPU time of the calling thread (the one that calls run(), worker 0) plus every worker
-  // thread, in seconds, each thread's own clock read exactly. CLOCK_PROCESS_CPUTIME_ID adds
+  // CPU time of the calling thread plus every worker thread, in seconds, each thread's own
+  // clock read exactly. The calling thread stands for worker 0, so call it from the thread
+  // that calls run(); from any other the figure counts that thread instead. CLOCK_PROCESS_CPUTIME_ID adds
   // another thread's running time only when the scheduler ticks (every 4 ms at HZ=250), so
   // its difference over a few milliseconds (one layer's attention) could be off by a tick;
   // differences of this one are not. Falls back to the process clock where a worker's clock
-  // could not be had.
+  // could not be had or read.
   double cpu_seconds() const;
 
  private:
