@@ -40,11 +40,6 @@ struct InterleavedKernel<InterleavedQ8_0> {
   static constexpr int kSumsPerBlock = 2;  // the offset correction and the scale
   static constexpr int kTileTokens = 16;
 };
-// The most tokens one call of an interleaved kernel takes, of any type (this bounds callers'
-// [token][row] buffers).
-constexpr int kInterleavedTokens = 16;
-static_assert(InterleavedKernel<InterleavedQ4_K>::kTileTokens <= kInterleavedTokens &&
-              InterleavedKernel<InterleavedQ8_0>::kTileTokens <= kInterleavedTokens);
 
 // A block's scales and mins unpacked by a kernel (once per block, for all 16 rows):
 // scales[j % 2][j / 2][r] = scale of sub-block j of row r; mins[h][p][2 * i + k] = min of
@@ -91,8 +86,9 @@ inline float q8_0_scale(const int32_t* sums, int64_t b) {
   return std::bit_cast<float>(sums[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b + 1]);
 }
 
-// out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt
-// (1 <= nt <= InterleavedKernel<Interleaved>::kTileTokens). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
+// out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt. Any nt >= 0;
+// callers pass InterleavedKernel<Interleaved>::kTileTokens at most (more are run a tile at a
+// time, each tile reading the weights again). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
 // Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
 template <typename Interleaved>
 using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,

@@ -6,6 +6,7 @@
 // offset correction (the sum's starting value) and float update.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
@@ -211,10 +212,12 @@ constexpr std::array<TokensFn<Interleaved>, sizeof...(K)> token_kernels(std::int
 template <typename Interleaved>
 void by_tokens(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride, const int32_t* sums,
                size_t sums_stride, int nt, float* out, size_t out_stride) {
-  static constexpr auto kKernels =
-      token_kernels<Interleaved>(std::make_integer_sequence<int, InterleavedKernel<Interleaved>::kTileTokens>{});
-  const int index = (nt < 1 ? 1 : nt > InterleavedKernel<Interleaved>::kTileTokens ? InterleavedKernel<Interleaved>::kTileTokens : nt) - 1;
-  kKernels[static_cast<size_t>(index)](w, nblocks, act, act_stride, sums, sums_stride, out, out_stride);
+  constexpr int kTile = InterleavedKernel<Interleaved>::kTileTokens;
+  static constexpr auto kKernels = token_kernels<Interleaved>(std::make_integer_sequence<int, kTile>{});
+  for (int t0 = 0; t0 < nt; t0 += kTile)  // one call per tile, as the other levels do
+    kKernels[static_cast<size_t>(std::min(kTile, nt - t0) - 1)](
+        w, nblocks, act + static_cast<size_t>(t0) * act_stride, act_stride, sums + static_cast<size_t>(t0) * sums_stride,
+        sums_stride, out + static_cast<size_t>(t0) * out_stride, out_stride);
 }
 
 }  // namespace

@@ -302,7 +302,8 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
 }
 
 // The interleaved-row GEMMs (portable and every level that has one): a full group of 16 rows and
-// a partial one, 1 to kTileTokens tokens (8 for Q4_K, 16 for Q8_0) at several offsets.
+// a partial one, 1 to kTileTokens + 2 tokens (a tile is 8 for Q4_K, 16 for Q8_0; past it the
+// kernels run a tile at a time) at several offsets.
 template <typename Interleaved>
 void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, const std::string& name) {
   constexpr int64_t kGroupRows = vec::kInterleavedRows;
@@ -322,9 +323,9 @@ void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, 
     for (const int64_t r0 : {int64_t{0}, kGroupRows}) {
       const int nr = static_cast<int>(std::min(kGroupRows, kMatrixRows - r0));
       vec::interleave_rows(W.m.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols, group.data());
-      for (int nt = 1; nt <= vec::InterleavedKernel<Interleaved>::kTileTokens; ++nt)
+      for (int nt = 1; nt <= kGemmTokens; ++nt)  // past a tile too: run a tile at a time
         for (int64_t t0 = 0; t0 + nt <= kGemmTokens; t0 += 1 + (nt < 4 ? 2 : 0)) {
-          float out[vec::kInterleavedTokens * vec::kInterleavedRows];  // [token][row of the group]
+          float out[kGemmTokens * vec::kInterleavedRows];  // [token][row of the group]
           gemm(group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride, A.stride,
                sums.data() + static_cast<size_t>(t0) * sums_stride, sums_stride, nt, out, vec::kInterleavedRows);
           for (int k = 0; k < nt; ++k)
