@@ -100,9 +100,12 @@ inline __m256 reduce8(const __m256 (&a)[8]) {
 // more than the dot products themselves when a row is one vector, head size 8).
 template <int NL, int JB>
 inline void store_scores(__m256 sums, float* scores, int j) {
+  static_assert(NL * JB <= 8, "one __m256 holds the group's sums");
   if constexpr (JB == 8) {
+    static_assert(NL == 1);
     _mm256_storeu_ps(scores + j, sums);
   } else if constexpr (JB == 4) {
+    static_assert(NL == 2);
     _mm_storeu_ps(scores + j, _mm256_castps256_ps128(sums));
     _mm_storeu_ps(scores + kAttentionBlock + j, _mm256_extractf128_ps(sums, 1));
   } else {

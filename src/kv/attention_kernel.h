@@ -69,8 +69,11 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 // wait on memory, and on the 2-vCPU Zen 4 the cold 16 x 8K decode batch took the loops' time
 // plus the time to read it, with no overlap (docs/benchmarks.md, "F16 attention read
 // bandwidth"). Into L2, a row group at a time: prefetches into L1 compete with the current
-// block's loads (they recovered a third of the wait, these all of it), and a whole block
-// issued at once overflows the queue (slower than none).
+// block's loads (they recovered a third of the wait, these all of it), and a whole block of
+// large rows issued at once overflows the queue (slower than none). Blocks of small rows
+// (keys and values of a block within 2 KiB, head sizes 8 and 16) are the exception: the walk
+// prefetches the next one whole, run by run, and passes null here, since a prefetch per row
+// would cost more than the row's dot product.
 struct BlockKernels {
   void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
                  const uint8_t* const* next_k_rows);
