@@ -22,9 +22,12 @@ void print_cpu() {
   std::string levels;
   for (const cpu::KernelLevel l : cpu::supported_levels())
     levels += (levels.empty() ? "" : ", ") + std::string(cpu::level_name(l));
+  const cpu::CpuFeatures& f = cpu::features();
+  fmt::print("cpu:            {} family {:X}h\n", f.amd ? "AMD" : "non-AMD", f.family);
   fmt::print("cpu features:   {}\n", cpu::feature_list());
   fmt::print("kernel levels:  {} (this CPU can run)\n", levels);
   fmt::print("kernel path:    {} ({})\n", cpu::level_name(choice.level), choice.reason);
+  fmt::print("kernel tuning:  {}\n", cpu::tuning().reason);
 }
 
 }  // namespace

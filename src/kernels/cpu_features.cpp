@@ -24,7 +24,10 @@ uint64_t read_xcr0() {
 CpuFeatures probe() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) != 0)  // vendor string in ebx, edx, ecx
+    f.amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u;  // "Auth" "enti" "cAMD"
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
+  f.family = display_family(a);
   f.fma = bit(c, 12);
   f.f16c = bit(c, 29);
   const bool osxsave = bit(c, 27);
@@ -102,6 +105,24 @@ std::optional<KernelLevel> parse_level(std::string_view name) {
 const LevelChoice& active() {
   static const LevelChoice choice = choose();
   return choice;
+}
+
+int display_family(unsigned leaf1_eax) {
+  const int base = static_cast<int>((leaf1_eax >> 8) & 0xF);
+  return base == 0xF ? base + static_cast<int>((leaf1_eax >> 20) & 0xFF) : base;
+}
+
+KernelTuning tuning_for(const CpuFeatures& f) {
+  if (f.amd && f.family >= 0x1A)  // Zen 5 and later
+    return KernelTuning{.q8_0_prefetch_min_tokens = 4, .q4_k_prefetch_min_tokens = 1,
+                        .reason = "AMD family 1Ah or later (Zen 5): AVX-512 matmul prefetches weights from 4 tokens (Q8_0), 1 (Q4_K)"};
+  return KernelTuning{.q8_0_prefetch_min_tokens = 4, .q4_k_prefetch_min_tokens = 2,
+                      .reason = "default (measured on Zen 4): AVX-512 matmul prefetches weights from 4 tokens (Q8_0), 2 (Q4_K)"};
+}
+
+const KernelTuning& tuning() {
+  static const KernelTuning t = tuning_for(features());
+  return t;
 }
 
 std::string feature_list() {

@@ -20,6 +20,8 @@ enum class KernelLevel {
 };
 
 struct CpuFeatures {
+  bool amd = false;  // vendor AuthenticAMD
+  int family = 0;    // display family: base family, plus the extended family where base is 0xF
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false, avx512_bf16 = false;
   bool os_ymm = false;  // XCR0: the OS saves ymm state
@@ -43,6 +45,24 @@ struct LevelChoice {
 // TANGRAM_CPU when that names a supported level.
 const LevelChoice& active();
 inline KernelLevel active_level() { return active().level; }
+
+// Choices inside the AVX-512 kernels that measured differently on different cores, made once
+// from the CPU's family. Software prefetch of interleaved weight blocks ahead of the matmul
+// (prefetch_ahead): on Zen 4 it only competed with the hardware's own stream below a few tokens
+// (Q4_K one token 17.2 -> 22.1 ms a step, Q8_0 1.06-1.28x slower at 1-2 tokens); on a Zen 5
+// core (AMD family 1Ah) it was what Q4_K's one-token stream lacked (1.35-2.1x less CPU a step
+// with it), while Q8_0 at 1-3 tokens measured both ways (docs/benchmarks.md, "Kernel tuning by
+// CPU family").
+struct KernelTuning {
+  int q8_0_prefetch_min_tokens = 4;  // the interleaved Q8_0 kernels prefetch from this many tokens
+  int q4_k_prefetch_min_tokens = 2;  // ... and the Q4_K ones
+  std::string_view reason;           // which CPU it was chosen for
+};
+const KernelTuning& tuning();  // tuning_for(features()), once
+KernelTuning tuning_for(const CpuFeatures& f);
+// The display family of CPUID leaf 1's eax (base family, plus the extended family where the
+// base is 0xF: 0x19 is Zen 3/4, 0x1A Zen 5).
+int display_family(unsigned leaf1_eax);
 
 // The CPU's features as one line ("avx2 fma f16c avx512f ..."), for `tangram info --cpu`.
 std::string feature_list();

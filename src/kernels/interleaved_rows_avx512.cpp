@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu_features.h"
 #include "kernels/half.h"
 #include "kernels/interleaved_rows.h"
 #include "kernels/quant_blocks.h"
@@ -32,19 +33,17 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// prefetch_ahead (interleaved_rows.h) from kPrefetchMinTokens. Measured (one thread, 12
-// matrices of 4096 x 2560 in huge pages, CPU time against the row-major matrix's repack +
-// product or row-major kernels): 8 tokens 1.09x without, 0.92x with 4 blocks ahead into L1,
-// 0.57x with 16 ahead into L2 (8 and 32 ahead: 0.61x, 0.56x); 16 tokens 1.09x, 0.97x, 0.71x;
-// 4-5 tokens 0.79x / 0.51x without, 0.55x / 0.27x with. At 1-2 tokens the read is the bound and
-// the prefetches only compete with it (1 token: 0.89-0.94x without, 1.06-1.28x with), so they
-// start at 4 (3: the same either way).
-constexpr int kPrefetchMinTokens = 4;
-// Q4_K (4 blocks ahead, the same 9 KiB), measured in bench-model -t 1 on qwen3-8l-q4_k.gguf
-// (step CPU ms, weights interleaved at load): from 2 tokens it pays (2 tokens 24.4 -> 19.3,
-// 3: 35.6 -> 22.3, 4: 47.4 -> 25.6, 8: 75.8 -> 47.2); at one token it competed with the read
-// (17.2 -> 22.1), as Q8_0's did.
-constexpr int kQ4_KPrefetchMinTokens = 2;
+// prefetch_ahead (interleaved_rows.h) from cpu::tuning()'s token counts. Measured on Zen 4 (one
+// thread, 12 matrices of 4096 x 2560 in huge pages, CPU time against the row-major matrix's
+// repack + product or row-major kernels): 8 tokens 1.09x without, 0.92x with 4 blocks ahead
+// into L1, 0.57x with 16 ahead into L2 (8 and 32 ahead: 0.61x, 0.56x); 16 tokens 1.09x, 0.97x,
+// 0.71x; 4-5 tokens 0.79x / 0.51x without, 0.55x / 0.27x with. At 1-2 tokens the read is the
+// bound and the prefetches only competed with it there (1 token: 0.89-0.94x without, 1.06-1.28x
+// with), so they started at 4 (3: the same either way). Q4_K (4 blocks ahead, the same 9 KiB),
+// bench-model -t 1 on qwen3-8l-q4_k.gguf (step CPU ms, weights interleaved at load): from 2
+// tokens it paid (2 tokens 24.4 -> 19.3, 3: 35.6 -> 22.3, 4: 47.4 -> 25.6, 8: 75.8 -> 47.2);
+// at one token it competed with the read (17.2 -> 22.1). A Zen 5 core wants Q4_K's at one token
+// (cpu::KernelTuning).
 
 // UnpackedQ4_KScales of one block: one 512-bit vector per packed field (shifts are 16-bit, the
 // masks keep each byte's own bits).
@@ -100,8 +99,9 @@ void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, 
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   UnpackedQ4_KScales u;
+  const bool prefetch = NT >= cpu::tuning().q4_k_prefetch_min_tokens;
   for (int64_t b = 0; b < nblocks; ++b) {
-    if constexpr (NT >= kQ4_KPrefetchMinTokens) prefetch_ahead(w, b);
+    if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ4_K& x = w[b];
     unpack_scales_mins(x, u);
     __m512i blk[NT];
@@ -166,8 +166,9 @@ void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, 
   }
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const bool prefetch = NT >= cpu::tuning().q8_0_prefetch_min_tokens;
   for (int64_t b = 0; b < nblocks; ++b) {
-    if constexpr (NT >= kPrefetchMinTokens) prefetch_ahead(w, b);
+    if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
     __m512i v[8];
     for (int s = 0; s < 8; ++s) v[s] = _mm512_loadu_si512(x.qs[s]);

@@ -41,7 +41,7 @@ TEST(Cli, InfoShowsStories260K) {
   EXPECT_TRUE(contains(r.output, "48 tensors"));
 }
 
-// `info --cpu`: the CPU's features and the kernel path; TANGRAM_CPU=avx2 lowers the path on any
+// `info --cpu`: the CPU's family and features, the kernel path and tuning; TANGRAM_CPU=avx2 lowers the path on any
 // machine (every x86-64-v3 CPU runs it); an unknown level is named and ignored.
 TEST(Cli, InfoCpuShowsTheKernelPath) {
   auto r = run_tangram("info --cpu");
@@ -49,6 +49,8 @@ TEST(Cli, InfoCpuShowsTheKernelPath) {
   EXPECT_TRUE(contains(r.output, "cpu features:")) << r.output;
   EXPECT_TRUE(contains(r.output, "avx2")) << r.output;
   EXPECT_TRUE(contains(r.output, "kernel path:")) << r.output;
+  EXPECT_TRUE(contains(r.output, "kernel tuning:  ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "family ")) << r.output;
   setenv("TANGRAM_CPU", "avx2", 1);
   r = run_tangram("info --cpu");
   EXPECT_TRUE(contains(r.output, "kernel path:    avx2 (TANGRAM_CPU=avx2)")) << r.output;

@@ -1,5 +1,5 @@
 // The kernel level choice: what the CPU supports, the names TANGRAM_CPU takes, and that the
-// level in use is one this CPU can run.
+// level in use is one this CPU can run; the family decoding and the tuning chosen from it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -46,6 +46,34 @@ TEST(CpuFeatures, ActiveLevelFollowsTheOverride) {
   } else {
     EXPECT_EQ(choice.level, cpu::supported_levels().back());
   }
+}
+
+// CPUID leaf 1's family field: the extended family counts only where the base is 0xF.
+TEST(CpuFeatures, DisplayFamilyAddsTheExtendedFamilyOnlyAboveBaseF) {
+  EXPECT_EQ(cpu::display_family(0x00A10F11u), 0x19);  // Zen 4 (Genoa)
+  EXPECT_EQ(cpu::display_family(0x00B00F21u), 0x1A);  // Zen 5 (Turin)
+  EXPECT_EQ(cpu::display_family(0x000806F8u), 6);     // Intel Sapphire Rapids: base 6, no extended
+  EXPECT_EQ(cpu::display_family(0x0FF00600u), 6);     // extended bits ignored below base 0xF
+}
+
+// Zen 5 and later AMD cores prefetch Q4_K weights from one token; every other CPU keeps the
+// thresholds measured on Zen 4; the choice says which it is.
+TEST(CpuFeatures, TuningFollowsTheFamily) {
+  cpu::CpuFeatures zen4, zen5, intel;
+  zen4.amd = zen5.amd = true;
+  zen4.family = 0x19;
+  zen5.family = 0x1A;
+  intel.family = 6;
+  const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5), ti = cpu::tuning_for(intel);
+  EXPECT_EQ(t4.q8_0_prefetch_min_tokens, 4);
+  EXPECT_EQ(t4.q4_k_prefetch_min_tokens, 2);
+  EXPECT_EQ(t5.q8_0_prefetch_min_tokens, 4);
+  EXPECT_EQ(t5.q4_k_prefetch_min_tokens, 1);
+  EXPECT_EQ(ti.q8_0_prefetch_min_tokens, t4.q8_0_prefetch_min_tokens);
+  EXPECT_EQ(ti.q4_k_prefetch_min_tokens, t4.q4_k_prefetch_min_tokens);
+  EXPECT_NE(t5.reason.find("Zen 5"), std::string_view::npos);
+  EXPECT_NE(t4.reason.find("default"), std::string_view::npos);
+  EXPECT_EQ(cpu::tuning().q8_0_prefetch_min_tokens, cpu::tuning_for(cpu::features()).q8_0_prefetch_min_tokens);
 }
 
 }  // namespace
