@@ -19,8 +19,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Reads `count` stored rows of `dim` elements (a page run: packed, kv_row_bytes(type, dim)
-// apart, as every cache stores them) as floats in one call, since a call per row cost more
+// Reads `count` stored rows of `dim` elements (a page run: packed, since PageGeometry's row
+// sizes are kv_row_bytes(type, dim)) as floats in one call, since a call per row cost more
 // than the conversion on 8-element heads.
 void read_rows(const uint8_t* src, int64_t count, int dim, KvType type, float* dst) {
   load_kv_row(type, src, dst, count * dim);
@@ -210,10 +210,6 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
       pos.resize(static_cast<size_t>(n));
       s.keys.resize(static_cast<size_t>(n) * static_cast<size_t>(hd));
       s.values.resize(static_cast<size_t>(n) * static_cast<size_t>(hdv));
-      if (v.k_row_bytes != kv_row_bytes(cache.type(), hd) || v.v_row_bytes != kv_row_bytes(cache.type(), hdv)) {
-        errors[static_cast<size_t>(tid)] = make_error("compressor: layer {} head {} stores padded rows, which it cannot read", l, h);
-        break;
-      }
       v.for_each_run(0, n, [&](int64_t first, const uint8_t* k, const uint8_t* val, int64_t count) {
         read_rows(k, count, hd, cache.type(), s.keys.data() + first * hd);
         read_rows(val, count, hdv, cache.type(), s.values.data() + first * hdv);

@@ -174,7 +174,8 @@ struct LaneWeights {
       float pmax = weight_max(p + ln * kAttentionBlock, n, pw[ln]);
       // Weights are relative to the running maximum (at most 1); a block whose largest is
       // below 1e-30 adds less than 32e-30 of it, and kWeightSteps / pmax would overflow to
-      // inf (pmax < ~1e-34) and turn zero weights into NaN: such a block adds nothing.
+      // inf (pmax < ~1e-34), which the conversion turns into -32768 for every weight, zeros
+      // included: such a block adds nothing.
       if (pmax < kNegligibleWeight) pmax = 0.0f;  // not NaN: `<` is false for it, NaN passes on
       const __m512 inv = _mm512_set1_ps(pmax > 0.0f ? kWeightSteps / pmax : 0.0f);
       pw[ln][0] = _mm512_mul_ps(pw[ln][0], inv);
