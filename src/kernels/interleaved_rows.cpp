@@ -423,7 +423,9 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* 
 // All 16 rows x NT <= 2 tokens in one pass over the blocks (both halves of each 64-byte vector
 // at once). Two passes of q8_0_half_avx2 read each block twice, which at one or two tokens
 // (decode of weights interleaved at load, bound by the weights' read) cost 1.28x / 1.17x the
-// row-major kernels' CPU time; one pass reads it once.
+// row-major kernels' CPU time; one pass reads it once. Whether it also asks for the blocks
+// ahead is the CPU's tuning: on Zen 5 that cut a step at one token by 11%, at two by 20%
+// (medians of 10 rounds).
 template <int NT>
 void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, float* out,
                         size_t out_stride) {
@@ -432,7 +434,9 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT][2];
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  const bool prefetch = NT >= cpu::tuning().q8_0_avx2_prefetch_min_tokens;
   for (int64_t b = 0; b < nblocks; ++b) {
+    if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
     __m256i isum[NT][2];
     for (int t = 0; t < NT; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();

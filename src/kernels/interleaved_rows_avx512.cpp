@@ -43,7 +43,7 @@ inline __m512i broadcast4(const int8_t* p) {
 // bench-model -t 1 on qwen3-8l-q4_k.gguf (step CPU ms, weights interleaved at load): from 2
 // tokens it paid (2 tokens 24.4 -> 19.3, 3: 35.6 -> 22.3, 4: 47.4 -> 25.6, 8: 75.8 -> 47.2);
 // at one token it competed with the read (17.2 -> 22.1). A Zen 5 core wants Q4_K's at one token
-// (cpu::KernelTuning).
+// and Q8_0's from two (cpu::KernelTuning); its Q8_0 at one token still ran faster without.
 
 // UnpackedQ4_KScales of one block: one 512-bit vector per packed field (shifts are 16-bit, the
 // masks keep each byte's own bits).

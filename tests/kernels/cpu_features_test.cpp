@@ -56,8 +56,9 @@ TEST(CpuFeatures, DisplayFamilyAddsTheExtendedFamilyOnlyAboveBaseF) {
   EXPECT_EQ(cpu::display_family(0x0FF00600u), 6);     // extended bits ignored below base 0xF
 }
 
-// Zen 5 and later AMD cores prefetch Q4_K weights from one token; every other CPU keeps the
-// thresholds measured on Zen 4; the choice says which it is.
+// Zen 5 and later AMD cores prefetch weights from fewer tokens (AVX-512 Q4_K from one, Q8_0
+// from two; AVX2 Q8_0 from one); every other CPU keeps the thresholds measured on Zen 4; the
+// choice says which it is.
 TEST(CpuFeatures, TuningFollowsTheFamily) {
   cpu::CpuFeatures zen4, zen5, intel;
   zen4.amd = zen5.amd = true;
@@ -67,10 +68,13 @@ TEST(CpuFeatures, TuningFollowsTheFamily) {
   const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5), ti = cpu::tuning_for(intel);
   EXPECT_EQ(t4.q8_0_prefetch_min_tokens, 4);
   EXPECT_EQ(t4.q4_k_prefetch_min_tokens, 2);
-  EXPECT_EQ(t5.q8_0_prefetch_min_tokens, 4);
+  EXPECT_EQ(t4.q8_0_avx2_prefetch_min_tokens, 3);
+  EXPECT_EQ(t5.q8_0_prefetch_min_tokens, 2);
   EXPECT_EQ(t5.q4_k_prefetch_min_tokens, 1);
+  EXPECT_EQ(t5.q8_0_avx2_prefetch_min_tokens, 1);
   EXPECT_EQ(ti.q8_0_prefetch_min_tokens, t4.q8_0_prefetch_min_tokens);
   EXPECT_EQ(ti.q4_k_prefetch_min_tokens, t4.q4_k_prefetch_min_tokens);
+  EXPECT_EQ(ti.q8_0_avx2_prefetch_min_tokens, t4.q8_0_avx2_prefetch_min_tokens);
   EXPECT_NE(t5.reason.find("Zen 5"), std::string_view::npos);
   EXPECT_NE(t4.reason.find("default"), std::string_view::npos);
   EXPECT_EQ(cpu::tuning().q8_0_prefetch_min_tokens, cpu::tuning_for(cpu::features()).q8_0_prefetch_min_tokens);
