@@ -66,6 +66,19 @@ double kv_read_bytes(const FilledBatch& b) {
 }
 
 // Times `steps` decode steps of every sequence of the batch together.
+// Attention's clocks read around every layer (two syscalls per thread and layer) while it
+// lives: on for the timed steps, off again however they end.
+class AttentionTiming {
+ public:
+  explicit AttentionTiming(Model& model) : model_(model) { model_.time_attention(true); }
+  ~AttentionTiming() { model_.time_attention(false); }
+  AttentionTiming(const AttentionTiming&) = delete;
+  AttentionTiming& operator=(const AttentionTiming&) = delete;
+
+ private:
+  Model& model_;
+};
+
 Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvBoundRun& run) {
   const int c = static_cast<int>(b.caches.size());
   const int64_t vocab = model.config().vocab;
@@ -81,7 +94,7 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
     return model.forward_step(seqs, pool);
   };
   for (int k = 0; k < kWarmupSteps; ++k) TG_TRY(step(k));
-  model.time_attention(true);
+  const AttentionTiming timing(model);
   const double bytes_before = kv_read_bytes(b);
   const double attention0 = model.attention_seconds();
   const double attention_cpu0 = model.attention_cpu_seconds();
@@ -91,7 +104,6 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   for (int k = 0; k < steps; ++k) TG_TRY(step(kWarmupSteps + k));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = pool.cpu_seconds() - cpu0;
-  model.time_attention(false);
   const double attention = model.attention_seconds() - attention0;
   const double attention_cpu = model.attention_cpu_seconds() - attention_cpu0;
   // Heads grow by a row per step: the mean step reads the mean of the first and last.
