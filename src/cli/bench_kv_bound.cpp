@@ -65,7 +65,6 @@ double kv_read_bytes(const FilledBatch& b) {
   return rows * static_cast<double>(geo.key_row_bytes() + geo.value_row_bytes());
 }
 
-// Times `steps` decode steps of every sequence of the batch together.
 // Attention's clocks read around every layer (two syscalls per thread and layer) while it
 // lives: on for the timed steps, off again however they end.
 class AttentionTiming {
@@ -79,6 +78,7 @@ class AttentionTiming {
   Model& model_;
 };
 
+// Times `steps` decode steps of every sequence of the batch together.
 Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvBoundRun& run) {
   const int c = static_cast<int>(b.caches.size());
   const int64_t vocab = model.config().vocab;
