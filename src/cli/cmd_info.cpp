@@ -27,7 +27,7 @@ void print_cpu() {
   fmt::print("cpu features:   {}\n", cpu::feature_list());
   fmt::print("kernel levels:  {} (this CPU can run)\n", levels);
   fmt::print("kernel path:    {} ({})\n", cpu::level_name(choice.level), choice.reason);
-  fmt::print("kernel tuning:  {}\n", cpu::tuning().reason);
+  fmt::print("kernel tuning:  {}\n", cpu::describe(cpu::tuning()));
 }
 
 }  // namespace

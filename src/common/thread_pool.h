@@ -42,8 +42,8 @@ class ThreadPool {
   // that calls run(); from any other the figure counts that thread instead.
   // CLOCK_PROCESS_CPUTIME_ID adds another thread's running time only when the scheduler ticks
   // (every 4 ms at HZ=250), so its difference over a few milliseconds (one layer's attention)
-  // could be off by a tick; differences of this one are not. Falls back to the process clock where a worker's clock
-  // could not be had or read.
+  // could be off by a tick; differences of this one are not. Falls back to the process clock
+  // where a worker's clock could not be had or read.
   double cpu_seconds() const;
 
  private:

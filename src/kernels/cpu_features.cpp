@@ -114,12 +114,17 @@ int display_family(unsigned leaf1_eax) {
 
 KernelTuning tuning_for(const CpuFeatures& f) {
   if (f.amd && f.family >= 0x1A)  // Zen 5 and later
-    return KernelTuning{.q8_0_prefetch_min_tokens = 2, .q4_k_prefetch_min_tokens = 1, .q8_0_avx2_prefetch_min_tokens = 1,
-                        .reason = "AMD family 1Ah or later (Zen 5): matmul prefetches weights from 2 tokens (AVX-512 Q8_0), "
-                                  "1 (AVX-512 Q4_K), 1 (AVX2 Q8_0 and Q4_K)"};
-  return KernelTuning{.q8_0_prefetch_min_tokens = 4, .q4_k_prefetch_min_tokens = 2, .q8_0_avx2_prefetch_min_tokens = 3,
-                      .reason = "default (measured on Zen 4): matmul prefetches weights from 4 tokens (AVX-512 Q8_0), "
-                                "2 (AVX-512 Q4_K), 3 (AVX2 Q8_0), 1 (AVX2 Q4_K)"};
+    return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2, .q4_k_avx512_prefetch_min_tokens = 1,
+                        .q8_0_avx2_prefetch_min_tokens = 1, .reason = "AMD family 1Ah or later (Zen 5)"};
+  return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 4, .q4_k_avx512_prefetch_min_tokens = 2,
+                      .q8_0_avx2_prefetch_min_tokens = 3, .reason = "default (measured on Zen 4)"};
+}
+
+std::string describe(const KernelTuning& t) {
+  return fmt::format("{}: matmul prefetches weights from {} tokens (AVX-512 Q8_0), {} (AVX-512 Q4_K), {} (AVX2 Q8_0), "
+                     "1 (AVX2 Q4_K)",
+                     t.reason, t.q8_0_avx512_prefetch_min_tokens, t.q4_k_avx512_prefetch_min_tokens,
+                     t.q8_0_avx2_prefetch_min_tokens);
 }
 
 const KernelTuning& tuning() {

@@ -54,13 +54,15 @@ inline KernelLevel active_level() { return active().level; }
 // less CPU a step), Q8_0 at 2-3 tokens (AVX-512) and at 1-2 (AVX2), while AVX-512 Q8_0 at one
 // token ran faster without it (docs/benchmarks.md, "Kernel tuning by CPU family").
 struct KernelTuning {
-  int q8_0_prefetch_min_tokens = 4;       // the AVX-512 interleaved Q8_0 kernels prefetch from this many tokens
-  int q4_k_prefetch_min_tokens = 2;       // ... and the AVX-512 Q4_K ones (AVX2's Q4_K kernels always do)
-  int q8_0_avx2_prefetch_min_tokens = 3;  // the AVX2 Q8_0 ones (its two-pass kernel, from 3 tokens, always does)
-  std::string_view reason;                // which CPU it was chosen for
+  int q8_0_avx512_prefetch_min_tokens = 4;  // the AVX-512 interleaved Q8_0 kernels prefetch from this many tokens
+  int q4_k_avx512_prefetch_min_tokens = 2;  // ... and the AVX-512 Q4_K ones (AVX2's Q4_K kernels always do)
+  int q8_0_avx2_prefetch_min_tokens = 3;    // ... and the AVX2 Q8_0 ones (its two-pass kernel, 3+ tokens, always does)
+  std::string_view reason;                  // which CPU it was chosen for
 };
 const KernelTuning& tuning();  // tuning_for(features()), once
 KernelTuning tuning_for(const CpuFeatures& f);
+// The choice and its thresholds as one line, for `tangram info --cpu`.
+std::string describe(const KernelTuning& t);
 // The display family of CPUID leaf 1's eax (base family, plus the extended family where the
 // base is 0xF: 0x19 is Zen 3/4, 0x1A Zen 5).
 int display_family(unsigned leaf1_eax);

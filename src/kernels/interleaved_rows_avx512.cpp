@@ -99,7 +99,7 @@ void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, 
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   UnpackedQ4_KScales u;
-  const bool prefetch = NT >= cpu::tuning().q4_k_prefetch_min_tokens;
+  const bool prefetch = NT >= cpu::tuning().q4_k_avx512_prefetch_min_tokens;
   for (int64_t b = 0; b < nblocks; ++b) {
     if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ4_K& x = w[b];
@@ -166,7 +166,7 @@ void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, 
   }
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  const bool prefetch = NT >= cpu::tuning().q8_0_prefetch_min_tokens;
+  const bool prefetch = NT >= cpu::tuning().q8_0_avx512_prefetch_min_tokens;
   for (int64_t b = 0; b < nblocks; ++b) {
     if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];

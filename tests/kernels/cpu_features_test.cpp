@@ -66,18 +66,19 @@ TEST(CpuFeatures, TuningFollowsTheFamily) {
   zen5.family = 0x1A;
   intel.family = 6;
   const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5), ti = cpu::tuning_for(intel);
-  EXPECT_EQ(t4.q8_0_prefetch_min_tokens, 4);
-  EXPECT_EQ(t4.q4_k_prefetch_min_tokens, 2);
+  EXPECT_EQ(t4.q8_0_avx512_prefetch_min_tokens, 4);
+  EXPECT_EQ(t4.q4_k_avx512_prefetch_min_tokens, 2);
   EXPECT_EQ(t4.q8_0_avx2_prefetch_min_tokens, 3);
-  EXPECT_EQ(t5.q8_0_prefetch_min_tokens, 2);
-  EXPECT_EQ(t5.q4_k_prefetch_min_tokens, 1);
+  EXPECT_EQ(t5.q8_0_avx512_prefetch_min_tokens, 2);
+  EXPECT_EQ(t5.q4_k_avx512_prefetch_min_tokens, 1);
   EXPECT_EQ(t5.q8_0_avx2_prefetch_min_tokens, 1);
-  EXPECT_EQ(ti.q8_0_prefetch_min_tokens, t4.q8_0_prefetch_min_tokens);
-  EXPECT_EQ(ti.q4_k_prefetch_min_tokens, t4.q4_k_prefetch_min_tokens);
+  EXPECT_EQ(ti.q8_0_avx512_prefetch_min_tokens, t4.q8_0_avx512_prefetch_min_tokens);
+  EXPECT_EQ(ti.q4_k_avx512_prefetch_min_tokens, t4.q4_k_avx512_prefetch_min_tokens);
   EXPECT_EQ(ti.q8_0_avx2_prefetch_min_tokens, t4.q8_0_avx2_prefetch_min_tokens);
   EXPECT_NE(t5.reason.find("Zen 5"), std::string_view::npos);
   EXPECT_NE(t4.reason.find("default"), std::string_view::npos);
-  EXPECT_EQ(cpu::tuning().q8_0_prefetch_min_tokens, cpu::tuning_for(cpu::features()).q8_0_prefetch_min_tokens);
+  EXPECT_EQ(cpu::tuning().q8_0_avx512_prefetch_min_tokens,
+            cpu::tuning_for(cpu::features()).q8_0_avx512_prefetch_min_tokens);
 }
 
 }  // namespace
