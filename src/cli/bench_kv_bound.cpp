@@ -137,6 +137,23 @@ Status check_options(const Model& model, const KvBoundOptions& opt) {
   return Status::Ok();
 }
 
+// The scattered probe taken for a page type (every type run has one).
+const ColumnProbe& column_probe_of(const KvBoundDecode& d, const std::string& kv_type) {
+  for (const ColumnProbe& p : d.column_probes)
+    if (p.kv_type == kv_type) return p;
+  static const ColumnProbe none;
+  return none;
+}
+
+// "f16 8.00 KiB 12.3, q8_0 4.25 KiB 9.1": each type's column and its scattered probe rate.
+std::string column_probes_text(const KvBoundDecode& d) {
+  std::string text;
+  for (const ColumnProbe& p : d.column_probes)
+    text += fmt::format("{}{} {} {:.1f}", text.empty() ? "" : ", ", p.kv_type, format_bytes(static_cast<double>(p.column_bytes)),
+                        p.cpu_gbps_per_core);
+  return text;
+}
+
 }  // namespace
 
 Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
@@ -162,8 +179,13 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   // The probe again, in CPU time, right before the runs it is compared with (256 MiB is far past
   // any last-level cache).
   out.probe_cpu_gbps_per_core = measure_read_bandwidth(pool, size_t{256} << 20).cpu_gbps_per_core;
-  for (const KvType t : opt.kv_types)
+  for (const KvType t : opt.kv_types) {
     out.kv_types += fmt::format("{}{}", out.kv_types.empty() ? "" : ",", kv_type_name(t));
+    ColumnProbe probe{std::string(kv_type_name(t)), geometry_of(model.config(), opt.page_tokens, 1, t).column_bytes(), 0};
+    TG_ASSIGN(const BandwidthResult scattered, measure_scattered_read_bandwidth(pool, probe.column_bytes));
+    probe.cpu_gbps_per_core = scattered.cpu_gbps_per_core;
+    out.column_probes.push_back(probe);
+  }
   TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
   const double full_bytes =
       static_cast<double>(full.footprint_pages(opt.page_tokens)) *
@@ -197,6 +219,8 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
         run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
         run.per_core_fraction =
             out.probe_cpu_gbps_per_core > 0 ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core : 0;
+        const double column_rate = column_probe_of(out, run.kv_type).cpu_gbps_per_core;
+        run.column_probe_fraction = column_rate > 0 ? run.attention_cpu_gbps_per_core / column_rate : 0;
         out.runs.push_back(run);
       }
     }
@@ -225,33 +249,40 @@ void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
   fmt::print(console,
              "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
              "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; "
-             "read bandwidth {:.1f} GB/s, {:.1f} GB/s per CPU-second\n",
-             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core);
+             "read bandwidth {:.1f} GB/s, {:.1f} GB/s per CPU-second; over page columns in random order, the next "
+             "prefetched (attention's pattern): {} GB/s per CPU-second\n",
+             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core,
+             column_probes_text(d));
   fmt::print(console,
-             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6}\n",
+             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6} {:>7}\n",
              "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
-             "attn GB/s", "of bw", "CPU ms", "attn CPU", "GB/s/core", "of cpu");
+             "attn GB/s", "of bw", "CPU ms", "attn CPU", "GB/s/core", "of cpu", "of cols");
   for (const KvBoundRun& r : d.runs)
     fmt::print(console,
                "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
-               "{:>5.0f}% {:>7.1f} {:>8.1f} {:>9.1f} {:>5.0f}%\n",
+               "{:>5.0f}% {:>7.1f} {:>8.1f} {:>9.1f} {:>5.0f}% {:>6.0f}%\n",
                r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
                r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms, 100.0 * r.attention_share,
                format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms,
-               r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction);
+               r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
+               100.0 * r.column_probe_fraction);
   fmt::print(console,
              "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
              "per cached token over full's on the first KV type (effective retention; vs full likewise); KV read: K and V rows one step's attention reads; "
              "attn GB/s: that over attention's time; of bw: that over the read bandwidth; CPU ms, attn CPU: the step's "
              "and attention's CPU time (all threads); GB/s/core: KV read per CPU-second of attention; of cpu: that over "
-             "the probe's per CPU-second.\n");
+             "the probe's per CPU-second; of cols: that over the page-column probe's of the same type.\n");
 }
 
 nlohmann::json kv_bound_json(const KvBoundDecode& d) {
   nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
                       {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
                       {"probe_cpu_gbps_per_core", d.probe_cpu_gbps_per_core},
+                      {"column_probes", nlohmann::json::array()},
                       {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
+  for (const ColumnProbe& p : d.column_probes)
+    j["column_probes"].push_back(
+        {{"kv_type", p.kv_type}, {"column_bytes", p.column_bytes}, {"cpu_gbps_per_core", p.cpu_gbps_per_core}});
   for (const KvBoundRun& r : d.runs) {
     const double f = full_tok_s(d, r.concurrency);
     j["runs"].push_back({{"policy", r.policy}, {"kv_type", r.kv_type}, {"concurrency", r.concurrency},
@@ -263,7 +294,8 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
                          {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction},
                          {"step_cpu_ms", r.step_cpu_ms}, {"attention_cpu_ms", r.attention_cpu_ms},
                          {"attention_cpu_gbps_per_core", r.attention_cpu_gbps_per_core},
-                         {"per_core_fraction", r.per_core_fraction}});
+                         {"per_core_fraction", r.per_core_fraction},
+                         {"column_probe_fraction", r.column_probe_fraction}});
   }
   return j;
 }
@@ -272,20 +304,22 @@ std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
       "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
       "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s, "
-      "{:.1f} GB/s per CPU-second.\n\n"
+      "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's pattern): "
+      "{} GB/s per CPU-second.\n\n"
       "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
       "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | attention CPU ms "
-      "| attention GB/s per core | of probe per core |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core);
+      "| attention GB/s per core | of probe per core | of column probe |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core,
+      column_probes_text(d));
   for (const KvBoundRun& r : d.runs)
     md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
-                      "| {:.1f} | {:.1f} | {:.1f} | {:.0f}% |\n",
+                      "| {:.1f} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
                       r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
                       format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms,
                       r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
                       100.0 * r.bandwidth_fraction, r.step_cpu_ms, r.attention_cpu_ms, r.attention_cpu_gbps_per_core,
-                      100.0 * r.per_core_fraction);
+                      100.0 * r.per_core_fraction, 100.0 * r.column_probe_fraction);
   return md;
 }
 

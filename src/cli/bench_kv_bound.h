@@ -60,6 +60,17 @@ struct KvBoundRun {
   double attention_cpu_ms = 0;
   double attention_cpu_gbps_per_core = 0;
   double per_core_fraction = 0;
+  // attention_cpu_gbps_per_core over the scattered probe of its page type (KvBoundDecode).
+  double column_probe_fraction = 0;
+};
+
+// The scattered read probe (measure_scattered_read_bandwidth) over runs of one head's column of
+// a page, the bytes attention reads in one stretch before it jumps to another page: the ceiling
+// of paged attention's read rate on the machine, beside the sequential probe's.
+struct ColumnProbe {
+  std::string kv_type;
+  size_t column_bytes = 0;       // P x (key row + value row) of the type
+  double cpu_gbps_per_core = 0;  // bytes per CPU second, best repetition
 };
 
 struct KvBoundDecode {
@@ -71,6 +82,7 @@ struct KvBoundDecode {
   int steps = 0;
   double peak_gbps = 0;
   double probe_cpu_gbps_per_core = 0;  // the read probe's bytes per CPU second, taken before the runs
+  std::vector<ColumnProbe> column_probes;  // one per page type, taken before the runs
   std::vector<KvBoundRun> runs;  // policy after policy, each at every concurrency
 };
 

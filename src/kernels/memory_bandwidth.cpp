@@ -1,8 +1,13 @@
 #include "kernels/memory_bandwidth.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <new>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "common/cpu_time.h"
@@ -39,7 +44,92 @@ float sum_range(const float* p, size_t n) {
 #endif
 }
 
+// The sum of one run of n floats (a multiple of 16: whole lines), with every line of the next
+// run (null: none) prefetched into L2 along the way, one prefetch per line read.
+float sum_run_prefetching(const float* p, size_t n, const float* next) {
+#if defined(__AVX2__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+         a3 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    if (next != nullptr) {
+      __builtin_prefetch(next + i, 0, 2);
+      __builtin_prefetch(next + i + 16, 0, 2);
+    }
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  if (i < n) {  // a last odd line
+    if (next != nullptr) __builtin_prefetch(next + i, 0, 2);
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
+#else
+  for (size_t i = 0; next != nullptr && i < n; i += 16) __builtin_prefetch(next + i, 0, 2);
+  return sum_range(p, n);
+#endif
+}
+
+constexpr size_t kLineBytes = 64;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete(p, std::align_val_t{kHugePageBytes}); }
+};
+
 }  // namespace
+
+Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_t run_bytes, size_t buffer_bytes,
+                                                         int reps) {
+  const size_t run = (run_bytes + kLineBytes - 1) / kLineBytes * kLineBytes;
+  const size_t n_runs = run > 0 ? buffer_bytes / run : 0;
+  if (run == 0 || n_runs < 2 * static_cast<size_t>(pool.size()))
+    return make_error("scattered read probe: runs of {} bytes: need at least two per thread in {} bytes", run_bytes,
+                      buffer_bytes);
+  const size_t bytes = (n_runs * run + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  std::unique_ptr<float, AlignedFree> buf(
+      static_cast<float*>(::operator new(bytes, std::align_val_t{kHugePageBytes}, std::nothrow)));
+  if (!buf) return make_error("scattered read probe: could not allocate {} bytes", bytes);
+#if defined(__linux__)
+  (void)madvise(buf.get(), bytes, MADV_HUGEPAGE);  // as the KV arena: only a hint
+#endif
+  const size_t floats = bytes / sizeof(float), run_floats = run / sizeof(float);
+  pool.parallel_for(static_cast<int64_t>(floats), [&](int64_t b, int64_t e, int) {
+    std::fill(buf.get() + b, buf.get() + e, 1.0f);
+  });
+  std::vector<size_t> order(n_runs);  // run i of the walk starts at float order[i] * run_floats
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(20261205));  // fixed: every probe reads alike
+  std::vector<float> sink(static_cast<size_t>(pool.size()));
+  double best = 0, best_per_core = 0;
+  const double read = static_cast<double>(n_runs * run);
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
+    pool.parallel_for(static_cast<int64_t>(n_runs), [&](int64_t b, int64_t e, int tid) {
+      float s = 0;
+      for (int64_t i = b; i < e; ++i) {
+        const float* next = i + 1 < e ? buf.get() + order[static_cast<size_t>(i + 1)] * run_floats : nullptr;
+        s += sum_run_prefetching(buf.get() + order[static_cast<size_t>(i)] * run_floats, run_floats, next);
+      }
+      sink[static_cast<size_t>(tid)] += s;
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = process_cpu_seconds() - cpu0;
+    best = std::max(best, read / s / 1e9);
+    if (cpu > 0) best_per_core = std::max(best_per_core, read / cpu / 1e9);
+  }
+  volatile float keep = sink[0];  // the sums must not be optimised away
+  (void)keep;
+  return BandwidthResult{best, best_per_core, n_runs * run, pool.size()};
+}
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int reps) {
   const size_t n = buffer_bytes / sizeof(float);

@@ -213,8 +213,14 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
     EXPECT_GT(run["attention_cpu_ms"].get<double>(), 0.0);
     EXPECT_LE(run["attention_cpu_ms"].get<double>(), run["step_cpu_ms"].get<double>());
     EXPECT_GT(run["per_core_fraction"].get<double>(), 0.0);
+    EXPECT_GT(run["column_probe_fraction"].get<double>(), 0.0);
   }
   EXPECT_GT(kv["probe_cpu_gbps_per_core"].get<double>(), 0.0);
+  // The paged-pattern probe, once for the page type run: a column of 16 tokens' key and value rows.
+  ASSERT_EQ(kv["column_probes"].size(), 1u) << kv.dump();
+  EXPECT_EQ(kv["column_probes"][0]["kv_type"], "f16");
+  EXPECT_EQ(kv["column_probes"][0]["column_bytes"].get<size_t>() % (16 * 2 * 2), 0u);
+  EXPECT_GT(kv["column_probes"][0]["cpu_gbps_per_core"].get<double>(), 0.0);
   EXPECT_EQ(kv["runs"][0]["policy"], "full");
   EXPECT_DOUBLE_EQ(kv["runs"][0]["retention_vs_full"].get<double>(), 1.0);
   EXPECT_EQ(kv["runs"][2]["policy"], "uniform");
