@@ -19,34 +19,10 @@
 namespace tangram {
 namespace {
 
-// Sum of floats in [b, e): enough arithmetic to stay memory-bound, not compute-bound.
-float sum_range(const float* p, size_t n) {
-#if defined(__AVX2__)
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
-         a3 = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  float s = 0;
-  for (float v : lanes) s += v;
-  for (; i < n; ++i) s += p[i];
-  return s;
-#else
-  float s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i];
-  return s;
-#endif
-}
-
-// The sum of one run of n floats (a multiple of 16: whole lines), with every line of the next
-// run (null: none) prefetched into L2 along the way, one prefetch per line read.
-float sum_run_prefetching(const float* p, size_t n, const float* next) {
+// Sum of n floats from p: enough arithmetic to stay memory-bound, not compute-bound. With next
+// (null: none), every line of the n floats from next is prefetched into L2 along the way, one
+// prefetch per line read (the scattered probe's next run, as attention prefetches its next block).
+float sum_range(const float* p, size_t n, const float* next = nullptr) {
 #if defined(__AVX2__)
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
          a3 = _mm256_setzero_ps();
@@ -61,20 +37,46 @@ float sum_run_prefetching(const float* p, size_t n, const float* next) {
     a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
     a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
   }
-  if (i < n) {  // a last odd line
+  if (i + 16 <= n) {  // a last odd line
     if (next != nullptr) __builtin_prefetch(next + i, 0, 2);
     a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
     a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    i += 16;
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
   float s = 0;
   for (float v : lanes) s += v;
+  for (; i < n; ++i) s += p[i];
   return s;
 #else
   for (size_t i = 0; next != nullptr && i < n; i += 16) __builtin_prefetch(next + i, 0, 2);
-  return sum_range(p, n);
+  float s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s;
 #endif
+}
+
+// Runs read(begin, end) -> the sum of what it read over [0, items) on the pool's threads (chunks
+// of `grain` items), reps times, and returns the best rates for the `bytes` one repetition reads:
+// GB/s over wall time and per CPU second.
+template <typename Read>
+BandwidthResult best_of(ThreadPool& pool, int64_t items, int64_t grain, size_t bytes, int reps, const Read& read) {
+  std::vector<float> sink(static_cast<size_t>(pool.size()));
+  double best = 0, best_per_core = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
+    pool.parallel_for(items, [&](int64_t b, int64_t e, int tid) { sink[static_cast<size_t>(tid)] += read(b, e); },
+                      grain);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = process_cpu_seconds() - cpu0;
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+    if (cpu > 0) best_per_core = std::max(best_per_core, static_cast<double>(bytes) / cpu / 1e9);
+  }
+  volatile float keep = sink[0];  // the sums must not be optimised away
+  (void)keep;
+  return {best, best_per_core, bytes, pool.size()};
 }
 
 constexpr size_t kLineBytes = 64;
@@ -107,28 +109,15 @@ Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_
   std::vector<size_t> order(n_runs);  // run i of the walk starts at float order[i] * run_floats
   std::iota(order.begin(), order.end(), size_t{0});
   std::shuffle(order.begin(), order.end(), std::mt19937_64(20261205));  // fixed: every probe reads alike
-  std::vector<float> sink(static_cast<size_t>(pool.size()));
-  double best = 0, best_per_core = 0;
-  const double read = static_cast<double>(n_runs * run);
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = process_cpu_seconds();
-    pool.parallel_for(static_cast<int64_t>(n_runs), [&](int64_t b, int64_t e, int tid) {
-      float s = 0;
-      for (int64_t i = b; i < e; ++i) {
-        const float* next = i + 1 < e ? buf.get() + order[static_cast<size_t>(i + 1)] * run_floats : nullptr;
-        s += sum_run_prefetching(buf.get() + order[static_cast<size_t>(i)] * run_floats, run_floats, next);
-      }
-      sink[static_cast<size_t>(tid)] += s;
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double cpu = process_cpu_seconds() - cpu0;
-    best = std::max(best, read / s / 1e9);
-    if (cpu > 0) best_per_core = std::max(best_per_core, read / cpu / 1e9);
-  }
-  volatile float keep = sink[0];  // the sums must not be optimised away
-  (void)keep;
-  return BandwidthResult{best, best_per_core, n_runs * run, pool.size()};
+  const float* base = buf.get();
+  return best_of(pool, static_cast<int64_t>(n_runs), 1, n_runs * run, reps, [&](int64_t b, int64_t e) {
+    float sum = 0;
+    for (int64_t i = b; i < e; ++i) {
+      const float* next = i + 1 < e ? base + order[static_cast<size_t>(i + 1)] * run_floats : nullptr;
+      sum += sum_range(base + order[static_cast<size_t>(i)] * run_floats, run_floats, next);
+    }
+    return sum;
+  });
 }
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int reps) {
@@ -138,22 +127,9 @@ BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, in
   pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
     std::fill(buf.get() + b, buf.get() + e, 1.0f);
   });
-  std::vector<float> sink(static_cast<size_t>(pool.size()));
-  double best = 0, best_per_core = 0;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = process_cpu_seconds();
-    pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int tid) {
-      sink[static_cast<size_t>(tid)] += sum_range(buf.get() + b, static_cast<size_t>(e - b));
-    }, 1024);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double cpu = process_cpu_seconds() - cpu0;
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
-    if (cpu > 0) best_per_core = std::max(best_per_core, static_cast<double>(n * sizeof(float)) / cpu / 1e9);
-  }
-  volatile float keep = sink[0];  // the sums must not be optimised away
-  (void)keep;
-  return {best, best_per_core, n * sizeof(float), pool.size()};
+  return best_of(pool, static_cast<int64_t>(n), 1024, n * sizeof(float), reps, [&](int64_t b, int64_t e) {
+    return sum_range(buf.get() + b, static_cast<size_t>(e - b));
+  });
 }
 
 }  // namespace tangram
