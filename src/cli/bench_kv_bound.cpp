@@ -126,6 +126,7 @@ Status check_options(const Model& model, const KvBoundOptions& opt) {
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
   if (opt.steps < 1) return make_error("--gen-tokens must be positive");
   if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
+  if (opt.rounds < 1) return make_error("--rounds must be positive, not {}", opt.rounds);
   if (opt.kv_types.empty()) return make_error("--kv-type is empty");
   for (const KvType t : opt.kv_types)
     TG_TRY(check_kv_row_dims(t, model.config().head_dim, model.config().head_dim_v));
@@ -154,6 +155,60 @@ std::string column_probes_text(const KvBoundDecode& d) {
   return text;
 }
 
+// One round of one run: c sequences of the layout on `type` pages, filled, then timed.
+Result<KvBoundRun> run_once(Model& model, ThreadPool& pool, const SyntheticKvLayout& layout, KvPolicy policy,
+                            KvType type, int c, double full_bytes, const KvBoundOptions& opt,
+                            const SyntheticKvOptions& so) {
+  // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
+  model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
+                                                                  : AttentionSplit::Runtime);
+  const double page_bytes =
+      static_cast<double>(geometry_of(model.config(), opt.page_tokens, layout.group_size, type).page_bytes());
+  KvBoundRun run;
+  run.policy = std::string(kv_policy_name(policy));
+  run.kv_type = std::string(kv_type_name(type));
+  run.concurrency = c;
+  run.compressor_ratio = layout.compressor_ratio;
+  TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, type, c, opt.context, kWarmupSteps + opt.steps, so));
+  run.pages_per_seq = batch.caches.front()->pages_held();
+  run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
+  run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
+  TG_TRY(time_steps(model, pool, batch, opt.steps, run));
+  return run;
+}
+
+// The round with the median tok/s (the lower middle of an even count), every round's tok/s
+// attached in round order.
+KvBoundRun median_round(const std::vector<KvBoundRun>& rounds) {
+  std::vector<size_t> order(rounds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return rounds[a].decode_tok_s < rounds[b].decode_tok_s; });
+  KvBoundRun median = rounds[order[(order.size() - 1) / 2]];
+  for (const KvBoundRun& r : rounds) median.round_tok_s.push_back(r.decode_tok_s);
+  return median;
+}
+
+// Each run's tok/s over full's on the first page type at the same concurrency, round by round
+// (runs of one round were timed minutes apart at most): the median ratio and its range. Left 0
+// when full was not run.
+void set_ratios_to_full(std::vector<KvBoundRun>& runs, std::string_view first_type) {
+  for (KvBoundRun& r : runs) {
+    const KvBoundRun* full = nullptr;
+    for (const KvBoundRun& f : runs)
+      if (f.policy == "full" && f.kv_type == first_type && f.concurrency == r.concurrency) full = &f;
+    if (full == nullptr) continue;
+    std::vector<double> ratios;
+    for (size_t k = 0; k < r.round_tok_s.size() && k < full->round_tok_s.size(); ++k)
+      if (full->round_tok_s[k] > 0) ratios.push_back(r.round_tok_s[k] / full->round_tok_s[k]);
+    if (ratios.empty()) continue;
+    std::sort(ratios.begin(), ratios.end());
+    r.vs_full = ratios[(ratios.size() - 1) / 2];
+    r.vs_full_min = ratios.front();
+    r.vs_full_max = ratios.back();
+  }
+}
+
 }  // namespace
 
 Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
@@ -175,6 +230,7 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   out.page_tokens = opt.page_tokens;
   out.threads = pool.size();
   out.steps = opt.steps;
+  out.rounds = opt.rounds;
   out.peak_gbps = opt.peak_gbps;
   // The probe again, in CPU time, right before the runs it is compared with (256 MiB is far past
   // any last-level cache).
@@ -197,50 +253,54 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
     TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
     layouts.push_back(std::move(layout));
   }
-  for (const KvType type : opt.kv_types) {
-    for (size_t p = 0; p < policies.size(); ++p) {
-      const KvPolicy policy = policies[p];
-      const SyntheticKvLayout& layout = layouts[p];
-      // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
-      model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
-                                                                      : AttentionSplit::Runtime);
-      const double page_bytes = static_cast<double>(geometry_of(model.config(), opt.page_tokens, layout.group_size, type).page_bytes());
-      for (const int c : opt.concurrency) {
-        KvBoundRun run;
-        run.policy = std::string(kv_policy_name(policy));
-        run.kv_type = std::string(kv_type_name(type));
-        run.concurrency = c;
-        run.compressor_ratio = layout.compressor_ratio;
-        TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, type, c, opt.context, kWarmupSteps + opt.steps, so));
-        run.pages_per_seq = batch.caches.front()->pages_held();
-        run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
-        run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
-        TG_TRY(time_steps(model, pool, batch, opt.steps, run));
-        run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
-        run.per_core_fraction =
-            out.probe_cpu_gbps_per_core > 0 ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core : 0;
-        const double column_rate = column_probe_of(out, run.kv_type).cpu_gbps_per_core;
-        run.column_probe_fraction = column_rate > 0 ? run.attention_cpu_gbps_per_core / column_rate : 0;
-        out.runs.push_back(run);
-      }
+  // Every run once per round, in the same order each round.
+  struct Slot {
+    KvType type;
+    size_t policy;  // index into policies and layouts
+    int concurrency;
+  };
+  std::vector<Slot> slots;
+  for (const KvType type : opt.kv_types)
+    for (size_t p = 0; p < policies.size(); ++p)
+      for (const int c : opt.concurrency) slots.push_back({type, p, c});
+  std::vector<std::vector<KvBoundRun>> rounds(slots.size());  // [slot][round]
+  for (int round = 0; round < out.rounds; ++round)
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const Slot& s = slots[i];
+      TG_ASSIGN(KvBoundRun run, run_once(model, pool, layouts[s.policy], policies[s.policy], s.type, s.concurrency,
+                                         full_bytes, opt, so));
+      rounds[i].push_back(std::move(run));
     }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    KvBoundRun run = median_round(rounds[i]);
+    run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
+    run.per_core_fraction =
+        out.probe_cpu_gbps_per_core > 0 ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core : 0;
+    const double column_rate = column_probe_of(out, run.kv_type).cpu_gbps_per_core;
+    run.column_probe_fraction = column_rate > 0 ? run.attention_cpu_gbps_per_core / column_rate : 0;
+    out.runs.push_back(std::move(run));
   }
+  set_ratios_to_full(out.runs, kv_type_name(opt.kv_types.front()));
   model.attention_planner().set_split(split_before);
   return out;
 }
 
 namespace {
 
-// Decode tok/s of full on the first page type at the same concurrency, or 0 when full was not run.
-double full_tok_s(const KvBoundDecode& d, int c) {
-  for (const KvBoundRun& r : d.runs)
-    if (r.policy == "full" && r.concurrency == c) return r.decode_tok_s;
-  return 0;
+// " in each of 5 rounds, run after run (the median round shown)", or nothing for one round.
+std::string rounds_text(const KvBoundDecode& d) {
+  if (d.rounds < 2) return "";
+  return fmt::format(" in each of {} rounds, run after run (each run's median round shown; vs full: the median of its "
+                     "per-round ratios, least-most)",
+                     d.rounds);
 }
 
+// "3.21x", or with several rounds "3.21x (2.95-3.60)": the median per-round ratio and its range;
+// "-" when full was not run.
 std::string vs_full(const KvBoundDecode& d, const KvBoundRun& r) {
-  const double f = full_tok_s(d, r.concurrency);
-  return f > 0 ? fmt::format("{:.2f}x", r.decode_tok_s / f) : "-";
+  if (r.vs_full <= 0) return "-";
+  if (d.rounds < 2) return fmt::format("{:.2f}x", r.vs_full);
+  return fmt::format("{:.2f}x ({:.2f}-{:.2f})", r.vs_full, r.vs_full_min, r.vs_full_max);
 }
 
 }  // namespace
@@ -248,21 +308,22 @@ std::string vs_full(const KvBoundDecode& d, const KvBoundRun& r) {
 void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
   fmt::print(console,
              "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
-             "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; "
+             "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; "
              "read bandwidth {:.1f} GB/s, {:.1f} GB/s per CPU-second; over page columns in random order, the next "
              "prefetched (attention's pattern): {} GB/s per CPU-second\n",
-             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core,
-             column_probes_text(d));
+             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
+             d.probe_cpu_gbps_per_core, column_probes_text(d));
+  const int vs_width = d.rounds > 1 ? 17 : 7;
   fmt::print(console,
-             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>7} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6} {:>7}\n",
-             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", "step ms", "attn ms", "attn%", "KV read",
+             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6} {:>7}\n",
+             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", vs_width, "step ms", "attn ms", "attn%", "KV read",
              "attn GB/s", "of bw", "CPU ms", "attn CPU", "GB/s/core", "of cpu", "of cols");
   for (const KvBoundRun& r : d.runs)
     fmt::print(console,
-               "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>7} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
+               "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>{}} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
                "{:>5.0f}% {:>7.1f} {:>8.1f} {:>9.1f} {:>5.0f}% {:>6.0f}%\n",
                r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
-               r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms, r.attention_ms, 100.0 * r.attention_share,
+               r.concurrency, r.decode_tok_s, vs_full(d, r), vs_width, r.step_ms, r.attention_ms, 100.0 * r.attention_share,
                format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms,
                r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
                100.0 * r.column_probe_fraction);
@@ -276,7 +337,8 @@ void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
 
 nlohmann::json kv_bound_json(const KvBoundDecode& d) {
   nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
-                      {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"bandwidth_gbps", d.peak_gbps},
+                      {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"rounds", d.rounds},
+                      {"bandwidth_gbps", d.peak_gbps},
                       {"probe_cpu_gbps_per_core", d.probe_cpu_gbps_per_core},
                       {"column_probes", nlohmann::json::array()},
                       {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
@@ -284,11 +346,11 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
     j["column_probes"].push_back(
         {{"kv_type", p.kv_type}, {"column_bytes", p.column_bytes}, {"cpu_gbps_per_core", p.cpu_gbps_per_core}});
   for (const KvBoundRun& r : d.runs) {
-    const double f = full_tok_s(d, r.concurrency);
     j["runs"].push_back({{"policy", r.policy}, {"kv_type", r.kv_type}, {"concurrency", r.concurrency},
                          {"compressor_ratio", r.compressor_ratio}, {"pages_per_sequence", r.pages_per_seq},
                          {"bytes_per_cached_token", r.bytes_per_token}, {"retention_vs_full", r.retention_vs_full},
-                         {"decode_tok_s", r.decode_tok_s}, {"vs_full", f > 0 ? r.decode_tok_s / f : 0.0},
+                         {"decode_tok_s", r.decode_tok_s}, {"round_tok_s", r.round_tok_s},
+                         {"vs_full", r.vs_full}, {"vs_full_min", r.vs_full_min}, {"vs_full_max", r.vs_full_max},
                          {"step_ms", r.step_ms}, {"attention_ms", r.attention_ms},
                          {"attention_share", r.attention_share}, {"kv_read_bytes_per_step", r.kv_read_bytes},
                          {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction},
@@ -303,15 +365,15 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
 std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
       "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
-      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed; read bandwidth {:.1f} GB/s, "
+      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; read bandwidth {:.1f} GB/s, "
       "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's pattern): "
       "{} GB/s per CPU-second.\n\n"
       "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
       "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | attention CPU ms "
       "| attention GB/s per core | of probe per core | of column probe |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, d.peak_gbps, d.probe_cpu_gbps_per_core,
-      column_probes_text(d));
+      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
+      d.probe_cpu_gbps_per_core, column_probes_text(d));
   for (const KvBoundRun& r : d.runs)
     md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
                       "| {:.1f} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",

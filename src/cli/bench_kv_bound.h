@@ -9,7 +9,9 @@
 // attention time against the machine's measured read bandwidth, and each policy's bytes per
 // cached token over full's (its effective retention). With several --kv-type values every policy
 // runs on each page type, and "vs full" and "kept" are over full on the first type listed (e.g.
-// f16,q8_0: quantized pages against full F16 in one run).
+// f16,q8_0: quantized pages against full F16 in one run). With several rounds every run is timed
+// once per round, round-robin, and the report gives its median round and the spread of its
+// per-round ratio to full.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,10 @@ struct KvBoundOptions {
   std::vector<std::string> policies;  // full | uniform | dynamic | tangram
   std::vector<KvType> kv_types{KvType::F16};  // page types, each run under every policy
   int page_tokens = 16;               // P: token slots per page (the engine's default)
+  // Every run (page type x policy x concurrency) is filled and timed this many times, round-robin:
+  // a slow spell of a shared machine then falls on every run alike, and each run's ratio to full
+  // is taken within one round, from runs minutes apart at most.
+  int rounds = 1;
   double ratio = 0.25;                // retention of the compressing policies
   std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
   double peak_gbps = 0;               // the machine's measured read bandwidth
@@ -46,7 +52,11 @@ struct KvBoundRun {
   int64_t pages_per_seq = 0;       // pages one sequence holds after the fill
   double bytes_per_token = 0;      // pages held x page bytes / context, per sequence
   double retention_vs_full = 0;    // bytes_per_token / full's on the first type listed
+  // The figures below are the run's median round (by tok/s; the lower middle for an even count).
   double decode_tok_s = 0;
+  std::vector<double> round_tok_s;  // every round's tok/s, in round order
+  // tok/s over full's (first page type, same concurrency) in the same round: median, least, most.
+  double vs_full = 0, vs_full_min = 0, vs_full_max = 0;
   double step_ms = 0;
   double attention_ms = 0;         // per step, all layers
   double attention_share = 0;      // attention_ms / step_ms
@@ -80,6 +90,7 @@ struct KvBoundDecode {
   int page_tokens = 0;
   int threads = 0;
   int steps = 0;
+  int rounds = 0;
   double peak_gbps = 0;
   double probe_cpu_gbps_per_core = 0;  // the read probe's bytes per CPU second, taken before the runs
   std::vector<ColumnProbe> column_probes;  // one per page type, taken before the runs

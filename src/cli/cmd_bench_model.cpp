@@ -192,6 +192,7 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.policies = opt.policies;
   ko.ratio = opt.kv_ratio;
   ko.page_tokens = opt.page_tokens;
+  ko.rounds = opt.rounds;
   ko.kv_types.clear();
   for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
   ko.peak_gbps = peak_gbps;
@@ -255,9 +256,10 @@ Status check_bench_model_flags(const BenchModelOptions& opt) {
   const BenchModelOptions defaults;
   if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
                            opt.profile != defaults.profile || opt.kv_types != defaults.kv_types ||
-                           opt.page_tokens != defaults.page_tokens))
-    return make_error("--policies, --kv-ratio, --profile, --kv-type and --page-tokens apply to KV-bound runs: give "
-                      "--context too");
+                           opt.page_tokens != defaults.page_tokens || opt.rounds != defaults.rounds))
+    return make_error("--policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds apply to KV-bound runs: "
+                      "give --context too");
+  if (opt.rounds < 1) return make_error("--rounds must be positive, not {}", opt.rounds);
   if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.context > 0 && opt.concurrency.empty())
     return make_error("--context needs --concurrency: the numbers of sequences decoded together");
@@ -279,6 +281,7 @@ Status run_bench_model(BenchModelOptions opt) {
     opt.prompt_tokens = std::min(opt.prompt_tokens, 64);
     opt.gen_tokens = std::min(opt.gen_tokens, 16);
     opt.reps = 1;
+    if (opt.rounds == BenchModelOptions{}.rounds) opt.rounds = 1;  // unless asked for
   }
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
@@ -358,6 +361,11 @@ Command register_bench_model(CLI::App& app) {
       ->delimiter(',')->capture_default_str();
   c_bm->add_option("--page-tokens", bm.page_tokens,
                    "Token slots per KV page (P) in --context runs, every policy at the same P")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c_bm->add_option("--rounds", bm.rounds,
+                   "Times every --context run is timed, round-robin over policies and page types (each refilled), so "
+                   "a slow spell of a shared machine falls on all of them: the report gives each run's median round "
+                   "and the range of its per-round ratio to full")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");

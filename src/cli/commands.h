@@ -118,11 +118,12 @@ struct BenchModelOptions {
   std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
   std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
   int page_tokens = 16;               // P of the --context runs' pages (the engine's default)
+  int rounds = 3;                     // --context runs: every run timed this many times, round-robin
   bool mmap = false;                  // weights through the file's memory map, not copied (--mmap)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
-// Refuses --policies, --kv-ratio, --profile, --kv-type and --page-tokens without --context, unknown policies
+// Refuses --policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds without --context, unknown policies
 // and KV types, and ratios outside (0, 1].
 Status check_bench_model_flags(const BenchModelOptions& opt);
 // The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,

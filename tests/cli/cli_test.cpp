@@ -194,7 +194,7 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
   const auto dir = testing::temp_dir();
   const auto out = dir / "kv-out";
   auto r = run_tangram("bench-model --preset tiny-llama --types f32 --context 160 --concurrency 1,3 --policies "
-                       "full,uniform --kv-ratio 0.5 --prompt-tokens 8 --gen-tokens 4 --reps 1 --no-llama-cpp "
+                       "full,uniform --kv-ratio 0.5 --prompt-tokens 8 --gen-tokens 4 --reps 1 --rounds 2 --no-llama-cpp "
                        "--cache-dir '" + dir.string() + "' -o '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "synthetic KV")) << r.output;
@@ -214,7 +214,20 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
     EXPECT_LE(run["attention_cpu_ms"].get<double>(), run["step_cpu_ms"].get<double>());
     EXPECT_GT(run["per_core_fraction"].get<double>(), 0.0);
     EXPECT_GT(run["column_probe_fraction"].get<double>(), 0.0);
+    // Two rounds: the figures are the slower one's (the lower middle), the ratio to full a
+    // per-round ratio inside the range of both.
+    const auto& tok_s = run["round_tok_s"];
+    ASSERT_EQ(tok_s.size(), 2u) << run.dump();
+    EXPECT_DOUBLE_EQ(run["decode_tok_s"].get<double>(), std::min(tok_s[0].get<double>(), tok_s[1].get<double>()));
+    EXPECT_LE(run["vs_full_min"].get<double>(), run["vs_full"].get<double>());
+    EXPECT_LE(run["vs_full"].get<double>(), run["vs_full_max"].get<double>());
+    EXPECT_GT(run["vs_full_min"].get<double>(), 0.0);
   }
+  EXPECT_EQ(kv["rounds"], 2);
+  // Full against itself, round by round, at each concurrency.
+  EXPECT_DOUBLE_EQ(kv["runs"][0]["vs_full_min"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(kv["runs"][1]["vs_full_max"].get<double>(), 1.0);
+  EXPECT_TRUE(contains(r.output, "in each of 2 rounds")) << r.output;
   EXPECT_GT(kv["probe_cpu_gbps_per_core"].get<double>(), 0.0);
   // The paged-pattern probe, once for the page type run: a column of 16 tokens' key and value rows.
   ASSERT_EQ(kv["column_probes"].size(), 1u) << kv.dump();
@@ -237,6 +250,12 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
   r = run_tangram("bench-model --context 64 --dry-run");
   EXPECT_NE(r.exit_code, 0);
   r = run_tangram("bench-model --context 64 --concurrency 2 --policies full,bogus --dry-run");
+  EXPECT_NE(r.exit_code, 0);
+  // --rounds acts only on KV-bound runs, and at least once.
+  r = run_tangram("bench-model --rounds 2 --dry-run");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "--rounds")) << r.output;
+  r = run_tangram("bench-model --context 64 --concurrency 2 --rounds 0 --dry-run");
   EXPECT_NE(r.exit_code, 0);
 }
 
