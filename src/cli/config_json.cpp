@@ -186,7 +186,8 @@ Result<json> plan_json(const BenchModelOptions& o) {
               {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
               {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
               {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"weights", weights_memory_name(o.mmap)},
+              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"rounds", o.rounds},
+              {"weights", weights_memory_name(o.mmap)},
               {"report", report_output_json(o.output)}};
 }
 
