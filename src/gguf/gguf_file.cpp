@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/huge_pages.h"
 #include "gguf/gguf_parser.h"
 
 namespace tangram {
@@ -33,8 +34,6 @@ Status parse_guarded(GgufFile& file, const std::string& path) {
     return make_error("{}: out of memory while reading the metadata", path);
   }
 }
-
-constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 template <typename T>
 T round_up(T v, T to) {

@@ -1,16 +1,14 @@
 #include "kernels/memory_bandwidth.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <new>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "common/cpu_time.h"
+#include "common/huge_pages.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -80,11 +78,6 @@ BandwidthResult best_of(ThreadPool& pool, int64_t items, int64_t grain, size_t b
 }
 
 constexpr size_t kLineBytes = 64;
-constexpr size_t kHugePageBytes = size_t{2} << 20;
-
-struct AlignedFree {
-  void operator()(float* p) const { ::operator delete(p, std::align_val_t{kHugePageBytes}); }
-};
 
 }  // namespace
 
@@ -95,21 +88,18 @@ Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_
   if (run == 0 || n_runs < 2 * static_cast<size_t>(pool.size()))
     return make_error("scattered read probe: runs of {} bytes: need at least two per thread in {} bytes", run_bytes,
                       buffer_bytes);
-  const size_t bytes = (n_runs * run + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  std::unique_ptr<float, AlignedFree> buf(
-      static_cast<float*>(::operator new(bytes, std::align_val_t{kHugePageBytes}, std::nothrow)));
-  if (!buf) return make_error("scattered read probe: could not allocate {} bytes", bytes);
-#if defined(__linux__)
-  (void)madvise(buf.get(), bytes, MADV_HUGEPAGE);  // as the KV arena: only a hint
-#endif
+  const size_t bytes = round_up_to(n_runs * run, kHugePageBytes);
+  // As the KV arena: 2 MiB aligned, advised for huge pages.
+  TG_ASSIGN(HugePageBuffer memory, allocate_huge_page_buffer(bytes, "scattered read probe"));
+  float* buf = reinterpret_cast<float*>(memory.get());  // [bytes / 4]
   const size_t floats = bytes / sizeof(float), run_floats = run / sizeof(float);
   pool.parallel_for(static_cast<int64_t>(floats), [&](int64_t b, int64_t e, int) {
-    std::fill(buf.get() + b, buf.get() + e, 1.0f);
+    std::fill(buf + b, buf + e, 1.0f);
   });
   std::vector<size_t> order(n_runs);  // run i of the walk starts at float order[i] * run_floats
   std::iota(order.begin(), order.end(), size_t{0});
   std::shuffle(order.begin(), order.end(), std::mt19937_64(20261205));  // fixed: every probe reads alike
-  const float* base = buf.get();
+  const float* base = buf;
   return best_of(pool, static_cast<int64_t>(n_runs), 1, n_runs * run, reps, [&](int64_t b, int64_t e) {
     float sum = 0;
     for (int64_t i = b; i < e; ++i) {

@@ -4,19 +4,14 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace tangram {
 
 namespace {
 
 constexpr size_t kPageAlign = 64;      // cache line: pages start on a line
-constexpr size_t kArenaAlign = size_t{2} << 20;  // lets the OS back the arena with huge pages
-
-size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 // A page's bytes must stay well inside size_t and its in-page offsets inside int64.
 constexpr int64_t kMaxPageBytes = int64_t{1} << 30;
@@ -28,7 +23,7 @@ size_t PageGeometry::column_bytes() const {
 }
 
 size_t PageGeometry::page_bytes() const {
-  return round_up(static_cast<size_t>(group_size) * column_bytes(), kPageAlign);
+  return round_up_to(static_cast<size_t>(group_size) * column_bytes(), kPageAlign);
 }
 
 Status PageGeometry::validate() const {
@@ -56,29 +51,20 @@ Result<std::unique_ptr<BlockPool>> BlockPool::create(const PageGeometry& geometr
   if (n_pages > static_cast<size_t>(std::numeric_limits<PageId>::max()))
     return make_error("KV memory of {} bytes makes {} pages, more than page ids can count",
                       arena_bytes, n_pages);
-  const size_t bytes = round_up(n_pages * page_bytes, kArenaAlign);
-  auto* arena = static_cast<uint8_t*>(
-      ::operator new(bytes, std::align_val_t{kArenaAlign}, std::nothrow));
-  if (arena == nullptr)
-    return make_error("KV memory: could not allocate {} bytes for {} pages", bytes, n_pages);
-#if defined(__linux__)
   // Pages of one head are scattered over the arena; huge pages keep their TLB misses rare.
-  // Only a hint: without transparent huge pages the arena still works.
-  (void)madvise(arena, bytes, MADV_HUGEPAGE);
-#endif
-  if (prefault) std::memset(arena, 0, bytes);
+  TG_ASSIGN(HugePageBuffer arena, allocate_huge_page_buffer(n_pages * page_bytes, "KV memory"));
+  if (prefault) std::memset(arena.get(), 0, round_up_to(n_pages * page_bytes, kHugePageBytes));
   try {
     return std::unique_ptr<BlockPool>(
-        new BlockPool(geometry, page_bytes, static_cast<int64_t>(n_pages), arena));
+        new BlockPool(geometry, page_bytes, static_cast<int64_t>(n_pages), std::move(arena)));
   } catch (const std::bad_alloc&) {
-    ::operator delete(arena, std::align_val_t{kArenaAlign});
     return make_error("KV memory: out of memory for the page tables of {} pages", n_pages);
   }
 }
 
 BlockPool::BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_pages,
-                     uint8_t* arena)
-    : geometry_(geometry), page_bytes_(page_bytes), n_pages_(n_pages), arena_(arena) {
+                     HugePageBuffer arena)
+    : geometry_(geometry), page_bytes_(page_bytes), n_pages_(n_pages), arena_(std::move(arena)) {
   free_.resize(static_cast<size_t>(n_pages));
   // Stack order: page 0 is popped first.
   for (int64_t i = 0; i < n_pages; ++i)
@@ -87,7 +73,6 @@ BlockPool::BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_
   refs_.assign(static_cast<size_t>(n_pages), 0);
 }
 
-BlockPool::~BlockPool() { ::operator delete(arena_, std::align_val_t{kArenaAlign}); }
 
 Status BlockPool::allocate(int64_t n, std::vector<PageId>& out) {
   if (n < 0) return make_error("KV pool: cannot allocate {} pages", n);

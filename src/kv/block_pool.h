@@ -32,6 +32,7 @@
 #include <span>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "common/result.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_row.h"
@@ -111,7 +112,7 @@ class BlockPool {
 
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
-  ~BlockPool();
+  ~BlockPool() = default;
 
   const PageGeometry& geometry() const { return geometry_; }
   size_t page_bytes() const { return page_bytes_; }
@@ -142,9 +143,9 @@ class BlockPool {
   int64_t shared_pages() const { return shared_pages_; }
 
   // Start of a page's memory; id must be a valid page id.
-  uint8_t* page_data(PageId id) { return arena_ + static_cast<size_t>(id) * page_bytes_; }
+  uint8_t* page_data(PageId id) { return arena_.get() + static_cast<size_t>(id) * page_bytes_; }
   const uint8_t* page_data(PageId id) const {
-    return arena_ + static_cast<size_t>(id) * page_bytes_;
+    return arena_.get() + static_cast<size_t>(id) * page_bytes_;
   }
 
   // Caches report the entries they store (+ on write, - on removal) so waste is visible here.
@@ -156,12 +157,12 @@ class BlockPool {
   Status check_consistency() const;
 
  private:
-  BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_pages, uint8_t* arena);
+  BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_pages, HugePageBuffer arena);
 
   PageGeometry geometry_;
   size_t page_bytes_;
   int64_t n_pages_;
-  uint8_t* arena_;              // [n_pages_][page_bytes_], 2 MiB aligned
+  HugePageBuffer arena_;        // [n_pages_][page_bytes_], 2 MiB aligned
   std::vector<PageId> free_;    // stack of free ids (LIFO: recently freed pages are warm)
   std::vector<uint8_t> in_use_; // [n_pages_]: 1 while handed out (2 marks a page in a release)
   std::vector<int32_t> refs_;   // [n_pages_]: references held, 0 when free
