@@ -185,27 +185,33 @@ KvBoundRun median_round(const std::vector<KvBoundRun>& rounds) {
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return rounds[a].decode_tok_s < rounds[b].decode_tok_s; });
   KvBoundRun median = rounds[order[(order.size() - 1) / 2]];
-  for (const KvBoundRun& r : rounds) median.round_tok_s.push_back(r.decode_tok_s);
+  for (const KvBoundRun& r : rounds) {
+    median.round_tok_s.push_back(r.decode_tok_s);
+    median.round_step_cpu_ms.push_back(r.step_cpu_ms);
+  }
   return median;
 }
 
-// Each run's tok/s over full's on the first page type at the same concurrency, round by round
-// (runs of one round were timed minutes apart at most): the median ratio and its range. Left 0
-// when full was not run.
+// The spread of num[k] / den[k] over the rounds both have.
+RatioSpread ratio_spread(const std::vector<double>& num, const std::vector<double>& den) {
+  std::vector<double> ratios;
+  for (size_t k = 0; k < num.size() && k < den.size(); ++k)
+    if (num[k] > 0 && den[k] > 0) ratios.push_back(num[k] / den[k]);
+  if (ratios.empty()) return {};
+  std::sort(ratios.begin(), ratios.end());
+  return {ratios[(ratios.size() - 1) / 2], ratios.front(), ratios.back()};
+}
+
+// Each run against full on the first page type at the same concurrency, round by round (the
+// runs of one round were timed minutes apart at most). Left 0 when full was not run.
 void set_ratios_to_full(std::vector<KvBoundRun>& runs, std::string_view first_type) {
   for (KvBoundRun& r : runs) {
     const KvBoundRun* full = nullptr;
     for (const KvBoundRun& f : runs)
       if (f.policy == "full" && f.kv_type == first_type && f.concurrency == r.concurrency) full = &f;
     if (full == nullptr) continue;
-    std::vector<double> ratios;
-    for (size_t k = 0; k < r.round_tok_s.size() && k < full->round_tok_s.size(); ++k)
-      if (full->round_tok_s[k] > 0) ratios.push_back(r.round_tok_s[k] / full->round_tok_s[k]);
-    if (ratios.empty()) continue;
-    std::sort(ratios.begin(), ratios.end());
-    r.vs_full = ratios[(ratios.size() - 1) / 2];
-    r.vs_full_min = ratios.front();
-    r.vs_full_max = ratios.back();
+    r.vs_full = ratio_spread(r.round_tok_s, full->round_tok_s);
+    r.vs_full_cpu = ratio_spread(full->round_step_cpu_ms, r.round_step_cpu_ms);
   }
 }
 
@@ -297,10 +303,10 @@ std::string rounds_text(const KvBoundDecode& d) {
 
 // "3.21x", or with several rounds "3.21x (2.95-3.60)": the median per-round ratio and its range;
 // "-" when full was not run.
-std::string vs_full(const KvBoundDecode& d, const KvBoundRun& r) {
-  if (r.vs_full <= 0) return "-";
-  if (d.rounds < 2) return fmt::format("{:.2f}x", r.vs_full);
-  return fmt::format("{:.2f}x ({:.2f}-{:.2f})", r.vs_full, r.vs_full_min, r.vs_full_max);
+std::string ratio_text(const KvBoundDecode& d, const RatioSpread& r) {
+  if (r.median <= 0) return "-";
+  if (d.rounds < 2) return fmt::format("{:.2f}x", r.median);
+  return fmt::format("{:.2f}x ({:.2f}-{:.2f})", r.median, r.least, r.most);
 }
 
 }  // namespace
@@ -313,25 +319,26 @@ void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
              "prefetched (attention's pattern): {} GB/s per CPU-second\n",
              d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
              d.probe_cpu_gbps_per_core, column_probes_text(d));
-  const int vs_width = d.rounds > 1 ? 17 : 7;
+  const int vs_width = d.rounds > 1 ? 17 : 11;
   fmt::print(console,
-             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>8} {:>9} {:>6} {:>7}\n",
-             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", vs_width, "step ms", "attn ms", "attn%", "KV read",
-             "attn GB/s", "of bw", "CPU ms", "attn CPU", "GB/s/core", "of cpu", "of cols");
+             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>{}} {:>8} {:>9} "
+             "{:>6} {:>7}\n",
+             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", vs_width, "step ms", "attn ms", "attn%",
+             "KV read", "attn GB/s", "of bw", "CPU ms", "CPU vs full", vs_width, "attn CPU", "GB/s/core", "of cpu", "of cols");
   for (const KvBoundRun& r : d.runs)
     fmt::print(console,
                "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>{}} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
-               "{:>5.0f}% {:>7.1f} {:>8.1f} {:>9.1f} {:>5.0f}% {:>6.0f}%\n",
+               "{:>5.0f}% {:>7.1f} {:>{}} {:>8.1f} {:>9.1f} {:>5.0f}% {:>6.0f}%\n",
                r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
-               r.concurrency, r.decode_tok_s, vs_full(d, r), vs_width, r.step_ms, r.attention_ms, 100.0 * r.attention_share,
+               r.concurrency, r.decode_tok_s, ratio_text(d, r.vs_full), vs_width, r.step_ms, r.attention_ms, 100.0 * r.attention_share,
                format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms,
-               r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
+               ratio_text(d, r.vs_full_cpu), vs_width, r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
                100.0 * r.column_probe_fraction);
   fmt::print(console,
              "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
              "per cached token over full's on the first KV type (effective retention; vs full likewise); KV read: K and V rows one step's attention reads; "
              "attn GB/s: that over attention's time; of bw: that over the read bandwidth; CPU ms, attn CPU: the step's "
-             "and attention's CPU time (all threads); GB/s/core: KV read per CPU-second of attention; of cpu: that over "
+             "and attention's CPU time (all threads); CPU vs full: full's step CPU time over the run's; GB/s/core: KV read per CPU-second of attention; of cpu: that over "
              "the probe's per CPU-second; of cols: that over the page-column probe's of the same type.\n");
 }
 
@@ -350,7 +357,9 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
                          {"compressor_ratio", r.compressor_ratio}, {"pages_per_sequence", r.pages_per_seq},
                          {"bytes_per_cached_token", r.bytes_per_token}, {"retention_vs_full", r.retention_vs_full},
                          {"decode_tok_s", r.decode_tok_s}, {"round_tok_s", r.round_tok_s},
-                         {"vs_full", r.vs_full}, {"vs_full_min", r.vs_full_min}, {"vs_full_max", r.vs_full_max},
+                         {"vs_full", r.vs_full.median}, {"vs_full_min", r.vs_full.least}, {"vs_full_max", r.vs_full.most},
+                         {"round_step_cpu_ms", r.round_step_cpu_ms}, {"vs_full_cpu", r.vs_full_cpu.median},
+                         {"vs_full_cpu_min", r.vs_full_cpu.least}, {"vs_full_cpu_max", r.vs_full_cpu.most},
                          {"step_ms", r.step_ms}, {"attention_ms", r.attention_ms},
                          {"attention_share", r.attention_share}, {"kv_read_bytes_per_step", r.kv_read_bytes},
                          {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction},
@@ -369,18 +378,20 @@ std::string kv_bound_markdown(const KvBoundDecode& d) {
       "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's pattern): "
       "{} GB/s per CPU-second.\n\n"
       "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
-      "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | attention CPU ms "
-      "| attention GB/s per core | of probe per core | of column probe |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | step CPU vs full "
+      "| attention CPU ms | attention GB/s per core | of probe per core | of column probe |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+      "| ---: | ---: | ---: |\n",
       d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
       d.probe_cpu_gbps_per_core, column_probes_text(d));
   for (const KvBoundRun& r : d.runs)
     md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
-                      "| {:.1f} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
+                      "| {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
                       r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
-                      format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, vs_full(d, r), r.step_ms,
+                      format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, ratio_text(d, r.vs_full), r.step_ms,
                       r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
-                      100.0 * r.bandwidth_fraction, r.step_cpu_ms, r.attention_cpu_ms, r.attention_cpu_gbps_per_core,
+                      100.0 * r.bandwidth_fraction, r.step_cpu_ms, ratio_text(d, r.vs_full_cpu), r.attention_cpu_ms,
+                      r.attention_cpu_gbps_per_core,
                       100.0 * r.per_core_fraction, 100.0 * r.column_probe_fraction);
   return md;
 }

@@ -44,6 +44,12 @@ struct KvBoundOptions {
   double peak_gbps = 0;               // the machine's measured read bandwidth
 };
 
+// A ratio taken once per round: its median (the lower middle of an even count), least and most;
+// all 0 when there was nothing to compare with.
+struct RatioSpread {
+  double median = 0, least = 0, most = 0;
+};
+
 struct KvBoundRun {
   std::string policy;
   std::string kv_type;             // the pages' element type
@@ -54,9 +60,12 @@ struct KvBoundRun {
   double retention_vs_full = 0;    // bytes_per_token / full's on the first type listed
   // The figures below are the run's median round (by tok/s; the lower middle for an even count).
   double decode_tok_s = 0;
-  std::vector<double> round_tok_s;  // every round's tok/s, in round order
-  // tok/s over full's (first page type, same concurrency) in the same round: median, least, most.
-  double vs_full = 0, vs_full_min = 0, vs_full_max = 0;
+  std::vector<double> round_tok_s;        // every round's tok/s, in round order
+  std::vector<double> round_step_cpu_ms;  // and its step CPU ms
+  // Over full (first page type, same concurrency) in the same round: tok/s over full's, and
+  // full's step CPU time over this run's (what the run gains in CPU time, which other jobs on
+  // a shared machine inflate less).
+  RatioSpread vs_full, vs_full_cpu;
   double step_ms = 0;
   double attention_ms = 0;         // per step, all layers
   double attention_share = 0;      // attention_ms / step_ms

@@ -222,11 +222,17 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
     EXPECT_LE(run["vs_full_min"].get<double>(), run["vs_full"].get<double>());
     EXPECT_LE(run["vs_full"].get<double>(), run["vs_full_max"].get<double>());
     EXPECT_GT(run["vs_full_min"].get<double>(), 0.0);
+    // The same in step CPU time: full's over the run's, round by round.
+    ASSERT_EQ(run["round_step_cpu_ms"].size(), 2u) << run.dump();
+    EXPECT_LE(run["vs_full_cpu_min"].get<double>(), run["vs_full_cpu"].get<double>());
+    EXPECT_LE(run["vs_full_cpu"].get<double>(), run["vs_full_cpu_max"].get<double>());
+    EXPECT_GT(run["vs_full_cpu_min"].get<double>(), 0.0);
   }
   EXPECT_EQ(kv["rounds"], 2);
   // Full against itself, round by round, at each concurrency.
   EXPECT_DOUBLE_EQ(kv["runs"][0]["vs_full_min"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(kv["runs"][1]["vs_full_max"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(kv["runs"][0]["vs_full_cpu_max"].get<double>(), 1.0);
   EXPECT_TRUE(contains(r.output, "in each of 2 rounds")) << r.output;
   EXPECT_GT(kv["probe_cpu_gbps_per_core"].get<double>(), 0.0);
   // The paged-pattern probe, once for the page type run: a column of 16 tokens' key and value rows.
