@@ -301,6 +301,17 @@ std::string rounds_text(const KvBoundDecode& d) {
                      d.rounds);
 }
 
+// What every run shared, for the text and the markdown report: "every sequence holds ... GB/s
+// per CPU-second".
+std::string setup_text(const KvBoundDecode& d) {
+  return fmt::format("every sequence holds {} positions of synthetic KV (random rows written straight into the pages, "
+                     "no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; read bandwidth {:.1f} GB/s, "
+                     "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's "
+                     "pattern): {} GB/s per CPU-second",
+                     d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
+                     d.probe_cpu_gbps_per_core, column_probes_text(d));
+}
+
 // "3.21x", or with several rounds "3.21x (2.95-3.60)": the median per-round ratio and its range;
 // "-" when full was not run.
 std::string ratio_text(const KvBoundDecode& d, const RatioSpread& r) {
@@ -312,13 +323,7 @@ std::string ratio_text(const KvBoundDecode& d, const RatioSpread& r) {
 }  // namespace
 
 void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
-  fmt::print(console,
-             "\n{}: KV-bound decode, every sequence holding {} positions of synthetic KV (random rows written "
-             "straight into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; "
-             "read bandwidth {:.1f} GB/s, {:.1f} GB/s per CPU-second; over page columns in random order, the next "
-             "prefetched (attention's pattern): {} GB/s per CPU-second\n",
-             d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
-             d.probe_cpu_gbps_per_core, column_probes_text(d));
+  fmt::print(console, "\n{}: KV-bound decode, {}\n", d.label, setup_text(d));
   const int vs_width = d.rounds > 1 ? 17 : 11;
   fmt::print(console,
              "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>{}} {:>8} {:>9} "
@@ -373,17 +378,13 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
 
 std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
-      "\n## KV-bound decode: {}\n\nEvery sequence holds {} positions of synthetic KV (random rows written straight "
-      "into the pages, no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; read bandwidth {:.1f} GB/s, "
-      "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's pattern): "
-      "{} GB/s per CPU-second.\n\n"
+      "\n## KV-bound decode: {}\n\nIn this run {}.\n\n"
       "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
       "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | step CPU vs full "
       "| attention CPU ms | attention GB/s per core | of probe per core | of column probe |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
       "| ---: | ---: | ---: |\n",
-      d.label, d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
-      d.probe_cpu_gbps_per_core, column_probes_text(d));
+      d.label, setup_text(d));
   for (const KvBoundRun& r : d.runs)
     md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
                       "| {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
