@@ -276,6 +276,7 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
       TG_ASSIGN(KvBoundRun run, run_once(model, pool, layouts[s.policy], policies[s.policy], s.type, s.concurrency,
                                          full_bytes, opt, so));
       rounds[i].push_back(std::move(run));
+      if (opt.on_run_timed) opt.on_run_timed();
     }
   for (size_t i = 0; i < slots.size(); ++i) {
     KvBoundRun run = median_round(rounds[i]);

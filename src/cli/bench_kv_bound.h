@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct KvBoundOptions {
   // a slow spell of a shared machine then falls on every run alike, and each run's ratio to full
   // is taken within one round, from runs minutes apart at most.
   int rounds = 1;
+  std::function<void()> on_run_timed;  // called after each run of each round (a progress bar), may be empty
   double ratio = 0.25;                // retention of the compressing policies
   std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
   double peak_gbps = 0;               // the machine's measured read bandwidth

@@ -183,7 +183,7 @@ Result<std::string> fit_profile(const BenchModelOptions& opt, const ModelConfig&
 
 // KV-bound decode of one model file at every --concurrency and policy.
 Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, const ModelFigures& f,
-                        std::vector<KvBoundDecode>& out) {
+                        ProgressBar& bar, std::vector<KvBoundDecode>& out) {
   TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
   KvBoundOptions ko;
   ko.concurrency = opt.concurrency;
@@ -193,6 +193,7 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.ratio = opt.kv_ratio;
   ko.page_tokens = opt.page_tokens;
   ko.rounds = opt.rounds;
+  ko.on_run_timed = [&bar] { bar.add(); };
   ko.kv_types.clear();
   for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
   ko.peak_gbps = peak_gbps;
@@ -296,15 +297,18 @@ Status run_bench_model(BenchModelOptions opt) {
   std::vector<BatchDecode> batches;
   std::vector<KvBoundDecode> kv_bound;
   {
-    ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()));
+    // A step per file's forward-pass figures, and one per KV-bound run of every round.
+    const auto runs_per_round = static_cast<int64_t>(opt.kv_types.size() * opt.policies.size() * opt.concurrency.size());
+    const int64_t kv_runs = opt.context > 0 ? int64_t{opt.rounds} * runs_per_round : 0;
+    ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()) * (1 + kv_runs));
     for (const auto& [label, path] : files) {
       ModelFigures f;
       f.label = label;
       f.path = path;
       TG_TRY(measure_file(opt, pool, peak_gbps, f, batches));
-      if (opt.context > 0) TG_TRY(measure_kv_bound(opt, pool, peak_gbps, f, kv_bound));
-      figures.push_back(f);
       bar.add();
+      if (opt.context > 0) TG_TRY(measure_kv_bound(opt, pool, peak_gbps, f, bar, kv_bound));
+      figures.push_back(f);
     }
   }
   BenchReport report = model_report(opt, pool.size(), peak_gbps, figures, batches, console);
