@@ -75,7 +75,7 @@ std::vector<uint8_t> transpose_keys(const std::vector<uint8_t>& rows, int n) {
 
 #include "kernels/avx512_target_begin.h"
 
-namespace tangram {
+namespace tangram::vec::avx512 {
 namespace {
 
 // scores[lane * 32 + t] = q[lane] . k[t] for the 32 tokens of one transposed run. q: kLanes
@@ -118,7 +118,7 @@ void scores_transposed(const uint8_t* q, const int32_t (&offset)[kLanes][kBlocks
 }
 
 }  // namespace
-}  // namespace tangram
+}  // namespace tangram::vec::avx512
 
 #include "kernels/avx512_target_end.h"
 
@@ -174,7 +174,7 @@ void head_scores(const Heads& h, int head, int n, bool transposed, float* scores
     int32_t off[kLanes][kBlocks];
     std::memcpy(off, h.offsets.data() + static_cast<size_t>(head) * kLanes * kBlocks, sizeof(off));
     for (int r = 0; r < n / kRun; ++r)
-      scores_transposed(q, off, h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes,
+      vec::avx512::scores_transposed(q, off, h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes,
                         scores + static_cast<size_t>(r) * kLanes * kRun);
     return;
   }
