@@ -35,11 +35,6 @@ Status parse_guarded(GgufFile& file, const std::string& path) {
   }
 }
 
-template <typename T>
-T round_up(T v, T to) {
-  return (v + to - 1) / to * to;
-}
-
 // MemAvailable from /proc/meminfo (free memory plus what the kernel can reclaim, page cache
 // included), or nullopt where it cannot be read.
 std::optional<size_t> available_memory_bytes() {
@@ -114,14 +109,14 @@ Status GgufFile::map_file(int fd, size_t size) {
 Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& progress) {
   // Over-allocate by one huge page so the copy can start on a 2 MiB boundary, where the kernel
   // can back it with huge pages from the first byte.
-  const size_t bytes = round_up(size, kHugePageBytes) + kHugePageBytes;
+  const size_t bytes = round_up_to(size, kHugePageBytes) + kHugePageBytes;
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED)
     return make_error("{}: cannot allocate {} MiB for the weights: {}", path_, bytes >> 20, std::strerror(errno));
   mapping_ = map;
   mapping_bytes_ = bytes;
-  auto* dst = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(map), kHugePageBytes));
-  const size_t copy_bytes = round_up(size, kHugePageBytes);
+  auto* dst = reinterpret_cast<uint8_t*>(round_up_to(reinterpret_cast<uintptr_t>(map), kHugePageBytes));
+  const size_t copy_bytes = round_up_to(size, kHugePageBytes);
 #if defined(MADV_HUGEPAGE)
   (void)::madvise(dst, copy_bytes, MADV_HUGEPAGE);  // only a hint: 4 KiB pages still work
 #endif
@@ -253,7 +248,7 @@ Status GgufFile::rewrite_tensors(std::span<const std::string> names, const Tenso
   // The whole copy at once, as copy_into_huge_pages protected it: a part would split the
   // mapping (and its huge pages) in two.
   uint8_t* copy = huge_copy_;
-  const size_t copy_bytes = round_up(size_, kHugePageBytes);
+  const size_t copy_bytes = round_up_to(size_, kHugePageBytes);
   if (::mprotect(copy, copy_bytes, PROT_READ | PROT_WRITE) != 0)
     return make_error("{}: cannot make the weights writable: {}", path_, std::strerror(errno));
   for (GgufTensorInfo* t : targets) {

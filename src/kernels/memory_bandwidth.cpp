@@ -83,7 +83,7 @@ constexpr size_t kLineBytes = 64;
 
 Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_t run_bytes, size_t buffer_bytes,
                                                          int reps) {
-  const size_t run = (run_bytes + kLineBytes - 1) / kLineBytes * kLineBytes;
+  const size_t run = round_up_to(run_bytes, kLineBytes);
   const size_t n_runs = run > 0 ? buffer_bytes / run : 0;
   if (run == 0 || n_runs < 2 * static_cast<size_t>(pool.size()))
     return make_error("scattered read probe: runs of {} bytes: need at least two per thread in {} bytes", run_bytes,
