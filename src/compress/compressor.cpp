@@ -28,6 +28,7 @@ void read_rows(const uint8_t* src, int64_t count, int dim, KvType type, float* d
 
 // Per-thread buffers for reading a head back and gathering its GQA group's queries.
 struct Scratch {
+  std::vector<uint8_t> key_rows;  // [n][key row bytes]: the stored keys as plain rows (kv_row.h)
   std::vector<float> keys;     // [n][head_dim]
   std::vector<float> values;   // [n][head_dim_v]
   std::vector<float> queries;  // [n_queries][q_per_kv][head_dim]
@@ -210,8 +211,10 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
       pos.resize(static_cast<size_t>(n));
       s.keys.resize(static_cast<size_t>(n) * static_cast<size_t>(hd));
       s.values.resize(static_cast<size_t>(n) * static_cast<size_t>(hdv));
-      v.for_each_run(0, n, [&](int64_t first, const uint8_t* k, const uint8_t* val, int64_t count) {
-        read_rows(k, count, hd, cache.type(), s.keys.data() + first * hd);
+      s.key_rows.resize(static_cast<size_t>(n) * v.k_row_bytes);
+      v.copy_keys(0, n, s.key_rows.data());
+      read_rows(s.key_rows.data(), n, hd, cache.type(), s.keys.data());
+      v.for_each_run(0, n, [&](int64_t first, const uint8_t*, const uint8_t* val, int64_t count) {
         read_rows(val, count, hdv, cache.type(), s.values.data() + first * hdv);
       });
       for (int64_t j = 0; j < n; ++j)

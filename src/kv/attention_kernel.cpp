@@ -341,7 +341,8 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
   return {scores_scalar<Elem>, accumulate_scalar<Elem>, {}};
 }
 
-// The key and value rows of entries [blk, blk + nb) of a head.
+// The key and value rows of entries [blk, blk + nb) of a head (value rows only when the head
+// keeps its keys in tiles: block_tiles has them).
 void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows) {
   const size_t kb = view.k_row_bytes, vb = view.v_row_bytes;
   view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
@@ -350,10 +351,23 @@ void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows
     // 64-bit multiplies, a few hundred instructions per block.
     const uint8_t** kd = rows.k + (first - blk);
     const uint8_t** vd = rows.v + (first - blk);
+    if (k == nullptr) {
+      for (int64_t i = 0; i < count; ++i, v += vb) vd[i] = v;
+      return;
+    }
     for (int64_t i = 0; i < count; ++i, k += kb, v += vb) {
       kd[i] = k;
       vd[i] = v;
     }
+  });
+}
+
+// The key tiles of entries [blk, blk + nb) of a head that keeps its keys in tiles.
+void block_tiles(const KvHeadView& view, int64_t blk, int64_t nb, KeyTiles& tiles) {
+  tiles.n = 0;
+  tiles.run_tokens = view.run_length();
+  view.for_each_key_tile(blk, blk + nb, [&](int64_t first, const uint8_t* tile, int64_t token, int64_t count) {
+    tiles.span[tiles.n++] = {tile, static_cast<int>(token), static_cast<int>(count), static_cast<int>(first - blk)};
   });
 }
 
@@ -366,6 +380,13 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   block_rows(*h.view, blk, nb, rows);
   BlockRows next;
   const int64_t n_next = std::min<int64_t>(kAttentionBlock, h.end - (blk + nb));
+  // Key tiles: this block's and the next one's (prefetched by the score loop).
+  const bool tiled = h.view->key_layout != KeyLayout::Rows;
+  KeyTiles tiles, next_tiles;
+  if (tiled) {
+    block_tiles(*h.view, blk, nb, tiles);
+    if (n_next > 0) block_tiles(*h.view, blk + nb, n_next, next_tiles);
+  }
   // Small rows: the next block is a few cache lines per run (16 for head size 8 in F16), issued
   // here at once, run by run; the per-row prefetches inside the loops would cost more than the
   // dot products.
@@ -378,7 +399,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   } else if (n_next > 0) {
     block_rows(*h.view, blk + nb, n_next, next);
     for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb); ++i) {  // one per row read
-      next.k[i] = next.k[n_next - 1];
+      if (!tiled) next.k[i] = next.k[n_next - 1];
       next.v[i] = next.v[n_next - 1];
     }
   }
@@ -395,7 +416,10 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
     const float* qg = h.q + static_cast<size_t>(g0) * static_cast<size_t>(hd);
     float* sg = h.scores + static_cast<size_t>(g0) * kAttentionBlock;
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
-    if (prepared)
+    if (tiled)
+      kern.prepared.tile_scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, tiles, sg,
+                                g0 == 0 && n_next > 0 ? &next_tiles : nullptr);
+    else if (prepared)
       kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg,
                            prefetch ? next.k : nullptr);
     else

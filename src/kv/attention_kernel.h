@@ -19,6 +19,20 @@ inline constexpr int kAttentionBlock = 32;
 // A page run is one block, so a block reads one run's keys and values (block_pool.h).
 static_assert(kPageRunTokens == kAttentionBlock);
 
+// The key tiles one block's entries lie in (a block of kAttentionBlock entries spans at most
+// this many runs of kKeyTileTokens or more tokens, however it is aligned): span i holds tokens
+// [token, token + count) of the tile at `tile`, entries [at, at + count) of the block.
+struct KeyTiles {
+  struct Span {
+    const uint8_t* tile;
+    int token, count, at;
+  };
+  static constexpr int kMaxSpans = kAttentionBlock / kKeyTileTokens + 1;
+  Span span[kMaxSpans];
+  int n = 0;
+  int64_t run_tokens = 0;  // tokens per tile
+};
+
 // The query vectors reading one KV head in a kernel call, and their running state:
 //   q:      [n_lanes][head_dim]     queries, already multiplied by the score scale
 //   limit:  [n_lanes]               lane i sees entries below limit[i]
@@ -58,7 +72,7 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 
 // The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one
 // instruction level: scores (q . k for the block's n key rows) into the scratch (a loop may
-// also write the slots from n up to the next multiple of 8: the softmax overwrites them), then the
+// also write any slot from n on: the softmax overwrites those it reads), then the
 // softmax weights times the n value rows into the accumulators. The online softmax between
 // them is shared by every row type.
 //
@@ -88,6 +102,10 @@ struct BlockKernels {
     void (*prepare)(const float* q, int hd, uint8_t* out) = nullptr;
     void (*scores)(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k_rows, int n,
                    float* scores, const uint8_t* const* next_k_rows) = nullptr;
+    // The same scores for keys stored as key tiles (key_tiles.h): every row type whose pages
+    // may hold tiles (Q8_0) sets it. next: null, or the next block's tiles to prefetch.
+    void (*tile_scores)(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
+                        const KeyTiles* next) = nullptr;
   } prepared;
 };
 

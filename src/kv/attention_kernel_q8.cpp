@@ -8,6 +8,7 @@
 #include "kernels/half.h"
 #include "kernels/simd.h"
 #include "kv/attention_kernel_q8_avx512.h"
+#include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
@@ -63,6 +64,32 @@ void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const
       }
       scores[ln * kAttentionBlock + j] = s;
     }
+}
+
+// The scores of key tiles (key_tiles.h): for each token, the same sum as scores_portable.
+void tile_scores_portable(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
+                          const KeyTiles* /*next: far from memory-bound, no prefetch*/) {
+  const int64_t run = k.run_tokens;
+  for (int i = 0; i < k.n; ++i) {
+    const KeyTiles::Span& sp = k.span[i];
+    for (int t = sp.token; t < sp.token + sp.count; ++t)
+      for (int ln = 0; ln < n_lanes; ++ln) {
+        const QueryParts query{q + static_cast<size_t>(ln) * query_bytes(hd), hd};
+        float s = 0.0f;
+        for (int b = 0; b < hd / kKvQ8Block; ++b) {
+          uint16_t dk;
+          std::memcpy(&dk, sp.tile + tile_scales(run, b) + static_cast<size_t>(t) * 2, sizeof(dk));
+          int32_t dot = 0;
+          for (int g = 0; g < kKvQ8Block / 4; ++g) {
+            const uint8_t* kg = sp.tile + tile_group(run, b, g) + static_cast<size_t>(t) * 4;
+            for (int e = 0; e < 4; ++e)
+              dot += (int32_t{kg[e]} - 128) * int32_t{query.value(b * kKvQ8Block + 4 * g + e)};
+          }
+          s += half::fp16_to_fp32(dk) * query.scale(b * kKvQ8Block) * static_cast<float>(dot);
+        }
+        scores[ln * kAttentionBlock + sp.at + (t - sp.token)] = s;
+      }
+  }
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j].
@@ -141,6 +168,80 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
   }
 }
 
+// Prefetches into L2 the part of each next tile that block b of the loops reads (next may be
+// null): spread over the blocks so that a whole tile is not requested at once.
+inline void prefetch_tile_block(const KeyTiles* next, int b) {
+  if (next == nullptr) return;
+  for (int i = 0; i < next->n; ++i)
+    prefetch_to_l2(next->span[i].tile + tile_scales(next->run_tokens, b), tile_block_bytes(next->run_tokens));
+}
+
+// Key-tile scores of lanes [0, NL) (NL <= 4: 2 NL accumulators and the keys in 16 registers)
+// for tokens [c, c + 8) of a span: per block and 4-element group, the 8 tokens' groups in one
+// vector, |k| once for every lane, then maddubs against the lane's broadcast group with k's
+// sign moved onto it and madd into the token's int32 sum (no horizontal sums: each vector lane
+// is one token); the block's d_k * d_q scales them.
+template <int NL>
+void tile_chunk8(const uint8_t* q, size_t lane_bytes, int hd, const KeyTiles::Span& sp, int64_t run, int c,
+                 float* scores, const KeyTiles* next) {
+  const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 f[NL];
+  for (auto& x : f) x = _mm256_setzero_ps();
+  for (int b = 0; b < hd / kKvQ8Block; ++b) {
+    prefetch_tile_block(next, b);
+    __m256i s[NL];
+    for (auto& x : s) x = _mm256_setzero_si256();
+    for (int g = 0; g < kKvQ8Block / 4; ++g) {
+      const __m256i ks = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp.tile + tile_group(run, b, g) + static_cast<size_t>(c) * 4)), bias);
+      const __m256i k_abs = _mm256_sign_epi8(ks, ks);
+      for (int ln = 0; ln < NL; ++ln) {
+        int32_t dword;
+        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g, 4);
+        const __m256i qd = _mm256_set1_epi32(dword);
+        s[ln] = _mm256_add_epi32(s[ln], _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qd, ks)), ones));
+      }
+    }
+    const __m256 dk = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sp.tile + tile_scales(run, b) + static_cast<size_t>(c) * 2)));
+    for (int ln = 0; ln < NL; ++ln) {
+      float dq;
+      std::memcpy(&dq, q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
+      f[ln] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[ln]), _mm256_mul_ps(dk, _mm256_set1_ps(dq)), f[ln]);
+    }
+  }
+  const int at = whole_chunk_at(sp, c, 8);
+  for (int ln = 0; ln < NL; ++ln) {
+    if (at >= 0) {
+      _mm256_storeu_ps(scores + ln * kAttentionBlock + at, f[ln]);
+    } else {
+      alignas(32) float sums[8];
+      _mm256_store_ps(sums, f[ln]);
+      store_chunk_part(sums, c, 8, sp, scores + ln * kAttentionBlock);
+    }
+  }
+}
+
+void tile_scores_simd(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores, const KeyTiles* next) {
+  const size_t lane_bytes = query_bytes(hd);
+  for (int l0 = 0; l0 < n_lanes; l0 += 4) {
+    const uint8_t* ql = q + static_cast<size_t>(l0) * lane_bytes;
+    float* sl = scores + l0 * kAttentionBlock;
+    const KeyTiles* pf = l0 == 0 ? next : nullptr;
+    for (int i = 0; i < k.n; ++i) {
+      const KeyTiles::Span& sp = k.span[i];
+      for (int c = sp.token / 8 * 8; c < sp.token + sp.count; c += 8, pf = nullptr) {
+        switch (std::min(4, n_lanes - l0)) {
+          case 1: tile_chunk8<1>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
+          case 2: tile_chunk8<2>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
+          case 3: tile_chunk8<3>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
+          default: tile_chunk8<4>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
+        }
+      }
+    }
+  }
+}
+
 // acc[lane] += sum_j p[lane][j] * v[j] for NL lanes, CW 8-wide column chunks per pass (a pass
 // stays inside one Q8_0 block: 8 * CW divides 32, so a row's scale is read once per pass).
 // The first pass (column 0) prefetches each row's successor in the next block (next_v may be null).
@@ -211,8 +312,14 @@ void quantise_query_simd(const float* q, int hd, uint8_t* out) {
     const __m256i values = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + hd + c), values);
     const __m256i pair_sums = _mm256_maddubs_epi16(_mm256_set1_epi8(1), values);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c),
-                        _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(-128)));
+    const __m256i group_offsets = _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(-128));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c), group_offsets);
+    alignas(32) int32_t groups[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(groups), group_offsets);
+    int32_t block_offset = 0;
+    for (const int32_t g : groups) block_offset += g;
+    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4, &block_offset,
+                sizeof(block_offset));
     _mm256_storeu_ps(reinterpret_cast<float*>(out + c), _mm256_set1_ps(d));
   }
 }
@@ -242,12 +349,13 @@ void quantise_query(const float* q, int hd, uint8_t* out) {
     // A NaN element makes the block's scale NaN, so the scores stay NaN as in float.
     const float d = has_nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
     const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    int32_t group_sum = 0;
+    int32_t group_sum = 0, block_sum = 0;
     for (int i = 0; i < kKvQ8Block; ++i) {
       const float r = std::nearbyint(q[c + i] * id);  // NaN (a NaN query) stores 0, as does 0/0
       const auto v = static_cast<int8_t>(r >= 127.0f ? 127 : r <= -127.0f ? -127 : std::isnan(r) ? 0 : static_cast<int>(r));
       out[static_cast<size_t>(hd + c + i)] = static_cast<uint8_t>(v);
       group_sum += v;
+      block_sum += v;
       if (i % 4 == 3) {
         const int32_t offset = -128 * group_sum;
         std::memcpy(out + static_cast<size_t>(2 * hd + c + i - 3), &offset, sizeof(offset));
@@ -255,6 +363,9 @@ void quantise_query(const float* q, int hd, uint8_t* out) {
         group_sum = 0;
       }
     }
+    const int32_t block_offset = -128 * block_sum;
+    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4, &block_offset,
+                sizeof(block_offset));
   }
 }
 
@@ -264,10 +375,12 @@ BlockKernels block_kernels(cpu::KernelLevel level) {
   kernels.prepared.prepare = quantise_query_simd;
   if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level)) {
     kernels.prepared.scores = vec::avx512::attention_scores_q8;
+    kernels.prepared.tile_scores = vec::avx512::attention_tile_scores_q8;
     kernels.accumulate = vec::avx512::attention_accumulate_q8;
     return kernels;
   }
   kernels.prepared.scores = scores_step_simd;
+  kernels.prepared.tile_scores = tile_scores_simd;
   kernels.accumulate = accumulate_step_simd;
 #endif
   (void)level;
@@ -276,7 +389,7 @@ BlockKernels block_kernels(cpu::KernelLevel level) {
 
 BlockKernels portable_kernels() {
   BlockKernels kernels{nullptr, accumulate_portable, {}};
-  kernels.prepared = {query_bytes, quantise_query, scores_portable};
+  kernels.prepared = {query_bytes, quantise_query, scores_portable, tile_scores_portable};
   return kernels;
 }
 

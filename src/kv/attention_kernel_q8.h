@@ -8,7 +8,10 @@
 // max p * max |d| / 32767, the bound the tests derive); the AVX2 and portable loops accumulate
 // p * (q * d) in float (an int16 AVX2 version was slower than it: the weights' preparation
 // costs more than the FMAs it saves with 8-wide vectors). Rows are read in registers, never
-// written out, so a step reads 34 bytes per 32 elements. head_dim and head_dim_v are
+// written out, so a step reads 34 bytes per 32 elements. Keys kept as key tiles (key_tiles.h,
+// Q8_0 pages with runs of 16 tokens or more) have their own score loops, BlockKernels'
+// tile_scores: 16 tokens' sums at once per vpdpbusd at the AVX-512 level, 8 per maddubs at
+// the AVX2 one, with the same integer sums as the row loops. head_dim and head_dim_v are
 // multiples of 32.
 #pragma once
 
@@ -26,8 +29,24 @@ namespace tangram::kv_q8 {
 //   values:  [hd] int8        round(x / d_q), in [-127, 127]
 //   offsets: [hd / 4] int32   -128 * the sum of each 4 consecutive values (the VNNI loop reads
 //                             keys as unsigned k + 128 and starts each sum from this)
-inline size_t query_bytes(int hd) { return 3 * static_cast<size_t>(hd); }
+//   block offsets: [hd / 32] int32  -128 * the sum of each block's 32 values (the same, for the
+//                             key-tile loops, which sum a token's whole block in one lane)
+inline size_t query_bytes(int hd) { return 3 * static_cast<size_t>(hd) + static_cast<size_t>(hd) / 8; }
 void quantise_query(const float* q, int hd, uint8_t* out);
+
+// A key-tile loop that computes the scores of tile tokens [c, c + w) at once stores them
+// straight into a lane's scores at this slot when they start inside span sp and end within
+// the block's slots (writing slots past the span is allowed: later spans and the softmax
+// overwrite them); at -1 it stores the tokens inside the span one by one (store_chunk_part).
+inline int whole_chunk_at(const KeyTiles::Span& sp, int c, int w) {
+  const int dst = sp.at + c - sp.token;
+  return c >= sp.token && dst + w <= kAttentionBlock ? dst : -1;
+}
+inline void store_chunk_part(const float* sums, int c, int w, const KeyTiles::Span& sp, float* lane_scores) {
+  const int t0 = c > sp.token ? c : sp.token;
+  const int t1 = c + w < sp.token + sp.count ? c + w : sp.token + sp.count;
+  for (int t = t0; t < t1; ++t) lane_scores[sp.at + t - sp.token] = sums[t - c];
+}
 
 // The loops attend_heads runs at `level`: AVX-512 VNNI scores and accumulation where the CPU
 // runs that level, AVX2 (maddubs) in an AVX2+F16C build otherwise, the portable ones in any

@@ -14,6 +14,7 @@
 
 #include "kv/attention_kernel.h"
 #include "kv/attention_kernel_q8.h"
+#include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
 // Everything below is AVX-512 code, after every header (avx512_target_begin.h says why) but
@@ -101,6 +102,94 @@ struct Q8Rows {
   }
 };
 
+// ---- scores on key tiles ----
+//
+// A tile (key_tiles.h) holds, per block and 4-element group, the groups of 16 tokens in one
+// 64-byte vector as k + 128: vpdpbusd against the lane's group broadcast adds its 4 products to
+// each of the 16 tokens' sums at once, starting from the query's -128 * sum of the block. Per
+// 64 multiply-adds that is one instruction, against about ten for the rows above (their
+// horizontal sums, scales and reductions); bench/bench_key_layout measures the two.
+
+// Prefetches into L2 the part of each next tile that block b of the loops reads (next may be
+// null): spread over the blocks so that a whole tile is not requested at once.
+inline void prefetch_tile_block(const KeyTiles* next, int b) {
+  if (next == nullptr) return;
+  for (int i = 0; i < next->n; ++i)
+    prefetch_to_l2(next->span[i].tile + tile_scales(next->run_tokens, b), tile_block_bytes(next->run_tokens));
+}
+
+// Scores of NL lanes for NC chunks of 16 tokens from token c of a span (NC = 2 when the lanes
+// leave registers for both: twice the independent sums, each key load and broadcast serving
+// both chunks).
+template <int NL, int NC>
+inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int64_t run, int c, float* scores,
+                        const KeyTiles* next) {
+  const size_t lane_bytes = kv_q8::query_bytes(hd);
+  __m512 f[NL][NC];
+  for (auto& lane : f)
+    for (auto& x : lane) x = _mm512_setzero_ps();
+  for (int b = 0; b < hd / kKvQ8Block; ++b) {
+    prefetch_tile_block(next, b);
+    __m512i s[NL][NC];
+    for (int ln = 0; ln < NL; ++ln) {
+      int32_t offset;
+      std::memcpy(&offset, q + static_cast<size_t>(ln) * lane_bytes + 3 * static_cast<size_t>(hd) + static_cast<size_t>(b) * 4, 4);
+      for (auto& x : s[ln]) x = _mm512_set1_epi32(offset);
+    }
+    for (int g = 0; g < kKvQ8Block / 4; ++g) {
+      const uint8_t* group = sp.tile + tile_group(run, b, g) + static_cast<size_t>(c) * 4;
+      __m512i k[NC];
+      for (int ch = 0; ch < NC; ++ch) k[ch] = _mm512_loadu_si512(group + 64 * ch);
+      for (int ln = 0; ln < NL; ++ln) {
+        int32_t dword;
+        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g, 4);
+        const __m512i qd = _mm512_set1_epi32(dword);
+        for (int ch = 0; ch < NC; ++ch) s[ln][ch] = _mm512_dpbusd_epi32(s[ln][ch], k[ch], qd);
+      }
+    }
+    const uint8_t* scales = sp.tile + tile_scales(run, b) + static_cast<size_t>(c) * 2;
+    __m512 dk[NC];
+    for (int ch = 0; ch < NC; ++ch)
+      dk[ch] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * ch)));
+    for (int ln = 0; ln < NL; ++ln) {
+      float dq;
+      std::memcpy(&dq, q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
+      const __m512 d = _mm512_set1_ps(dq);
+      for (int ch = 0; ch < NC; ++ch)
+        f[ln][ch] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[ln][ch]), _mm512_mul_ps(dk[ch], d), f[ln][ch]);
+    }
+  }
+  for (int ch = 0; ch < NC; ++ch) {
+    const int cc = c + 16 * ch;
+    const int at = kv_q8::whole_chunk_at(sp, cc, 16);
+    for (int ln = 0; ln < NL; ++ln) {
+      if (at >= 0) {
+        _mm512_storeu_ps(scores + ln * kAttentionBlock + at, f[ln][ch]);
+      } else {
+        alignas(64) float sums[16];
+        _mm512_store_ps(sums, f[ln][ch]);
+        kv_q8::store_chunk_part(sums, cc, 16, sp, scores + ln * kAttentionBlock);
+      }
+    }
+  }
+}
+
+template <int NL>
+void tile_scores_lanes(const uint8_t* q, int hd, const KeyTiles& k, float* scores, const KeyTiles* next) {
+  for (int i = 0; i < k.n; ++i) {
+    const KeyTiles::Span& sp = k.span[i];
+    const int end = sp.token + sp.count;
+    for (int c = sp.token / 16 * 16; c < end; next = nullptr) {
+      if (NL <= 4 && c + 16 < end) {
+        tile_chunks<NL, 2>(q, hd, sp, k.run_tokens, c, scores, next);
+        c += 32;
+      } else {
+        tile_chunks<NL, 1>(q, hd, sp, k.run_tokens, c, scores, next);
+        c += 16;
+      }
+    }
+  }
+}
 
 // ---- values: integer accumulation ----
 //
@@ -289,6 +378,20 @@ void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, f
 void attention_scores_q8(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n,
                          float* scores, const uint8_t* const* next_k) {
   kv_loops::scores<Q8Rows>(n_lanes, q, hd, k, n, scores, next_k);
+}
+
+void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
+                              const KeyTiles* next) {
+  switch (n_lanes) {
+    case 1: return tile_scores_lanes<1>(q, hd, k, scores, next);
+    case 2: return tile_scores_lanes<2>(q, hd, k, scores, next);
+    case 3: return tile_scores_lanes<3>(q, hd, k, scores, next);
+    case 4: return tile_scores_lanes<4>(q, hd, k, scores, next);
+    case 5: return tile_scores_lanes<5>(q, hd, k, scores, next);
+    case 6: return tile_scores_lanes<6>(q, hd, k, scores, next);
+    case 7: return tile_scores_lanes<7>(q, hd, k, scores, next);
+    default: return tile_scores_lanes<8>(q, hd, k, scores, next);
+  }
 }
 
 void attention_accumulate_q8(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,

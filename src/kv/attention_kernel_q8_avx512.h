@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kv/attention_kernel.h"
+
 namespace tangram::vec::avx512 {
 
 // scores[lane * kAttentionBlock + j] = q[lane] . k[j] for lane < n_lanes <= 8, j < n: q holds
@@ -13,6 +15,11 @@ namespace tangram::vec::avx512 {
 // multiple of 32. next_k_rows: null or n rows to prefetch (BlockKernels, attention_kernel.h).
 void attention_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const uint8_t* const* k_rows,
                          int n, float* scores, const uint8_t* const* next_k_rows);
+
+// The same scores for keys stored as key tiles (key_tiles.h), k's spans in their slots of the
+// block; next: null or the next block's tiles to prefetch.
+void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const KeyTiles& k, float* scores,
+                              const KeyTiles* next);
 
 // acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
 // value rows are Q8_0, head_dim_v a multiple of 32. next_v_rows: as next_k_rows above.

@@ -7,7 +7,9 @@
 // key rows and then value rows are contiguous:
 //   [G] x [P / R] x { keys: [R][key row], values: [R][value row] }   (row bytes from the type)
 // padded to a multiple of 64 bytes. R is kPageRunTokens (the attention kernel's block) when P
-// is a multiple of it, else P (one run: keys [P] then values [P]). So a block of attention
+// is a multiple of it, else P (one run: keys [P] then values [P]). Q8_0 pages whose R is a
+// multiple of 16 keep a run's keys as one key tile instead of rows (key_tiles.h: the same bytes,
+// interleaved for the score loop); key_layout() says which. So a block of attention
 // reads one run, keys then values in address order, whatever the page size, and a larger page
 // only lengthens a column: a head group mixing layers leaves longer stretches between the
 // other layer's columns. Every group of every layer uses the same page size, so pages are
@@ -34,6 +36,7 @@
 
 #include "common/huge_pages.h"
 #include "common/result.h"
+#include "kv/key_tiles.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_row.h"
 
@@ -64,7 +67,11 @@ struct PageGeometry {
   }
   // Bytes of one head's block in a page: P / R runs.
   size_t column_bytes() const;
-  // Byte offsets, inside a page, of the key and value row of (column, slot).
+  // How a run stores its keys: rows, or a Q8_0 key tile (key_tiles.h).
+  KeyLayout key_layout() const { return page_key_layout(type, run_tokens()); }
+  // Byte offsets, inside a page, of the key and value row of (column, slot). With key tiles a
+  // slot has no key row of its own: key_offset(column, slot) is then its run's tile only for the
+  // run's first slot (slot % R == 0).
   size_t key_offset(int column, int64_t slot) const {
     const int64_t r = run_tokens();
     return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot / r) * run_bytes() +

@@ -6,7 +6,9 @@
 //   F16:  dim IEEE halves.
 //   Q8_0: dim / 32 GGUF Q8_0 blocks (fp16 scale d + 32 int8 q, x = q * d; 34 bytes per 32
 //         elements). Rows are quantised when written and never re-quantised afterwards:
-//         compaction, tiers and the codec move their bytes as they are.
+//         compaction, tiers and the codec move their bytes as they are. (Pages may keep Q8_0
+//         keys interleaved by token as key tiles, key_tiles.h: the same bytes rearranged,
+//         written and read back as these rows.)
 #pragma once
 
 #include <cstddef>

@@ -30,6 +30,8 @@ struct HeadRows {
   size_t run_bytes = 0;
   size_t k_row_bytes = 0;
   size_t v_row_bytes = 0;
+  KeyLayout key_layout = KeyLayout::Rows;
+  int head_dim = 0;
 
   size_t offset(int64_t entry, size_t row_bytes) const {
     const int64_t slot = entry % page_tokens;
@@ -38,6 +40,25 @@ struct HeadRows {
   }
   uint8_t* key(int64_t entry) const { return k_base + offset(entry, k_row_bytes); }
   uint8_t* value(int64_t entry) const { return v_base + offset(entry, v_row_bytes); }
+  // The key tile of the run holding entry (key tiles only) and the entry's token in it.
+  uint8_t* tile(int64_t entry) const { return k_base + offset(entry, 0); }
+  int64_t token(int64_t entry) const { return entry % page_tokens % run_tokens; }
+
+  // Stores a plain key row (kv_row.h) as entry's key.
+  void put_key(int64_t entry, const uint8_t* row) const {
+    if (key_layout == KeyLayout::Rows)
+      std::memcpy(key(entry), row, k_row_bytes);
+    else
+      store_tiled_key(row, tile(entry), run_tokens, token(entry), head_dim);
+  }
+  // Copies entry src's key and value to entry dst.
+  void move_entry(int64_t dst, int64_t src) const {
+    if (key_layout == KeyLayout::Rows)
+      std::memcpy(key(dst), key(src), k_row_bytes);
+    else
+      move_tiled_key(tile(src), token(src), tile(dst), token(dst), run_tokens, head_dim);
+    std::memcpy(value(dst), value(src), v_row_bytes);
+  }
 };
 
 HeadRows head_rows(const BlockPool& pool, uint8_t* arena, const PageId* table, int column) {
@@ -52,6 +73,8 @@ HeadRows head_rows(const BlockPool& pool, uint8_t* arena, const PageId* table, i
   r.run_bytes = g.run_bytes();
   r.k_row_bytes = g.key_row_bytes();
   r.v_row_bytes = g.value_row_bytes();
+  r.key_layout = g.key_layout();
+  r.head_dim = g.head_dim;
   return r;
 }
 
@@ -234,20 +257,6 @@ Status PagedKvCache::reserve(int64_t n_total) {
   return Status::Ok();
 }
 
-uint8_t* PagedKvCache::key_row(int layer, int kv_head, int64_t entry) {
-  const PageGeometry& g = pool_->geometry();
-  const int64_t p = g.page_tokens;
-  const PageId page = pages_[sz(map_->group_of(layer, kv_head))][sz(entry / p)];
-  return pool_->page_data(page) + g.key_offset(map_->column_of(layer, kv_head), entry % p);
-}
-
-uint8_t* PagedKvCache::value_row(int layer, int kv_head, int64_t entry) {
-  const PageGeometry& g = pool_->geometry();
-  const int64_t p = g.page_tokens;
-  const PageId page = pages_[sz(map_->group_of(layer, kv_head))][sz(entry / p)];
-  return pool_->page_data(page) + g.value_offset(map_->column_of(layer, kv_head), entry % p);
-}
-
 Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) {
   if (layer < 0 || layer >= shape_.n_layers)
     return make_error("KV cache: layer {} out of range", layer);
@@ -268,13 +277,22 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
   const PageGeometry& geo = pool_->geometry();
   const int64_t hd = shape_.head_dim;
   const int64_t hdv = shape_.head_dim_v;
+  // Key tiles take a plain row, quantised here first (key_tiles.h).
+  const bool tiled = geo.key_layout() != KeyLayout::Rows;
+  std::vector<uint8_t> quantised;
+  if (tiled) quantised.resize(geo.key_row_bytes());
   for (int h = 0; h < shape_.n_kv_head; ++h) {
     HeadState& hs = head(layer, h);
     const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, h))].data(),
                                     map_->column_of(layer, h));
     for (int64_t t = 0; t < n; ++t) {
       const int64_t src = t * shape_.n_kv_head + h;
-      store_kv_row(geo.type, k + src * hd, rows.key(hs.length + t), hd);
+      if (tiled) {
+        store_kv_row(geo.type, k + src * hd, quantised.data(), hd);
+        rows.put_key(hs.length + t, quantised.data());
+      } else {
+        store_kv_row(geo.type, k + src * hd, rows.key(hs.length + t), hd);
+      }
       store_kv_row(geo.type, v + src * hdv, rows.value(hs.length + t), hdv);
     }
     hs.length += n;  // the new entries continue the consecutive tail positions
@@ -316,6 +334,8 @@ KvHeadView PagedKvCache::head_view(int layer, int kv_head) const {
   v.run_bytes = g.run_bytes();
   v.k_row_bytes = g.key_row_bytes();
   v.v_row_bytes = g.value_row_bytes();
+  v.key_layout = g.key_layout();
+  v.head_dim = g.head_dim;
   v.length = hs.length;
   v.kept_pos = hs.kept_pos.data();
   v.n_kept = static_cast<int64_t>(hs.kept_pos.size());
@@ -392,8 +412,7 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
     const auto dst = static_cast<int64_t>(i);
     const int64_t src = keep[i];
     if (src == dst) continue;
-    std::memcpy(rows.key(dst), rows.key(src), rows.k_row_bytes);
-    std::memcpy(rows.value(dst), rows.value(src), rows.v_row_bytes);
+    rows.move_entry(dst, src);
   }
   hs.kept_pos.swap(positions);
   hs.tail_pos0 = layer_positions_[sz(layer)];
@@ -516,10 +535,15 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const size_t i = sz(l) * sz(shape_.n_kv_head) + sz(h);
       const HeadRestore& r = heads[i];
+      const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(l, h))].data(),
+                                      map_->column_of(l, h));
       for (int64_t e = 0; e < r.length;) {
         const int64_t count = std::min(r.length - e, R - e % R);
-        std::memcpy(key_row(l, h, e), r.keys + sz(e) * kb, sz(count) * kb);
-        std::memcpy(value_row(l, h, e), r.values + sz(e) * vb, sz(count) * vb);
+        if (rows.key_layout == KeyLayout::Rows)
+          std::memcpy(rows.key(e), r.keys + sz(e) * kb, sz(count) * kb);
+        else
+          for (int64_t t = e; t < e + count; ++t) rows.put_key(t, r.keys + sz(t) * kb);
+        std::memcpy(rows.value(e), r.values + sz(e) * vb, sz(count) * vb);
         e += count;
       }
       HeadState& hs = heads_[i];

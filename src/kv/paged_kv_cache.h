@@ -157,9 +157,6 @@ class PagedKvCache final : public KvCache {
   // Folds a head's trailing consecutive positions into kept_pos for entries [0, new_length), so
   // later appends continue from the layer's position count.
   void make_positions_explicit(int layer, HeadState& h, int64_t new_length);
-  // Address of the key/value row of one entry.
-  uint8_t* key_row(int layer, int kv_head, int64_t entry);
-  uint8_t* value_row(int layer, int kv_head, int64_t entry);
   void change_used_slots(int64_t delta);
   int64_t release_group_tail(int flat_group, int64_t keep_pages);
   // Indices into a group's page table of the shared pages that appends up to n_total positions

@@ -29,6 +29,12 @@ class ByteWriter {
     if (n > 0) std::memcpy(out_ + pos_, p, n);
     pos_ += n;
   }
+  // The next n bytes, for a caller to fill in place.
+  char* skip(size_t n) {
+    char* p = out_ + pos_;
+    pos_ += n;
+    return p;
+  }
   size_t pos() const { return pos_; }
   const char* at(size_t offset) const { return out_ + offset; }
 

@@ -288,9 +288,7 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
       w.put<int64_t>(v.n_kept);
       w.put<int64_t>(v.tail_pos0);
       w.bytes(v.kept_pos, sz(v.n_kept) * sizeof(int32_t));
-      v.for_each_run(0, v.length, [&](int64_t, const uint8_t* k, const uint8_t*, int64_t count) {
-        w.bytes(k, sz(count) * kb);
-      });
+      v.copy_keys(0, v.length, reinterpret_cast<uint8_t*>(w.skip(sz(v.length) * kb)));  // plain rows
       v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t count) {
         w.bytes(val, sz(count) * vb);
       });

@@ -234,12 +234,14 @@ inline ::testing::AssertionResult cache_matches_mirror(const PagedKvCache& cache
                                              << cache.length(l, h) << " != " << entries.size();
       const KvHeadView view = cache.head_view(l, h);
       std::vector<float> k(static_cast<size_t>(s.head_dim)), v(static_cast<size_t>(s.head_dim_v));
+      std::vector<uint8_t> key_rows(static_cast<size_t>(view.length) * view.k_row_bytes);
+      view.copy_keys(0, view.length, key_rows.data());  // plain rows, whatever the page layout
       ::testing::AssertionResult result = ::testing::AssertionSuccess();
-      view.for_each_run(0, view.length, [&](int64_t first, const uint8_t* kr, const uint8_t* vr,
+      view.for_each_run(0, view.length, [&](int64_t first, const uint8_t*, const uint8_t* vr,
                                             int64_t count) {
         for (int64_t i = 0; i < count && result; ++i) {
           const MirrorEntry& e = entries[static_cast<size_t>(first + i)];
-          load_kv_row(cache.type(), kr + static_cast<size_t>(i) * view.k_row_bytes, k.data(), s.head_dim);
+          load_kv_row(cache.type(), key_rows.data() + static_cast<size_t>(first + i) * view.k_row_bytes, k.data(), s.head_dim);
           load_kv_row(cache.type(), vr + static_cast<size_t>(i) * view.v_row_bytes, v.data(), s.head_dim_v);
           if (k != e.k || v != e.v)
             result = ::testing::AssertionFailure() << "layer " << l << " head " << h << " entry "

@@ -174,6 +174,34 @@ TEST(PagedKvCache, CompactKeepsChosenEntriesAndPositions) {
   EXPECT_TRUE(cache_matches_mirror(*cache, mirror));
 }
 
+// Q8_0 pages keep keys as key tiles when their runs hold 16 tokens or more (key_tiles.h):
+// writes, compaction (moves inside and across tiles) and appends after it hold the same rows as
+// the mirror, for pages of 16 and 32 tokens (tiled) and 8 (plain rows).
+TEST(PagedKvCache, Q8KeyTilesHoldTheRowsThroughWritesAndCompaction) {
+  const KvShape q8_shape{2, 4, 2, 64, 32};
+  for (const int page_tokens : {8, 16, 32}) {
+    PoolSetup s(page_tokens, 2, 64, KvType::Q8_0, q8_shape);
+    EXPECT_EQ(s.pool->geometry().key_layout(), page_tokens >= 16 ? KeyLayout::Q8Tiles : KeyLayout::Rows);
+    auto cache = s.cache(1000, q8_shape);
+    KvMirror mirror(q8_shape, KvType::Q8_0);
+    std::mt19937 rng(static_cast<uint32_t>(page_tokens));
+    ASSERT_TRUE(cache->reserve(70).ok());
+    write_tokens(*cache, mirror, 70, rng);
+    EXPECT_TRUE(cache_matches_mirror(*cache, mirror)) << "P " << page_tokens;
+    const std::vector<int64_t> keep{0, 3, 4, 9, 17, 19, 31, 32, 33, 47, 50, 69};
+    ASSERT_TRUE(cache->compact_head(1, 1, keep).ok());
+    mirror.compact(1, 1, keep);
+    std::vector<int64_t> every_other;
+    for (int64_t e = 1; e < 70; e += 2) every_other.push_back(e);
+    ASSERT_TRUE(cache->compact_head(0, 0, every_other).ok());
+    mirror.compact(0, 0, every_other);
+    EXPECT_TRUE(cache_matches_mirror(*cache, mirror)) << "P " << page_tokens;
+    ASSERT_TRUE(cache->reserve(75).ok());
+    write_tokens(*cache, mirror, 5, rng);
+    EXPECT_TRUE(cache_matches_mirror(*cache, mirror)) << "P " << page_tokens;
+  }
+}
+
 TEST(PagedKvCache, SetHeadLengthDropsRecentEntries) {
   PoolSetup s(4, 2, 64);
   auto cache = s.cache();

@@ -32,6 +32,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/half.h"
 #include "kv/block_pool.h"
+#include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 #include "kv/kv_test_util.h"
 
@@ -231,6 +232,47 @@ void expect_close(const Q8Head& h, const Lanes& s, int64_t begin, const std::str
   EXPECT_LE(worst_error(h, s, begin, s.q), bound) << what << " (float query)";
 }
 
+// The same entries as h in pages of two runs of `run` tokens each, keys as key tiles
+// (key_tiles.h), the pages in reverse order of their entries. The slots no entry fills hold
+// 0xFF bytes (NaN scales): a loop reading them would turn the output NaN.
+struct TiledHead {
+  std::vector<uint8_t> arena;
+  std::vector<PageId> pages;
+  KvHeadView view;
+};
+TiledHead tiled_copy(const Q8Head& h, int run) {
+  TiledHead t;
+  const size_t kr = kv_row_bytes(KvType::Q8_0, h.hd), vr = kv_row_bytes(KvType::Q8_0, h.hdv);
+  const int64_t page_tokens = 2 * run;
+  const size_t run_bytes = static_cast<size_t>(run) * (kr + vr);
+  const size_t page_bytes = 2 * run_bytes + 64;
+  const int64_t n_pages = (h.length + page_tokens - 1) / page_tokens;
+  t.arena.assign(static_cast<size_t>(n_pages) * page_bytes, 0xFF);
+  for (int64_t i = 0; i < n_pages; ++i) t.pages.push_back(static_cast<PageId>(n_pages - 1 - i));
+  for (int64_t e = 0; e < h.length; ++e) {
+    const int64_t slot = e % page_tokens;
+    uint8_t* run_at = t.arena.data() + static_cast<size_t>(t.pages[static_cast<size_t>(e / page_tokens)]) * page_bytes +
+                      static_cast<size_t>(slot / run) * run_bytes;
+    store_tiled_key(h.k.data() + static_cast<size_t>(e) * kr, run_at, run, slot % run, h.hd);
+    std::memcpy(run_at + static_cast<size_t>(run) * kr + static_cast<size_t>(slot % run) * vr,
+                h.v.data() + static_cast<size_t>(e) * vr, vr);
+  }
+  KvHeadView& w = t.view;
+  w.k_base = t.arena.data();
+  w.v_base = t.arena.data() + static_cast<size_t>(run) * kr;
+  w.pages = t.pages.data();
+  w.page_tokens = page_tokens;
+  w.page_bytes = page_bytes;
+  w.run_tokens = run;
+  w.run_bytes = run_bytes;
+  w.k_row_bytes = kr;
+  w.v_row_bytes = vr;
+  w.key_layout = KeyLayout::Q8Tiles;
+  w.head_dim = h.hd;
+  w.length = h.length;
+  return t;
+}
+
 // Every Q8_0 loop this build has: the portable one and the ones attend_heads runs at each
 // level this CPU supports (AVX2 in an AVX2 build, AVX-512 VNNI where the CPU has it).
 struct NamedKernels {
@@ -261,6 +303,90 @@ TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
                              std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
                              std::to_string(begin));
           }
+}
+
+// Keys in key tiles of 16 and 32 tokens (key_tiles.h) through every path: within the bounds
+// above of dequantise-then-attend, and within float rounding (and the value weights' rounding)
+// of the same loops over the same keys as rows (the same integer sums, scaled in another order). Blocks starting at any entry
+// (begin 5, 20, 37), so a block's entries start, end and break anywhere inside the tiles.
+TEST(Q8Attention, KeyTilesMatchRowsOnEveryPath) {
+  std::mt19937 rng(15);
+  for (const auto& [name, kernels] : q8_kernels())
+    for (const int run : {16, 32})
+      for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{96, 64}, std::pair{128, 128}})
+        for (const int n_lanes : {1, 3, 4, 5, 8, 11})
+          for (const int64_t length : {1, 15, 32, 33, 100})
+            for (const int64_t begin0 : {0, 5, 20, 37}) {
+              const int64_t begin = std::min(begin0, length);
+              const Q8Head h(hd, hdv, length, rng);
+              const TiledHead t = tiled_copy(h, run);
+              Lanes rows = make_lanes(h, n_lanes, begin, rng);
+              Lanes tiles = rows;
+              tiles.view = t.view;
+              const int64_t end = *std::max_element(rows.limit.begin(), rows.limit.end());
+              const HeadLanes r = rows.lanes(end), k = tiles.lanes(end);
+              attend_heads_with(std::span(&r, 1), kernels, hd, hdv, begin);
+              attend_heads_with(std::span(&k, 1), kernels, hd, hdv, begin);
+              const std::string what = name + " run " + std::to_string(run) + " hd " + std::to_string(hd) + " lanes " +
+                                       std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
+                                       std::to_string(begin);
+              expect_close(h, tiles, begin, what);
+              // The AVX-512 value loop rounds each weight to a step of its block's largest; the
+              // scores' last-bit differences may move a weight by one step on each side.
+              const double tol = kTol + 2.0 * weight_rounding_bound(h, rows, begin, rounded_queries(rows.q, hd));
+              for (size_t i = 0; i < rows.acc.size(); ++i) {
+                const size_t lane = i / static_cast<size_t>(hdv);
+                ASSERT_NEAR(tiles.acc[i] / std::max(tiles.l[lane], 1e-30f), rows.acc[i] / std::max(rows.l[lane], 1e-30f),
+                            tol)
+                    << what << " output " << i;
+              }
+            }
+}
+
+// The score loops alone: on key tiles they give the scores the row loop gives on the same keys
+// (within float rounding), for blocks starting at any entry of 16- and 32-token tiles and of
+// any length, and write nothing outside the lanes' kAttentionBlock slots (a guard lane after
+// them keeps its sentinel).
+TEST(Q8Attention, TileScoresEqualRowScoresInTheirSlots) {
+  std::mt19937 rng(16);
+  constexpr float kSentinel = 12345.0f;
+  for (const auto& [name, kernels] : q8_kernels())
+    for (const int run : {16, 32})
+      for (const int hd : {32, 128}) {
+        const Q8Head h(hd, 32, 100, rng);
+        const TiledHead t = tiled_copy(h, run);
+        for (const int n_lanes : {1, 2, 4, 5, 8}) {
+          const auto q = random_values(static_cast<size_t>(n_lanes * hd), rng);
+          std::vector<uint8_t> prepared(static_cast<size_t>(n_lanes) * kernels.prepared.bytes(hd));
+          for (int ln = 0; ln < n_lanes; ++ln)
+            kernels.prepared.prepare(q.data() + ln * hd, hd, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(hd));
+          for (const int64_t blk : {0, 5, 16, 27, 31, 68})
+            for (const int nb : {1, 7, 16, 21, 32}) {
+              if (blk + nb > h.length) continue;
+              std::vector<const uint8_t*> rows;
+              for (int64_t e = blk; e < blk + nb; ++e) rows.push_back(h.k.data() + static_cast<size_t>(e) * kv_row_bytes(KvType::Q8_0, hd));
+              KeyTiles tiles;
+              tiles.run_tokens = run;
+              t.view.for_each_key_tile(blk, blk + nb, [&](int64_t first, const uint8_t* tile, int64_t token, int64_t count) {
+                tiles.span[tiles.n++] = {tile, static_cast<int>(token), static_cast<int>(count), static_cast<int>(first - blk)};
+              });
+              std::vector<float> want(static_cast<size_t>(n_lanes) * kAttentionBlock);
+              std::vector<float> got(static_cast<size_t>(n_lanes + 1) * kAttentionBlock, kSentinel);
+              kernels.prepared.scores(n_lanes, prepared.data(), hd, rows.data(), nb, want.data(), nullptr);
+              kernels.prepared.tile_scores(n_lanes, prepared.data(), hd, tiles, got.data(), &tiles);
+              const std::string what = name + " run " + std::to_string(run) + " hd " + std::to_string(hd) + " lanes " +
+                                       std::to_string(n_lanes) + " block " + std::to_string(blk) + "+" + std::to_string(nb);
+              for (int ln = 0; ln < n_lanes; ++ln)
+                for (int j = 0; j < nb; ++j) {
+                  const float w = want[static_cast<size_t>(ln * kAttentionBlock + j)];
+                  ASSERT_NEAR(got[static_cast<size_t>(ln * kAttentionBlock + j)], w, 1e-5 * (1.0 + std::abs(static_cast<double>(w))))
+                      << what << " lane " << ln << " entry " << j;
+                }
+              for (int j = 0; j < kAttentionBlock; ++j)
+                ASSERT_EQ(got[static_cast<size_t>(n_lanes * kAttentionBlock + j)], kSentinel) << what << " guard slot " << j;
+            }
+        }
+      }
 }
 
 // The value loops alone against the portable one (plain float p * (d * v)) on the same weights:

@@ -42,8 +42,9 @@ Saved save(const PagedKvCache& c) {
       const size_t i = static_cast<size_t>(l * kSessionShape.n_kv_head + h);
       const KvHeadView v = c.head_view(l, h);
       s.kept[i].assign(v.kept_pos, v.kept_pos + v.n_kept);
-      v.for_each_run(0, v.length, [&](int64_t, const uint8_t* k, const uint8_t* val, int64_t n) {
-        s.keys[i].insert(s.keys[i].end(), k, k + static_cast<size_t>(n) * v.k_row_bytes);
+      s.keys[i].resize(static_cast<size_t>(v.length) * v.k_row_bytes);
+      v.copy_keys(0, v.length, s.keys[i].data());
+      v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t n) {
         s.values[i].insert(s.values[i].end(), val, val + static_cast<size_t>(n) * v.v_row_bytes);
       });
       s.heads[i] = {v.length, s.kept[i], v.tail_pos0, s.keys[i].data(), s.values[i].data()};

@@ -254,9 +254,9 @@ std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& 
         payload.append(reinterpret_cast<const char*>(&h), 4);
         for (const int64_t x : {v.length, v.n_kept, v.tail_pos0}) payload.append(reinterpret_cast<const char*>(&x), 8);
         payload.append(reinterpret_cast<const char*>(v.kept_pos), static_cast<size_t>(v.n_kept) * 4);
-        v.for_each_run(0, v.length, [&](int64_t, const uint8_t* k, const uint8_t*, int64_t n) {
-          payload.append(reinterpret_cast<const char*>(k), static_cast<size_t>(n) * v.k_row_bytes);
-        });
+        std::vector<uint8_t> keys(static_cast<size_t>(v.length) * v.k_row_bytes);
+        v.copy_keys(0, v.length, keys.data());
+        payload.append(reinterpret_cast<const char*>(keys.data()), keys.size());
         v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t n) {
           payload.append(reinterpret_cast<const char*>(val), static_cast<size_t>(n) * v.v_row_bytes);
         });

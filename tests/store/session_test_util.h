@@ -116,13 +116,12 @@ inline int64_t pages_for_entries(const PagedKvCache& c) {
   return pages;
 }
 
-// The stored bytes of one head: keys [length][k_row_bytes] then values [length][v_row_bytes].
+// The stored bytes of one head: keys [length][k_row_bytes] (as plain rows) then values
+// [length][v_row_bytes].
 inline std::vector<uint8_t> head_bytes(const PagedKvCache& c, int layer, int h) {
   const KvHeadView v = c.head_view(layer, h);
-  std::vector<uint8_t> out;
-  v.for_each_run(0, v.length, [&](int64_t, const uint8_t* k, const uint8_t*, int64_t n) {
-    out.insert(out.end(), k, k + static_cast<size_t>(n) * v.k_row_bytes);
-  });
+  std::vector<uint8_t> out(static_cast<size_t>(v.length) * v.k_row_bytes);
+  v.copy_keys(0, v.length, out.data());
   v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t n) {
     out.insert(out.end(), val, val + static_cast<size_t>(n) * v.v_row_bytes);
   });
