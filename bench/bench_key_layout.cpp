@@ -14,11 +14,16 @@
 // 16 tokens build up in place (no horizontal sum). About 1.2 instructions per 64 multiply-adds.
 // Same bytes per token (34 per 32 elements).
 //
-// Both loops compute, for 8 KV heads of `rows` tokens and 4 query lanes each (Qwen3-4B's
+// The engine now keeps Q8_0 keys this way (key_tiles.h): layouts 2 and 3 time its loop,
+// vec::avx512::attention_tile_scores_q8, on tiles of 32 tokens (this file's layout) and of 16
+// (pages of 16 tokens, the engine's default), called per attention block as the walk calls it.
+//
+// Every loop computes, for 8 KV heads of `rows` tokens and 4 query lanes each (Qwen3-4B's
 // 32 query heads over 8 KV heads, head size 128), every lane's score against every token, in
 // blocks of 32 tokens as the attention walk calls them; the setup checks that they agree.
 // CPU time; rows 256 stay in L2 (the loop's own cost), 8192 stream from memory.
-// args: layout (0: row-major, the engine's; 1: transposed), rows
+// args: layout (0: row-major rows, the engine's row loop; 1: this file's loop on transposed
+// runs of 32; 2, 3: the engine's tile loop on tiles of 32 and 16), rows
 #include <benchmark/benchmark.h>
 
 #include <immintrin.h>
@@ -34,6 +39,7 @@
 #include "kv/attention_kernel.h"
 #include "kv/attention_kernel_q8.h"
 #include "kv/attention_kernel_q8_avx512.h"
+#include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
 namespace tangram {
@@ -136,6 +142,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 struct Heads {
   std::vector<std::vector<uint8_t>> rows;        // [head][rows][kRowBytes]
   std::vector<std::vector<uint8_t>> transposed;  // [head][rows / 32][kTRunBytes]
+  std::vector<std::vector<uint8_t>> tiles16;     // [head][rows / 16][16 * kRowBytes]: engine key tiles of 16
   std::vector<uint8_t> q;                        // [heads][lanes][query_bytes]
   std::vector<int32_t> offsets;                  // [heads][lanes][blocks]
 };
@@ -149,6 +156,11 @@ Heads make_heads(int n) {
       store_kv_row(KvType::Q8_0, values.data() + static_cast<size_t>((t + head) % n) * kHeadDim,
                    rows.data() + static_cast<size_t>(t) * kRowBytes, kHeadDim);
     h.transposed.push_back(transpose_keys(rows, n));
+    std::vector<uint8_t> t16(rows.size());
+    for (int t = 0; t < n; ++t)
+      store_tiled_key(rows.data() + static_cast<size_t>(t) * kRowBytes, t16.data() + static_cast<size_t>(t / 16) * 16 * kRowBytes, 16,
+                      t % 16, kHeadDim);
+    h.tiles16.push_back(std::move(t16));
     h.rows.push_back(std::move(rows));
   }
   const size_t lane_bytes = kv_q8::query_bytes(kHeadDim);
@@ -167,10 +179,27 @@ Heads make_heads(int n) {
 }
 
 // One head's scores, block by block, in the given layout.
-void head_scores(const Heads& h, int head, int n, bool transposed, float* scores) {
+void head_scores(const Heads& h, int head, int n, int layout, float* scores) {
   const size_t lane_bytes = kv_q8::query_bytes(kHeadDim);
   const uint8_t* q = h.q.data() + static_cast<size_t>(head) * kLanes * lane_bytes;
-  if (transposed) {
+  if (layout == 2 || layout == 3) {  // the engine's tile loop on tiles of 32 (this file's layout) or 16 tokens
+    KeyTiles tiles;
+    for (int r = 0; r < n / kRun; ++r) {
+      if (layout == 2) {
+        tiles.run_tokens = kRun;
+        tiles.n = 1;
+        tiles.span[0] = {h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes, 0, kRun, 0};
+      } else {
+        tiles.run_tokens = 16;
+        tiles.n = 2;
+        for (int i = 0; i < 2; ++i)
+          tiles.span[i] = {h.tiles16[static_cast<size_t>(head)].data() + static_cast<size_t>(2 * r + i) * 16 * kRowBytes, 0, 16, 16 * i};
+      }
+      vec::avx512::attention_tile_scores_q8(kLanes, q, kHeadDim, tiles, scores + static_cast<size_t>(r) * kLanes * kRun, nullptr);
+    }
+    return;
+  }
+  if (layout == 1) {
     int32_t off[kLanes][kBlocks];
     std::memcpy(off, h.offsets.data() + static_cast<size_t>(head) * kLanes * kBlocks, sizeof(off));
     for (int r = 0; r < n / kRun; ++r)
@@ -189,19 +218,19 @@ void head_scores(const Heads& h, int head, int n, bool transposed, float* scores
 
 void BM_KeyScores(benchmark::State& state) {
   if (!cpu::supports(cpu::KernelLevel::Avx512Vnni)) return state.SkipWithError("no AVX-512 VNNI on this CPU");
-  const bool transposed = state.range(0) == 1;
+  const int layout = static_cast<int>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   const Heads h = make_heads(n);
   std::vector<float> scores(static_cast<size_t>(n) * kLanes), reference(scores.size());
   for (int head = 0; head < kKvHeads; ++head) {  // both layouts give the same scores
-    head_scores(h, head, n, false, reference.data());
-    head_scores(h, head, n, true, scores.data());
+    head_scores(h, head, n, 0, reference.data());
+    head_scores(h, head, n, layout, scores.data());
     for (size_t i = 0; i < scores.size(); ++i)
       if (std::fabs(scores[i] - reference[i]) > 1e-4f * (1.0f + std::fabs(reference[i])))
         return state.SkipWithError("the transposed layout's scores differ from the engine's");
   }
   for (auto _ : state) {
-    for (int head = 0; head < kKvHeads; ++head) head_scores(h, head, n, transposed, scores.data());
+    for (int head = 0; head < kKvHeads; ++head) head_scores(h, head, n, layout, scores.data());
     benchmark::DoNotOptimize(scores.data());
   }
   state.SetBytesProcessed(state.iterations() * int64_t{n} * kKvHeads * static_cast<int64_t>(kRowBytes));
@@ -210,8 +239,8 @@ void BM_KeyScores(benchmark::State& state) {
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 BENCHMARK(BM_KeyScores)
-    ->ArgNames({"transposed", "rows"})
-    ->ArgsProduct({{0, 1}, {256, 8192}})
+    ->ArgNames({"layout", "rows"})
+    ->ArgsProduct({{0, 1, 2, 3}, {256, 8192}})
     ->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
 
 }  // namespace
