@@ -14,9 +14,10 @@
 // 16 tokens build up in place (no horizontal sum). About 1.2 instructions per 64 multiply-adds.
 // Same bytes per token (34 per 32 elements).
 //
-// The engine now keeps Q8_0 keys this way (key_tiles.h): layouts 2 and 3 time its loop,
-// vec::avx512::attention_tile_scores_q8, on tiles of 32 tokens (this file's layout) and of 16
-// (pages of 16 tokens, the engine's default), called per attention block as the walk calls it.
+// The engine now keeps Q8_0 keys this way (key_tiles.h, with each block's scales after its
+// values): layouts 2 and 3 time its loop, vec::avx512::attention_tile_scores_q8, on tiles of 32
+// and of 16 tokens (pages of 16 tokens, the engine's default), called per attention block as
+// the walk calls it.
 //
 // Every loop computes, for 8 KV heads of `rows` tokens and 4 query lanes each (Qwen3-4B's
 // 32 query heads over 8 KV heads, head size 128), every lane's score against every token, in
@@ -142,7 +143,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 struct Heads {
   std::vector<std::vector<uint8_t>> rows;        // [head][rows][kRowBytes]
   std::vector<std::vector<uint8_t>> transposed;  // [head][rows / 32][kTRunBytes]
-  std::vector<std::vector<uint8_t>> tiles16;     // [head][rows / 16][16 * kRowBytes]: engine key tiles of 16
+  std::vector<std::vector<uint8_t>> tiles[2];    // [32, 16 tokens][head]: the engine's key tiles (key_tiles.h)
   std::vector<uint8_t> q;                        // [heads][lanes][query_bytes]
   std::vector<int32_t> offsets;                  // [heads][lanes][blocks]
 };
@@ -156,11 +157,13 @@ Heads make_heads(int n) {
       store_kv_row(KvType::Q8_0, values.data() + static_cast<size_t>((t + head) % n) * kHeadDim,
                    rows.data() + static_cast<size_t>(t) * kRowBytes, kHeadDim);
     h.transposed.push_back(transpose_keys(rows, n));
-    std::vector<uint8_t> t16(rows.size());
-    for (int t = 0; t < n; ++t)
-      store_tiled_key(rows.data() + static_cast<size_t>(t) * kRowBytes, t16.data() + static_cast<size_t>(t / 16) * 16 * kRowBytes, 16,
-                      t % 16, kHeadDim);
-    h.tiles16.push_back(std::move(t16));
+    for (const int run : {32, 16}) {
+      std::vector<uint8_t> tiles(rows.size());
+      for (int t = 0; t < n; ++t)
+        store_tiled_key(rows.data() + static_cast<size_t>(t) * kRowBytes, tiles.data() + static_cast<size_t>(t / run) * run * kRowBytes,
+                        run, t % run, kHeadDim);
+      h.tiles[run == 32 ? 0 : 1].push_back(std::move(tiles));
+    }
     h.rows.push_back(std::move(rows));
   }
   const size_t lane_bytes = kv_q8::query_bytes(kHeadDim);
@@ -184,17 +187,13 @@ void head_scores(const Heads& h, int head, int n, int layout, float* scores) {
   const uint8_t* q = h.q.data() + static_cast<size_t>(head) * kLanes * lane_bytes;
   if (layout == 2 || layout == 3) {  // the engine's tile loop on tiles of 32 (this file's layout) or 16 tokens
     KeyTiles tiles;
+    const int run = layout == 2 ? 32 : 16;
+    const uint8_t* all = h.tiles[layout - 2][static_cast<size_t>(head)].data();
+    tiles.run_tokens = run;
+    tiles.n = kRun / run;
     for (int r = 0; r < n / kRun; ++r) {
-      if (layout == 2) {
-        tiles.run_tokens = kRun;
-        tiles.n = 1;
-        tiles.span[0] = {h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes, 0, kRun, 0};
-      } else {
-        tiles.run_tokens = 16;
-        tiles.n = 2;
-        for (int i = 0; i < 2; ++i)
-          tiles.span[i] = {h.tiles16[static_cast<size_t>(head)].data() + static_cast<size_t>(2 * r + i) * 16 * kRowBytes, 0, 16, 16 * i};
-      }
+      for (int i = 0; i < tiles.n; ++i)
+        tiles.span[i] = {all + static_cast<size_t>(r * kRun + i * run) * kRowBytes, 0, run, i * run};
       vec::avx512::attention_tile_scores_q8(kLanes, q, kHeadDim, tiles, scores + static_cast<size_t>(r) * kLanes * kRun, nullptr);
     }
     return;

@@ -220,35 +220,38 @@ void BM_DecodePaged(benchmark::State& state) {
 }
 
 // The KV-bound decode step of `tangram bench-model --context`: one layer of `seqs` sequences of
-// `len` entries per KV head each (16 x 8K: 512 MiB of F16 pages, far beyond the caches), one
-// query row per sequence, planned as the engine plans it (split 0: at run time, 1: ahead of
-// time, balanced and reused). Rows are written straight into the pages (PagedKvCache::restore).
-// args: seqs, len, threads, G, split
+// `len` entries per KV head each (16 x 8K: 512 MiB of F16 pages, 272 MiB of Q8_0, far beyond
+// the caches), one query row per sequence, planned as the engine plans it (split 0: at run
+// time, 1: ahead of time, balanced and reused). Rows are written straight into the pages
+// (PagedKvCache::restore). bytes_per_second counts the stored K and V bytes read.
+// args: seqs, len, threads, G, split, q8 (0: F16 pages, 1: Q8_0 pages)
 void BM_DecodeBatch(benchmark::State& state) {
   const int seqs = static_cast<int>(state.range(0));
   const int64_t len = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   const int group = static_cast<int>(state.range(3));
   const bool ahead = state.range(4) != 0;
+  const KvType type = state.range(5) != 0 ? KvType::Q8_0 : KvType::F16;
   const KvShape shape{1, kHeads, kKvHeads, kHeadDim, kHeadDim};
   PageGeometry geo;
   geo.page_tokens = kPageTokens;
   geo.group_size = group;
   geo.head_dim = kHeadDim;
   geo.head_dim_v = kHeadDim;
-  geo.type = KvType::F16;
+  geo.type = type;
   const int64_t pages_per_seq = int64_t{kKvHeads / group} * ((len + kPageTokens - 1) / kPageTokens);
   auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages_per_seq * seqs) * geo.page_bytes());
   auto map_r = HeadGroupMap::contiguous(1, kKvHeads, group);
   if (!pool_r.ok() || !map_r.ok()) return state.SkipWithError("setup failed");
   const auto map = std::make_shared<const HeadGroupMap>(std::move(map_r).value());
-  // One head's rows, [len][head_dim] F16, restored into every head of every sequence.
-  std::vector<uint16_t> rows(static_cast<size_t>(len) * kHeadDim);
+  // One head's rows, [len][head_dim] in the page type, restored into every head of every sequence.
+  std::vector<uint8_t> rows(static_cast<size_t>(len) * geo.key_row_bytes());
   {
-    const auto src = random_floats(rows.size(), 4);
-    quantize_row(GgmlType::F16, src.data(), rows.data(), static_cast<int64_t>(rows.size()));
+    const auto src = random_floats(static_cast<size_t>(len) * kHeadDim, 4);
+    for (int64_t t = 0; t < len; ++t)
+      store_kv_row(type, src.data() + t * kHeadDim, rows.data() + static_cast<size_t>(t) * geo.key_row_bytes(), kHeadDim);
   }
-  const auto* bytes = reinterpret_cast<const uint8_t*>(rows.data());
+  const uint8_t* bytes = rows.data();
   std::vector<PagedKvCache::HeadRestore> heads(kKvHeads, PagedKvCache::HeadRestore{len, {}, 0, bytes, bytes});
   std::vector<std::unique_ptr<PagedKvCache>> caches;
   std::vector<std::vector<float>> q, out;  // [seqs][n_head * head_dim]
@@ -272,7 +275,7 @@ void BM_DecodeBatch(benchmark::State& state) {
       state.SkipWithError("attention failed");
     benchmark::DoNotOptimize(out.data());
   }
-  report_bandwidth(state, threads, static_cast<double>(kv_bytes_per_layer(len)) * seqs);
+  report_bandwidth(state, threads, static_cast<double>(len) * kKvHeads * 2.0 * static_cast<double>(geo.key_row_bytes()) * seqs);
 }
 
 // The inner loops alone, F16 against Q8_0 rows: attend_heads on one thread over 8 KV heads of
@@ -355,8 +358,8 @@ BENCHMARK(BM_InnerLoops)
     ->ArgsProduct({{0, 1}, {256, 8192}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
 BENCHMARK(BM_DecodeBatch)
-    ->ArgNames({"seqs", "len", "threads", "G", "aot"})
-    ->ArgsProduct({{16}, {8192}, {1, 2}, {8, 4}, {0, 1}})
+    ->ArgNames({"seqs", "len", "threads", "G", "aot", "q8"})
+    ->ArgsProduct({{16}, {8192}, {1, 2}, {8, 4}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)->UseRealTime()->ComputeStatistics("min", min_of);
 
 // ---- waste table ----

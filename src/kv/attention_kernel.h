@@ -64,10 +64,18 @@ void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, i
                   int64_t begin, cpu::KernelLevel level);
 
 // Pulls the cache lines holding [row, row + bytes) into L2 (prefetcht1 on x86) without waiting.
+// On x86 the instruction is written as volatile asm: GCC 12 counts __builtin_prefetch as free of
+// side effects, and deleted a loop holding nothing else (the key tiles' prefetch of the next
+// block, found missing from the binary: the Q8_0 decode step ran 40% slower without it).
 inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
   const auto start = reinterpret_cast<uintptr_t>(row);
-  for (uintptr_t line = start & ~uintptr_t{63}; line < start + bytes; line += 64)
+  for (uintptr_t line = start & ~uintptr_t{63}; line < start + bytes; line += 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(line)));
+#else
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+#endif
+  }
 }
 
 // The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one

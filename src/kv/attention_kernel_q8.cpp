@@ -173,7 +173,7 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
 inline void prefetch_tile_block(const KeyTiles* next, int b) {
   if (next == nullptr) return;
   for (int i = 0; i < next->n; ++i)
-    prefetch_to_l2(next->span[i].tile + tile_scales(next->run_tokens, b), tile_block_bytes(next->run_tokens));
+    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
 }
 
 // Key-tile scores of lanes [0, NL) (NL <= 4: 2 NL accumulators and the keys in 16 registers)

@@ -115,7 +115,7 @@ struct Q8Rows {
 inline void prefetch_tile_block(const KeyTiles* next, int b) {
   if (next == nullptr) return;
   for (int i = 0; i < next->n; ++i)
-    prefetch_to_l2(next->span[i].tile + tile_scales(next->run_tokens, b), tile_block_bytes(next->run_tokens));
+    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
 }
 
 // Scores of NL lanes for NC chunks of 16 tokens from token c of a span (NC = 2 when the lanes

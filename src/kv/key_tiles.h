@@ -6,9 +6,10 @@
 //
 // A tile holds the keys of one run of R tokens (R a multiple of kKeyTileTokens) of one head,
 // head_dim / 32 Q8_0 blocks each, block after block:
-//   block b: scales [R] fp16                     (token t's d, as its Q8_0 block holds it)
-//            values [8 groups][R tokens][4 bytes] (elements 4g .. 4g+3 of token t, k + 128)
-// R * 34 bytes per block, the bytes R plain rows take. The values are stored as unsigned k + 128,
+//   block b: values [8 groups][R tokens][4 bytes] (elements 4g .. 4g+3 of token t, k + 128)
+//            scales [R] fp16                     (token t's d, as its Q8_0 block holds it)
+// R * 34 bytes per block, the bytes R plain rows take; the values first, so that each 64-byte
+// load of 16 tokens' group is one aligned cache line. The values are stored as unsigned k + 128,
 // the form vpdpbusd multiplies; the loops that need signed values flip the top bit back.
 // Only this file and the attention loops know the layout: caches, codec and scorers move keys
 // through store_tiled_key / load_tiled_key (one plain Q8_0 row, kv_row.h, at a time).
@@ -36,14 +37,12 @@ inline constexpr int kKeyTileTokens = 16;
 // run_tokens is a multiple of kKeyTileTokens, rows otherwise.
 KeyLayout page_key_layout(KvType type, int64_t run_tokens);
 
-// Offsets inside a tile of run_tokens tokens: block b's scales, and its group g of 4 values.
+// Offsets inside a tile of run_tokens tokens: block b's group g of 4 values, and its scales.
 inline size_t tile_block_bytes(int64_t run_tokens) { return static_cast<size_t>(run_tokens) * kKvQ8BlockBytes; }
-inline size_t tile_scales(int64_t run_tokens, int block) {
-  return static_cast<size_t>(block) * tile_block_bytes(run_tokens);
-}
 inline size_t tile_group(int64_t run_tokens, int block, int group) {
-  return tile_scales(run_tokens, block) + static_cast<size_t>(run_tokens) * (2 + 4 * static_cast<size_t>(group));
+  return static_cast<size_t>(block) * tile_block_bytes(run_tokens) + static_cast<size_t>(run_tokens) * 4 * static_cast<size_t>(group);
 }
+inline size_t tile_scales(int64_t run_tokens, int block) { return tile_group(run_tokens, block, 8); }
 
 // Writes the plain Q8_0 row `row` (head_dim / 32 blocks) as token `slot` of the tile.
 void store_tiled_key(const uint8_t* row, uint8_t* tile, int64_t run_tokens, int64_t slot, int head_dim);

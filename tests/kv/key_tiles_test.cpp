@@ -55,10 +55,10 @@ TEST(KeyTiles, BytesSitWhereTheHeaderSays) {
     for (int b = 0; b < hd / 32; ++b) {
       const uint8_t* block = rows.data() + static_cast<size_t>(t) * row + static_cast<size_t>(b) * kKvQ8BlockBytes;
       const size_t block_at = static_cast<size_t>(b) * static_cast<size_t>(run) * kKvQ8BlockBytes;
-      EXPECT_EQ(std::memcmp(tile.data() + block_at + static_cast<size_t>(t) * 2, block, 2), 0) << "scale of token " << t;
+      EXPECT_EQ(std::memcmp(tile.data() + block_at + static_cast<size_t>(run) * 32 + static_cast<size_t>(t) * 2, block, 2), 0)
+          << "scale of token " << t;
       for (int i = 0; i < 32; ++i) {
-        const size_t at = block_at + static_cast<size_t>(run) * 2 + static_cast<size_t>(i / 4) * run * 4 +
-                          static_cast<size_t>(t) * 4 + static_cast<size_t>(i % 4);
+        const size_t at = block_at + static_cast<size_t>(i / 4) * run * 4 + static_cast<size_t>(t) * 4 + static_cast<size_t>(i % 4);
         ASSERT_EQ(tile[at], static_cast<uint8_t>(block[2 + i] ^ 0x80)) << "token " << t << " block " << b << " element " << i;
       }
     }
