@@ -70,7 +70,7 @@ Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, Mod
   std::vector<float> logits(static_cast<size_t>(cfg.vocab));  // [vocab]
   const int64_t ctx = opt.prompt_tokens + opt.gen_tokens + 1;
   double best_prefill = 1e30, best_decode = 1e30;
-  for (int rep = 0; rep < opt.reps; ++rep) {
+  for (int rep = 0; rep < reps_of(opt); ++rep) {
     auto cache = model.new_cache(ctx, KvType::F32);
     TG_TRY(cache->reserve(ctx));
     auto t0 = Clock::now();
@@ -192,7 +192,7 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.policies = opt.policies;
   ko.ratio = opt.kv_ratio;
   ko.page_tokens = opt.page_tokens;
-  ko.rounds = opt.rounds;
+  ko.rounds = rounds_of(opt);
   ko.on_run_timed = [&bar] { bar.add(); };
   ko.kv_types.clear();
   for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
@@ -210,7 +210,7 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
                          std::FILE* console) {
   BenchReport report;
   fmt::print(console, "\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
-             opt.prompt_tokens, opt.gen_tokens, threads, opt.reps, peak_gbps);
+             opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps);
   fmt::print(console, "{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model", "weights",
              "prefill t/s", "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf", "llama.cpp dc");
   std::string md = "| model | weights | prefill t/s | GFLOP/s | decode t/s | GB/s | of bw | llama.cpp prefill | llama.cpp decode |\n"
@@ -247,20 +247,24 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
   if (!batches.empty()) report.plots.emplace_back("decode_vs_concurrency.svg", batch_decode_plot(batches));
   report.markdown = fmt::format("# tangram bench-model report\n\nPrompt {} tokens, decode {} tokens, {} threads, best of "
                                 "{}; peak read bandwidth {:.1f} GB/s.\n\n",
-                                opt.prompt_tokens, opt.gen_tokens, threads, opt.reps, peak_gbps) + md;
+                                opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps) + md;
   return report;
 }
 
 }  // namespace
 
+int reps_of(const BenchModelOptions& opt) { return opt.reps.value_or(opt.quick ? 1 : 2); }
+int rounds_of(const BenchModelOptions& opt) { return opt.rounds.value_or(opt.quick ? 1 : 3); }
+
 Status check_bench_model_flags(const BenchModelOptions& opt) {
   const BenchModelOptions defaults;
   if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
                            opt.profile != defaults.profile || opt.kv_types != defaults.kv_types ||
-                           opt.page_tokens != defaults.page_tokens || opt.rounds != defaults.rounds))
+                           opt.page_tokens != defaults.page_tokens || opt.rounds.has_value()))
     return make_error("--policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds apply to KV-bound runs: "
                       "give --context too");
-  if (opt.rounds < 1) return make_error("--rounds must be positive, not {}", opt.rounds);
+  if (rounds_of(opt) < 1) return make_error("--rounds must be positive, not {}", rounds_of(opt));
+  if (reps_of(opt) < 1) return make_error("--reps must be positive, not {}", reps_of(opt));
   if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.context > 0 && opt.concurrency.empty())
     return make_error("--context needs --concurrency: the numbers of sequences decoded together");
@@ -281,8 +285,6 @@ Status run_bench_model(BenchModelOptions opt) {
   if (opt.quick) {
     opt.prompt_tokens = std::min(opt.prompt_tokens, 64);
     opt.gen_tokens = std::min(opt.gen_tokens, 16);
-    opt.reps = 1;
-    if (opt.rounds == BenchModelOptions{}.rounds) opt.rounds = 1;  // unless asked for
   }
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
@@ -299,7 +301,7 @@ Status run_bench_model(BenchModelOptions opt) {
   {
     // A step per file's forward-pass figures, and one per KV-bound run of every round.
     const auto runs_per_round = static_cast<int64_t>(opt.kv_types.size() * opt.policies.size() * opt.concurrency.size());
-    const int64_t kv_runs = opt.context > 0 ? int64_t{opt.rounds} * runs_per_round : 0;
+    const int64_t kv_runs = opt.context > 0 ? int64_t{rounds_of(opt)} * runs_per_round : 0;
     ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()) * (1 + kv_runs));
     for (const auto& [label, path] : files) {
       ModelFigures f;
@@ -339,7 +341,7 @@ Command register_bench_model(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   c_bm->add_option("--gen-tokens", bm.gen_tokens, "Tokens to decode")->capture_default_str()->check(CLI::PositiveNumber);
   c_bm->add_option("-t,--threads", bm.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  c_bm->add_option("--reps", bm.reps, "Repetitions; the best is reported")->capture_default_str()
+  c_bm->add_option("--reps", bm.reps, "Repetitions; the best is reported (default 2, 1 with --quick)")
       ->check(CLI::PositiveNumber);
   c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
   c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
@@ -369,8 +371,8 @@ Command register_bench_model(CLI::App& app) {
   c_bm->add_option("--rounds", bm.rounds,
                    "Times every --context run is timed, round-robin over policies and page types (each refilled), so "
                    "a slow spell of a shared machine falls on all of them: the report gives each run's median round "
-                   "and the range of its per-round ratio to full")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+                   "and the range of its per-round ratio to full (default 3, 1 with --quick)")
+      ->check(CLI::PositiveNumber);
   c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
   c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");

@@ -3,6 +3,7 @@
 // exit code.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,7 +106,7 @@ struct BenchModelOptions {
   int prompt_tokens = 256;
   int gen_tokens = 32;
   int threads = 0;
-  int reps = 2;
+  std::optional<int> reps;            // --reps; unset: reps_of()
   std::string cache_dir;              // where generated models are kept between runs
   bool llama_cpp = true;              // run llama.cpp (tools/oracle) on the same file alongside
   std::vector<int> concurrency;       // also decode this many sequences at once through the engine (continuous batching)
@@ -118,11 +119,15 @@ struct BenchModelOptions {
   std::string profile;                // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
   std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
   int page_tokens = 16;               // P of the --context runs' pages (the engine's default)
-  int rounds = 3;                     // --context runs: every run timed this many times, round-robin
+  std::optional<int> rounds;          // --rounds (--context runs timed this many times); unset: rounds_of()
   bool mmap = false;                  // weights through the file's memory map, not copied (--mmap)
   ReportOutput output;                // -o DIR (nothing written by default), --json
   bool quick = false;                 // fewer layers and tokens: a run of well under a minute
 };
+// Repetitions of the forward-pass figures and rounds of the --context runs: as given, else 2 and
+// 3 (1 and 1 with --quick: it lowers only what was not asked for).
+int reps_of(const BenchModelOptions& opt);
+int rounds_of(const BenchModelOptions& opt);
 // Refuses --policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds without --context, unknown policies
 // and KV types, and ratios outside (0, 1].
 Status check_bench_model_flags(const BenchModelOptions& opt);

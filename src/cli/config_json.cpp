@@ -183,10 +183,10 @@ Result<json> plan_json(const BenchOptions& o) {
 Result<json> plan_json(const BenchModelOptions& o) {
   TG_TRY(check_bench_model_flags(o));
   return json{{"model", o.model}, {"preset", o.preset}, {"types", o.types}, {"prompt_tokens", o.prompt_tokens},
-              {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", o.reps}, {"cache_dir", o.cache_dir},
+              {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", reps_of(o)}, {"cache_dir", o.cache_dir},
               {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
               {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"rounds", o.rounds},
+              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"rounds", rounds_of(o)},
               {"weights", weights_memory_name(o.mmap)},
               {"report", report_output_json(o.output)}};
 }

@@ -263,6 +263,19 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
   EXPECT_TRUE(contains(r.output, "--rounds")) << r.output;
   r = run_tangram("bench-model --context 64 --concurrency 2 --rounds 0 --dry-run");
   EXPECT_NE(r.exit_code, 0);
+  r = run_tangram("bench-model --rounds 3 --dry-run");  // the default's value, given: refused too
+  EXPECT_NE(r.exit_code, 0);
+  // --quick lowers --rounds and --reps only where they were not given.
+  const auto planned = [](const std::string& flags) {
+    const auto p = run_tangram("bench-model --context 64 --concurrency 2 --dry-run " + flags);
+    EXPECT_EQ(p.exit_code, 0) << p.output;
+    const auto config = nlohmann::json::parse(p.output)["config"];
+    return std::pair{config["rounds"].get<int>(), config["reps"].get<int>()};
+  };
+  EXPECT_EQ(planned(""), std::pair(3, 2));
+  EXPECT_EQ(planned("--quick"), std::pair(1, 1));
+  EXPECT_EQ(planned("--quick --rounds 3 --reps 2"), std::pair(3, 2));
+  EXPECT_EQ(planned("--rounds 5 --reps 4"), std::pair(5, 4));
 }
 
 // profile -> serve with the tangram policy -> compare policies, end to end on a generated model.
