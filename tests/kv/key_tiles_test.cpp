@@ -13,6 +13,7 @@
 
 #include "kv/kv_head_view.h"
 #include "kv/kv_row.h"
+#include "kv/kv_test_util.h"
 
 namespace tangram {
 namespace {
@@ -100,19 +101,7 @@ TEST(KeyTiles, HeadViewCopiesTiledKeysBackAsRowsAndReportsTheirTiles) {
   const size_t run_bytes = static_cast<size_t>(run) * (kr + vr);
   const size_t page_bytes = 2 * run_bytes + 64;
   std::vector<uint8_t> arena(page_bytes * pages.size(), 0);
-  KvHeadView view;
-  view.k_base = arena.data();
-  view.v_base = arena.data() + static_cast<size_t>(run) * kr;
-  view.pages = pages.data();
-  view.page_tokens = page_tokens;
-  view.page_bytes = page_bytes;
-  view.run_tokens = run;
-  view.run_bytes = run_bytes;
-  view.k_row_bytes = kr;
-  view.v_row_bytes = vr;
-  view.key_layout = KeyLayout::Q8Tiles;
-  view.head_dim = hd;
-  view.length = length;
+  const KvHeadView view = testing::tiled_head_view({arena.data(), pages.data(), page_tokens, page_bytes, run, hd, vr, length});
   auto tile_of = [&](int64_t e) {
     const int64_t s = e % page_tokens;
     return arena.data() + static_cast<size_t>(pages[static_cast<size_t>(e / page_tokens)]) * page_bytes +

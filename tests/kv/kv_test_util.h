@@ -55,6 +55,36 @@ inline std::vector<float> rounded_query(const float* q, int hd) {
 // attention_kernel_q8_avx512.cpp): a step of max p * max |d| / kQ8WeightLevels.
 inline constexpr double kQ8WeightLevels = 32767.0;
 
+// The geometry of a paged Q8_0 head whose runs keep their keys as key tiles (key_tiles.h): pages
+// of page_bytes in `arena`, runs of `run` tokens (the key tile, then the value rows).
+struct TiledHeadLayout {
+  const uint8_t* arena = nullptr;
+  const PageId* pages = nullptr;
+  int64_t page_tokens = 0;
+  size_t page_bytes = 0;
+  int run = 0;
+  int head_dim = 0;
+  size_t v_row_bytes = 0;
+  int64_t length = 0;
+};
+inline KvHeadView tiled_head_view(const TiledHeadLayout& l) {
+  const size_t kr = kv_row_bytes(KvType::Q8_0, l.head_dim);
+  KvHeadView w;
+  w.k_base = l.arena;
+  w.v_base = l.arena + static_cast<size_t>(l.run) * kr;
+  w.pages = l.pages;
+  w.page_tokens = l.page_tokens;
+  w.page_bytes = l.page_bytes;
+  w.run_tokens = l.run;
+  w.run_bytes = static_cast<size_t>(l.run) * (kr + l.v_row_bytes);
+  w.k_row_bytes = kr;
+  w.v_row_bytes = l.v_row_bytes;
+  w.key_layout = KeyLayout::Q8Tiles;
+  w.head_dim = l.head_dim;
+  w.length = l.length;
+  return w;
+}
+
 struct MirrorEntry {
   int64_t pos = 0;
   std::vector<float> k;  // [head_dim], as stored

@@ -257,19 +257,7 @@ TiledHead tiled_copy(const Q8Head& h, int run) {
     std::memcpy(run_at + static_cast<size_t>(run) * kr + static_cast<size_t>(slot % run) * vr,
                 h.v.data() + static_cast<size_t>(e) * vr, vr);
   }
-  KvHeadView& w = t.view;
-  w.k_base = t.arena.data();
-  w.v_base = t.arena.data() + static_cast<size_t>(run) * kr;
-  w.pages = t.pages.data();
-  w.page_tokens = page_tokens;
-  w.page_bytes = page_bytes;
-  w.run_tokens = run;
-  w.run_bytes = run_bytes;
-  w.k_row_bytes = kr;
-  w.v_row_bytes = vr;
-  w.key_layout = KeyLayout::Q8Tiles;
-  w.head_dim = h.hd;
-  w.length = h.length;
+  t.view = testing::tiled_head_view({t.arena.data(), t.pages.data(), page_tokens, page_bytes, run, h.hd, vr, h.length});
   return t;
 }
 
