@@ -213,7 +213,7 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
       s.values.resize(static_cast<size_t>(n) * static_cast<size_t>(hdv));
       s.key_rows.resize(static_cast<size_t>(n) * v.k_row_bytes);
       v.copy_keys(0, n, s.key_rows.data());
-      read_rows(s.key_rows.data(), n, hd, cache.type(), s.keys.data());
+      if (n > 0) read_rows(s.key_rows.data(), n, hd, cache.type(), s.keys.data());  // (no rows: no pointers)
       v.for_each_run(0, n, [&](int64_t first, const uint8_t*, const uint8_t* val, int64_t count) {
         read_rows(val, count, hdv, cache.type(), s.values.data() + first * hdv);
       });
