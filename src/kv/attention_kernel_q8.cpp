@@ -168,14 +168,6 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
   }
 }
 
-// Prefetches into L2 the part of each next tile that block b of the loops reads (next may be
-// null): spread over the blocks so that a whole tile is not requested at once.
-inline void prefetch_tile_block(const KeyTiles* next, int b) {
-  if (next == nullptr) return;
-  for (int i = 0; i < next->n; ++i)
-    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
-}
-
 // Key-tile scores of lanes [0, NL) (NL <= 4: 2 NL accumulators and the keys in 16 registers)
 // for tokens [c, c + 8) of a span: per block and 4-element group, the 8 tokens' groups in one
 // vector, |k| once for every lane, then maddubs against the lane's broadcast group with k's

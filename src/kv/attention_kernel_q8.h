@@ -42,6 +42,13 @@ inline int whole_chunk_at(const KeyTiles::Span& sp, int c, int w) {
   const int dst = sp.at + c - sp.token;
   return c >= sp.token && dst + w <= kAttentionBlock ? dst : -1;
 }
+// Prefetches into L2 the part of each next tile (next may be null) that block b of a tile loop
+// reads: spread over the blocks so that a whole tile is not requested at once.
+inline void prefetch_tile_block(const KeyTiles* next, int b) {
+  if (next == nullptr) return;
+  for (int i = 0; i < next->n; ++i)
+    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
+}
 inline void store_chunk_part(const float* sums, int c, int w, const KeyTiles::Span& sp, float* lane_scores) {
   const int t0 = c > sp.token ? c : sp.token;
   const int t1 = c + w < sp.token + sp.count ? c + w : sp.token + sp.count;

@@ -110,14 +110,6 @@ struct Q8Rows {
 // 64 multiply-adds that is one instruction, against about ten for the rows above (their
 // horizontal sums, scales and reductions); bench/bench_key_layout measures the two.
 
-// Prefetches into L2 the part of each next tile that block b of the loops reads (next may be
-// null): spread over the blocks so that a whole tile is not requested at once.
-inline void prefetch_tile_block(const KeyTiles* next, int b) {
-  if (next == nullptr) return;
-  for (int i = 0; i < next->n; ++i)
-    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
-}
-
 // Scores of NL lanes for NC chunks of 16 tokens from token c of a span (NC = 2 when the lanes
 // leave registers for both: twice the independent sums, each key load and broadcast serving
 // both chunks).
@@ -129,7 +121,7 @@ inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int6
   for (auto& lane : f)
     for (auto& x : lane) x = _mm512_setzero_ps();
   for (int b = 0; b < hd / kKvQ8Block; ++b) {
-    prefetch_tile_block(next, b);
+    kv_q8::prefetch_tile_block(next, b);
     __m512i s[NL][NC];
     for (int ln = 0; ln < NL; ++ln) {
       int32_t offset;
