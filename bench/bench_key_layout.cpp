@@ -159,9 +159,9 @@ Heads make_heads(int n) {
     h.transposed.push_back(transpose_keys(rows, n));
     for (const int run : {32, 16}) {
       std::vector<uint8_t> tiles(rows.size());
-      for (int t = 0; t < n; ++t)
-        store_tiled_key(rows.data() + static_cast<size_t>(t) * kRowBytes, tiles.data() + static_cast<size_t>(t / run) * run * kRowBytes,
-                        run, t % run, kHeadDim);
+      for (int t = 0; t < n; t += run)
+        store_tiled_keys(rows.data() + static_cast<size_t>(t) * kRowBytes, std::min(run, n - t),
+                         tiles.data() + static_cast<size_t>(t) * kRowBytes, run, 0, kHeadDim);
       h.tiles[run == 32 ? 0 : 1].push_back(std::move(tiles));
     }
     h.rows.push_back(std::move(rows));

@@ -3,7 +3,8 @@
 // tokens at 25% retention (32K is 4x the 8K numbers: the work is linear in the blob, and its
 // 1.2 GB blob needs more memory than a shared machine should lend a benchmark).
 //
-// Shape of Qwen3-4B's attention: 36 layers, 32 query heads, 8 KV heads, head_dim 128, F16 rows,
+// Shape of Qwen3-4B's attention: 36 layers, 32 query heads, 8 KV heads, head_dim 128, F16 rows
+// (q8:1: Q8_0 rows, whose keys the pages keep as key tiles, so decode transposes them back),
 // P = 16, head groups of 4 (tangram-like). Per-head kept lengths vary from 10% to 40% of the
 // context (mean 25%), every kept entry with an explicit position, as compression leaves them.
 // The cache is built with PagedKvCache::restore from random rows: the codec copies bytes and
@@ -39,15 +40,26 @@ struct Session {
   std::string blob;
 };
 
-// One session per context length, built once.
-Session& session(int64_t n) {
-  static std::map<int64_t, std::unique_ptr<Session>> cache;
-  auto& slot = cache[n];
+// Random rows of the type (Q8_0 blocks get finite scales: decoding checks nothing, but random
+// bytes would make half of them NaN, which no real cache holds).
+void fill_rows(std::vector<uint8_t>& rows, KvType type, std::mt19937& rng) {
+  for (auto& b : rows) b = static_cast<uint8_t>(rng());
+  if (type != KvType::Q8_0) return;
+  for (size_t at = 0; at < rows.size(); at += kKvQ8BlockBytes) {
+    rows[at] = static_cast<uint8_t>(rng());
+    rows[at + 1] = static_cast<uint8_t>(0x1C | (rng() & 0x83));  // fp16 exponent 7: magnitudes in [2^-8, 2^-7)
+  }
+}
+
+// One session per context length and KV type, built once.
+Session& session(int64_t n, KvType type) {
+  static std::map<std::pair<int64_t, KvType>, std::unique_ptr<Session>> cache;
+  auto& slot = cache[{n, type}];
   if (slot) return *slot;
   slot = std::make_unique<Session>();
   Session& s = *slot;
   s.map = std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(kShape.n_layers, kShape.n_kv_head, kGroup).value());
-  const PageGeometry geo{kPageTokens, kGroup, kShape.head_dim, kShape.head_dim_v, KvType::F16};
+  const PageGeometry geo{kPageTokens, kGroup, kShape.head_dim, kShape.head_dim_v, type};
   // Room for two copies at the longest head of every group (<= 40% + a page).
   const int64_t pages = 2 * s.map->total_groups() * ((n * 2 / 5) / kPageTokens + 2);
   s.pool = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes(), true).value();
@@ -65,21 +77,21 @@ Session& session(int64_t n) {
     std::sample(all.begin(), all.end(), std::back_inserter(kept[i]), len, rng);
     keys[i].resize(static_cast<size_t>(len) * geo.key_row_bytes());
     values[i].resize(static_cast<size_t>(len) * geo.value_row_bytes());
-    for (auto& b : keys[i]) b = static_cast<uint8_t>(rng());
-    for (auto& b : values[i]) b = static_cast<uint8_t>(rng());
+    fill_rows(keys[i], type, rng);
+    fill_rows(values[i], type, rng);
     heads[i] = {len, kept[i], n, keys[i].data(), values[i].data()};
   }
   const Status st = s.cache->restore(n, heads);
   if (!st.ok()) std::fprintf(stderr, "restore: %s\n", st.message().c_str());
   s.tokens.resize(static_cast<size_t>(n));
   for (auto& t : s.tokens) t = static_cast<int32_t>(rng() % 150000);
-  s.fp = SessionFingerprint{1, KvType::F16, 2, group_map_fingerprint(*s.map)};
+  s.fp = SessionFingerprint{1, type, 2, group_map_fingerprint(*s.map)};
   s.blob = encode_session(*s.cache, s.tokens, s.fp).value();
   return s;
 }
 
 void BM_Encode(benchmark::State& state) {
-  Session& s = session(state.range(0));
+  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
   for (auto _ : state) {
     auto blob = encode_session(*s.cache, s.tokens, s.fp);
     benchmark::DoNotOptimize(blob);
@@ -90,7 +102,7 @@ void BM_Encode(benchmark::State& state) {
 
 // Through one reused buffer: no fresh allocation (and its page faults) per session.
 void BM_EncodeReused(benchmark::State& state) {
-  Session& s = session(state.range(0));
+  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
   std::string out;
   for (auto _ : state) {
     const Status st = encode_session_into(*s.cache, s.tokens, s.fp, out);
@@ -101,7 +113,7 @@ void BM_EncodeReused(benchmark::State& state) {
 }
 
 void BM_Decode(benchmark::State& state) {
-  Session& s = session(state.range(0));
+  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
   for (auto _ : state) {
     auto got = decode_session(s.blob, s.fp, *s.pool, s.map, kShape, state.range(0));
     if (!got.ok()) state.SkipWithError(got.message().c_str());
@@ -120,8 +132,8 @@ SessionDiskStore& store() {
 }
 
 void BM_DiskPut(benchmark::State& state) {
-  Session& s = session(state.range(0));
-  const std::string id = "bench-" + std::to_string(state.range(0));
+  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   for (auto _ : state) {
     const Status st = store().put(id, s.blob);
     if (!st.ok()) state.SkipWithError(st.message().c_str());
@@ -130,8 +142,8 @@ void BM_DiskPut(benchmark::State& state) {
 }
 
 void BM_DiskGet(benchmark::State& state) {
-  Session& s = session(state.range(0));
-  const std::string id = "bench-" + std::to_string(state.range(0));
+  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   if (!store().contains(id) && !store().put(id, s.blob).ok()) state.SkipWithError("put failed");
   for (auto _ : state) {
     auto blob = store().get(id);
@@ -141,11 +153,11 @@ void BM_DiskGet(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
 }
 
-BENCHMARK(BM_Encode)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_EncodeReused)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Decode)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DiskPut)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DiskGet)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Encode)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EncodeReused)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DiskPut)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DiskGet)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tangram

@@ -12,7 +12,7 @@
 // load of 16 tokens' group is one aligned cache line. The values are stored as unsigned k + 128,
 // the form vpdpbusd multiplies; the loops that need signed values flip the top bit back.
 // Only this file and the attention loops know the layout: caches, codec and scorers move keys
-// through store_tiled_key / load_tiled_key (one plain Q8_0 row, kv_row.h, at a time).
+// through store_tiled_keys / load_tiled_keys (plain Q8_0 rows, kv_row.h).
 #pragma once
 
 #include <cstddef>
@@ -44,10 +44,14 @@ inline size_t tile_group(int64_t run_tokens, int block, int group) {
 }
 inline size_t tile_scales(int64_t run_tokens, int block) { return tile_group(run_tokens, block, 8); }
 
-// Writes the plain Q8_0 row `row` (head_dim / 32 blocks) as token `slot` of the tile.
-void store_tiled_key(const uint8_t* row, uint8_t* tile, int64_t run_tokens, int64_t slot, int head_dim);
-// Reads token `slot` of the tile back as a plain Q8_0 row, the bytes store_tiled_key was given.
-void load_tiled_key(const uint8_t* tile, int64_t run_tokens, int64_t slot, uint8_t* row, int head_dim);
+// Writes `count` plain Q8_0 rows (head_dim / 32 blocks each, contiguous at `rows`) as tokens
+// [first_slot, first_slot + count) of the tile.
+void store_tiled_keys(const uint8_t* rows, int64_t count, uint8_t* tile, int64_t run_tokens, int64_t first_slot,
+                      int head_dim);
+// Reads tokens [first_slot, first_slot + count) of the tile back as `count` plain Q8_0 rows, the
+// bytes store_tiled_keys was given.
+void load_tiled_keys(const uint8_t* tile, int64_t run_tokens, int64_t first_slot, int64_t count, uint8_t* rows,
+                     int head_dim);
 // Copies token src_slot of one tile to token dst_slot of another (or the same) tile.
 void move_tiled_key(const uint8_t* src_tile, int64_t src_slot, uint8_t* dst_tile, int64_t dst_slot,
                     int64_t run_tokens, int head_dim);

@@ -102,7 +102,7 @@ struct KvHeadView {
         std::memcpy(dst, k_base + off + static_cast<size_t>(token) * k_row_bytes, static_cast<size_t>(count) * k_row_bytes);
         return;
       }
-      for (int64_t i = 0; i < count; ++i, dst += k_row_bytes) load_tiled_key(k_base + off, run, token + i, dst, head_dim);
+      load_tiled_keys(k_base + off, run, token, count, dst, head_dim);
     });
   }
 };

@@ -44,12 +44,13 @@ struct HeadRows {
   uint8_t* tile(int64_t entry) const { return k_base + offset(entry, 0); }
   int64_t token(int64_t entry) const { return entry % page_tokens % run_tokens; }
 
-  // Stores a plain key row (kv_row.h) as entry's key.
-  void put_key(int64_t entry, const uint8_t* row) const {
+  // Stores `count` plain key rows (kv_row.h) as the keys of entries [entry, entry + count),
+  // which lie in one run.
+  void put_keys(int64_t entry, const uint8_t* rows, int64_t count) const {
     if (key_layout == KeyLayout::Rows)
-      std::memcpy(key(entry), row, k_row_bytes);
+      std::memcpy(key(entry), rows, sz(count) * k_row_bytes);
     else
-      store_tiled_key(row, tile(entry), run_tokens, token(entry), head_dim);
+      store_tiled_keys(rows, count, tile(entry), run_tokens, token(entry), head_dim);
   }
   // Copies entry src's key and value to entry dst.
   void move_entry(int64_t dst, int64_t src) const {
@@ -289,7 +290,7 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
       const int64_t src = t * shape_.n_kv_head + h;
       if (tiled) {
         store_kv_row(geo.type, k + src * hd, quantised.data(), hd);
-        rows.put_key(hs.length + t, quantised.data());
+        rows.put_keys(hs.length + t, quantised.data(), 1);
       } else {
         store_kv_row(geo.type, k + src * hd, rows.key(hs.length + t), hd);
       }
@@ -539,10 +540,7 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
                                       map_->column_of(l, h));
       for (int64_t e = 0; e < r.length;) {
         const int64_t count = std::min(r.length - e, R - e % R);
-        if (rows.key_layout == KeyLayout::Rows)
-          std::memcpy(rows.key(e), r.keys + sz(e) * kb, sz(count) * kb);
-        else
-          for (int64_t t = e; t < e + count; ++t) rows.put_key(t, r.keys + sz(t) * kb);
+        rows.put_keys(e, r.keys + sz(e) * kb, count);
         std::memcpy(rows.value(e), r.values + sz(e) * vb, sz(count) * vb);
         e += count;
       }

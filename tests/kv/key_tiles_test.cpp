@@ -53,7 +53,7 @@ TEST(KeyTiles, BytesSitWhereTheHeaderSays) {
   const auto rows = random_rows(run, hd, 1);
   const size_t row = kv_row_bytes(KvType::Q8_0, hd);
   std::vector<uint8_t> tile(static_cast<size_t>(run) * row, 0);
-  for (int t = 0; t < run; ++t) store_tiled_key(rows.data() + static_cast<size_t>(t) * row, tile.data(), run, t, hd);
+  store_tiled_keys(rows.data(), run, tile.data(), run, 0, hd);
   for (int t = 0; t < run; ++t)
     for (int b = 0; b < hd / 32; ++b) {
       const uint8_t* block = rows.data() + static_cast<size_t>(t) * row + static_cast<size_t>(b) * kKvQ8BlockBytes;
@@ -73,23 +73,43 @@ TEST(KeyTiles, RowsRoundTripAndMoveUnchanged) {
       const size_t row = kv_row_bytes(KvType::Q8_0, hd);
       const auto rows = random_rows(run, hd, static_cast<uint32_t>(run + hd));
       std::vector<uint8_t> tile(static_cast<size_t>(run) * row, 0xEE), other(tile.size(), 0x11);
-      for (int t = 0; t < run; ++t) store_tiled_key(rows.data() + static_cast<size_t>(t) * row, tile.data(), run, t, hd);
+      for (int t = 0; t < run; ++t) store_tiled_keys(rows.data() + static_cast<size_t>(t) * row, 1, tile.data(), run, t, hd);
       std::vector<uint8_t> back(row);
       for (int t = 0; t < run; ++t) {
-        load_tiled_key(tile.data(), run, t, back.data(), hd);
+        load_tiled_keys(tile.data(), run, t, 1, back.data(), hd);
         ASSERT_EQ(std::memcmp(back.data(), rows.data() + static_cast<size_t>(t) * row, row), 0) << "run " << run << " token " << t;
       }
       // Token t to token run - 1 - t of another tile, and token 5 onto token 2 of the same one.
       for (int t = 0; t < run; ++t) move_tiled_key(tile.data(), t, other.data(), run - 1 - t, run, hd);
       move_tiled_key(tile.data(), 5, tile.data(), 2, run, hd);
       for (int t = 0; t < run; ++t) {
-        load_tiled_key(other.data(), run, run - 1 - t, back.data(), hd);
+        load_tiled_keys(other.data(), run, run - 1 - t, 1, back.data(), hd);
         ASSERT_EQ(std::memcmp(back.data(), rows.data() + static_cast<size_t>(t) * row, row), 0) << "moved token " << t;
-        load_tiled_key(tile.data(), run, t, back.data(), hd);
+        load_tiled_keys(tile.data(), run, t, 1, back.data(), hd);
         const int want = t == 2 ? 5 : t;
         ASSERT_EQ(std::memcmp(back.data(), rows.data() + static_cast<size_t>(want) * row, row), 0) << "token " << t;
       }
     }
+}
+
+// Any stretch of tokens stored at once lands where storing its tokens one by one puts them, and
+// reads back at once as the same rows; the tile's other tokens are left alone.
+TEST(KeyTiles, StretchesStoreAndLoadAsTheirTokensOneByOne) {
+  const int hd = 96, run = 32;
+  const size_t row = kv_row_bytes(KvType::Q8_0, hd);
+  const auto rows = random_rows(run, hd, 21);
+  for (const auto& [first, count] : {std::pair<int, int>{0, 32}, {0, 1}, {3, 13}, {16, 16}, {31, 1}, {7, 0}}) {
+    std::vector<uint8_t> at_once(static_cast<size_t>(run) * row, 0x5A), one_by_one(at_once);
+    const uint8_t* from = rows.data() + static_cast<size_t>(first) * row;
+    store_tiled_keys(from, count, at_once.data(), run, first, hd);
+    for (int t = 0; t < count; ++t)
+      store_tiled_keys(from + static_cast<size_t>(t) * row, 1, one_by_one.data(), run, first + t, hd);
+    ASSERT_EQ(at_once, one_by_one) << "tokens " << first << " + " << count;
+    std::vector<uint8_t> back(static_cast<size_t>(count) * row + 1, 0xC3);  // one guard byte past the rows
+    load_tiled_keys(at_once.data(), run, first, count, back.data(), hd);
+    EXPECT_TRUE(std::equal(back.begin(), back.end() - 1, from)) << "tokens " << first << " + " << count;
+    EXPECT_EQ(back.back(), 0xC3) << "written past the rows";
+  }
 }
 
 // A paged head of tiled keys (pages of two runs, in scrambled order): copy_keys gives the rows
@@ -110,7 +130,7 @@ TEST(KeyTiles, HeadViewCopiesTiledKeysBackAsRowsAndReportsTheirTiles) {
            static_cast<size_t>(s / run) * run_bytes;
   };
   for (int64_t e = 0; e < length; ++e)
-    store_tiled_key(rows.data() + static_cast<size_t>(e) * kr, tile_of(e), run, e % page_tokens % run, hd);
+    store_tiled_keys(rows.data() + static_cast<size_t>(e) * kr, 1, tile_of(e), run, e % page_tokens % run, hd);
   for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 100}, {5, 37}, {16, 17}, {31, 64}, {40, 40}}) {
     std::vector<uint8_t> got(static_cast<size_t>(end - begin) * kr);
     view.copy_keys(begin, end, got.data());

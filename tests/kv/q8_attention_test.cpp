@@ -253,7 +253,7 @@ TiledHead tiled_copy(const Q8Head& h, int run) {
     const int64_t slot = e % page_tokens;
     uint8_t* run_at = t.arena.data() + static_cast<size_t>(t.pages[static_cast<size_t>(e / page_tokens)]) * page_bytes +
                       static_cast<size_t>(slot / run) * run_bytes;
-    store_tiled_key(h.k.data() + static_cast<size_t>(e) * kr, run_at, run, slot % run, h.hd);
+    store_tiled_keys(h.k.data() + static_cast<size_t>(e) * kr, 1, run_at, run, slot % run, h.hd);
     std::memcpy(run_at + static_cast<size_t>(run) * kr + static_cast<size_t>(slot % run) * vr,
                 h.v.data() + static_cast<size_t>(e) * vr, vr);
   }
