@@ -302,7 +302,9 @@ float exp_weights(float* s, int n_pad, float m_new) {
 // kAttentionBlock). s: [ng][kAttentionBlock], acc: [ng][hdv]. Two passes over the lanes, the
 // maxima and corrections (scalar exp) first, then the vector exps, so the exp's constants stay
 // in registers across lanes: at head size 8 this bookkeeping is a third of a block's work.
-void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc, int hdv) {
+// exp: the exponentials' loop (exp_weights or the kernels' own, BlockKernels::exp_weights).
+void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc, int hdv,
+                   float (*exp)(float*, int, float)) {
   float m_new[kLaneGroup];
   float corr[kLaneGroup];
   for (int ln = 0; ln < ng; ++ln) {
@@ -319,7 +321,7 @@ void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, fl
       std::fill_n(sl, n_pad, 0.0f);
       continue;
     }
-    const float sum = exp_weights(sl, n_pad, m_new[ln]);
+    const float sum = exp(sl, n_pad, m_new[ln]);
     float* al = acc + static_cast<size_t>(ln) * static_cast<size_t>(hdv);
     if (corr[ln] != 1.0f)
       for (int i = 0; i < hdv; ++i) al[i] *= corr[ln];
@@ -333,7 +335,8 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
 #if TANGRAM_KV_SIMD
   if constexpr (std::is_same_v<Elem, uint16_t>) {
     if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 && hdv % 16 == 0)
-      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16, {}};
+      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16, {},
+              vec::avx512::attention_exp_weights};
   }
   if (hd % 8 == 0 && hdv % 8 == 0) return avx2_block_kernels<Elem>(hd, hdv);
 #endif
@@ -403,6 +406,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       next.v[i] = next.v[n_next - 1];
     }
   }
+  float (*const exp)(float*, int, float) = kern.exp_weights ? kern.exp_weights : exp_weights;
   for (int g0 = 0; g0 < h.n_lanes; g0 += kLaneGroup) {
     const int ng = std::min(kLaneGroup, h.n_lanes - g0);
     int visible[kLaneGroup];
@@ -424,7 +428,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
                            prefetch ? next.k : nullptr);
     else
       kern.scores(ng, qg, hd, rows.k, n_rows, sg, prefetch ? next.k : nullptr);
-    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv);
+    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv, exp);
     kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag, prefetch ? next.v : nullptr);
   }
 }

@@ -115,6 +115,11 @@ struct BlockKernels {
     void (*tile_scores)(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
                         const KeyTiles* next) = nullptr;
   } prepared;
+  // The softmax's exponentials for one lane of a block: s[j] = exp(s[j] - m_new) for j < n_pad
+  // (a multiple of 8, at most kAttentionBlock; padding is -inf and becomes 0), returning their
+  // sum. Null: the walk's own (8 floats a vector in an AVX2 build); the AVX-512 loops bring a
+  // 16-wide one, since at 4 lanes these exps are a fifth of a Q8_0 block's instructions.
+  float (*exp_weights)(float* s, int n_pad, float m_new) = nullptr;
 };
 
 // attend_heads with the given inner loops (tests run each implementation through it).

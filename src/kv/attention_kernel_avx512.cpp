@@ -51,7 +51,40 @@ struct F16Rows {
   }
 };
 
+// e^x for 16 floats, the polynomial and range reduction of simd.h's 8-wide exp (which says why
+// they suffice), with vscalefps building p * 2^k in one instruction where the AVX2 one splits
+// 2^k into two exponent-bit factors. max(x, lo) before min(x, hi), as there, so NaN becomes lo.
+inline __m512 exp16(__m512 x) {
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682e-06f), r);            // ln2 low part
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~too_small), p, k);
+}
+
 }  // namespace
+
+float attention_exp_weights(float* s, int n_pad, float m_new) {
+  const __m512 vmax = _mm512_set1_ps(m_new);
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < n_pad; j += 16) {
+    const auto m = static_cast<__mmask16>(n_pad - j >= 16 ? 0xFFFF : (1u << (n_pad - j)) - 1);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmax));
+    _mm512_mask_storeu_ps(s + j, m, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+  }
+  return _mm512_reduce_add_ps(sum);
+}
 
 void attention_scores_f16(int n_lanes, const float* q, int hd, const uint8_t* const* k, int n,
                           float* scores, const uint8_t* const* next_k) {

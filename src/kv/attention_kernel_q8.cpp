@@ -7,6 +7,7 @@
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
+#include "kv/attention_kernel_avx512.h"
 #include "kv/attention_kernel_q8_avx512.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
@@ -369,6 +370,7 @@ BlockKernels block_kernels(cpu::KernelLevel level) {
     kernels.prepared.scores = vec::avx512::attention_scores_q8;
     kernels.prepared.tile_scores = vec::avx512::attention_tile_scores_q8;
     kernels.accumulate = vec::avx512::attention_accumulate_q8;
+    kernels.exp_weights = vec::avx512::attention_exp_weights;
     return kernels;
   }
   kernels.prepared.scores = scores_step_simd;

@@ -22,6 +22,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/quant.h"
+#include "kv/attention_kernel_avx512.h"
 
 namespace tangram {
 namespace {
@@ -184,6 +185,36 @@ TEST(AttentionKernel, EveryLevelMatchesReference) {
         for (int lanes = 1; lanes <= 12; ++lanes)
           for (const int page_tokens : {0, 16, 5})
             check_case({type, d[0], d[1], lanes, page_tokens}, level, rng);
+}
+
+// The AVX-512 softmax exponentials (BlockKernels::exp_weights) against std::exp: every padded
+// length, scores from far below the running maximum (where the result is 0) to it, -inf padding,
+// and the sum they return. 2 ulp of a float is 2.4e-7 relative.
+TEST(AttentionKernel, Avx512ExpWeightsMatchExp) {
+  if (!cpu::supports(cpu::KernelLevel::Avx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> below(-95.0f, 0.0f);
+  for (int n_pad = 8; n_pad <= kAttentionBlock; n_pad += 8)
+    for (int round = 0; round < 50; ++round) {
+      const float m_new = round % 2 ? 3.5f : -20.0f;
+      float s[kAttentionBlock + 1];
+      for (int j = 0; j < n_pad; ++j) s[j] = m_new + below(rng);
+      s[0] = m_new;  // the maximum itself: weight 1
+      if (round % 3 == 0) s[n_pad - 1] = -std::numeric_limits<float>::infinity();  // padding
+      s[n_pad] = 42.0f;                                                             // not to be touched
+      float want[kAttentionBlock];
+      double want_sum = 0.0;
+      for (int j = 0; j < n_pad; ++j) {
+        const double x = static_cast<double>(s[j]) - static_cast<double>(m_new);
+        want[j] = x < -87.3 ? 0.0f : static_cast<float>(std::exp(x));
+        want_sum += static_cast<double>(want[j]);
+      }
+      const float sum = vec::avx512::attention_exp_weights(s, n_pad, m_new);
+      for (int j = 0; j < n_pad; ++j)
+        ASSERT_NEAR(s[j], want[j], 3e-7f * want[j] + 1e-38f) << "n_pad " << n_pad << " slot " << j;
+      EXPECT_NEAR(static_cast<double>(sum), want_sum, 1e-6 * want_sum) << "n_pad " << n_pad;
+      EXPECT_EQ(s[n_pad], 42.0f) << "written past n_pad";
+    }
 }
 
 }  // namespace
