@@ -344,33 +344,32 @@ BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
   return {scores_scalar<Elem>, accumulate_scalar<Elem>, {}};
 }
 
-// The key and value rows of entries [blk, blk + nb) of a head (value rows only when the head
-// keeps its keys in tiles: block_tiles has them).
-void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows) {
+// Where entries [blk, blk + nb) of a head lie: their key and value rows, or, for a head that
+// keeps its keys in tiles (tiles non-null), their value rows and the key tiles' spans. One walk
+// over the block's runs for both.
+void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows, KeyTiles* tiles) {
   const size_t kb = view.k_row_bytes, vb = view.v_row_bytes;
-  view.for_each_run(blk, blk + nb, [&](int64_t first, const uint8_t* k, const uint8_t* v,
-                                       int64_t count) {
+  if (tiles) {
+    tiles->n = 0;
+    tiles->run_tokens = view.run_length();
+  }
+  view.for_each_run_at(blk, blk + nb, [&](int64_t first, size_t off, int64_t token, int64_t count) {
     // Running pointers: with k + i * kb the compiler vectorised the fill through emulated
     // 64-bit multiplies, a few hundred instructions per block.
     const uint8_t** kd = rows.k + (first - blk);
     const uint8_t** vd = rows.v + (first - blk);
-    if (k == nullptr) {
+    const uint8_t* v = view.v_base + off + static_cast<size_t>(token) * vb;
+    if (tiles) {
+      tiles->span[tiles->n++] = {view.k_base + off, static_cast<int>(token), static_cast<int>(count),
+                                 static_cast<int>(first - blk)};
       for (int64_t i = 0; i < count; ++i, v += vb) vd[i] = v;
       return;
     }
+    const uint8_t* k = view.k_base + off + static_cast<size_t>(token) * kb;
     for (int64_t i = 0; i < count; ++i, k += kb, v += vb) {
       kd[i] = k;
       vd[i] = v;
     }
-  });
-}
-
-// The key tiles of entries [blk, blk + nb) of a head that keeps its keys in tiles.
-void block_tiles(const KvHeadView& view, int64_t blk, int64_t nb, KeyTiles& tiles) {
-  tiles.n = 0;
-  tiles.run_tokens = view.run_length();
-  view.for_each_key_tile(blk, blk + nb, [&](int64_t first, const uint8_t* tile, int64_t token, int64_t count) {
-    tiles.span[tiles.n++] = {tile, static_cast<int>(token), static_cast<int>(count), static_cast<int>(first - blk)};
   });
 }
 
@@ -379,17 +378,13 @@ void block_tiles(const KvHeadView& view, int64_t blk, int64_t nb, KeyTiles& tile
 // The loops of the first lane group prefetch the head's next block (BlockKernels says why).
 void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const BlockKernels& kern,
                 const uint8_t* prepared, size_t query_bytes) {
-  BlockRows rows;
-  block_rows(*h.view, blk, nb, rows);
-  BlockRows next;
-  const int64_t n_next = std::min<int64_t>(kAttentionBlock, h.end - (blk + nb));
   // Key tiles: this block's and the next one's (prefetched by the score loop).
   const bool tiled = h.view->key_layout != KeyLayout::Rows;
   KeyTiles tiles, next_tiles;
-  if (tiled) {
-    block_tiles(*h.view, blk, nb, tiles);
-    if (n_next > 0) block_tiles(*h.view, blk + nb, n_next, next_tiles);
-  }
+  BlockRows rows;
+  block_rows(*h.view, blk, nb, rows, tiled ? &tiles : nullptr);
+  BlockRows next;
+  const int64_t n_next = std::min<int64_t>(kAttentionBlock, h.end - (blk + nb));
   // Small rows: the next block is a few cache lines per run (16 for head size 8 in F16), issued
   // here at once, run by run; the per-row prefetches inside the loops would cost more than the
   // dot products.
@@ -400,7 +395,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       prefetch_to_l2(v, static_cast<size_t>(count) * h.view->v_row_bytes);
     });
   } else if (n_next > 0) {
-    block_rows(*h.view, blk + nb, n_next, next);
+    block_rows(*h.view, blk + nb, n_next, next, tiled ? &next_tiles : nullptr);
     for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb); ++i) {  // one per row read
       if (!tiled) next.k[i] = next.k[n_next - 1];
       next.v[i] = next.v[n_next - 1];
@@ -422,7 +417,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
     float* ag = h.acc + static_cast<size_t>(g0) * static_cast<size_t>(hdv);
     if (tiled)
       kern.prepared.tile_scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, tiles, sg,
-                                g0 == 0 && n_next > 0 ? &next_tiles : nullptr);
+                                prefetch ? &next_tiles : nullptr);
     else if (prepared)
       kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg,
                            prefetch ? next.k : nullptr);
