@@ -23,24 +23,26 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// The constants of the vector exps (this 8-float one and the attention walk's 16-float one,
+// attention_kernel_avx512.cpp): inputs are clamped to [kExpMin, kExpMax], x = k ln2 + r with
+// ln2 split in a high part exact in float and a low part, and e^r by its Taylor polynomial of
+// degree 7 (truncation error < 1e-8 relative for |r| <= ln2/2), highest coefficient first.
+inline constexpr float kExpMin = -87.3f, kExpMax = 88.7f;
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2High = 0.693145751953125f, kLn2Low = 1.42860682e-06f;
+inline constexpr float kExpTaylor[] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                                       1.0f / 6.0f,    0.5f,           1.0f,           1.0f};
+
 // e^x for 8 floats, within ~2 ulp for x in [-87.3, 88.7]; below that 0, above that clamps to
-// e^88.7 (about 3.3e38). Range reduction x = k ln2 + r, |r| <= ln2/2, then a degree-7 Taylor
-// polynomial (truncation error < 1e-8 relative) and 2^k built in the exponent bits.
+// e^88.7 (about 3.3e38). 2^k is built in the exponent bits.
 inline __m256 exp(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), x);  // ln2 high part
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.42860682e-06f), r);    // ln2 low part
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kExpMin)), _mm256_set1_ps(kExpMax));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2High), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Low), r);
+  __m256 p = _mm256_set1_ps(kExpTaylor[0]);
+  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpTaylor[i]));
   // k is in [-126, 128]; split 2^k into two factors so k = 128 does not overflow the exponent.
   const __m256i ki = _mm256_cvtps_epi32(k);
   const __m256i k1 = _mm256_srai_epi32(ki, 1);

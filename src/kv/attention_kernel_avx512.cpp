@@ -9,6 +9,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/simd.h"
+
 // Everything below is AVX-512 code, after every header (avx512_target_begin.h says why) but
 // the loops shared with the other row type's file, which must be compiled inside the region.
 #include "kernels/avx512_target_begin.h"
@@ -51,24 +53,18 @@ struct F16Rows {
   }
 };
 
-// e^x for 16 floats, the polynomial and range reduction of simd.h's 8-wide exp (which says why
-// they suffice), with vscalefps building p * 2^k in one instruction where the AVX2 one splits
-// 2^k into two exponent-bit factors. max(x, lo) before min(x, hi), as there, so NaN becomes lo.
+// e^x for 16 floats: simd.h's exp (its constants and accuracy), with vscalefps building
+// p * 2^k in one instruction where the 8-float one splits 2^k into two exponent-bit factors.
+// max(x, lo) before min(x, hi), as there, so NaN becomes lo.
 inline __m512 exp16(__m512 x) {
-  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __mmask16 too_small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(simd::kExpMin), _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(simd::kExpMin)), _mm512_set1_ps(simd::kExpMax));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(simd::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);  // ln2 high part
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682e-06f), r);            // ln2 low part
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(simd::kLn2High), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(simd::kLn2Low), r);
+  __m512 p = _mm512_set1_ps(simd::kExpTaylor[0]);
+  for (int i = 1; i < 8; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(simd::kExpTaylor[i]));
   return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~too_small), p, k);
 }
 
