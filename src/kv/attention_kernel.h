@@ -82,7 +82,7 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 // instruction level: scores (q . k for the block's n key rows) into the scratch (a loop may
 // also write any slot from n on: the softmax overwrites those it reads), then the
 // softmax weights times the n value rows into the accumulators. The online softmax between
-// them is shared by every row type.
+// them is shared by every row type; only its exponentials may come with the level (exp_weights).
 //
 // next_k_rows / next_v_rows: null, or n rows of the same head's next block (the last one
 // repeated when that block is shorter), which the loops prefetch into L2 a few rows at a time
