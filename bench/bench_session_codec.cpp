@@ -90,8 +90,13 @@ Session& session(int64_t n, KvType type) {
   return s;
 }
 
+// The session a benchmark's arguments (positions, q8) name.
+Session& session_of(const benchmark::State& state) {
+  return session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+}
+
 void BM_Encode(benchmark::State& state) {
-  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  Session& s = session_of(state);
   for (auto _ : state) {
     auto blob = encode_session(*s.cache, s.tokens, s.fp);
     benchmark::DoNotOptimize(blob);
@@ -102,7 +107,7 @@ void BM_Encode(benchmark::State& state) {
 
 // Through one reused buffer: no fresh allocation (and its page faults) per session.
 void BM_EncodeReused(benchmark::State& state) {
-  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  Session& s = session_of(state);
   std::string out;
   for (auto _ : state) {
     const Status st = encode_session_into(*s.cache, s.tokens, s.fp, out);
@@ -113,7 +118,7 @@ void BM_EncodeReused(benchmark::State& state) {
 }
 
 void BM_Decode(benchmark::State& state) {
-  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  Session& s = session_of(state);
   for (auto _ : state) {
     auto got = decode_session(s.blob, s.fp, *s.pool, s.map, kShape, state.range(0));
     if (!got.ok()) state.SkipWithError(got.message().c_str());
@@ -132,7 +137,7 @@ SessionDiskStore& store() {
 }
 
 void BM_DiskPut(benchmark::State& state) {
-  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  Session& s = session_of(state);
   const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   for (auto _ : state) {
     const Status st = store().put(id, s.blob);
@@ -142,7 +147,7 @@ void BM_DiskPut(benchmark::State& state) {
 }
 
 void BM_DiskGet(benchmark::State& state) {
-  Session& s = session(state.range(0), state.range(1) ? KvType::Q8_0 : KvType::F16);
+  Session& s = session_of(state);
   const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   if (!store().contains(id) && !store().put(id, s.blob).ok()) state.SkipWithError("put failed");
   for (auto _ : state) {

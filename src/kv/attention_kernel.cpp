@@ -275,8 +275,9 @@ float block_max(const float* s, int n_pad) {
   return best;
 }
 
-// s[j] = exp(s[j] - m_new) for j < n_pad (padding, -inf, becomes 0); returns their sum.
-float exp_weights(float* s, int n_pad, float m_new) {
+}  // namespace
+
+float attention_exp_weights(float* s, int n_pad, float m_new) {
   float sum = 0.0f;
   int j = 0;
 #if TANGRAM_KV_SIMD
@@ -296,13 +297,15 @@ float exp_weights(float* s, int n_pad, float m_new) {
   return sum;
 }
 
+namespace {
+
 // Folds one block's scores into the running (m, l, acc) of each of the ng lanes of a group and
 // turns them into the weights exp(s - m_new): lane ln's scores s[ln][0 .. visible[ln]) count,
 // its slots from visible[ln] to n_pad become weight 0 (n_pad: a multiple of 8 no larger than
 // kAttentionBlock). s: [ng][kAttentionBlock], acc: [ng][hdv]. Two passes over the lanes, the
 // maxima and corrections (scalar exp) first, then the vector exps, so the exp's constants stay
 // in registers across lanes: at head size 8 this bookkeeping is a third of a block's work.
-// exp: the exponentials' loop (exp_weights or the kernels' own, BlockKernels::exp_weights).
+// exp: the exponentials' loop (attention_exp_weights or the kernels' own, BlockKernels::exp_weights).
 void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc, int hdv,
                    float (*exp)(float*, int, float)) {
   float m_new[kLaneGroup];
@@ -401,7 +404,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       next.v[i] = next.v[n_next - 1];
     }
   }
-  float (*const exp)(float*, int, float) = kern.exp_weights ? kern.exp_weights : exp_weights;
+  float (*const exp)(float*, int, float) = kern.exp_weights ? kern.exp_weights : attention_exp_weights;
   for (int g0 = 0; g0 < h.n_lanes; g0 += kLaneGroup) {
     const int ng = std::min(kLaneGroup, h.n_lanes - g0);
     int visible[kLaneGroup];

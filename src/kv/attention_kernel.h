@@ -117,10 +117,15 @@ struct BlockKernels {
   } prepared;
   // The softmax's exponentials for one lane of a block: s[j] = exp(s[j] - m_new) for j < n_pad
   // (a multiple of 8, at most kAttentionBlock; padding is -inf and becomes 0), returning their
-  // sum. Null: the walk's own (8 floats a vector in an AVX2 build); the AVX-512 loops bring a
+  // sum. Null: the walk's own (attention_exp_weights); the AVX-512 loops bring a
   // 16-wide one, since at 4 lanes these exps are a fifth of a Q8_0 block's instructions.
   float (*exp_weights)(float* s, int n_pad, float m_new) = nullptr;
 };
+
+// The walk's own softmax exponentials (BlockKernels::exp_weights when a level brings none):
+// s[j] = exp(s[j] - m_new) for j < n_pad, 8 floats a vector in an AVX2 build, std::exp in any
+// other; returns their sum.
+float attention_exp_weights(float* s, int n_pad, float m_new);
 
 // attend_heads with the given inner loops (tests run each implementation through it).
 void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kernels, int head_dim,

@@ -187,34 +187,37 @@ TEST(AttentionKernel, EveryLevelMatchesReference) {
             check_case({type, d[0], d[1], lanes, page_tokens}, level, rng);
 }
 
-// The AVX-512 softmax exponentials (BlockKernels::exp_weights) against std::exp: every padded
-// length, scores from far below the running maximum (where the result is 0) to it, -inf padding,
-// and the sum they return. 2 ulp of a float is 2.4e-7 relative.
-TEST(AttentionKernel, Avx512ExpWeightsMatchExp) {
-  if (!cpu::supports(cpu::KernelLevel::Avx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+// The softmax exponentials (BlockKernels::exp_weights) against std::exp: the walk's own on
+// every machine, and the AVX-512 one where the CPU runs it. Every padded length, scores from far
+// below the running maximum (where the result is 0) to it, -inf padding, and the sum they
+// return. 2 ulp of a float is 2.4e-7 relative.
+TEST(AttentionKernel, ExpWeightsMatchExp) {
+  std::vector<std::pair<const char*, float (*)(float*, int, float)>> loops = {{"walk", attention_exp_weights}};
+  if (cpu::supports(cpu::KernelLevel::Avx512Vnni)) loops.emplace_back("avx512", vec::avx512::attention_exp_weights);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> below(-95.0f, 0.0f);
-  for (int n_pad = 8; n_pad <= kAttentionBlock; n_pad += 8)
-    for (int round = 0; round < 50; ++round) {
-      const float m_new = round % 2 ? 3.5f : -20.0f;
-      float s[kAttentionBlock + 1];
-      for (int j = 0; j < n_pad; ++j) s[j] = m_new + below(rng);
-      s[0] = m_new;  // the maximum itself: weight 1
-      if (round % 3 == 0) s[n_pad - 1] = -std::numeric_limits<float>::infinity();  // padding
-      s[n_pad] = 42.0f;                                                             // not to be touched
-      float want[kAttentionBlock];
-      double want_sum = 0.0;
-      for (int j = 0; j < n_pad; ++j) {
-        const double x = static_cast<double>(s[j]) - static_cast<double>(m_new);
-        want[j] = x < -87.3 ? 0.0f : static_cast<float>(std::exp(x));
-        want_sum += static_cast<double>(want[j]);
+  for (const auto& [name, exp_weights] : loops)
+    for (int n_pad = 8; n_pad <= kAttentionBlock; n_pad += 8)
+      for (int round = 0; round < 50; ++round) {
+        const float m_new = round % 2 ? 3.5f : -20.0f;
+        float s[kAttentionBlock + 1];
+        for (int j = 0; j < n_pad; ++j) s[j] = m_new + below(rng);
+        s[0] = m_new;  // the maximum itself: weight 1
+        if (round % 3 == 0) s[n_pad - 1] = -std::numeric_limits<float>::infinity();  // padding
+        s[n_pad] = 42.0f;                                                             // not to be touched
+        float want[kAttentionBlock];
+        double want_sum = 0.0;
+        for (int j = 0; j < n_pad; ++j) {
+          const double x = static_cast<double>(s[j]) - static_cast<double>(m_new);
+          want[j] = x < -87.3 ? 0.0f : static_cast<float>(std::exp(x));
+          want_sum += static_cast<double>(want[j]);
+        }
+        const float sum = exp_weights(s, n_pad, m_new);
+        for (int j = 0; j < n_pad; ++j)
+          ASSERT_NEAR(s[j], want[j], 3e-7f * want[j] + 2e-38f) << name << ", n_pad " << n_pad << " slot " << j;
+        EXPECT_NEAR(static_cast<double>(sum), want_sum, 1e-6 * want_sum) << name << ", n_pad " << n_pad;
+        EXPECT_EQ(s[n_pad], 42.0f) << name << " wrote past n_pad";
       }
-      const float sum = vec::avx512::attention_exp_weights(s, n_pad, m_new);
-      for (int j = 0; j < n_pad; ++j)
-        ASSERT_NEAR(s[j], want[j], 3e-7f * want[j] + 1e-38f) << "n_pad " << n_pad << " slot " << j;
-      EXPECT_NEAR(static_cast<double>(sum), want_sum, 1e-6 * want_sum) << "n_pad " << n_pad;
-      EXPECT_EQ(s[n_pad], 42.0f) << "written past n_pad";
-    }
 }
 
 }  // namespace
