@@ -192,51 +192,32 @@ void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, In
   }
 }
 
-void pack_q8_0_tiles(const uint8_t* act, size_t act_stride, int64_t n, int64_t cols, uint8_t* dst) {
-  constexpr int64_t kTile = InterleavedKernel<InterleavedQ8_0>::kTileTokens;
-  const int64_t nblocks = cols / kQK0;
-  for (int64_t t0 = 0; t0 < n; t0 += kTile) {
-    const int nt = static_cast<int>(std::min(kTile, n - t0));
-    uint8_t* tile = dst + static_cast<size_t>(t0 / kTile) * q8_0_tile_stride(nblocks);
-    for (int t = 0; t < nt; ++t) {
-      const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t0 + t) * act_stride);
-      for (int64_t b = 0; b < nblocks; ++b) {
-        uint8_t* blk = tile + static_cast<size_t>(b) * q8_0_tile_block_bytes(nt);
-        int32_t sum = 0;
-        for (const int8_t q : a[b].qs) sum += q;
-        for (int s = 0; s < 8; ++s) std::memcpy(blk + 4 * (s * nt + t), a[b].qs + 4 * s, 4);
-        const int32_t offset = -128 * sum;
-        const float scale = half::fp16_to_fp32(a[b].d);
-        std::memcpy(blk + 32 * nt + 4 * t, &offset, sizeof(offset));
-        std::memcpy(blk + 36 * nt + 4 * t, &scale, sizeof(scale));
-      }
-    }
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst) {
+  const auto* a = reinterpret_cast<const BlockQ8_0*>(act);
+  for (int64_t b = 0; b < cols / kQK0; ++b) {
+    int32_t sum = 0;
+    for (const int8_t q : a[b].qs) sum += q;
+    dst[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b] = -128 * sum;
+    dst[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b + 1] = std::bit_cast<int32_t>(half::fp16_to_fp32(a[b].d));
   }
 }
 
-void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, int nt, float* out,
-                               size_t out_stride) {
-  const Q8_0TileView a{tile, nt};
-  for (int t = 0; t < nt; ++t)
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  for (int t = 0; t < nt; ++t) {
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+    const int32_t* offsets = sums + static_cast<size_t>(t) * sums_stride;
     for (int r = 0; r < kInterleavedRows; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nblocks; ++b) {
-        const uint8_t* blk = a.block(b);
-        int32_t isum = a.offset(blk, t);
+        int32_t isum = offsets[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b];
         for (int s = 0; s < 8; ++s)
-          for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a.codes(blk, s, t)[i];
-        acc += half::fp16_to_fp32(w[b].d[r]) * a.scale(blk, t) * static_cast<float>(isum);
+          for (int i = 0; i < 4; ++i) isum += w[b].qs[s][4 * r + i] * a[b].qs[4 * s + i];
+        acc += half::fp16_to_fp32(w[b].d[r]) * half::fp16_to_fp32(a[b].d) * static_cast<float>(isum);
       }
       out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
     }
-}
-
-void gemm_interleaved_q8_0_tiles(InterleavedQ8_0GemmFn gemm, const InterleavedQ8_0* w, int64_t nblocks,
-                                 const uint8_t* tiles, int64_t n, float* out, size_t out_stride) {
-  constexpr int64_t kTile = InterleavedKernel<InterleavedQ8_0>::kTileTokens;
-  for (int64_t t0 = 0; t0 < n; t0 += kTile)
-    gemm(w, nblocks, tiles + static_cast<size_t>(t0 / kTile) * q8_0_tile_stride(nblocks),
-         static_cast<int>(std::min(kTile, n - t0)), out + static_cast<size_t>(t0) * out_stride, out_stride);
+  }
 }
 
 namespace {
@@ -406,9 +387,9 @@ void gemm_interleaved_q4_k_avx2(const InterleavedQ4_K* w, int64_t nblocks, const
 // vpdpbusd) would saturate vpmaddubsw's pair sums (2 x 255 x 127), so they are flipped back to
 // signed and multiplied as |w| (unsigned, at most 128) by the activation carrying w's sign
 // (vpsignb; activations are at most 127 in magnitude): pair sums at most 2 x 128 x 127 fit
-// int16, and vpmaddwd by ones widens them. The tiles' offsets are not needed.
+// int16, and vpmaddwd by ones widens them. The offset sums are not needed.
 template <int NT>
-void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileView& a, int h, float* out,
+void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, int h, float* out,
                     size_t out_stride) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
@@ -420,20 +401,19 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileVie
     // 0.82x the CPU time of the row-major matrix's repack + product; 3 tokens 0.95x -> 0.63-0.67x.
     if (h == 0) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
-    const uint8_t* blk = a.block(b);
     __m256i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs[s] + 32 * h)), flip);
       const __m256i magnitude = _mm256_abs_epi8(v);
       for (int t = 0; t < NT; ++t) {
-        const __m256i signed_act = _mm256_sign_epi8(broadcast4(a.codes(blk, s, t)), v);
+        const __m256i signed_act = _mm256_sign_epi8(broadcast4(a[t][b].qs + 4 * s), v);
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_act), ones));
       }
     }
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8 * h)));
     for (int t = 0; t < NT; ++t) {
-      const __m256 dt = _mm256_set1_ps(a.scale(blk, t));
+      const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, dt), acc[t]);
     }
   }
@@ -447,7 +427,7 @@ void q8_0_half_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileVie
 // ahead is the CPU's tuning: on Zen 5 that cut a step at one token by 11%, at two by 20%
 // (medians of 10 rounds).
 template <int NT>
-void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileView& a, float* out,
+void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const BlockQ8_0* const* a, float* out,
                         size_t out_stride) {
   static_assert(NT <= 2, "2 x NT sums and 2 x NT accumulators must stay in the 16 ymm registers");
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -458,12 +438,11 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0Til
   for (int64_t b = 0; b < nblocks; ++b) {
     if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
-    const uint8_t* blk = a.block(b);
     __m256i isum[NT][2];
     for (int t = 0; t < NT; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       __m256i act[NT];
-      for (int t = 0; t < NT; ++t) act[t] = broadcast4(a.codes(blk, s, t));
+      for (int t = 0; t < NT; ++t) act[t] = broadcast4(a[t][b].qs + 4 * s);
       for (int h = 0; h < 2; ++h) {
         const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs[s] + 32 * h)), flip);
         const __m256i magnitude = _mm256_abs_epi8(v);
@@ -476,7 +455,7 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0Til
     const __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d))),
                          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.d + 8)))};
     for (int t = 0; t < NT; ++t) {
-      const __m256 dt = _mm256_set1_ps(a.scale(blk, t));
+      const __m256 dt = _mm256_set1_ps(half::fp16_to_fp32(a[t][b].d));
       for (int h = 0; h < 2; ++h)
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][h]), _mm256_mul_ps(d[h], dt), acc[t][h]);
     }
@@ -486,8 +465,10 @@ void q8_0_one_pass_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0Til
 }
 
 template <int NT>
-void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileView& a, float* out,
+void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride, float* out,
                       size_t out_stride) {
+  const BlockQ8_0* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
   if constexpr (NT <= 2) {
     q8_0_one_pass_avx2<NT>(w, nblocks, a, out, out_stride);
   } else {
@@ -495,17 +476,18 @@ void q8_0_tokens_avx2(const InterleavedQ8_0* w, int64_t nblocks, const Q8_0TileV
   }
 }
 
-// A tile's tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
-void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, int nt, float* out,
-                                size_t out_stride) {
+// Up to the type's kTileTokens tokens, 4 at a time (16 ymm registers hold 4 tokens' sums).
+void gemm_interleaved_q8_0_avx2(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                                const int32_t* /*offset sums: unused, see q8_0_half_avx2*/, size_t, int nt,
+                                float* out, size_t out_stride) {
   for (int t0 = 0; t0 < nt; t0 += 4) {
-    const Q8_0TileView a{tile, nt, t0};
+    const uint8_t* a = act + static_cast<size_t>(t0) * act_stride;
     float* o = out + static_cast<size_t>(t0) * out_stride;
     switch (std::min(4, nt - t0)) {
-      case 1: q8_0_tokens_avx2<1>(w, nblocks, a, o, out_stride); break;
-      case 2: q8_0_tokens_avx2<2>(w, nblocks, a, o, out_stride); break;
-      case 3: q8_0_tokens_avx2<3>(w, nblocks, a, o, out_stride); break;
-      default: q8_0_tokens_avx2<4>(w, nblocks, a, o, out_stride); break;
+      case 1: q8_0_tokens_avx2<1>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 2: q8_0_tokens_avx2<2>(w, nblocks, a, act_stride, o, out_stride); break;
+      case 3: q8_0_tokens_avx2<3>(w, nblocks, a, act_stride, o, out_stride); break;
+      default: q8_0_tokens_avx2<4>(w, nblocks, a, act_stride, o, out_stride); break;
     }
   }
 }
@@ -520,7 +502,7 @@ InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel lev
   return nullptr;
 }
 
-InterleavedQ8_0GemmFn gemm_interleaved_q8_0_fn(cpu::KernelLevel level) {
+InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level) {
   switch (level) {
     case cpu::KernelLevel::Avx512Vnni: return avx512::gemm_interleaved_q8_0;
     case cpu::KernelLevel::Avx2: return gemm_interleaved_q8_0_avx2;

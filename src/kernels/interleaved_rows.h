@@ -10,7 +10,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "gguf/interleaved_layout.h"
 #include "kernels/cpu_features.h"
@@ -25,7 +24,7 @@ using tangram::interleaved_q4_k_scale;
 constexpr int kInterleavedRows = kInterleavedGroupRows;
 
 // What the kernels of each layout take per call, beside the layout itself:
-//  * kSumsPerBlock (Q4_K): int32 activation terms per block and token (activation_sums below);
+//  * kSumsPerBlock: int32 activation terms per block and token (activation_sums below);
 //  * kTileTokens: the most tokens one call takes. The AVX-512 Q8_0 kernel holds a block's 8 code
 //    vectors in registers and runs every token over them, so 16 tokens (a KV-bound step of 16
 //    sequences) read each block from memory once instead of once per 8 tokens.
@@ -38,7 +37,8 @@ struct InterleavedKernel<InterleavedQ4_K> {
 };
 template <>
 struct InterleavedKernel<InterleavedQ8_0> {
-  static constexpr int kTileTokens = 16;  // its activations come as token tiles (Q8_0TileView)
+  static constexpr int kSumsPerBlock = 2;  // the offset correction and the scale
+  static constexpr int kTileTokens = 16;
 };
 
 // A block's scales and mins unpacked by a kernel (once per block, for all 16 rows):
@@ -72,75 +72,34 @@ inline void prefetch_ahead(const Interleaved* w, int64_t b) {
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ4_K* dst);
 void interleave_rows(const uint8_t* w, size_t w_stride, int nr, int64_t cols, InterleavedQ8_0* dst);
 
-// Per-token activation sums the Q4_K kernels need, for one Q8_K activation row of `cols`
-// columns into dst[cols / kBlockElems][kSumsPerBlock]: per block, per sub-block pair p, the sums
-// of the pair's two 32-element sub-blocks as int16 (low half: sub-block 2p) in one int32.
+// Per-token activation sums the kernels need, for one activation row of `cols` columns into
+// dst[cols / kBlockElems][kSumsPerBlock]:
+//  * Q8_K rows (for Q4_K): per block, per sub-block pair p, the sums of the pair's two
+//    32-element sub-blocks as int16 (low half: sub-block 2p) in one int32;
+//  * Q8_0 rows (for Q8_0): per block, -128 * the sum of its codes, then the block's fp16 scale
+//    widened to float, as its bit pattern (q8_0_scale reads it): the kernels would otherwise
+//    widen it once per (token, block, call).
 void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ4_K*, int32_t* dst);
-
-// Q8_0 activations as the Q8_0 kernels read them: the tokens cut into tiles of kTileTokens (the
-// last one shorter), each tile laid out block by block. Block b of a tile of nt tokens is
-// q8_0_tile_block_bytes(nt) bytes:
-//   int8  codes[8][nt][4]  step s of token t: its codes 4s .. 4s + 3 (what one vpdpbusd broadcasts)
-//   int32 offsets[nt]      -128 * the sum of token t's 32 codes (the weights' codes are stored + 128)
-//   float scales[nt]       token t's fp16 scale, widened once
-// so a kernel reaches every token's bytes at fixed offsets from one pointer. Read from the
-// tokens' own rows, 16 tokens took 32 pointers, and the AVX-512 kernel spilled them to the stack
-// and reloaded them inside its block loop.
-constexpr size_t q8_0_tile_block_bytes(int64_t nt) { return static_cast<size_t>(40 * nt); }
-// Bytes from one tile to the next (a whole tile's), and of n tokens' tiles.
-constexpr size_t q8_0_tile_stride(int64_t nblocks) {
-  return static_cast<size_t>(nblocks) * q8_0_tile_block_bytes(InterleavedKernel<InterleavedQ8_0>::kTileTokens);
+void activation_sums(const uint8_t* act, int64_t cols, const InterleavedQ8_0*, int32_t* dst);
+// Block b's activation scale from one token's Q8_0 activation_sums.
+inline float q8_0_scale(const int32_t* sums, int64_t b) {
+  return std::bit_cast<float>(sums[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b + 1]);
 }
-constexpr size_t q8_0_tiles_bytes(int64_t n, int64_t nblocks) {
-  const int64_t tile = InterleavedKernel<InterleavedQ8_0>::kTileTokens;
-  return static_cast<size_t>(n / tile) * q8_0_tile_stride(nblocks) +
-         static_cast<size_t>(nblocks) * q8_0_tile_block_bytes(n % tile);
-}
-// n Q8_0 rows of `cols` columns, act_stride bytes apart, into dst[q8_0_tiles_bytes(n, cols / 32)].
-void pack_q8_0_tiles(const uint8_t* act, size_t act_stride, int64_t n, int64_t cols, uint8_t* dst);
-
-// Tokens [t0, t0 + count) of one tile of nt tokens.
-struct Q8_0TileView {
-  const uint8_t* tile;
-  int nt;
-  int t0 = 0;
-  const uint8_t* block(int64_t b) const { return tile + static_cast<size_t>(b) * q8_0_tile_block_bytes(nt); }
-  // Token t's 4 codes of step s in block `blk`.
-  const int8_t* codes(const uint8_t* blk, int s, int t) const {
-    return reinterpret_cast<const int8_t*>(blk) + 4 * (s * nt + t0 + t);
-  }
-  int32_t offset(const uint8_t* blk, int t) const {
-    int32_t v;
-    std::memcpy(&v, blk + 32 * nt + 4 * (t0 + t), sizeof(v));
-    return v;
-  }
-  float scale(const uint8_t* blk, int t) const {
-    float v;
-    std::memcpy(&v, blk + 36 * nt + 4 * (t0 + t), sizeof(v));
-    return v;
-  }
-};
 
 // out[t * out_stride + r] = dot(row r of the group, token t) for r < 16, t < nt. Any nt >= 0;
 // callers pass InterleavedKernel<Interleaved>::kTileTokens at most (more are run a tile at a
-// time, each tile reading the weights again). act: the companion-type rows (Q8_K for Q4_K),
-// act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
+// time, each tile reading the weights again). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
+// Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
 template <typename Interleaved>
 using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                    const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
-// Q8_0: the same product for the nt tokens (1 <= nt <= kTileTokens) of one tile.
-using InterleavedQ8_0GemmFn = void (*)(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, int nt,
-                                       float* out, size_t out_stride);
 void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
                                const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
-void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, int nt, float* out,
-                               size_t out_stride);
-// n >= 0 tokens' tiles (pack_q8_0_tiles) through a Q8_0 kernel, a tile at a time.
-void gemm_interleaved_q8_0_tiles(InterleavedQ8_0GemmFn gemm, const InterleavedQ8_0* w, int64_t nblocks,
-                                 const uint8_t* tiles, int64_t n, float* out, size_t out_stride);
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
 // The kernel of a level, or nullptr where that level has none (matmul then keeps the row-major
 // kernels; the portable one is the tests' reference).
 InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level);
-InterleavedQ8_0GemmFn gemm_interleaved_q8_0_fn(cpu::KernelLevel level);
+InterleavedGemmFn<InterleavedQ8_0> gemm_interleaved_q8_0_fn(cpu::KernelLevel level);
 
 }  // namespace tangram::vec

@@ -123,22 +123,23 @@ void gemm_tokens(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, 
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
 }
 
-// Tokens t0 .. t0 + GN - 1 of a tile of NT (acc[g] for g < GN) over one block whose codes are v,
-// row scales d and tile block blk: GN independent vpdpbusd chains, then each sum's float update.
-// Every activation byte sits at a constant offset from blk (Q8_0TileView with constant nt, t0).
-template <int NT, int GN>
-inline void q8_0_token_group(const __m512i* v, __m512 d, const uint8_t* blk, int t0, __m512* acc) {
-  const Q8_0TileView a{nullptr, NT, t0};
+// GN tokens (a[g], terms[g], acc[g] for g < GN) over one block whose codes are v and row
+// scales d: GN independent vpdpbusd chains, then each sum's float update.
+template <int GN>
+inline void q8_0_token_group(const __m512i* v, __m512 d, const int8_t* const* a, const int32_t* const* terms,
+                             int64_t b, __m512* acc) {
+  constexpr int64_t kTerms = InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock;
+  const size_t block_offset = static_cast<size_t>(b) * sizeof(BlockQ8_0);
   __m512i isum[GN];
 #pragma GCC unroll 8
-  for (int g = 0; g < GN; ++g) isum[g] = _mm512_set1_epi32(a.offset(blk, g));
+  for (int g = 0; g < GN; ++g) isum[g] = _mm512_set1_epi32(terms[g][kTerms * b]);
 #pragma GCC unroll 8
   for (int s = 0; s < 8; ++s)
 #pragma GCC unroll 8
-    for (int g = 0; g < GN; ++g) isum[g] = _mm512_dpbusd_epi32(isum[g], v[s], broadcast4(a.codes(blk, s, g)));
+    for (int g = 0; g < GN; ++g) isum[g] = _mm512_dpbusd_epi32(isum[g], v[s], broadcast4(a[g] + block_offset + 4 * s));
 #pragma GCC unroll 8
   for (int g = 0; g < GN; ++g) {
-    const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(a.scale(blk, g)));
+    const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(q8_0_scale(terms[g], b)));
     acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), scale, acc[g]);
   }
 }
@@ -148,49 +149,53 @@ inline void q8_0_token_group(const __m512i* v, __m512 d, const uint8_t* blk, int
 // tokens at a time (G independent vpdpbusd chains): 16 accumulators + 8 codes + 4 sums fit the
 // 32 zmm registers, so up to 16 tokens take one pass over the weights. Two passes of 8 tokens
 // (as before) streamed each block from memory in the first and found it in L2 in the second:
-// one pass overlaps all of the 16 tokens' arithmetic with the stream. In L2 (one 2560-column
-// group, Zen 4) a block of 16 tokens took ~168 cycles against 175 as two calls of 8: near the
-// ~160 that its 128 vpdpbusd and 16 vmulps + 16 vfmadd need on the two pipes that run all
-// three (embedded broadcasts of the activations measured the same). The activations come as a
-// tile (Q8_0TileView): read from the tokens' own rows, 16 codes pointers and 16 sums pointers
-// did not fit the general registers and were reloaded from the stack in the block loop.
+// one pass overlaps all of the 16 tokens' arithmetic with the stream. The activation scales
+// come as floats from activation_sums. In L2 (one 2560-column group, Zen 4) a block of 16
+// tokens takes ~168 cycles against 175 as two calls of 8: near the ~160 that its 128 vpdpbusd
+// and 16 vmulps + 16 vfmadd need on the two pipes that run all three (embedded broadcasts of
+// the activations measured the same).
 template <int NT>
-void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, float* out, size_t out_stride) {
+void gemm_tokens(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                 const int32_t* terms, size_t terms_stride, float* out, size_t out_stride) {
   constexpr int G = NT <= 8 ? NT : 4;  // tokens whose sums are in flight together
+  const int8_t* a[NT];                 // token t's first activation block's codes
+  const int32_t* t_terms[NT];
+  for (int t = 0; t < NT; ++t) {
+    a[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride)->qs;
+    t_terms[t] = terms + static_cast<size_t>(t) * terms_stride;
+  }
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const bool prefetch = NT >= cpu::tuning().q8_0_avx512_prefetch_min_tokens;
-  const uint8_t* blk = tile;
-  for (int64_t b = 0; b < nblocks; ++b, blk += q8_0_tile_block_bytes(NT)) {
+  for (int64_t b = 0; b < nblocks; ++b) {
     if (prefetch) prefetch_ahead(w, b);
     const InterleavedQ8_0& x = w[b];
     __m512i v[8];
     for (int s = 0; s < 8; ++s) v[s] = _mm512_loadu_si512(x.qs[s]);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.d)));
 #pragma GCC unroll 4
-    for (int t0 = 0; t0 < NT / G * G; t0 += G) q8_0_token_group<NT, G>(v, d, blk, t0, acc + t0);
-    if constexpr (NT % G != 0) q8_0_token_group<NT, NT % G>(v, d, blk, NT / G * G, acc + NT / G * G);
+    for (int t0 = 0; t0 < NT / G * G; t0 += G) q8_0_token_group<G>(v, d, a + t0, t_terms + t0, b, acc + t0);
+    if constexpr (NT % G != 0)
+      q8_0_token_group<NT % G>(v, d, a + NT / G * G, t_terms + NT / G * G, b, acc + NT / G * G);
   }
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
 }
 
 // Q8_0, one token (decode of weights interleaved at load): the block's 8 vpdpbusd split over
 // two sums, so each block's dependency chain is 4 deep instead of 8. (Reading a group's blocks
-// as 2 or 4 streams, or prefetching 4-16 blocks ahead, measured slower or no faster.) A tile of
-// one token is its 32 codes, offset and scale, block after block.
-void gemv_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, float* out) {
-  const Q8_0TileView a{tile, 1};
+// as 2 or 4 streams, or prefetching 4-16 blocks ahead, measured slower or no faster.)
+void gemv_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, const int32_t* terms, float* out) {
+  const auto* a = reinterpret_cast<const BlockQ8_0*>(act);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nblocks; ++b) {
     const InterleavedQ8_0& x = w[b];
-    const uint8_t* blk = a.block(b);
-    __m512i even = _mm512_set1_epi32(a.offset(blk, 0)), odd = _mm512_setzero_si512();
+    __m512i even = _mm512_set1_epi32(terms[InterleavedKernel<InterleavedQ8_0>::kSumsPerBlock * b]), odd = _mm512_setzero_si512();
     for (int s = 0; s < 8; s += 2) {
-      even = _mm512_dpbusd_epi32(even, _mm512_loadu_si512(x.qs[s]), broadcast4(a.codes(blk, s, 0)));
-      odd = _mm512_dpbusd_epi32(odd, _mm512_loadu_si512(x.qs[s + 1]), broadcast4(a.codes(blk, s + 1, 0)));
+      even = _mm512_dpbusd_epi32(even, _mm512_loadu_si512(x.qs[s]), broadcast4(a[b].qs + 4 * s));
+      odd = _mm512_dpbusd_epi32(odd, _mm512_loadu_si512(x.qs[s + 1]), broadcast4(a[b].qs + 4 * s + 4));
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.d)));
-    const __m512 dt = _mm512_set1_ps(a.scale(blk, 0));
+    const __m512 dt = _mm512_set1_ps(q8_0_scale(terms, b));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), _mm512_mul_ps(d, dt), acc);
   }
   _mm512_storeu_ps(out, acc);
@@ -223,14 +228,10 @@ void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint
   by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
 }
 
-void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* tile, int nt, float* out,
-                           size_t out_stride) {
-  using Fn = void (*)(const InterleavedQ8_0*, int64_t, const uint8_t*, float*, size_t);
-  static constexpr auto kKernels = []<int... K>(std::integer_sequence<int, K...>) {
-    return std::array<Fn, sizeof...(K)>{gemm_tokens<K + 1>...};
-  }(std::make_integer_sequence<int, InterleavedKernel<InterleavedQ8_0>::kTileTokens>{});
-  if (nt == 1) return gemv_q8_0(w, nblocks, tile, out);
-  if (nt >= 1 && nt <= static_cast<int>(kKernels.size())) kKernels[static_cast<size_t>(nt - 1)](w, nblocks, tile, out, out_stride);
+void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
+                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride) {
+  if (nt == 1) return gemv_q8_0(w, nblocks, act, sums, out);
+  by_tokens(w, nblocks, act, act_stride, sums, sums_stride, nt, out, out_stride);
 }
 
 }  // namespace tangram::vec::avx512

@@ -105,19 +105,23 @@ const uint8_t* row_major_row(const TensorView& W, int64_t r) {
 }
 
 // One group of 16 interleaved rows (nr of them real, starting at row r) times tokens
-// [t0, t1), a tile of up to kTile tokens at a time: Y[t][r + i] for i < nr.
-// tile_product(t, nt, out, out_stride) writes tokens [t, t + nt) of all 16 rows.
-template <int64_t kTile, typename TileProduct>
-void interleaved_group(int nr, int64_t t0, int64_t t1, int64_t r, int64_t rows, float* Y,
-                       const TileProduct& tile_product) {
+// [t0, t1): Y[t][r + i] for i < nr.
+template <typename Interleaved>
+void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleaved* group, int64_t nblocks, int nr,
+                       const uint8_t* act, size_t act_row_bytes, const int32_t* sums, int64_t t0, int64_t t1,
+                       int64_t r, int64_t rows, float* Y) {
+  const size_t sums_stride = static_cast<size_t>(nblocks) * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
+  constexpr int64_t kTile = vec::InterleavedKernel<Interleaved>::kTileTokens;
   float out[kTile * vec::kInterleavedRows];  // [token][row of the group]
   for (int64_t t = t0; t < t1; t += kTile) {
     const int nt = static_cast<int>(std::min<int64_t>(kTile, t1 - t));
+    const uint8_t* a = act + t * act_row_bytes;
+    const int32_t* token_sums = sums + static_cast<size_t>(t) * sums_stride;
     if (nr == vec::kInterleavedRows) {
-      tile_product(t, nt, Y + t * rows + r, static_cast<size_t>(rows));
+      gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, Y + t * rows + r, static_cast<size_t>(rows));
       continue;
     }
-    tile_product(t, nt, out, size_t{vec::kInterleavedRows});
+    gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, out, vec::kInterleavedRows);
     for (int k = 0; k < nt; ++k) std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
   }
 }
@@ -142,48 +146,20 @@ struct Product {
   GgmlType act_type = GgmlType::F32;
   const uint8_t* act = nullptr;  // [n][act_row_bytes] in act_type (the float X itself for F32)
   size_t act_row_bytes = 0;
-  const int32_t* sums = nullptr;        // interleaved Q4_K: [n][nblocks][kSumsPerBlock]
-  const uint8_t* q8_0_tiles = nullptr;  // interleaved Q8_0: the activations' tiles (pack_q8_0_tiles)
-  int64_t panel_rows = 0;               // decode paths: rows per L2-sized panel
+  const int32_t* sums = nullptr;  // interleaved paths: [n][nblocks][kSumsPerBlock]
+  int64_t panel_rows = 0;         // decode paths: rows per L2-sized panel
   vec::MultiDotFn multi = nullptr;
   vec::TileDotFn tile = nullptr;  // null: one row at a time
   vec::InterleavedGemmFn<vec::InterleavedQ4_K> gemm_q4_k = nullptr;
-  vec::InterleavedQ8_0GemmFn gemm_q8_0 = nullptr;
+  vec::InterleavedGemmFn<vec::InterleavedQ8_0> gemm_q8_0 = nullptr;
 };
-
-// A group's product over tokens [t0, t1) with the product's interleaved kernel. What it reads of
-// the product is copied first: the Product sits on the calling thread's stack, possibly in the
-// cache line of run_products' unit counter, which every thread writes.
-void group_product(const Product& p, const vec::InterleavedQ4_K* group, int64_t nblocks, int nr, int64_t t0,
-                   int64_t t1, int64_t r, int64_t rows) {
-  const auto gemm = p.gemm_q4_k;
-  const uint8_t* act = p.act;
-  const size_t act_row_bytes = p.act_row_bytes;
-  const int32_t* sums = p.sums;
-  const size_t sums_stride = static_cast<size_t>(nblocks) * vec::InterleavedKernel<vec::InterleavedQ4_K>::kSumsPerBlock;
-  interleaved_group<vec::InterleavedKernel<vec::InterleavedQ4_K>::kTileTokens>(
-      nr, t0, t1, r, rows, p.Y, [=](int64_t t, int nt, float* out, size_t out_stride) {
-        gemm(group, nblocks, act + t * act_row_bytes, act_row_bytes, sums + static_cast<size_t>(t) * sums_stride,
-             sums_stride, nt, out, out_stride);
-      });
-}
-void group_product(const Product& p, const vec::InterleavedQ8_0* group, int64_t nblocks, int nr, int64_t t0,
-                   int64_t t1, int64_t r, int64_t rows) {
-  constexpr int64_t kTile = vec::InterleavedKernel<vec::InterleavedQ8_0>::kTileTokens;
-  static_assert(kDecodeTokenChunk % kTile == 0, "token chunks must start on whole tiles");
-  const auto gemm = p.gemm_q8_0;
-  const uint8_t* tiles = p.q8_0_tiles;
-  const size_t tile_stride = vec::q8_0_tile_stride(nblocks);
-  interleaved_group<kTile>(nr, t0, t1, r, rows, p.Y, [=](int64_t t, int nt, float* out, size_t out_stride) {
-    gemm(group, nblocks, tiles + static_cast<size_t>(t / kTile) * tile_stride, nt, out, out_stride);
-  });
-}
 
 // Q4_K / Q8_0 over many tokens, rows [r0, r1) (r0 on a group boundary): one L2-sized panel at a
 // time is repacked into groups of 16 interleaved rows and every token chunk runs over it.
 // Groups of a weight interleaved at load (W.interleaved_rows()) are read in place instead.
 template <typename Interleaved>
-void interleaved_rows_range(const Product& p, int64_t n, int64_t r0, int64_t r1) {
+void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n, int64_t r0,
+                            int64_t r1) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
   static_assert(kRowGrain % kGroup == 0, "units of work must start on whole groups");
   const TensorView& W = *p.W;
@@ -203,7 +179,8 @@ void interleaved_rows_range(const Product& p, int64_t n, int64_t r0, int64_t r1)
     for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
       const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
       for (int64_t r = p0; r < p1; r += kGroup)
-        group_product(p, group_at(r, p0), nblocks, static_cast<int>(std::min(kGroup, p1 - r)), c0, c1, r, rows);
+        interleaved_group(gemm, group_at(r, p0), nblocks, static_cast<int>(std::min(kGroup, p1 - r)), p.act,
+                          p.act_row_bytes, p.sums, c0, c1, r, rows, p.Y);
     }
   }
 }
@@ -263,23 +240,19 @@ void prefill_rows_range(const Product& p, const float* X, int64_t n, int64_t r0,
 void run_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int64_t r1) {
   switch (p.path) {
     case Product::Path::kRowMajor: row_major_rows_range(p, n, r0, r1); return;
-    case Product::Path::kInterleavedQ4K: interleaved_rows_range<vec::InterleavedQ4_K>(p, n, r0, r1); return;
-    case Product::Path::kInterleavedQ8_0: interleaved_rows_range<vec::InterleavedQ8_0>(p, n, r0, r1); return;
+    case Product::Path::kInterleavedQ4K: interleaved_rows_range(p, p.gemm_q4_k, n, r0, r1); return;
+    case Product::Path::kInterleavedQ8_0: interleaved_rows_range(p, p.gemm_q8_0, n, r0, r1); return;
     case Product::Path::kPrefill: prefill_rows_range(p, X, n, r0, r1); return;
   }
 }
 
-// Per-slot scratch of the calling thread: quantised activations, Q4_K sums and Q8_0 tiles.
+// Per-slot scratch of the calling thread: quantised activations and interleaved-path sums.
 std::vector<uint8_t>& activation_scratch(size_t slot) {
   thread_local std::array<std::vector<uint8_t>, kMaxGroup> bufs;
   return bufs[slot];
 }
 std::vector<int32_t>& sum_scratch(size_t slot) {
   thread_local std::array<std::vector<int32_t>, kMaxGroup> bufs;
-  return bufs[slot];
-}
-std::vector<uint8_t>& q8_0_tile_scratch(size_t slot) {
-  thread_local std::array<std::vector<uint8_t>, kMaxGroup> bufs;
   return bufs[slot];
 }
 
@@ -304,31 +277,20 @@ const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, 
   return buf.data();
 }
 
-// Per-token activation sums the interleaved Q4_K kernels take; shared with an earlier product
-// of the same path and activations.
-const int32_t* q4_k_sums(std::span<const Product> earlier, const Product& p, size_t slot, int64_t n) {
+// Per-token activation sums the interleaved kernels of Interleaved take; shared with an earlier
+// product of the same interleaved path.
+template <typename Interleaved>
+const int32_t* interleaved_sums(std::span<const Product> earlier, const Product& p, size_t slot, int64_t n) {
   for (const Product& e : earlier)
     if (e.path == p.path && e.act == p.act) return e.sums;
   const int64_t cols = p.W->cols();
-  const int64_t sums_stride =
-      cols / vec::InterleavedQ4_K::kBlockElems * vec::InterleavedKernel<vec::InterleavedQ4_K>::kSumsPerBlock;
+  const int64_t sums_stride = cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   auto& sums = sum_scratch(slot);
   sums.resize(static_cast<size_t>(n * sums_stride));
   for (int64_t t = 0; t < n; ++t)
-    vec::activation_sums(p.act + t * p.act_row_bytes, cols, static_cast<const vec::InterleavedQ4_K*>(nullptr),
+    vec::activation_sums(p.act + t * p.act_row_bytes, cols, static_cast<const Interleaved*>(nullptr),
                          sums.data() + t * sums_stride);
   return sums.data();
-}
-
-// The activations as the interleaved Q8_0 kernels take them (token tiles); shared likewise.
-const uint8_t* q8_0_tiles(std::span<const Product> earlier, const Product& p, size_t slot, int64_t n) {
-  for (const Product& e : earlier)
-    if (e.path == p.path && e.act == p.act) return e.q8_0_tiles;
-  const int64_t cols = p.W->cols();
-  auto& tiles = q8_0_tile_scratch(slot);
-  tiles.resize(vec::q8_0_tiles_bytes(n, cols / vec::InterleavedQ8_0::kBlockElems));
-  vec::pack_q8_0_tiles(p.act, p.act_row_bytes, n, cols, tiles.data());
-  return tiles.data();
 }
 
 // Makes product `slot` of a group ready for the decode path (quantised activations; the
@@ -356,16 +318,16 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
   if (in_place && W.type == GgmlType::Q4_K && p.gemm_q4_k == nullptr)
     p.gemm_q4_k = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ4_K>>(vec::gemm_interleaved_portable);
   if (in_place && W.type == GgmlType::Q8_0 && p.gemm_q8_0 == nullptr)
-    p.gemm_q8_0 = static_cast<vec::InterleavedQ8_0GemmFn>(vec::gemm_interleaved_portable);
+    p.gemm_q8_0 = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ8_0>>(vec::gemm_interleaved_portable);
   const int64_t group = vec::kInterleavedRows;
   if (p.gemm_q4_k != nullptr || p.gemm_q8_0 != nullptr) {
     p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (W.row_bytes() * group))) * group;
     if (p.gemm_q4_k != nullptr) {
       p.path = Product::Path::kInterleavedQ4K;
-      p.sums = q4_k_sums(earlier, p, slot, n);
+      p.sums = interleaved_sums<vec::InterleavedQ4_K>(earlier, p, slot, n);
     } else {
       p.path = Product::Path::kInterleavedQ8_0;
-      p.q8_0_tiles = q8_0_tiles(earlier, p, slot, n);
+      p.sums = interleaved_sums<vec::InterleavedQ8_0>(earlier, p, slot, n);
     }
     return p;
   }
@@ -426,14 +388,10 @@ void run_products(std::span<const Product> products, const float* X, int64_t n, 
     first[i + 1] = first[i] + (products[i].W->rows() + step[i] - 1) / step[i];
   }
   const int64_t total = first[scheduled];
-  // Every thread writes the counter: on a cache line of its own, so the reads of what lies
-  // beside it on this stack (the products, the unit tables) do not miss each time it moves.
-  struct alignas(64) UnitCounter {
-    std::atomic<int64_t> next{0};
-  } units;
+  std::atomic<int64_t> next{0};
   auto work = [&](int, int) {
-    for (int64_t u = units.next.fetch_add(1, std::memory_order_relaxed); u < total;
-         u = units.next.fetch_add(1, std::memory_order_relaxed)) {
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < total;
+         u = next.fetch_add(1, std::memory_order_relaxed)) {
       size_t i = 0;
       while (u >= first[i + 1]) ++i;
       const int64_t r0 = (u - first[i]) * step[i], r1 = std::min(products[i].W->rows(), r0 + step[i]);

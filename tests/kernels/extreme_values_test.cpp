@@ -305,7 +305,7 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
 // a partial one, 1 to kTileTokens + 2 tokens (a tile is 8 for Q4_K, 16 for Q8_0; past it the
 // kernels run a tile at a time) at several offsets.
 template <typename Interleaved>
-void check_interleaved(testing::InterleavedFnOf<Interleaved> gemm, GgmlType type, const std::string& name) {
+void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, const std::string& name) {
   constexpr int64_t kGroupRows = vec::kInterleavedRows;
   constexpr int64_t kMatrixRows = kGroupRows + 3;
   constexpr int64_t kGemmTokens = vec::InterleavedKernel<Interleaved>::kTileTokens + 2;
@@ -313,6 +313,11 @@ void check_interleaved(testing::InterleavedFnOf<Interleaved> gemm, GgmlType type
     const auto W = make_weights(type, kMatrixRows, cols, static_cast<uint32_t>(cols) + 7);
     const auto A = make_activations(type, kGemmTokens, cols, static_cast<uint32_t>(cols) + 8);
     const int64_t nblocks = cols / Interleaved::kBlockElems;
+    const size_t sums_stride = static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock);
+    std::vector<int32_t> sums(sums_stride * static_cast<size_t>(kGemmTokens));  // [token][block][sum]
+    for (int64_t t = 0; t < kGemmTokens; ++t)
+      vec::activation_sums(A.act.data() + static_cast<size_t>(t) * A.stride, cols,
+                           static_cast<const Interleaved*>(nullptr), sums.data() + static_cast<size_t>(t) * sums_stride);
     const size_t rb = ggml_row_bytes(type, cols);
     std::vector<Interleaved> group(static_cast<size_t>(nblocks));
     for (const int64_t r0 : {int64_t{0}, kGroupRows}) {
@@ -321,8 +326,8 @@ void check_interleaved(testing::InterleavedFnOf<Interleaved> gemm, GgmlType type
       for (int nt = 1; nt <= kGemmTokens; ++nt)  // past a tile too: run a tile at a time
         for (int64_t t0 = 0; t0 + nt <= kGemmTokens; t0 += 1 + (nt < 4 ? 2 : 0)) {
           float out[kGemmTokens * vec::kInterleavedRows];  // [token][row of the group]
-          testing::run_interleaved(gemm, group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride,
-                                   A.stride, nt, out, vec::kInterleavedRows);
+          gemm(group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride, A.stride,
+               sums.data() + static_cast<size_t>(t0) * sums_stride, sums_stride, nt, out, vec::kInterleavedRows);
           for (int k = 0; k < nt; ++k)
             for (int i = 0; i < nr; ++i) {
               const Expected e = expected(W, A.deq.data() + (t0 + k) * cols, r0 + i);

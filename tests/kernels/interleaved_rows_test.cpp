@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,30 +35,35 @@ struct Types<vec::InterleavedQ8_0> {
   static constexpr GgmlType kWeight = GgmlType::Q8_0, kActivation = GgmlType::Q8_0;
 };
 
+template <typename Interleaved>
 struct Activations {
   size_t row_bytes = 0;
   std::vector<uint8_t> quantized;  // [n][row_bytes]
   std::vector<float> deq;          // [n][cols]
+  std::vector<int32_t> sums;       // [n][cols / kBlockElems][kSumsPerBlock]
 };
 
 template <typename Interleaved>
-Activations make_activations(int64_t n, int64_t cols, uint32_t seed) {
+Activations<Interleaved> make_activations(int64_t n, int64_t cols, uint32_t seed) {
   constexpr GgmlType type = Types<Interleaved>::kActivation;
+  const int64_t sums_per_row = cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   const size_t row_bytes = ggml_row_bytes(type, cols);
-  Activations a{row_bytes, std::vector<uint8_t>(row_bytes * static_cast<size_t>(n)),
-                std::vector<float>(static_cast<size_t>(n * cols))};
+  Activations<Interleaved> a{row_bytes, std::vector<uint8_t>(row_bytes * static_cast<size_t>(n)),
+                             std::vector<float>(static_cast<size_t>(n * cols)),
+                             std::vector<int32_t>(static_cast<size_t>(n * sums_per_row))};
   const auto x = random_normal(static_cast<size_t>(n * cols), seed);
   for (int64_t t = 0; t < n; ++t) {
     uint8_t* row = a.quantized.data() + static_cast<size_t>(t) * a.row_bytes;
     quantize_row(type, x.data() + t * cols, row, cols);
     dequantize_row(type, row, a.deq.data() + t * cols, cols);
+    vec::activation_sums(row, cols, static_cast<const Interleaved*>(nullptr), a.sums.data() + t * sums_per_row);
   }
   return a;
 }
 
 // Rows [r0, r0 + nr) of a matrix, interleaved, times nt tokens, against the reference.
 template <typename Interleaved>
-void check_group(testing::InterleavedFnOf<Interleaved> gemm, const std::string& name, int64_t rows, int64_t cols,
+void check_group(vec::InterleavedGemmFn<Interleaved> gemm, const std::string& name, int64_t rows, int64_t cols,
                  int64_t r0, int nt) {
   constexpr GgmlType type = Types<Interleaved>::kWeight;
   const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows + cols));
@@ -71,7 +75,8 @@ void check_group(testing::InterleavedFnOf<Interleaved> gemm, const std::string& 
   vec::interleave_rows(W.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols, group.data());
   constexpr size_t kStride = vec::kInterleavedRows + 3;  // not the group width: the stride is honoured
   std::vector<float> out(kStride * static_cast<size_t>(nt), std::nanf(""));
-  testing::run_interleaved(gemm, group.data(), nblocks, A.quantized.data(), A.row_bytes, nt, out.data(), kStride);
+  gemm(group.data(), nblocks, A.quantized.data(), A.row_bytes, A.sums.data(),
+       static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock), nt, out.data(), kStride);
   for (int t = 0; t < nt; ++t)
     for (int r = 0; r < vec::kInterleavedRows; ++r) {
       double ref = 0, mag = 0;
@@ -91,11 +96,11 @@ void check_group(testing::InterleavedFnOf<Interleaved> gemm, const std::string& 
 }
 
 template <typename Interleaved>
-void check_kernel(testing::InterleavedFnOf<Interleaved> gemm, const std::string& name) {
+void check_kernel(vec::InterleavedGemmFn<Interleaved> gemm, const std::string& name) {
   for (const int64_t cols : {256, 768, 2560})
     for (int nt = 1; nt <= vec::InterleavedKernel<Interleaved>::kTileTokens; ++nt) {
-      check_group<Interleaved>(gemm, name, 16, cols, 0, nt);   // a full group
-      check_group<Interleaved>(gemm, name, 37, cols, 32, nt);  // the last 5 rows: zero rows fill the group
+      check_group(gemm, name, 16, cols, 0, nt);   // a full group
+      check_group(gemm, name, 37, cols, 32, nt);  // the last 5 rows: zero rows fill the group
     }
 }
 
@@ -122,46 +127,6 @@ TEST(InterleavedRows, EveryLevelKernelMatchesReference) {
   }
   // Q4_K and Q8_0 have a kernel at every level (AVX2 the baseline).
   EXPECT_EQ(checked, cpu::supports(cpu::KernelLevel::Avx512Vnni) ? 4 : 2);
-}
-
-// pack_q8_0_tiles against the layout interleaved_rows.h states, byte by byte: a full tile of 16
-// tokens and a partial one of 3, rows further apart than their bytes, and the buffer exactly
-// q8_0_tiles_bytes long (a guard past it stays untouched).
-TEST(InterleavedRows, Q8_0TilesMatchStatedLayout) {
-  constexpr int64_t kTile = vec::InterleavedKernel<vec::InterleavedQ8_0>::kTileTokens;
-  constexpr int64_t kTokens = kTile + 3, kCols = 96, kBlocks = kCols / 32;
-  const size_t stride = kBlocks * sizeof(blocks::BlockQ8_0) + 5;  // padded rows
-  std::vector<uint8_t> act(stride * kTokens);
-  std::mt19937 rng(3);
-  for (auto& b : act) b = static_cast<uint8_t>(rng());
-  const size_t bytes = vec::q8_0_tiles_bytes(kTokens, kBlocks);
-  ASSERT_EQ(bytes, static_cast<size_t>(kBlocks * 40 * kTokens));
-  std::vector<uint8_t> tiles(bytes + 1, 0xA5);
-  vec::pack_q8_0_tiles(act.data(), stride, kTokens, kCols, tiles.data());
-  EXPECT_EQ(tiles[bytes], 0xA5);
-  for (int64_t t = 0; t < kTokens; ++t) {
-    const int64_t nt = t < kTile ? kTile : kTokens - kTile, tt = t % kTile;
-    const uint8_t* tile = tiles.data() + static_cast<size_t>(t / kTile) * vec::q8_0_tile_stride(kBlocks);
-    const auto* row = reinterpret_cast<const blocks::BlockQ8_0*>(act.data() + static_cast<size_t>(t) * stride);
-    for (int64_t b = 0; b < kBlocks; ++b) {
-      const uint8_t* blk = tile + b * vec::q8_0_tile_block_bytes(nt);
-      int32_t sum = 0;
-      for (int k = 0; k < 32; ++k) {
-        sum += row[b].qs[k];
-        ASSERT_EQ(static_cast<int8_t>(blk[4 * ((k / 4) * nt + tt) + k % 4]), row[b].qs[k]) << "t=" << t << " b=" << b << " k=" << k;
-      }
-      int32_t offset;
-      float scale;
-      std::memcpy(&offset, blk + 32 * nt + 4 * tt, sizeof(offset));
-      std::memcpy(&scale, blk + 36 * nt + 4 * tt, sizeof(scale));
-      EXPECT_EQ(offset, -128 * sum) << "t=" << t << " b=" << b;
-      const float want = half::fp16_to_fp32(row[b].d);
-      if (std::isnan(want))
-        EXPECT_TRUE(std::isnan(scale));
-      else
-        EXPECT_EQ(scale, want) << "t=" << t << " b=" << b;
-    }
-  }
 }
 
 // The Q8_0 repack (8 x 8 transposes of 4-byte steps) against the layout gguf/interleaved_layout.h states,
@@ -272,6 +237,7 @@ TEST(InterleavedRows, DeinterleaveRowUndoesTheRepack) {
 // (2 x 128 x 127); a saturated sum would be off by far more than the tolerance.
 TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
   constexpr int64_t kCols = 256, kBlocks = kCols / 32, kTokens = vec::InterleavedKernel<vec::InterleavedQ8_0>::kTileTokens;
+  constexpr int64_t kTerms = vec::InterleavedKernel<vec::InterleavedQ8_0>::kSumsPerBlock;
   constexpr int8_t kWeightCodes[] = {-128, 127, -127, -128, 127, 127, -128, -127};
   const int nr = 13;  // a partial group
   std::vector<blocks::BlockQ8_0> W(static_cast<size_t>(nr * kBlocks)), A(static_cast<size_t>(kTokens * kBlocks));
@@ -283,17 +249,21 @@ TEST(InterleavedRows, Q8_0ExtremeCodesMatchReference) {
     A[i].d = half::fp32_to_fp16(0.02f * static_cast<float>(1 + i % 5));
     for (int k = 0; k < 32; ++k) A[i].qs[k] = static_cast<int8_t>(((i + static_cast<size_t>(k) / 3) % 2) ? 127 : -127);
   }
+  std::vector<int32_t> sums(static_cast<size_t>(kTokens * kBlocks * kTerms));
+  for (int t = 0; t < kTokens; ++t)
+    vec::activation_sums(reinterpret_cast<const uint8_t*>(A.data() + t * kBlocks), kCols,
+                         static_cast<const vec::InterleavedQ8_0*>(nullptr), sums.data() + t * kBlocks * kTerms);
   std::vector<vec::InterleavedQ8_0> group(kBlocks);
   vec::interleave_rows(reinterpret_cast<const uint8_t*>(W.data()), kBlocks * sizeof(blocks::BlockQ8_0), nr, kCols,
                        group.data());
-  std::vector<std::pair<std::string, vec::InterleavedQ8_0GemmFn>> kernels = {
+  std::vector<std::pair<std::string, vec::InterleavedGemmFn<vec::InterleavedQ8_0>>> kernels = {
       {"portable", vec::gemm_interleaved_portable}};
   for (const cpu::KernelLevel level : cpu::supported_levels())
     if (const auto gemm = vec::gemm_interleaved_q8_0_fn(level)) kernels.emplace_back(cpu::level_name(level), gemm);
   for (const auto& [name, gemm] : kernels) {
     std::vector<float> out(static_cast<size_t>(kTokens * vec::kInterleavedRows), std::nanf(""));
-    testing::run_interleaved(gemm, group.data(), kBlocks, reinterpret_cast<const uint8_t*>(A.data()),
-                             kBlocks * sizeof(blocks::BlockQ8_0), kTokens, out.data(), vec::kInterleavedRows);
+    gemm(group.data(), kBlocks, reinterpret_cast<const uint8_t*>(A.data()), kBlocks * sizeof(blocks::BlockQ8_0),
+         sums.data(), kBlocks * kTerms, kTokens, out.data(), vec::kInterleavedRows);
     for (int t = 0; t < kTokens; ++t)
       for (int r = 0; r < vec::kInterleavedRows; ++r) {
         double ref = 0, mag = 0;

@@ -6,12 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "gguf/ggml_type.h"
 #include "gguf/tensor_view.h"
-#include "kernels/interleaved_rows.h"
 #include "kernels/quant.h"
 
 namespace tangram::testing {
@@ -89,31 +87,6 @@ inline double activation_error_bound(GgmlType wtype, const float* w, const float
     }
   }
   return bound + (static_cast<double>(n) * 6e-8 + 1e-6) * abs_sum + 1e-30;
-}
-
-// The interleaved kernel type of a layout: Q4_K's takes rows and per-token sums, Q8_0's token tiles.
-template <typename Interleaved>
-using InterleavedFnOf = std::conditional_t<std::is_same_v<Interleaved, vec::InterleavedQ8_0>,
-                                           vec::InterleavedQ8_0GemmFn, vec::InterleavedGemmFn<Interleaved>>;
-
-// An interleaved kernel over nt tokens of row-major companion-type activations (act_stride
-// bytes apart), with the activations prepared as matmul prepares them: Q4_K's per-token sums,
-// Q8_0's token tiles (run a tile at a time).
-inline void run_interleaved(vec::InterleavedGemmFn<vec::InterleavedQ4_K> gemm, const vec::InterleavedQ4_K* w,
-                            int64_t nblocks, const uint8_t* act, size_t act_stride, int nt, float* out,
-                            size_t out_stride) {
-  const size_t sums_stride = static_cast<size_t>(nblocks) * vec::InterleavedKernel<vec::InterleavedQ4_K>::kSumsPerBlock;
-  std::vector<int32_t> sums(sums_stride * static_cast<size_t>(nt));
-  for (int t = 0; t < nt; ++t)
-    vec::activation_sums(act + static_cast<size_t>(t) * act_stride, nblocks * vec::InterleavedQ4_K::kBlockElems,
-                         static_cast<const vec::InterleavedQ4_K*>(nullptr), sums.data() + static_cast<size_t>(t) * sums_stride);
-  gemm(w, nblocks, act, act_stride, sums.data(), sums_stride, nt, out, out_stride);
-}
-inline void run_interleaved(vec::InterleavedQ8_0GemmFn gemm, const vec::InterleavedQ8_0* w, int64_t nblocks,
-                            const uint8_t* act, size_t act_stride, int nt, float* out, size_t out_stride) {
-  std::vector<uint8_t> tiles(vec::q8_0_tiles_bytes(nt, nblocks));
-  vec::pack_q8_0_tiles(act, act_stride, nt, nblocks * vec::InterleavedQ8_0::kBlockElems, tiles.data());
-  vec::gemm_interleaved_q8_0_tiles(gemm, w, nblocks, tiles.data(), nt, out, out_stride);
 }
 
 }  // namespace tangram::testing
