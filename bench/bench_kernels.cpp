@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/cpu_time.h"
+#include "common/huge_pages.h"
 #include "common/thread_pool.h"
 #include "gguf/ggml_type.h"
 #include "gguf/tensor_view.h"
@@ -113,6 +114,48 @@ void BM_Prefill(benchmark::State& state) {
   state.SetLabel(std::string(ggml_type_name(type)));
 }
 
+// The interleaved kernels as a loaded model runs them: Q8_0 / Q4_K weights interleaved in place
+// (interleave_for_matmul) in 2 MiB-aligned huge pages, n tokens, one thread, CPU time. Set 0:
+// one 1024 x 2560 matrix called again and again, in L2/L3, so the kernel's own rate; set 1: a
+// set of 9728 x 2560 matrices (an MLP's gate) past the last-level cache, cycled through, so the
+// rate at which the kernel streams memory. Args: type id, set, tokens.
+void BM_InterleavedDecode(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const bool streamed = state.range(1) != 0;
+  const int64_t n = state.range(2), cols = 2560, rows = streamed ? 9728 : 1024;
+  const size_t one = ggml_row_bytes(type, cols) * static_cast<size_t>(rows);
+  const size_t copies = streamed ? (kMinSetBytes + one - 1) / one : 1;
+  auto buffer = allocate_huge_page_buffer(one * copies, "bench weights");
+  if (!buffer.ok()) {
+    state.SkipWithError("no memory for the weights");
+    return;
+  }
+  const WeightSet w = make_weights(type, rows, cols, /*replicate=*/false);
+  std::vector<TensorView> views;
+  for (size_t c = 0; c < copies; ++c) {
+    uint8_t* bytes = buffer.value().get() + c * one;
+    std::copy_n(w.bytes.data(), one, bytes);
+    TensorView v = w.views[0];
+    v.data = bytes;
+    v.layout = interleave_for_matmul(v, bytes);
+    views.push_back(v);
+  }
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  size_t next = 0;
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    matmul(views[next], x.data(), n, y.data(), pool(1));
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % views.size();
+  }
+  const double cpu = process_cpu_seconds() - cpu0, calls = static_cast<double>(state.iterations());
+  state.counters["GMACs_cpu"] = static_cast<double>(rows * cols * n) * calls / 1e9 / cpu;
+  state.counters["GBps_cpu"] = static_cast<double>(one) * calls / 1e9 / cpu;
+  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())) +
+                 (views[0].layout == TensorLayout::kRowMajor ? " row-major" : " interleaved"));
+}
+
 // Kernel compute rate with the weights in L2 (one thread, CPU time): how fast the dot
 // products could stream if memory kept up, for n tokens at once (n > 1: the multi-token and
 // tile kernels of batched decode). Args: type id, rows, cols, tokens. CPU time of one thread
@@ -210,6 +253,12 @@ void crossover_args(benchmark::internal::Benchmark* b) {
   }
 }
 
+void interleaved_decode_args(benchmark::internal::Benchmark* b) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K})
+    for (const int64_t set : {0, 1})
+      for (const int64_t n : {1, 4, 8, 16}) b->Args({static_cast<int64_t>(type), set, n});
+}
+BENCHMARK(BM_InterleavedDecode)->Apply(interleaved_decode_args)->ArgNames({"type", "streamed", "n"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols", "n"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)->Name("BM_PrefillModelShape")->Apply(prefill_model_shape_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
