@@ -404,7 +404,6 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       next.v[i] = next.v[n_next - 1];
     }
   }
-  float (*const exp)(float*, int, float) = kern.exp_weights ? kern.exp_weights : attention_exp_weights;
   for (int g0 = 0; g0 < h.n_lanes; g0 += kLaneGroup) {
     const int ng = std::min(kLaneGroup, h.n_lanes - g0);
     int visible[kLaneGroup];
@@ -426,7 +425,7 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
                            prefetch ? next.k : nullptr);
     else
       kern.scores(ng, qg, hd, rows.k, n_rows, sg, prefetch ? next.k : nullptr);
-    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv, exp);
+    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv, kern.exp_weights);
     kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag, prefetch ? next.v : nullptr);
   }
 }

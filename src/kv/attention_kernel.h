@@ -96,6 +96,11 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 // (keys and values of a block within 2 KiB, head sizes 8 and 16) are the exception: the walk
 // prefetches the next one whole, run by run, and passes null here, since a prefetch per row
 // would cost more than the row's dot product.
+// The walk's own softmax exponentials (BlockKernels::exp_weights when a level brings none):
+// s[j] = exp(s[j] - m_new) for j < n_pad, 8 floats a vector in an AVX2 build, std::exp in any
+// other; returns their sum.
+float attention_exp_weights(float* s, int n_pad, float m_new);
+
 struct BlockKernels {
   void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
                  const uint8_t* const* next_k_rows);
@@ -117,15 +122,10 @@ struct BlockKernels {
   } prepared;
   // The softmax's exponentials for one lane of a block: s[j] = exp(s[j] - m_new) for j < n_pad
   // (a multiple of 8, at most kAttentionBlock; padding is -inf and becomes 0), returning their
-  // sum. Null: the walk's own (attention_exp_weights); the AVX-512 loops bring a
+  // sum. By default the walk's own (attention_exp_weights); the AVX-512 loops bring a
   // 16-wide one, since at 4 lanes these exps are a fifth of a Q8_0 block's instructions.
-  float (*exp_weights)(float* s, int n_pad, float m_new) = nullptr;
+  float (*exp_weights)(float* s, int n_pad, float m_new) = attention_exp_weights;
 };
-
-// The walk's own softmax exponentials (BlockKernels::exp_weights when a level brings none):
-// s[j] = exp(s[j] - m_new) for j < n_pad, 8 floats a vector in an AVX2 build, std::exp in any
-// other; returns their sum.
-float attention_exp_weights(float* s, int n_pad, float m_new);
 
 // attend_heads with the given inner loops (tests run each implementation through it).
 void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& kernels, int head_dim,
