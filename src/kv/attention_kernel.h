@@ -78,6 +78,11 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
   }
 }
 
+// The walk's own softmax exponentials (BlockKernels::exp_weights when a level brings none):
+// s[j] = exp(s[j] - m_new) for j < n_pad, 8 floats a vector in an AVX2 build, std::exp in any
+// other; returns their sum.
+float attention_exp_weights(float* s, int n_pad, float m_new);
+
 // The two inner loops one lane group (n_lanes <= 8) runs per block, for one row type at one
 // instruction level: scores (q . k for the block's n key rows) into the scratch (a loop may
 // also write any slot from n on: the softmax overwrites those it reads), then the
@@ -96,11 +101,6 @@ inline void prefetch_to_l2(const uint8_t* row, size_t bytes) {
 // (keys and values of a block within 2 KiB, head sizes 8 and 16) are the exception: the walk
 // prefetches the next one whole, run by run, and passes null here, since a prefetch per row
 // would cost more than the row's dot product.
-// The walk's own softmax exponentials (BlockKernels::exp_weights when a level brings none):
-// s[j] = exp(s[j] - m_new) for j < n_pad, 8 floats a vector in an AVX2 build, std::exp in any
-// other; returns their sum.
-float attention_exp_weights(float* s, int n_pad, float m_new);
-
 struct BlockKernels {
   void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
                  const uint8_t* const* next_k_rows);
