@@ -32,6 +32,7 @@
 #include "compress/profile.h"
 #include "evaluation/workload.h"
 #include "gguf/gguf_file.h"
+#include "kernels/cpu_features.h"
 #include "kernels/memory_bandwidth.h"
 #include "kv/kv_row.h"
 #include "model/model.h"
@@ -209,13 +210,18 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
                          const std::vector<ModelFigures>& figures, const std::vector<BatchDecode>& batches,
                          std::FILE* console) {
   BenchReport report;
-  fmt::print(console, "\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
-             opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps);
+  // Figures differ by core: the report names the CPU and the kernel level that produced them.
+  const std::string machine = fmt::format("{}; {} kernels", cpu::describe(cpu::features()),
+                                          cpu::level_name(cpu::active_level()));
+  fmt::print(console, "\n{}\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
+             machine, opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps);
   fmt::print(console, "{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model", "weights",
              "prefill t/s", "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf", "llama.cpp dc");
   std::string md = "| model | weights | prefill t/s | GFLOP/s | decode t/s | GB/s | of bw | llama.cpp prefill | llama.cpp decode |\n"
                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   nlohmann::json& j = report.json;
+  j["cpu"] = cpu::describe(cpu::features());
+  j["kernel_level"] = cpu::level_name(cpu::active_level());
   j["bandwidth_gbps"] = peak_gbps;
   j["threads"] = threads;
   j["prompt_tokens"] = opt.prompt_tokens;
@@ -245,9 +251,9 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
     j["batch_decode"].push_back(batch_decode_json(b));
   }
   if (!batches.empty()) report.plots.emplace_back("decode_vs_concurrency.svg", batch_decode_plot(batches));
-  report.markdown = fmt::format("# tangram bench-model report\n\nPrompt {} tokens, decode {} tokens, {} threads, best of "
-                                "{}; peak read bandwidth {:.1f} GB/s.\n\n",
-                                opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps) + md;
+  report.markdown = fmt::format("# tangram bench-model report\n\n{}.\n\nPrompt {} tokens, decode {} tokens, {} threads, "
+                                "best of {}; peak read bandwidth {:.1f} GB/s.\n\n",
+                                machine, opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps) + md;
   return report;
 }
 

@@ -23,7 +23,7 @@ void print_cpu() {
   for (const cpu::KernelLevel l : cpu::supported_levels())
     levels += (levels.empty() ? "" : ", ") + std::string(cpu::level_name(l));
   const cpu::CpuFeatures& f = cpu::features();
-  fmt::print("cpu:            {} family {:X}h\n", f.amd ? "AMD" : "non-AMD", f.family);
+  fmt::print("cpu:            {}\n", cpu::describe(f));
   fmt::print("cpu features:   {}\n", cpu::feature_list());
   fmt::print("kernel levels:  {} (this CPU can run)\n", levels);
   fmt::print("kernel path:    {} ({})\n", cpu::level_name(choice.level), choice.reason);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -21,13 +22,38 @@ uint64_t read_xcr0() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
+// The brand string, 48 bytes in three leaves (NUL-padded, often with leading or trailing spaces),
+// or "" where the CPU lacks the leaves.
+std::string brand_string() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000004u) return "";
+  char text[49] = {};
+  for (unsigned leaf = 0; leaf < 3; ++leaf) {
+    __get_cpuid(0x80000002u + leaf, &a, &b, &c, &d);
+    const unsigned regs[4] = {a, b, c, d};
+    std::memcpy(text + 16 * leaf, regs, sizeof(regs));
+  }
+  std::string s(text);
+  const size_t first = s.find_first_not_of(' ');
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(' ') - first + 1);
+}
+
 CpuFeatures probe() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d) != 0)  // vendor string in ebx, edx, ecx
-    f.amd = b == 0x68747541u && d == 0x69746E65u && c == 0x444D4163u;  // "Auth" "enti" "cAMD"
+  if (__get_cpuid(0, &a, &b, &c, &d) != 0) {  // vendor string in ebx, edx, ecx
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.vendor = vendor;
+    f.amd = f.vendor == "AuthenticAMD";
+  }
+  f.brand = brand_string();
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
   f.family = display_family(a);
+  f.model = display_model(a);
   f.fma = bit(c, 12);
   f.f16c = bit(c, 29);
   const bool osxsave = bit(c, 27);
@@ -110,6 +136,18 @@ const LevelChoice& active() {
 int display_family(unsigned leaf1_eax) {
   const int base = static_cast<int>((leaf1_eax >> 8) & 0xF);
   return base == 0xF ? base + static_cast<int>((leaf1_eax >> 20) & 0xFF) : base;
+}
+
+int display_model(unsigned leaf1_eax) {
+  const unsigned base_family = (leaf1_eax >> 8) & 0xF;
+  const int base = static_cast<int>((leaf1_eax >> 4) & 0xF);
+  return base_family == 6 || base_family == 0xF ? base + (static_cast<int>((leaf1_eax >> 16) & 0xF) << 4) : base;
+}
+
+std::string describe(const CpuFeatures& f) {
+  const std::string id = fmt::format("{} family {:X}h model {:X}h", f.vendor.empty() ? "unknown vendor" : f.vendor,
+                                     f.family, f.model);
+  return f.brand.empty() ? id : fmt::format("{} ({})", f.brand, id);
 }
 
 KernelTuning tuning_for(const CpuFeatures& f) {

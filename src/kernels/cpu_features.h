@@ -20,8 +20,11 @@ enum class KernelLevel {
 };
 
 struct CpuFeatures {
-  bool amd = false;  // vendor AuthenticAMD
-  int family = 0;    // display family: base family, plus the extended family where base is 0xF
+  std::string vendor;  // CPUID leaf 0's vendor string: "AuthenticAMD", "GenuineIntel", ...
+  std::string brand;   // the processor brand string (leaves 8000_0002h-8000_0004h), trimmed; may be empty
+  bool amd = false;    // vendor AuthenticAMD
+  int family = 0;      // display family: base family, plus the extended family where base is 0xF
+  int model = 0;       // display model: base model, plus the extended model where the family is 6 or 0xF+
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false, avx512_bf16 = false;
   bool os_ymm = false;  // XCR0: the OS saves ymm state
@@ -66,6 +69,15 @@ std::string describe(const KernelTuning& t);
 // The display family of CPUID leaf 1's eax (base family, plus the extended family where the
 // base is 0xF: 0x19 is Zen 3/4, 0x1A Zen 5).
 int display_family(unsigned leaf1_eax);
+
+// The display model of CPUID leaf 1's eax (base model, plus the extended model shifted left by
+// 4 where the base family is 6 or 0xF: 6Ah is Ice Lake-SP, 8Fh Sapphire Rapids).
+int display_model(unsigned leaf1_eax);
+
+// Which CPU this is, as one line for reports and `tangram info --cpu`: the brand string, then
+// vendor, family and model in CPUID's hexadecimal ("Intel(R) Xeon(R) ... (GenuineIntel family
+// 6h model 6Ah)"). Benchmark figures differ by core, so every report names the one it ran on.
+std::string describe(const CpuFeatures& f);
 
 // The CPU's features as one line ("avx2 fma f16c avx512f ..."), for `tangram info --cpu`.
 std::string feature_list();

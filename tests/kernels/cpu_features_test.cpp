@@ -56,6 +56,32 @@ TEST(CpuFeatures, DisplayFamilyAddsTheExtendedFamilyOnlyAboveBaseF) {
   EXPECT_EQ(cpu::display_family(0x0FF00600u), 6);     // extended bits ignored below base 0xF
 }
 
+// CPUID leaf 1's model field: the extended model counts only for base families 6 and 0xF.
+TEST(CpuFeatures, DisplayModelAddsTheExtendedModelForFamilies6AndF) {
+  EXPECT_EQ(cpu::display_model(0x000606A6u), 0x6A);  // Intel Ice Lake-SP
+  EXPECT_EQ(cpu::display_model(0x000806F8u), 0x8F);  // Intel Sapphire Rapids
+  EXPECT_EQ(cpu::display_model(0x00A10F11u), 0x11);  // Zen 4 (Genoa): family 19h model 11h
+  EXPECT_EQ(cpu::display_model(0x00B00F21u), 0x02);  // Zen 5 (Turin): family 1Ah model 02h
+  EXPECT_EQ(cpu::display_model(0x00010530u), 0x3);   // base family 5: the extended model ignored
+}
+
+// The line reports name the CPU by: brand first where there is one, then vendor, family and
+// model in hexadecimal.
+TEST(CpuFeatures, DescribeNamesBrandVendorFamilyAndModel) {
+  cpu::CpuFeatures f;
+  f.vendor = "GenuineIntel";
+  f.brand = "Intel(R) Xeon(R) Processor @ 2.80GHz";
+  f.family = 6;
+  f.model = 0x6A;
+  EXPECT_EQ(cpu::describe(f), "Intel(R) Xeon(R) Processor @ 2.80GHz (GenuineIntel family 6h model 6Ah)");
+  f.brand.clear();
+  EXPECT_EQ(cpu::describe(f), "GenuineIntel family 6h model 6Ah");
+  const cpu::CpuFeatures& here = cpu::features();
+  EXPECT_FALSE(here.vendor.empty());  // every x86-64 CPU answers leaf 0
+  EXPECT_EQ(here.amd, here.vendor == "AuthenticAMD");
+  EXPECT_NE(cpu::describe(here).find(here.vendor), std::string::npos);
+}
+
 // Zen 5 and later AMD cores prefetch weights from fewer tokens (AVX-512 Q4_K from one, Q8_0
 // from two; AVX2 Q8_0 from one); every other CPU keeps the thresholds measured on Zen 4; the
 // choice says which it is.
