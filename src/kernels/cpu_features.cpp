@@ -151,9 +151,14 @@ std::string describe(const CpuFeatures& f) {
 }
 
 KernelTuning tuning_for(const CpuFeatures& f) {
-  if (f.amd && f.family >= 0x1A)  // Zen 5 and later
+  // Cores where prefetching from fewer tokens measured faster: each named for what was measured.
+  const bool zen5_or_later = f.amd && f.family >= 0x1A;
+  const bool ice_lake_sp = f.vendor == "GenuineIntel" && f.family == 6 && f.model == 0x6A;
+  if (zen5_or_later || ice_lake_sp)
     return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2, .q4_k_avx512_prefetch_min_tokens = 1,
-                        .q8_0_avx2_prefetch_min_tokens = 1, .reason = "AMD family 1Ah or later (Zen 5)"};
+                        .q8_0_avx2_prefetch_min_tokens = 1,
+                        .reason = zen5_or_later ? "AMD family 1Ah or later (Zen 5)"
+                                                : "Intel family 6 model 6Ah (Ice Lake-SP)"};
   return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 4, .q4_k_avx512_prefetch_min_tokens = 2,
                       .q8_0_avx2_prefetch_min_tokens = 3, .reason = "default (measured on Zen 4)"};
 }

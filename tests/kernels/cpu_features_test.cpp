@@ -82,16 +82,28 @@ TEST(CpuFeatures, DescribeNamesBrandVendorFamilyAndModel) {
   EXPECT_NE(cpu::describe(here).find(here.vendor), std::string::npos);
 }
 
-// Zen 5 and later AMD cores prefetch weights from fewer tokens (AVX-512 Q4_K from one, Q8_0
-// from two; AVX2 Q8_0 from one); every other CPU keeps the thresholds measured on Zen 4; the
-// choice says which it is.
+// Zen 5 and later AMD cores and Intel's Ice Lake-SP prefetch weights from fewer tokens
+// (AVX-512 Q4_K from one, Q8_0 from two; AVX2 Q8_0 from one); every other CPU keeps the
+// thresholds measured on Zen 4; the choice says which it is.
 TEST(CpuFeatures, TuningFollowsTheFamily) {
-  cpu::CpuFeatures zen4, zen5, intel;
+  cpu::CpuFeatures zen4, zen5, intel, ice_lake;
   zen4.amd = zen5.amd = true;
+  zen4.vendor = zen5.vendor = "AuthenticAMD";
   zen4.family = 0x19;
   zen5.family = 0x1A;
-  intel.family = 6;
+  intel.vendor = ice_lake.vendor = "GenuineIntel";
+  intel.family = ice_lake.family = 6;
+  intel.model = 0x8F;  // Sapphire Rapids: not measured, so the default
+  ice_lake.model = 0x6A;
   const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5), ti = cpu::tuning_for(intel);
+  const cpu::KernelTuning til = cpu::tuning_for(ice_lake);
+  EXPECT_EQ(til.q8_0_avx512_prefetch_min_tokens, t5.q8_0_avx512_prefetch_min_tokens);
+  EXPECT_EQ(til.q4_k_avx512_prefetch_min_tokens, t5.q4_k_avx512_prefetch_min_tokens);
+  EXPECT_EQ(til.q8_0_avx2_prefetch_min_tokens, t5.q8_0_avx2_prefetch_min_tokens);
+  EXPECT_NE(til.reason.find("Ice Lake"), std::string_view::npos);
+  cpu::CpuFeatures other_vendor = ice_lake;  // family 6 model 6Ah of another vendor is not Ice Lake
+  other_vendor.vendor = "CentaurHauls";
+  EXPECT_EQ(cpu::tuning_for(other_vendor).q8_0_avx512_prefetch_min_tokens, t4.q8_0_avx512_prefetch_min_tokens);
   EXPECT_EQ(t4.q8_0_avx512_prefetch_min_tokens, 4);
   EXPECT_EQ(t4.q4_k_avx512_prefetch_min_tokens, 2);
   EXPECT_EQ(t4.q8_0_avx2_prefetch_min_tokens, 3);
