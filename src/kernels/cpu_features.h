@@ -56,7 +56,7 @@ inline KernelLevel active_level() { return active().level; }
 // on a Zen 5 core (AMD family 1Ah) it was what the short streams lacked: Q4_K at one token
 // (1.35-2.1x less CPU a step), Q8_0 at 2-3 tokens (AVX-512) and at 1-2 (AVX2), while AVX-512
 // Q8_0 at one token ran faster without it; an Intel Ice Lake-SP (family 6 model 6Ah) measured
-// the same way round (AVX2 Q8_0 at 1-2 tokens 13-20% less CPU a step, AVX-512 Q4_K at one 4%,
+// the same way round (AVX2 Q8_0 at 1-2 tokens 12-20% less CPU a step, AVX-512 Q4_K at one 4%,
 // AVX-512 Q8_0 at 3 tokens 7%, the rest unchanged) (docs/benchmarks.md, "Kernel tuning by CPU
 // family").
 struct KernelTuning {
