@@ -79,7 +79,8 @@ int display_model(unsigned leaf1_eax);
 
 // Which CPU this is, as one line for reports and `tangram info --cpu`: the brand string, then
 // vendor, family and model in CPUID's hexadecimal ("Intel(R) Xeon(R) ... (GenuineIntel family
-// 6h model 6Ah)"). Benchmark figures differ by core, so every report names the one it ran on.
+// 6h model 6Ah)"). Benchmark figures differ by core, so bench-model's report names the one it
+// ran on.
 std::string describe(const CpuFeatures& f);
 
 // The CPU's features as one line ("avx2 fma f16c avx512f ..."), for `tangram info --cpu`.
