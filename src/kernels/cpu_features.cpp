@@ -48,7 +48,6 @@ CpuFeatures probe() {
     std::memcpy(vendor + 4, &d, 4);
     std::memcpy(vendor + 8, &c, 4);
     f.vendor = vendor;
-    f.amd = f.vendor == "AuthenticAMD";
   }
   f.brand = brand_string();
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
@@ -152,7 +151,7 @@ std::string describe(const CpuFeatures& f) {
 
 KernelTuning tuning_for(const CpuFeatures& f) {
   // Cores where prefetching from fewer tokens measured faster: each named for what was measured.
-  const bool zen5_or_later = f.amd && f.family >= 0x1A;
+  const bool zen5_or_later = f.vendor == "AuthenticAMD" && f.family >= 0x1A;
   const bool ice_lake_sp = f.vendor == "GenuineIntel" && f.family == 6 && f.model == 0x6A;
   if (zen5_or_later || ice_lake_sp)
     return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2, .q4_k_avx512_prefetch_min_tokens = 1,

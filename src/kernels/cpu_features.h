@@ -22,7 +22,6 @@ enum class KernelLevel {
 struct CpuFeatures {
   std::string vendor;  // CPUID leaf 0's vendor string: "AuthenticAMD", "GenuineIntel", ...
   std::string brand;   // the processor brand string (leaves 8000_0002h-8000_0004h), trimmed; may be empty
-  bool amd = false;    // vendor AuthenticAMD
   int family = 0;      // display family: base family, plus the extended family where base is 0xF
   int model = 0;       // display model: base model, plus the extended model where the family is 6 or 0xF+
   bool avx2 = false, fma = false, f16c = false;
