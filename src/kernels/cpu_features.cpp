@@ -155,18 +155,19 @@ KernelTuning tuning_for(const CpuFeatures& f) {
   const bool ice_lake_sp = f.vendor == "GenuineIntel" && f.family == 6 && f.model == 0x6A;
   if (zen5_or_later || ice_lake_sp)
     return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2, .q4_k_avx512_prefetch_min_tokens = 1,
-                        .q8_0_avx2_prefetch_min_tokens = 1,
+                        .q8_0_avx2_prefetch_min_tokens = 1, .q8_0_value_scales_gathered = !ice_lake_sp,
                         .reason = zen5_or_later ? "AMD family 1Ah or later (Zen 5)"
                                                 : "Intel family 6 model 6Ah (Ice Lake-SP)"};
   return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 4, .q4_k_avx512_prefetch_min_tokens = 2,
-                      .q8_0_avx2_prefetch_min_tokens = 3, .reason = "default (measured on Zen 4)"};
+                      .q8_0_avx2_prefetch_min_tokens = 3, .q8_0_value_scales_gathered = true,
+                      .reason = "default (measured on Zen 4)"};
 }
 
 std::string describe(const KernelTuning& t) {
   return fmt::format("{}: matmul prefetches weights from {} tokens (AVX-512 Q8_0), {} (AVX-512 Q4_K), {} (AVX2 Q8_0), "
-                     "1 (AVX2 Q4_K)",
+                     "1 (AVX2 Q4_K); Q8_0 attention {} its value rows' scales (AVX-512)",
                      t.reason, t.q8_0_avx512_prefetch_min_tokens, t.q4_k_avx512_prefetch_min_tokens,
-                     t.q8_0_avx2_prefetch_min_tokens);
+                     t.q8_0_avx2_prefetch_min_tokens, t.q8_0_value_scales_gathered ? "gathers" : "loads");
 }
 
 const KernelTuning& tuning() {

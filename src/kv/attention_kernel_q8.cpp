@@ -369,7 +369,8 @@ BlockKernels block_kernels(cpu::KernelLevel level) {
   if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level)) {
     kernels.prepared.scores = vec::avx512::attention_scores_q8;
     kernels.prepared.tile_scores = vec::avx512::attention_tile_scores_q8;
-    kernels.accumulate = vec::avx512::attention_accumulate_q8;
+    kernels.accumulate = cpu::tuning().q8_0_value_scales_gathered ? vec::avx512::attention_accumulate_q8_gathered_scales
+                                                                   : vec::avx512::attention_accumulate_q8_loaded_scales;
     kernels.exp_weights = vec::avx512::attention_exp_weights;
     return kernels;
   }

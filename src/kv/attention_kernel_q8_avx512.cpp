@@ -209,12 +209,16 @@ inline float weight_max(const float* p, int n, __m512 (&pw)[2]) {
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(pw[0]), _mm512_abs_ps(pw[1])));
 }
 
-// Block b's scales of rows v[0 .. n) as floats in d (0 past n), divided by the largest
-// magnitude among them, which is returned (NaN if a scale is not finite: the lanes' outputs
-// then turn NaN, as float accumulation would).
-inline float normalised_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[2]) {
-  // Gathered 8 rows at a time (the row pointers as 64-bit indices from address 0): scalar
-  // loads into a buffer cost 3 times as much here, with a store-forwarding stall on reading it.
+// How the value loop reads its rows' block scales, 2 bytes at the head of each block of each
+// row: which is faster depends on the core (cpu::KernelTuning::q8_0_value_scales_gathered).
+// Gathers take 8 rows an instruction (the row pointers as 64-bit indices from address 0); on
+// Zen 4 scalar loads into a buffer cost 3 times as much, with a store-forwarding stall on
+// reading it, while on Ice Lake-SP, where a gather costs more, the loads made the value loop
+// 15-19% faster (docs/benchmarks.md, "Kernel tuning by CPU family").
+enum class ScaleReads { Gathered, Loaded };
+
+// Block b's scales of rows v[0 .. n) as floats in d (0 past n), by gathers.
+inline void gathered_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[2]) {
   const __m512i offset = _mm512_set1_epi64(static_cast<long long>(b) * static_cast<long long>(kKvQ8BlockBytes));
   __m256i dwords[4];  // rows 8g .. 8g+7, the scale in each dword's low half
   for (int g = 0; g < 4; ++g) {
@@ -225,6 +229,25 @@ inline float normalised_row_scales(const uint8_t* const* v, int n, int b, __m512
   }
   for (int h = 0; h < 2; ++h)
     d[h] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(dwords[2 * h]), dwords[2 * h + 1], 1)));
+}
+
+// Blocks [b, b + CB)'s scales of rows v[0 .. n) as floats in d[cb] (0 past n), by scalar loads
+// into a buffer, every block of the pass at once so that one store-forwarding stall covers them.
+template <int CB>
+inline void loaded_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[CB][2]) {
+  alignas(64) uint16_t bits[CB][kAttentionBlock] = {};
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = v[j] + static_cast<size_t>(b) * kKvQ8BlockBytes;
+    for (int cb = 0; cb < CB; ++cb) bits[cb][j] = block_scale_bits(row + static_cast<size_t>(cb) * kKvQ8BlockBytes);
+  }
+  for (int cb = 0; cb < CB; ++cb)
+    for (int h = 0; h < 2; ++h)
+      d[cb][h] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits[cb] + 16 * h)));
+}
+
+// d divided by the largest magnitude among its lanes, which is returned (NaN if one is not
+// finite: the lanes' outputs then turn NaN, as float accumulation would).
+inline float normalise_scales(__m512 (&d)[2]) {
   const __m512 zero = _mm512_setzero_ps();
   const __m512 z0 = _mm512_mul_ps(d[0], zero), z1 = _mm512_mul_ps(d[1], zero);  // NaN where inf or NaN
   if ((_mm512_cmp_ps_mask(z0, z0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(z1, z1, _CMP_UNORD_Q)) != 0)
@@ -297,7 +320,7 @@ inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b, const int3
 // per 128-bit lane, so accumulator 0 of a block holds columns 8L + 0..3 of lane L and
 // accumulator 1 columns 8L + 4..7; two permutes restore column order at the end. The first
 // pass prefetches the rows of the next block (next_v may be null).
-template <int NL, int CB>
+template <ScaleReads Reads, int NL, int CB>
 int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
                     const uint8_t* const* next_v) {
   const int n_blocks = hdv / kKvQ8Block;
@@ -307,11 +330,15 @@ int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* co
   for (; b + CB <= n_blocks; b += CB) {
     alignas(64) int32_t w[NL][CB][kAttentionBlock / 2];  // [lane][block][row pair]
     float s[NL][CB];
+    __m512 ds[CB][2];
+    if constexpr (Reads == ScaleReads::Gathered)
+      for (int cb = 0; cb < CB; ++cb) gathered_row_scales(v, n, b + cb, ds[cb]);
+    else
+      loaded_row_scales<CB>(v, n, b, ds);
     for (int cb = 0; cb < CB; ++cb) {
-      __m512 d[2];
-      const float dmax = normalised_row_scales(v, n, b + cb, d);
+      const float dmax = normalise_scales(ds[cb]);
       for (int ln = 0; ln < NL; ++ln) {
-        round_weights(lw.pw[ln], d, w[ln][cb]);
+        round_weights(lw.pw[ln], ds[cb], w[ln][cb]);
         s[ln][cb] = lw.step[ln] * dmax;
       }
     }
@@ -349,20 +376,35 @@ int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* co
 
 // The widest pass that fits (up to 4 blocks, NL x CB x 2 accumulators of 32 registers, the
 // rest for the rows), then narrower ones for the blocks left.
-template <int NL, int CB>
+template <ScaleReads Reads, int NL, int CB>
 void accumulate_from(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
                      const uint8_t* const* next_v) {
-  b = accumulate_pass<NL, CB>(lw, hdv, b, v, n, acc, next_v);
-  if constexpr (CB > 1) accumulate_from<NL, CB / 2>(lw, hdv, b, v, n, acc, next_v);
+  b = accumulate_pass<Reads, NL, CB>(lw, hdv, b, v, n, acc, next_v);
+  if constexpr (CB > 1) accumulate_from<Reads, NL, CB / 2>(lw, hdv, b, v, n, acc, next_v);
 }
 
-template <int NL>
+template <ScaleReads Reads, int NL>
 void accumulate_lanes(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                       const uint8_t* const* next_v) {
   constexpr int fit = kv_loops::kAccumulators / (2 * NL);
   constexpr int CB = fit >= 4 ? 4 : fit >= 2 ? 2 : 1;
   const LaneWeights<NL> lw(p, n);
-  accumulate_from<NL, CB>(lw, hdv, 0, v, n, acc, next_v);
+  accumulate_from<Reads, NL, CB>(lw, hdv, 0, v, n, acc, next_v);
+}
+
+template <ScaleReads Reads>
+void accumulate(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
+                const uint8_t* const* next_v) {
+  switch (n_lanes) {
+    case 1: return accumulate_lanes<Reads, 1>(p, hdv, v, n, acc, next_v);
+    case 2: return accumulate_lanes<Reads, 2>(p, hdv, v, n, acc, next_v);
+    case 3: return accumulate_lanes<Reads, 3>(p, hdv, v, n, acc, next_v);
+    case 4: return accumulate_lanes<Reads, 4>(p, hdv, v, n, acc, next_v);
+    case 5: return accumulate_lanes<Reads, 5>(p, hdv, v, n, acc, next_v);
+    case 6: return accumulate_lanes<Reads, 6>(p, hdv, v, n, acc, next_v);
+    case 7: return accumulate_lanes<Reads, 7>(p, hdv, v, n, acc, next_v);
+    default: return accumulate_lanes<Reads, 8>(p, hdv, v, n, acc, next_v);
+  }
 }
 
 }  // namespace
@@ -386,18 +428,14 @@ void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int hd, const KeyTi
   }
 }
 
-void attention_accumulate_q8(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                             float* acc, const uint8_t* const* next_v) {
-  switch (n_lanes) {
-    case 1: return accumulate_lanes<1>(p, hdv, v, n, acc, next_v);
-    case 2: return accumulate_lanes<2>(p, hdv, v, n, acc, next_v);
-    case 3: return accumulate_lanes<3>(p, hdv, v, n, acc, next_v);
-    case 4: return accumulate_lanes<4>(p, hdv, v, n, acc, next_v);
-    case 5: return accumulate_lanes<5>(p, hdv, v, n, acc, next_v);
-    case 6: return accumulate_lanes<6>(p, hdv, v, n, acc, next_v);
-    case 7: return accumulate_lanes<7>(p, hdv, v, n, acc, next_v);
-    default: return accumulate_lanes<8>(p, hdv, v, n, acc, next_v);
-  }
+void attention_accumulate_q8_gathered_scales(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
+                                             float* acc, const uint8_t* const* next_v) {
+  accumulate<ScaleReads::Gathered>(n_lanes, p, hdv, v, n, acc, next_v);
+}
+
+void attention_accumulate_q8_loaded_scales(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
+                                           float* acc, const uint8_t* const* next_v) {
+  accumulate<ScaleReads::Loaded>(n_lanes, p, hdv, v, n, acc, next_v);
 }
 
 }  // namespace tangram::vec::avx512

@@ -22,9 +22,14 @@ void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const
                               const KeyTiles* next);
 
 // acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
-// value rows are Q8_0, head_dim_v a multiple of 32. next_v_rows: as next_k_rows above.
-void attention_accumulate_q8(int n_lanes, const float* p, int head_dim_v,
-                             const uint8_t* const* v_rows, int n, float* acc,
-                             const uint8_t* const* next_v_rows);
+// value rows are Q8_0, head_dim_v a multiple of 32. next_v_rows: as next_k_rows above. Two
+// builds of one loop, the same results: the rows' block scales read by gathers or by scalar
+// loads, whichever cpu::tuning() says is faster on this core.
+void attention_accumulate_q8_gathered_scales(int n_lanes, const float* p, int head_dim_v,
+                                             const uint8_t* const* v_rows, int n, float* acc,
+                                             const uint8_t* const* next_v_rows);
+void attention_accumulate_q8_loaded_scales(int n_lanes, const float* p, int head_dim_v,
+                                           const uint8_t* const* v_rows, int n, float* acc,
+                                           const uint8_t* const* next_v_rows);
 
 }  // namespace tangram::vec::avx512

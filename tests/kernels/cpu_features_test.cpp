@@ -83,7 +83,8 @@ TEST(CpuFeatures, DescribeNamesBrandVendorFamilyAndModel) {
 
 // Zen 5 and later AMD cores and Intel's Ice Lake-SP prefetch weights from fewer tokens
 // (AVX-512 Q4_K from one, Q8_0 from two; AVX2 Q8_0 from one); every other CPU keeps the
-// thresholds measured on Zen 4; the choice says which it is.
+// thresholds measured on Zen 4. Ice Lake-SP alone loads the Q8_0 value rows' scales rather than
+// gathering them. The choice says which it is.
 TEST(CpuFeatures, TuningFollowsTheFamily) {
   cpu::CpuFeatures zen4, zen5, intel, ice_lake;
   zen4.vendor = zen5.vendor = "AuthenticAMD";
@@ -99,6 +100,12 @@ TEST(CpuFeatures, TuningFollowsTheFamily) {
   EXPECT_EQ(til.q4_k_avx512_prefetch_min_tokens, t5.q4_k_avx512_prefetch_min_tokens);
   EXPECT_EQ(til.q8_0_avx2_prefetch_min_tokens, t5.q8_0_avx2_prefetch_min_tokens);
   EXPECT_NE(til.reason.find("Ice Lake"), std::string_view::npos);
+  EXPECT_FALSE(til.q8_0_value_scales_gathered);  // its gathers cost more than scalar loads
+  EXPECT_TRUE(t4.q8_0_value_scales_gathered);
+  EXPECT_TRUE(t5.q8_0_value_scales_gathered);
+  EXPECT_TRUE(ti.q8_0_value_scales_gathered);
+  EXPECT_NE(cpu::describe(til).find("attention loads"), std::string::npos);
+  EXPECT_NE(cpu::describe(t4).find("attention gathers"), std::string::npos);
   cpu::CpuFeatures other_vendor = ice_lake;  // family 6 model 6Ah of another vendor is not Ice Lake
   other_vendor.vendor = "CentaurHauls";
   EXPECT_EQ(cpu::tuning_for(other_vendor).q8_0_avx512_prefetch_min_tokens, t4.q8_0_avx512_prefetch_min_tokens);

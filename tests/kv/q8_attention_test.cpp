@@ -31,6 +31,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/half.h"
+#include "kv/attention_kernel_q8_avx512.h"
 #include "kv/block_pool.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
@@ -262,15 +263,25 @@ TiledHead tiled_copy(const Q8Head& h, int run) {
 }
 
 // Every Q8_0 loop this build has: the portable one and the ones attend_heads runs at each
-// level this CPU supports (AVX2 in an AVX2 build, AVX-512 VNNI where the CPU has it).
+// level this CPU supports (AVX2 in an AVX2 build, AVX-512 VNNI where the CPU has it), the
+// AVX-512 value loop both ways it can read its rows' scales (cpu::KernelTuning picks one).
 struct NamedKernels {
   std::string name;
   BlockKernels kernels;
 };
 std::vector<NamedKernels> q8_kernels() {
   std::vector<NamedKernels> all{{"portable", kv_q8::portable_kernels()}};
-  for (const cpu::KernelLevel level : cpu::supported_levels())
-    all.push_back({std::string(cpu::level_name(level)), kv_q8::block_kernels(level)});
+  for (const cpu::KernelLevel level : cpu::supported_levels()) {
+    const std::string name(cpu::level_name(level));
+    all.push_back({name, kv_q8::block_kernels(level)});
+    if (level != cpu::KernelLevel::Avx512Vnni) continue;
+    for (const bool gathered : {true, false}) {
+      BlockKernels k = kv_q8::block_kernels(level);
+      k.accumulate = gathered ? vec::avx512::attention_accumulate_q8_gathered_scales
+                              : vec::avx512::attention_accumulate_q8_loaded_scales;
+      all.push_back({name + (gathered ? " gathered scales" : " loaded scales"), k});
+    }
+  }
   return all;
 }
 
@@ -469,6 +480,33 @@ TEST(Q8Attention, VanishingWeightsNeverFlipSign) {
         EXPECT_NEAR(got[o], want[o], 0.05 * static_cast<double>(std::abs(want[o] - start[o])) + 1e-3) << name << " column " << c;
       }
     }
+}
+
+// A value row whose block scale is not finite (a damaged page) turns that block's columns
+// non-finite on every path, however its rows' scales are read (inf times a value of 0 is NaN
+// too); the other block's columns stay finite.
+TEST(Q8Attention, NonFiniteValueScaleIsNotHidden) {
+  std::mt19937 rng(14);
+  const int hdv = 64, n = 21;
+  const Q8Head h(32, hdv, n, rng);
+  const size_t vr = kv_row_bytes(KvType::Q8_0, hdv);
+  for (const uint16_t bad : {uint16_t{0x7C00}, uint16_t{0x7E00}}) {  // fp16 inf, NaN
+    std::vector<uint8_t> v = h.v;
+    std::memcpy(v.data() + 9 * vr + kKvQ8BlockBytes, &bad, sizeof(bad));  // row 9, block 1
+    std::vector<const uint8_t*> rows;
+    for (int j = 0; j < n; ++j) rows.push_back(v.data() + static_cast<size_t>(j) * vr);
+    std::vector<float> p(2 * kAttentionBlock, 0.0f);
+    for (int j = 0; j < n; ++j) p[static_cast<size_t>(j)] = p[static_cast<size_t>(kAttentionBlock + j)] = 0.25f;
+    for (const auto& [name, kernels] : q8_kernels()) {
+      std::vector<float> acc(static_cast<size_t>(2 * hdv), 0.0f);
+      kernels.accumulate(2, p.data(), hdv, rows.data(), n, acc.data(), nullptr);
+      for (int ln = 0; ln < 2; ++ln)
+        for (int c = 0; c < hdv; ++c) {
+          const float x = acc[static_cast<size_t>(ln * hdv + c)];
+          EXPECT_EQ(std::isfinite(x), c < 32) << name << " lane " << ln << " column " << c;
+        }
+    }
+  }
 }
 
 // The query's rounding is real error, not noise of the reference: against the float query
