@@ -48,8 +48,8 @@ struct LevelChoice {
 const LevelChoice& active();
 inline KernelLevel active_level() { return active().level; }
 
-// Choices inside the matmul and attention kernels that measured differently on different cores, made once
-// from the CPU's family and model. Software prefetch of interleaved weight blocks ahead of the
+// Choices inside the matmul and attention kernels that measured differently on different
+// cores, made once from the CPU's family and model. Software prefetch of interleaved weight blocks ahead of the
 // matmul (prefetch_ahead): on Zen 4 it only competed with the hardware's own stream below a few
 // tokens (AVX-512 Q4_K one token 17.2 -> 22.1 ms a step, Q8_0 1.06-1.28x slower at 1-2 tokens);
 // on a Zen 5 core (AMD family 1Ah) it was what the short streams lacked: Q4_K at one token
