@@ -48,22 +48,23 @@ struct LevelChoice {
 const LevelChoice& active();
 inline KernelLevel active_level() { return active().level; }
 
-// Choices inside the matmul and attention kernels that measured differently on different
-// cores, made once from the CPU's family and model. Software prefetch of interleaved weight blocks ahead of the
-// matmul (prefetch_ahead): on Zen 4 it only competed with the hardware's own stream below a few
-// tokens (AVX-512 Q4_K one token 17.2 -> 22.1 ms a step, Q8_0 1.06-1.28x slower at 1-2 tokens);
+// Choices inside the matmul and attention kernels that measured differently on different cores,
+// made once from the CPU's family and model. Software prefetch of interleaved weight blocks ahead
+// of the matmul (prefetch_ahead): on Zen 4 it only competed with the hardware's own stream below a
+// few tokens (AVX-512 Q4_K one token 17.2 -> 22.1 ms a step, Q8_0 1.06-1.28x slower at 1-2 tokens);
 // on a Zen 5 core (AMD family 1Ah) it was what the short streams lacked: Q4_K at one token
-// (1.35-2.1x less CPU a step), Q8_0 at 2-3 tokens (AVX-512) and at 1-2 (AVX2), while AVX-512
-// Q8_0 at one token ran faster without it; an Intel Ice Lake-SP (family 6 model 6Ah) measured
-// the same way round (AVX2 Q8_0 at 1-2 tokens 12-20% less CPU a step, AVX-512 Q4_K at one 4%,
-// AVX-512 Q8_0 at 3 tokens 7%, the rest unchanged). The AVX-512 Q8_0 attention value loop reads
-// its rows' block scales by gathers, except on Ice Lake-SP, where scalar loads made it 15-19%
-// faster (docs/benchmarks.md, "Kernel tuning by CPU family").
+// (1.35-2.1x less CPU a step), Q8_0 at 2-3 tokens (AVX-512) and at 1-2 (AVX2), while AVX-512 Q8_0
+// at one token ran faster without it; an Intel Ice Lake-SP (family 6 model 6Ah) measured the same
+// way round (AVX2 Q8_0 at 1-2 tokens 12-20% less CPU a step, AVX-512 Q4_K at one 4%, AVX-512 Q8_0
+// at 3 tokens 7%, the rest unchanged). The AVX-512 Q8_0 attention value loop reads its rows' block
+// scales by gathers, except on Ice Lake-SP, where scalar loads made it 15-19% faster
+// (docs/benchmarks.md, "Kernel tuning by CPU family").
 struct KernelTuning {
   int q8_0_avx512_prefetch_min_tokens = 4;  // the AVX-512 interleaved Q8_0 kernels prefetch from this many tokens
   int q4_k_avx512_prefetch_min_tokens = 2;  // ... and the AVX-512 Q4_K ones (AVX2's Q4_K kernels always do)
   int q8_0_avx2_prefetch_min_tokens = 3;    // ... and the AVX2 Q8_0 ones (its two-pass kernel, 3+ tokens, always does)
-  bool q8_0_value_scales_gathered = true;   // the AVX-512 Q8_0 attention value loop gathers its rows' block scales (else loads them)
+  // The AVX-512 Q8_0 attention value loop gathers its rows' block scales (else loads them).
+  bool q8_0_value_scales_gathered = true;
   std::string_view reason;                  // which CPU it was chosen for
 };
 const KernelTuning& tuning();  // tuning_for(features()), once
