@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace tangram {
 namespace {
 
@@ -44,10 +46,11 @@ size_t json_value_end(std::string_view s, size_t pos) {
   return std::string_view::npos;
 }
 
-std::optional<json> parse_json(std::string_view s) {
-  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
+std::optional<json> json_or_nothing(std::string_view s) {
+  // The model's output is bounded like any input (a model can write 10,000 '[').
+  auto j = parse_json(s);
+  if (!j) return std::nullopt;
+  return std::move(j).value();
 }
 
 // {"name": "...", "<args_key>": {...} or a JSON string of one} as a call.
@@ -64,7 +67,7 @@ std::optional<ParsedToolCall> call_from_object(const json& j, const char* args_k
   } else if (args->is_object()) {
     call.arguments = args->dump();
   } else if (args->is_string()) {
-    std::optional<json> inner = parse_json(args->get_ref<const std::string&>());
+    std::optional<json> inner = json_or_nothing(args->get_ref<const std::string&>());
     if (!inner || !inner->is_object()) return std::nullopt;
     call.arguments = inner->dump();
   } else {
@@ -93,7 +96,7 @@ std::optional<ParsedToolCall> qwen_xml_call(std::string_view body) {
     if (value_end == std::string_view::npos) return std::nullopt;
     const std::string key(trim(rest.substr(p + param.size(), key_end - p - param.size())));
     const std::string_view value = trim(rest.substr(key_end + 1, value_end - key_end - 1));
-    std::optional<json> typed = parse_json(value);  // numbers, booleans, objects keep their type
+    std::optional<json> typed = json_or_nothing(value);  // numbers, booleans, objects keep their type
     args[key] = typed && !typed->is_string() ? *typed : json(std::string(value));
     rest = rest.substr(value_end + param_end.size());
   }
@@ -114,7 +117,7 @@ ParsedReply parse_tagged(std::string_view reply, bool xml) {
     std::optional<ParsedToolCall> call;
     if (xml) {
       call = qwen_xml_call(inner);
-    } else if (std::optional<json> j = parse_json(trim(inner))) {
+    } else if (std::optional<json> j = json_or_nothing(trim(inner))) {
       call = call_from_object(*j, "arguments", "parameters");
     }
     if (!call) return ParsedReply{std::string(trim(reply)), {}};
@@ -133,7 +136,7 @@ ParsedReply parse_llama3(std::string_view reply) {
   ParsedReply out;
   while (!s.empty()) {
     const size_t end = s.front() == '{' ? json_value_end(s, 0) : std::string_view::npos;
-    std::optional<json> j = end == std::string_view::npos ? std::nullopt : parse_json(s.substr(0, end));
+    std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(s.substr(0, end));
     std::optional<ParsedToolCall> call = j ? call_from_object(*j, "parameters", "arguments") : std::nullopt;
     if (!call) return ParsedReply{std::string(trim(reply)), {}};
     out.calls.push_back(std::move(*call));
@@ -161,14 +164,14 @@ ParsedReply parse_mistral(std::string_view reply, bool args_syntax) {
       call.name = std::string(trim(rest.substr(0, args)));
       rest = trim(rest.substr(args + kMistralArgs.size()));
       const size_t end = !rest.empty() && rest.front() == '{' ? json_value_end(rest, 0) : std::string_view::npos;
-      std::optional<json> j = end == std::string_view::npos ? std::nullopt : parse_json(rest.substr(0, end));
+      std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
       if (call.name.empty() || !j || !j->is_object()) return as_content;
       call.arguments = j->dump();
       out.calls.push_back(std::move(call));
       rest = rest.substr(end);
     } else {
       const size_t end = !rest.empty() && rest.front() == '[' ? json_value_end(rest, 0) : std::string_view::npos;
-      std::optional<json> j = end == std::string_view::npos ? std::nullopt : parse_json(rest.substr(0, end));
+      std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
       if (!j || !j->is_array() || j->empty()) return as_content;
       for (const json& item : *j) {
         std::optional<ParsedToolCall> call = call_from_object(item, "arguments", "parameters");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <memory>
 
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
 #include "cli/bench_batch_decode.h"
 #include "cli/bench_kv_bound.h"
 #include "cli/command.h"
@@ -105,7 +107,9 @@ void measure_llama_cpp(const BenchModelOptions& opt, int threads, ModelFigures& 
       (dir / "oracle.mjs").string(), f.path, opt.prompt_tokens, opt.gen_tokens, threads, out.string());
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = parse_json_or_discarded(text.str());
   fs::remove(out);
   if (rc != 0 || j.is_discarded() || !j.contains("decode_tok_s")) {
     f.llama_note = "llama.cpp could not run this file";

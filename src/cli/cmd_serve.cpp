@@ -55,6 +55,7 @@ int cmd_serve(const ServeOptions& opt) {
     if (!keys) return fail(keys.message());
     so.api_keys.insert(so.api_keys.end(), keys->begin(), keys->end());
   }
+  so.allowed_hosts = opt.allowed_hosts;
   auto body = parse_bytes(opt.max_body);
   if (!body) return fail("--max-body: " + body.message());
   so.max_body_bytes = static_cast<size_t>(*body);
@@ -152,6 +153,10 @@ Command register_serve(CLI::App& app) {
   c_serve->add_option("--api-key", serve.api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
   c_serve->add_option("--api-key-file", serve.api_key_file, "File of API keys, one per line")
       ->check(CLI::ExistingFile);
+  c_serve->add_option("--allowed-host", serve.allowed_hosts,
+                      "A host name clients may reach the server by (repeatable; '*' allows any). IP addresses, "
+                      "localhost and --host are always allowed; a request naming another Host gets 403, which keeps "
+                      "web pages from driving the server through DNS rebinding");
   c_serve->add_option("--max-queue", serve.max_queue, "Requests that may wait beyond the running ones; more get 429")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   c_serve->add_option("--http-threads", serve.http_threads,

@@ -62,6 +62,7 @@ struct ServeOptions {
   int port = 8080;
   std::vector<std::string> api_keys;
   std::string api_key_file;   // one key per line ('#' comments)
+  std::vector<std::string> allowed_hosts;  // Host names accepted besides IP literals and localhost
   int max_queue = 64;
   int http_threads = 0;
   std::string max_body = "8MiB";

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/data_dir.h"
+#include "common/json_parse.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "gguf/gguf_file.h"
@@ -38,7 +39,7 @@ Result<std::vector<PilotSample>> read_sample_file(const std::string& path, int k
     ++line_no;
     if (jsonl) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const auto j = nlohmann::json::parse(line, nullptr, false);
+      const auto j = parse_json_or_discarded(line);
       if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string())
         return make_error("{} line {}: expected a JSON object with a \"text\" string", path, line_no);
       texts.push_back(j["text"].get<std::string>());

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/json_parse.h"
+
 namespace tangram {
 namespace {
 
@@ -164,7 +166,7 @@ Result<const JsonArray*> ProfileJsonDoc::array(const std::string& array_name, st
 
 Result<ProfileJsonDoc> read_profile_json(const std::string& path, std::string_view want_kind) {
   TG_ASSIGN(const std::string text, read_text(path));
-  const json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json root = parse_json_or_discarded(text);
   if (root.is_discarded()) return make_error("{}: not valid JSON (truncated or corrupt?)", path);
   if (!root.is_object()) return make_error("{}: the top level is not a JSON object", path);
   const std::string format = string_field(root, "format");

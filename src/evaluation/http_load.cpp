@@ -1,5 +1,6 @@
 #include "evaluation/http_load.h"
 
+#include "common/json_parse.h"
 #include "evaluation/http_client.h"
 
 #include <algorithm>
@@ -36,7 +37,7 @@ httplib::Headers base_headers(const std::string& api_key) {
 
 // The message of an OpenAI error body, else the body's start.
 std::string error_message(int status, const std::string& body) {
-  const json j = json::parse(body, nullptr, false);
+  const json j = parse_json_or_discarded(body);
   if (j.is_object())
     if (auto e = j.find("error"); e != j.end() && e->is_object())
       if (auto m = e->find("message"); m != e->end() && m->is_string())
@@ -342,7 +343,7 @@ Result<int64_t> delete_all_sessions(const HttpEndpoint& endpoint, const std::str
   if (!listed) return make_error("GET /v1/sessions: {}", httplib::to_string(listed.error()));
   if (listed->status == 404) return int64_t{0};  // a server without Tangram's session API keeps nothing to delete
   if (listed->status != 200) return make_error("GET /v1/sessions: {}", error_message(listed->status, listed->body));
-  const json j = json::parse(listed->body, nullptr, false);
+  const json j = parse_json_or_discarded(listed->body);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return make_error("GET /v1/sessions: not a list of sessions: {}", listed->body.substr(0, 200));
   int64_t deleted = 0;

@@ -1,5 +1,6 @@
 #include "evaluation/soak_load.h"
 
+#include "common/json_parse.h"
 #include "evaluation/http_client.h"
 
 #include <algorithm>
@@ -251,7 +252,7 @@ SoakRequest SoakClient::plain_turn(const std::string& body, std::string& reply) 
     return r;
   }
   r.status = res->status;
-  const json j = json::parse(res->body, nullptr, false);
+  const json j = parse_json_or_discarded(res->body);
   if (r.status != 200) {
     r.error = fmt::format("HTTP {}: {}", r.status, res->body.substr(0, 200));
   } else if (!j.is_object() || !j.contains("choices") || j["choices"].empty() ||
@@ -374,7 +375,7 @@ Result<int64_t> fetch_context_length(const HttpEndpoint& endpoint, const std::st
   auto r = http.Get(endpoint.base_path + "/v1/models", h);
   if (!r) return make_error("GET /v1/models: {}", httplib::to_string(r.error()));
   if (r->status != 200) return make_error("GET /v1/models: HTTP {}", r->status);
-  const json j = json::parse(r->body, nullptr, false);
+  const json j = parse_json_or_discarded(r->body);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
       !j["data"][0].contains("context_length") || !j["data"][0]["context_length"].is_number_integer())
     return make_error("GET /v1/models names no context_length: {}", r->body.substr(0, 200));

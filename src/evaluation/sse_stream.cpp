@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace tangram {
 namespace {
 
@@ -75,7 +77,7 @@ int64_t CompletionStreamReader::event(const std::string& data) {
     done_ = true;
     return 0;
   }
-  const json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  const json j = parse_json_or_discarded(data);
   if (j.is_discarded() || !j.is_object()) {
     error_ = "the stream sent an event that is not a JSON object: " + data.substr(0, 200);
     return 0;

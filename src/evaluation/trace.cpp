@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace tangram {
 namespace {
 
@@ -158,7 +160,7 @@ Result<std::vector<Conversation>> parse_trace(std::string_view text, const std::
     start = end + 1;
     ++line_no;
     if (is_blank(line)) continue;
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const json j = parse_json_or_discarded(line);
     if (j.is_discarded()) return make_error("{}:{}: not valid JSON", name, line_no);
     Result<Conversation> c = parse_conversation(j, line_no);
     if (!c.ok()) return make_error("{}:{}: {}", name, line_no, c.message());

@@ -119,15 +119,43 @@ bool send_all(int fd, std::string_view data, int timeout_ms) {
   return true;
 }
 
-// The client hung up or half-closed (bytes it pipelined meanwhile do not count as gone).
-bool peer_gone(int fd) {
-  pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return true;
-  char c;
-  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
+// Whether the client of a request still waiting for its answer has gone. A read EOF alone is not
+// enough: a client may half-close (shutdown(SHUT_WR) after its request) and still read the
+// answer. So the first EOF seen on an HTTP/1.1 connection is probed with one interim
+// "100 Continue" (RFC 9110 15.2: a client must accept a 1xx before the final answer): a socket
+// the client has closed answers it with a reset, which a later look sees as POLLHUP/POLLERR, and
+// a half-closed client skips it. HTTP/1.0 allows no interim answer: there an EOF counts as gone.
+class PeerWatch {
+ public:
+  PeerWatch(int fd, bool http11) : fd_(fd), http11_(http11) {}
+
+  bool gone() {
+    pollfd p{fd_, static_cast<short>(POLLIN | POLLRDHUP), 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;  // reset, or closed both ways
+    bool eof = (p.revents & POLLRDHUP) != 0;
+    if (!eof && (p.revents & POLLIN)) {  // pipelined bytes of a next request are not an EOF
+      char c;
+      const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+      eof = n == 0;
+    }
+    if (!eof) return false;
+    if (!http11_) return true;
+    if (!probed_) {
+      probed_ = true;
+      static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+      const ssize_t n = ::send(fd_, kProbe.data(), kProbe.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+  bool http11_;
+  bool probed_ = false;
+};
 
 std::string address_of(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {0};
@@ -168,11 +196,13 @@ struct Conn {
   RequestParser parser;
   Clock::time_point deadline;
   bool started = false;        // a byte of the current request has arrived
+  bool head_checked = false;   // the head check has let the current request through
   bool continue_sent = false;  // "100 Continue" for the current request
   bool draining = false;       // answered with an error: read and discard until the client closes
   size_t drained = 0;
   int served = 0;
-  explicit Conn(const Limits& limits) : parser(limits) {}
+  // The parser holds each body until the head check has let the request through.
+  explicit Conn(const Limits& limits) : parser(limits, /*hold_body=*/true) {}
 };
 
 struct Route {
@@ -185,7 +215,7 @@ struct Route {
 struct ServerCore::Impl {
   ServerCoreOptions opt;
   std::vector<Route> routes;
-  std::function<bool(const Request&, Response&)> before;
+  std::function<bool(const Request&, Response&)> head_check;
   std::function<void(const Request&, const Response&)> after;
   std::function<void(const Request&, Response&, const std::string&)> filler;
 
@@ -337,8 +367,22 @@ struct ServerCore::Impl {
       c->started = true;
       c->deadline = Clock::now() + std::chrono::seconds(opt.read_timeout_s);
     }
-    const size_t used = c->parser.feed(c->inbuf);
-    c->inbuf.erase(0, used);
+    for (;;) {
+      const size_t used = c->parser.feed(c->inbuf);
+      c->inbuf.erase(0, used);
+      if (c->parser.head_complete() && !c->head_checked && c->parser.state() != RequestParser::State::Failed) {
+        if (!admit(c)) return false;
+        c->parser.release_body();
+        if (c->parser.wants_continue() && !c->continue_sent) {
+          // Only now, with the head accepted: an unauthenticated client never hears "go on".
+          c->continue_sent = true;
+          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          [[maybe_unused]] const ssize_t n = ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        if (!c->inbuf.empty()) continue;  // body bytes that came with the head
+      }
+      break;
+    }
     switch (c->parser.state()) {
       case RequestParser::State::Complete:
         dispatch(c);
@@ -347,13 +391,30 @@ struct ServerCore::Impl {
         dispatch_error(c, c->parser.error_status(), c->parser.error_message());
         return false;
       default:
-        if (c->parser.wants_continue() && !c->continue_sent) {
-          c->continue_sent = true;
-          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-          [[maybe_unused]] const ssize_t n = ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
         return true;
     }
+  }
+
+  // The head check on a request whose head is complete, before any of its body is read; false
+  // when it answered (the answer is on its way and the connection leaves the reactor).
+  bool admit(const std::shared_ptr<Conn>& c) {
+    c->head_checked = true;
+    if (!head_check) return true;
+    Request req = c->parser.request();
+    req.remote_addr = c->ip;
+    Response res;
+    bool answered = false;
+    try {
+      answered = head_check(req, res);
+    } catch (const std::exception& e) {
+      answered = true;
+      res = Response{};
+      res.status = 500;
+      if (filler) filler(req, res, fmt::format("internal error: {}", e.what()));
+    }
+    if (!answered) return true;
+    dispatch_answer(c, std::make_shared<Request>(std::move(req)), std::move(res));
+    return false;
   }
 
   void expire() {
@@ -409,20 +470,27 @@ struct ServerCore::Impl {
     req->remote_addr = c->ip;
     c->started = false;
     c->continue_sent = false;
+    c->head_checked = false;
     Match m = match(*req);
     const Lane lane = m.route ? m.route->lane : Lane::Control;
     auto task = [this, c, req, m = std::move(m)]() mutable { serve_request(c, *req, m); };
     (lane == Lane::Work ? work_pool : control_pool).post(std::move(task));
   }
 
-  void dispatch_error(const std::shared_ptr<Conn>& c, int status, std::string message) {
-    unwatch(c);
+  void dispatch_error(const std::shared_ptr<Conn>& c, int status, const std::string& message) {
     auto req = std::make_shared<Request>(c->parser.request());
     req->remote_addr = c->ip;
-    control_pool.post([this, c, req, status, message = std::move(message)] {
-      Response res;
-      res.status = status;
-      if (filler) filler(*req, res, message);
+    Response res;
+    res.status = status;
+    if (filler) filler(*req, res, message);
+    dispatch_answer(c, std::move(req), std::move(res));
+  }
+
+  // Answers without running a handler (a refused head, a request the parser refused), then
+  // closes: whatever the client still sends is read and dropped for a while, not buffered.
+  void dispatch_answer(const std::shared_ptr<Conn>& c, std::shared_ptr<Request> req, Response answer) {
+    unwatch(c);
+    control_pool.post([this, c, req = std::move(req), res = std::move(answer)]() mutable {
       if (after) after(*req, res);
       if (!write_response(*c, *req, res, /*keep_alive=*/false)) return close_conn(*c);
       ::shutdown(c->fd, SHUT_WR);  // the answer is complete: the client sees EOF after it
@@ -432,16 +500,13 @@ struct ServerCore::Impl {
   }
 
   void serve_request(const std::shared_ptr<Conn>& c, Request& req, Match& m) {
-    const int fd = c->fd;
-    req.peer_closed = [fd] { return peer_gone(fd); };
+    req.peer_closed = [watch = std::make_shared<PeerWatch>(c->fd, req.version_minor >= 1)] { return watch->gone(); };
     req.params = std::move(m.params);
     Response res;
-    bool handled = false;
     try {
-      handled = before && before(req, res);
-      if (!handled && m.route) {
+      if (m.route) {
         m.route->handler(req, res);
-      } else if (!handled) {
+      } else {
         res.status = m.allow.empty() ? 404 : 405;
         if (!m.allow.empty()) res.set_header("Allow", m.allow);
         if (filler)
@@ -616,7 +681,9 @@ void ServerCore::route(std::string method, std::string pattern, Lane lane, Handl
   impl_->routes.push_back(Route{std::move(method), split_path(pattern), lane, std::move(handler)});
 }
 
-void ServerCore::set_before(std::function<bool(const Request&, Response&)> hook) { impl_->before = std::move(hook); }
+void ServerCore::set_head_check(std::function<bool(const Request&, Response&)> hook) {
+  impl_->head_check = std::move(hook);
+}
 
 void ServerCore::set_after(std::function<void(const Request&, const Response&)> hook) {
   impl_->after = std::move(hook);

@@ -2,7 +2,10 @@
 // means is the handlers' business (src/server).
 //
 // One reactor thread (epoll) accepts connections and reads every request completely (head and
-// body, decoded and within the limits) before any worker sees it, so a slow or stalled client
+// body, decoded and within the limits) before any worker sees it. The head is checked first
+// (authentication, Host, content type): a request refused there is answered before one byte of
+// its body is read, and "100 Continue" is sent only to a request the check let through. So a
+// slow or stalled client
 // costs a file descriptor and a buffer, never a worker. Each request must arrive whole within
 // the read timeout counted from its first byte (not per read), and an idle keep-alive
 // connection is closed after its own timeout. Connections are capped in total and per client
@@ -54,8 +57,10 @@ class ServerCore {
   // Routes: `pattern` is a path whose segments may be ":name" (one segment, into params). A GET
   // route answers HEAD too. A path that matches with another method gets 405 and Allow.
   void route(std::string method, std::string pattern, Lane lane, Handler handler);
-  // Runs first on every request; returns true when it answered (e.g. 401).
-  void set_before(std::function<bool(const Request&, Response&)> hook);
+  // Runs on every request once its head is complete, before its body is read (on the reactor
+  // thread: it must be quick and must not block); returns true when it answered (e.g. 401), and
+  // the connection is then closed after the answer. `req.body` is empty here.
+  void set_head_check(std::function<bool(const Request&, Response&)> hook);
   // Runs after the handler and before the response is written (counting, logging).
   void set_after(std::function<void(const Request&, const Response&)> hook);
   // Fills the body of an error response the core makes itself (404, 405, 408, 413, 431 ...):

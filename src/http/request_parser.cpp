@@ -111,7 +111,8 @@ class ContentDecoder {
   z_stream zs_{};
 };
 
-RequestParser::RequestParser(Limits limits) : limits_(limits) {}
+RequestParser::RequestParser(Limits limits, bool hold_body)
+    : limits_(limits), hold_body_(hold_body), holding_(hold_body) {}
 RequestParser::~RequestParser() = default;
 RequestParser::RequestParser(RequestParser&&) noexcept = default;
 RequestParser& RequestParser::operator=(RequestParser&&) noexcept = default;
@@ -125,13 +126,14 @@ void RequestParser::fail(int status, std::string message) {
 
 Request RequestParser::take() {
   Request r = std::move(request_);
-  *this = RequestParser(limits_);
+  *this = RequestParser(limits_, hold_body_);
   return r;
 }
 
 // Appends to line_ up to a '\n'; `have_line` tells whether the line is complete (line_ then holds
 // it without its CRLF). Refuses lines longer than `limit` with `too_long_status`.
-size_t RequestParser::take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line) {
+size_t RequestParser::take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line,
+                                bool crlf_only) {
   have_line = false;
   const size_t nl = data.find('\n');
   const size_t take = nl == std::string_view::npos ? data.size() : nl + 1;
@@ -145,7 +147,12 @@ size_t RequestParser::take_line(std::string_view data, size_t limit, int too_lon
   line_.append(data.substr(0, take));
   if (nl == std::string_view::npos) return take;
   line_.pop_back();  // '\n'
-  if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+  if (!line_.empty() && line_.back() == '\r') {
+    line_.pop_back();
+  } else if (crlf_only) {
+    fail(400, "a chunk line ends in a bare LF; chunked framing needs CRLF");
+    return take;
+  }
   if (line_.find('\r') != std::string::npos) {
     fail(400, "a bare CR in the request's head");
     return take;
@@ -156,7 +163,7 @@ size_t RequestParser::take_line(std::string_view data, size_t limit, int too_lon
 
 size_t RequestParser::feed(std::string_view data) {
   size_t used = 0;
-  while (used < data.size() && state_ != State::Complete && state_ != State::Failed) {
+  while (used < data.size() && state_ != State::Complete && state_ != State::Failed && !body_held()) {
     if (state_ == State::Empty) state_ = State::Partial;
     const std::string_view rest = data.substr(used);
     bool have_line = false;
@@ -164,8 +171,10 @@ size_t RequestParser::feed(std::string_view data) {
       case Stage::RequestLine:
         used += take_line(rest, limits_.max_request_line, 414, have_line);
         if (have_line) {
-          if (line_.empty() && request_.method.empty() && header_bytes_ < 8) {
-            header_bytes_ += 2;  // RFC 9112 2.2: empty lines before a request line are ignored
+          if (line_.empty() && request_.method.empty()) {
+            // RFC 9112 2.2: empty lines before a request line are ignored (a client may send a
+            // CRLF after a body); a stream of nothing else is not a request.
+            if (++blank_lines_ > 64) fail(400, "too many empty lines before the request line");
           } else {
             parse_request_line(line_);
           }
@@ -175,7 +184,7 @@ size_t RequestParser::feed(std::string_view data) {
       case Stage::Headers:
       case Stage::Trailers: {
         const size_t budget = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
-        used += take_line(rest, budget, 431, have_line);
+        used += take_line(rest, budget, 431, have_line, /*crlf_only=*/stage_ == Stage::Trailers);
         if (!have_line) break;
         header_bytes_ += line_.size() + 2;
         if (line_.empty()) {
@@ -192,7 +201,7 @@ size_t RequestParser::feed(std::string_view data) {
         if (remaining_ == 0 && state_ != State::Failed) finish_body();
         break;
       case Stage::ChunkSize:
-        used += take_line(rest, kMaxChunkLine, 400, have_line);
+        used += take_line(rest, kMaxChunkLine, 400, have_line, /*crlf_only=*/true);
         if (have_line) {
           parse_chunk_size(line_);
           line_.clear();
@@ -203,7 +212,7 @@ size_t RequestParser::feed(std::string_view data) {
         if (remaining_ == 0) stage_ = Stage::ChunkDataEnd;
         break;
       case Stage::ChunkDataEnd:
-        used += take_line(rest, 0, 400, have_line);
+        used += take_line(rest, 0, 400, have_line, /*crlf_only=*/true);
         if (have_line) {
           if (!line_.empty()) fail(400, "a chunk's data is longer than its size");
           stage_ = Stage::ChunkSize;
@@ -309,6 +318,9 @@ void RequestParser::headers_done() {
       expect_continue_ = true;
     }
   }
+  if (request_.version_minor >= 1 && request_.header_count("Host") != 1)
+    return fail(400, request_.header_count("Host") == 0 ? "an HTTP/1.1 request must carry a Host header"
+                                                         : "the request carries more than one Host header");
   if (has_te && has_cl) return fail(400, "a request may not carry both Content-Length and Transfer-Encoding");
   if (has_te && request_.version_minor == 0) return fail(400, "Transfer-Encoding is not allowed in HTTP/1.0");
   if (has_te && (!te_chunked_only || te_codings != 1))
@@ -332,11 +344,14 @@ void RequestParser::headers_done() {
 }
 
 void RequestParser::parse_chunk_size(std::string_view line) {
-  const std::string_view size = trim(line.substr(0, line.find(';')));
+  // chunk-size [ BWS ";" chunk-ext ]: hex digits first; whitespace only before an extension.
+  const size_t semi = line.find(';');
+  std::string_view size = line.substr(0, semi);
+  if (semi != std::string_view::npos) size = trim(size).data() == size.data() ? trim(size) : std::string_view();
   uint64_t n = 0;
   const auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), n, 16);
   if (size.empty() || size.size() > 15 || ec != std::errc() || p != size.data() + size.size())
-    return fail(400, "an invalid chunk size");
+    return fail(400, "an invalid chunk size (hex digits, then CRLF or a ';' extension)");
   if (n == 0) {
     stage_ = Stage::Trailers;
     return;

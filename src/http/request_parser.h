@@ -5,10 +5,13 @@
 // make the server hold or inflate more than `max_body` bytes.
 //
 // Refused outright (each with its status): HTTP/0.9 and HTTP/2 prefaces, versions other than
-// 1.0/1.1, obsolete line folding, whitespace before a header's colon, control characters in a
-// header, Content-Length together with Transfer-Encoding or several differing Content-Lengths
-// (request smuggling), transfer codings other than chunked, content codings other than gzip,
-// deflate and identity.
+// 1.0/1.1, an HTTP/1.1 request without exactly one Host header, obsolete line folding,
+// whitespace before a header's colon, control characters in a header, Content-Length together
+// with Transfer-Encoding or several differing Content-Lengths (request smuggling), transfer
+// codings other than chunked, content codings other than gzip, deflate and identity. The chunked
+// framing is read strictly (a smuggling risk behind a proxy that reads it another way): every
+// chunk line ends in CRLF, and a chunk size is hex digits with nothing before them and only an
+// extension (";...") after them. Empty lines before a request line are ignored (RFC 9112 2.2).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +37,10 @@ class RequestParser {
  public:
   enum class State { Empty, Partial, Complete, Failed };
 
-  explicit RequestParser(Limits limits);
+  // hold_body: feed() stops once the head is complete and reads no body byte until
+  // release_body(), so a caller can refuse the request on its headers alone (authentication)
+  // before the body costs anything.
+  explicit RequestParser(Limits limits, bool hold_body = false);
   ~RequestParser();
   RequestParser(RequestParser&&) noexcept;
   RequestParser& operator=(RequestParser&&) noexcept;
@@ -44,6 +50,11 @@ class RequestParser {
   size_t feed(std::string_view data);
 
   State state() const { return state_; }
+  // The request line and every header have been read (the body may still be to come).
+  bool head_complete() const { return stage_ > Stage::Headers; }
+  // Held after its head (hold_body): feed() takes no body byte until this is called.
+  bool body_held() const { return holding_ && head_complete() && state_ == State::Partial; }
+  void release_body() { holding_ = false; }
   // The headers are complete and the client waits for "100 Continue" before sending the body.
   bool wants_continue() const { return stage_ > Stage::Headers && expect_continue_ && stage_ != Stage::Done; }
   // Failed: the status to answer with (400, 413, 414, 415, 431, 501, 505) and why.
@@ -57,7 +68,8 @@ class RequestParser {
  private:
   enum class Stage { RequestLine, Headers, Body, ChunkSize, ChunkData, ChunkDataEnd, Trailers, Done };
 
-  size_t take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line);
+  // crlf_only: a bare LF does not end the line (chunked framing), it is an error.
+  size_t take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line, bool crlf_only = false);
   void parse_request_line(std::string_view line);
   void parse_header_line(std::string_view line);
   void headers_done();
@@ -68,6 +80,9 @@ class RequestParser {
   void fail(int status, std::string message);
 
   Limits limits_;
+  bool hold_body_ = false;
+  bool holding_ = false;  // hold_body_, and release_body() not yet called for this request
+  size_t blank_lines_ = 0;  // empty lines before the request line
   State state_ = State::Empty;
   Stage stage_ = Stage::RequestLine;
   Request request_;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json_parse.h"
 #include "common/sha256.h"
 #include "http/http_server_core.h"
 #include "server/api_error.h"
@@ -19,6 +20,7 @@
 #include "server/conversations.h"
 #include "grammar/grammar_constraint.h"
 #include "server/output_constraint.h"
+#include "server/request_checks.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/response_store.h"
@@ -485,7 +487,9 @@ struct HttpServer::Impl {
     if (s.calls.empty()) return m;
     m.tool_calls = nlohmann::ordered_json::array();
     for (const ResponseState::Call& c : s.calls) {
-      nlohmann::ordered_json args = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+      // The server wrote these arguments itself (a parsed call's, or a client's checked ones).
+      auto parsed = parse_ordered_json(c.arguments);
+      nlohmann::ordered_json args = parsed ? std::move(parsed).value() : nlohmann::ordered_json(c.arguments);
       m.tool_calls->push_back({{"id", c.call_id}, {"type", "function"},
                                {"function", {{"name", c.name}, {"arguments", std::move(args)}}}});
     }
@@ -898,7 +902,8 @@ struct HttpServer::Impl {
     res.set_content(metrics.scrape(engine.stats(), pending.load()), "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  // Answers every request before its route: authentication, and refusing ambiguous headers.
+  // Answers every request on its head, before its body is read: ambiguous headers, the Host it
+  // names, the API key, and the body's media type.
   bool check_request(const http::Request& req, http::Response& res) {
     for (const char* once : {"Authorization", "X-Session-Id", "Content-Type"})
       if (req.header_count(once) > 1) {
@@ -906,12 +911,30 @@ struct HttpServer::Impl {
                                     "ambiguous_header"));
         return true;
       }
-    if (open_path(req.path) || owner_of(req)) return false;
-    send_error(res, ApiError{401,
-                             "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a key "
-                             "given to the server's --api-key",
-                             "invalid_request_error", "", "invalid_api_key", 0});
-    return true;
+    if (const std::string host = req.header("Host"); !host.empty() && !allowed_host(host, opt.host, opt.allowed_hosts)) {
+      send_error(res, ApiError{403,
+                               fmt::format("this server does not answer to the host name '{}'; start it with "
+                                           "--allowed-host NAME to allow it",
+                                           host.substr(0, 100)),
+                               "invalid_request_error", "", "host_not_allowed", 0});
+      return true;
+    }
+    if (!open_path(req.path) && !owner_of(req)) {
+      send_error(res, ApiError{401,
+                               "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a "
+                               "key given to the server's --api-key",
+                               "invalid_request_error", "", "invalid_api_key", 0});
+      return true;
+    }
+    if (req.method == "POST" && !is_json_media_type(req.header("Content-Type"))) {
+      send_error(res, ApiError{415,
+                               fmt::format("send the body as JSON with the header 'Content-Type: application/json' "
+                                           "(got '{}')",
+                                           req.header("Content-Type").substr(0, 100)),
+                               "invalid_request_error", "", "unsupported_media_type", 0});
+      return true;
+    }
+    return false;
   }
 
   // The body of an error the HTTP core answers by itself (no route, a limit, a timeout).
@@ -925,6 +948,7 @@ struct HttpServer::Impl {
       case 413: code = "payload_too_large"; break;
       case 414: code = "uri_too_long"; break;
       case 415: code = "unsupported_content_encoding"; break;
+      case 417: code = "expectation_failed"; break;
       case 431: code = "headers_too_large"; break;
       case 500: code = "internal_error"; break;
       case 501: code = "not_implemented"; break;
@@ -955,7 +979,7 @@ struct HttpServer::Impl {
 
   void install_routes() {
     using http::Lane;
-    http.set_before([this](const http::Request& req, http::Response& res) { return check_request(req, res); });
+    http.set_head_check([this](const http::Request& req, http::Response& res) { return check_request(req, res); });
     http.set_after([this](const http::Request& req, const http::Response& res) { count_and_log(req, res); });
     http.set_error_filler([this](const http::Request& req, http::Response& res, const std::string& message) {
       fill_core_error(req, res, message);

@@ -6,7 +6,11 @@
 // page). Every generation goes through the engine's one scheduler (continuous batching); a
 // bounded number of requests may wait, beyond which the server answers 429 with Retry-After.
 // With API keys, every endpoint except /health, /ready, /metrics and / needs
-// "Authorization: Bearer KEY", and conversations belong to the key that made them.
+// "Authorization: Bearer KEY", and conversations belong to the key that made them. Before any
+// body is read, every request's head is checked: its key, a Host the server answers to, and
+// "Content-Type: application/json" on the endpoints that take JSON (so that a web page cannot
+// post to a local server: browsers send that type cross-origin only after a CORS preflight,
+// which this server does not grant).
 #pragma once
 
 #include <cstddef>
@@ -27,6 +31,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                     // 0: any free port (bind() returns it)
   std::vector<std::string> api_keys;   // empty: no authentication
+  // Host header names accepted besides IP literals, "localhost" (and *.localhost) and `host`;
+  // "*" accepts any. Other names get 403 (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
   std::string model_name = "tangram";  // the id /v1/models lists and requests may name
   int max_queue = 64;                  // generation requests that may wait beyond the running ones
   int http_threads = 0;                // connection workers; 0: max_running + max_queue + 16

@@ -11,13 +11,13 @@ using nlohmann::json;
 // Parses the body as a JSON object, or explains why it is not one.
 std::variant<json, ApiError> parse_object(const std::string& body) {
   if (body.empty()) return bad_request("the request body is empty; send a JSON object", {}, "invalid_json");
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
-    // nlohmann reports invalid UTF-8 inside strings as a parse error too; its text says so.
-    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), {}, "invalid_json");
+  // Depth and size are bounded while parsing: nothing deeper than JsonLimits reaches a handler.
+  auto parsed = parse_json(body);
+  if (!parsed) {
+    // nlohmann reports invalid UTF-8 inside strings and numbers like 1e400 as parse errors too.
+    return bad_request(fmt::format("the request body is not valid JSON: {}", parsed.message()), {}, "invalid_json");
   }
+  json j = std::move(parsed).value();
   if (!j.is_object()) return bad_request("the request body must be a JSON object", {}, "invalid_json");
   return j;
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
 #include "runtime/sampling_params.h"
 #include "server/api_error.h"
 

@@ -182,9 +182,12 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
     if (name == fn->end() || !name->is_string()) return bad_request(fmt::format("'{}.function.name' is required", cf), cf, "missing_field");
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
-      args = nlohmann::ordered_json::parse(a->get_ref<const std::string&>(), nullptr, false);
-      if (args.is_discarded() || !args.is_object())
-        return bad_request(fmt::format("'{}.function.arguments' must be a JSON object's text", cf), cf, "invalid_value");
+      auto parsed = parse_ordered_json(a->get_ref<const std::string&>());
+      if (!parsed || !parsed->is_object())
+        return bad_request(fmt::format("'{}.function.arguments' must be a JSON object's text{}", cf,
+                                       parsed ? "" : ": " + parsed.message()),
+                           cf, "invalid_value");
+      args = std::move(parsed).value();
     } else if (a != fn->end() && !a->is_null()) {
       return wrong_type(cf + ".function.arguments", "a string", *a);
     }

@@ -117,12 +117,13 @@ std::optional<ApiError> read_function_call(const json& item, const std::string& 
   if (auto e = required_string(item, field, "call_id", call_id)) return e;
   if (auto e = required_string(item, field, "name", name)) return e;
   if (auto e = required_string(item, field, "arguments", arguments)) return e;
-  nlohmann::ordered_json args = nlohmann::ordered_json::parse(arguments, nullptr, false);
-  if (args.is_discarded() || !args.is_object())
-    return bad_request(fmt::format("'{}.arguments' must be a JSON object's text", field), field + ".arguments",
-                       "invalid_value");
+  auto args = parse_ordered_json(arguments);
+  if (!args || !args->is_object())
+    return bad_request(fmt::format("'{}.arguments' must be a JSON object's text{}", field,
+                                   args ? "" : ": " + args.message()),
+                       field + ".arguments", "invalid_value");
   nlohmann::ordered_json call = {{"id", call_id}, {"type", "function"},
-                                 {"function", {{"name", name}, {"arguments", std::move(args)}}}};
+                                 {"function", {{"name", name}, {"arguments", std::move(args).value()}}}};
   if (out.empty() || out.back().role != "assistant" || !out.back().tool_calls) {
     ChatMessage m;
     m.role = "assistant";

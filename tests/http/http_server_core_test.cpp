@@ -47,6 +47,7 @@ class Socket {
     ::close(fd_);
     fd_ = -1;
   }
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   // Reads until `done(buffer)` or the peer closes or `bound` passes; returns what arrived.
   template <typename Done>
   std::string read_until(Done done, std::chrono::milliseconds bound = 20000ms) {
@@ -136,6 +137,27 @@ class CoreFixture : public ::testing::Test {
       cv_.notify_all();
       res.abandon = true;
     });
+    // Waits until the test has half-closed its side, then looks at the client several times.
+    core_->route("POST", "/look-after-half-close", Lane::Work, [this](Request& req, Response& res) {
+      {
+        std::unique_lock lock(mu_);
+        ++blocked_;
+        cv_.notify_all();
+        cv_.wait_for(lock, 30s, [&] { return release_; });
+      }
+      bool gone = false;
+      for (int i = 0; i < 20 && !gone; ++i) {
+        gone = req.peer_closed();
+        std::this_thread::sleep_for(10ms);
+      }
+      res.set_content(gone ? "gone" : "stayed", "text/plain");
+    });
+    core_->set_head_check([](const Request& req, Response& res) {
+      if (req.header("X-Refuse").empty()) return false;
+      res.status = 401;
+      res.set_content("refused on its head", "text/plain");
+      return true;
+    });
     core_->route("GET", "/stream", Lane::Work, [](Request&, Response& res) {
       res.set_stream("text/event-stream", [](StreamSink& sink) {
         for (int i = 0; i < 3; ++i) sink.write("data: " + std::to_string(i) + "\n\n");
@@ -182,23 +204,23 @@ TEST_F(CoreFixture, KeepAlivePipeliningHeadAnd405) {
   Socket s(port_);
   ASSERT_TRUE(s.connected());
   // Two requests in one write: two answers, in order, on the same connection.
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /health HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string a = s.response(), b = s.response();
   EXPECT_EQ(status_of(a), 200);
   EXPECT_EQ(body_of(a), "abc");
   EXPECT_EQ(body_of(b), "ok");
-  ASSERT_TRUE(s.send("HEAD /big HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(s.send("HEAD /big HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string head = s.read_until([](const std::string& x) { return x.find("\r\n\r\n") != std::string::npos; });
   EXPECT_NE(head.find("Content-Length: 10000"), std::string::npos);
   EXPECT_EQ(body_of(head), "");
   Socket t(port_);
-  ASSERT_TRUE(t.send("POST /health HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(t.send("POST /health HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string r = t.response();
   EXPECT_EQ(status_of(r), 405);
   EXPECT_NE(r.find("Allow: GET"), std::string::npos);
-  ASSERT_TRUE(t.send("DELETE /items/a%2Fb HTTP/1.1\r\n\r\n"));  // a decoded '/' splits no segment it came from
+  ASSERT_TRUE(t.send("DELETE /items/a%2Fb HTTP/1.1\r\nHost: x\r\n\r\n"));  // a decoded '/' splits no segment it came from
   EXPECT_EQ(status_of(t.response()), 404);
-  ASSERT_TRUE(t.send("DELETE /items/x1 HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(t.send("DELETE /items/x1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(body_of(t.response()), "deleted x1");
   EXPECT_TRUE(t.closed_by_peer());
 }
@@ -206,12 +228,12 @@ TEST_F(CoreFixture, KeepAlivePipeliningHeadAnd405) {
 TEST_F(CoreFixture, StreamsChunksAndContinues) {
   start({});
   Socket s(port_);
-  ASSERT_TRUE(s.send("GET /stream HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(s.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string r = s.response();
   EXPECT_NE(r.find("Transfer-Encoding: chunked"), std::string::npos);
   EXPECT_NE(r.find("data: 2"), std::string::npos);
   // Expect: 100-continue: the body is sent only after the interim answer.
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
   const std::string interim = s.read_until([](const std::string& x) { return x.find("100 Continue\r\n\r\n") != std::string::npos; });
   ASSERT_NE(interim.find("HTTP/1.1 100 Continue"), std::string::npos);
   s.response();  // consume the interim answer from the buffer
@@ -225,7 +247,7 @@ TEST_F(CoreFixture, RangeIsIgnored) {
   Socket s(port_);
   std::string ranges = "bytes=0-";
   for (int i = 0; i < 2000; ++i) ranges += ",0-";
-  ASSERT_TRUE(s.send("GET /big HTTP/1.1\r\nRange: " + ranges + "\r\n\r\n"));
+  ASSERT_TRUE(s.send("GET /big HTTP/1.1\r\nHost: x\r\nRange: " + ranges + "\r\n\r\n"));
   const std::string r = s.response();
   EXPECT_EQ(status_of(r), 200);
   EXPECT_EQ(body_of(r).size(), 10000u);  // the whole body once: never 206, never multipart
@@ -235,7 +257,7 @@ TEST_F(CoreFixture, RangeIsIgnored) {
 TEST_F(CoreFixture, AHeaderFloodIsRefusedWith431) {
   start({});
   Socket s(port_);
-  std::string flood = "GET /health HTTP/1.1\r\n";
+  std::string flood = "GET /health HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 200; ++i) flood += "X-" + std::to_string(i) + ": " + std::string(100, 'v') + "\r\n";
   s.send(flood + "\r\n");
   EXPECT_EQ(status_of(s.response()), 431);
@@ -247,7 +269,7 @@ TEST_F(CoreFixture, TheReadTimeoutBoundsTheWholeRequestNotEachByte) {
   o.read_timeout_s = 1;
   start(o);
   Socket s(port_);
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\n"));
+  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\n"));
   // Drip a header byte every 100 ms for up to 20 s: a per-read timeout would never fire.
   bool closed = false;
   std::string got;
@@ -269,14 +291,14 @@ TEST_F(CoreFixture, SlowClientsNeverStarveHealthOrTheWorkers) {
   std::vector<std::unique_ptr<Socket>> slow;
   for (int i = 0; i < 100; ++i) {
     slow.push_back(std::make_unique<Socket>(port_));
-    slow.back()->send("POST /echo HTTP/1.1\r\nContent-Le");
+    slow.back()->send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Le");
   }
   // The only work thread is busy, too.
   Socket busy(port_);
-  ASSERT_TRUE(busy.send("POST /block HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  ASSERT_TRUE(busy.send("POST /block HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
   wait_blocked(1);
   Socket h(port_);
-  ASSERT_TRUE(h.send("GET /health HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(h.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_EQ(body_of(h.response()), "ok");
 }
 
@@ -295,14 +317,14 @@ TEST_F(CoreFixture, ConnectionsAreCappedPerAddress) {
   held.pop_back();  // one leaves: a new one is admitted
   for (int i = 0; i < 3000 && core_->connections() > 2; ++i) std::this_thread::sleep_for(10ms);
   Socket next(port_);
-  ASSERT_TRUE(next.send("GET /health HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(next.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_EQ(body_of(next.response()), "ok");
 }
 
 TEST_F(CoreFixture, AWaitingHandlerSeesItsClientLeave) {
   start({});
   auto s = std::make_unique<Socket>(port_);
-  ASSERT_TRUE(s->send("POST /wait-for-hangup HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  ASSERT_TRUE(s->send("POST /wait-for-hangup HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
   wait_blocked(1);
   {
     std::lock_guard lock(mu_);
@@ -313,10 +335,51 @@ TEST_F(CoreFixture, AWaitingHandlerSeesItsClientLeave) {
   EXPECT_TRUE(cv_.wait_for(lock, 30s, [&] { return saw_hangup_; }));
 }
 
+TEST_F(CoreFixture, AHalfClosedClientStillGetsItsAnswer) {
+  // A complete request, then shutdown(SHUT_WR): the client reads on. Its EOF is probed with one
+  // interim 100 (which a closed socket would answer with a reset), and the answer follows it.
+  start({});
+  Socket s(port_);
+  ASSERT_TRUE(s.send("POST /look-after-half-close HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  wait_blocked(1);
+  s.shutdown_write();
+  {
+    std::lock_guard lock(mu_);
+    release_ = true;
+  }
+  cv_.notify_all();
+  std::string got = s.read_until([](const std::string& b) { return b.find("stayed") != std::string::npos ||
+                                                                    b.find("gone") != std::string::npos; });
+  EXPECT_EQ(got.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("HTTP/1.1 200 OK"), std::string::npos) << got;
+  EXPECT_NE(got.find("stayed"), std::string::npos) << got;
+}
+
+TEST_F(CoreFixture, TheHeadCheckAnswersBeforeAnyBodyAndSendsNoContinue) {
+  start({});
+  // Refused: the answer comes with no body byte sent, and never a "100 Continue".
+  Socket refused(port_);
+  ASSERT_TRUE(refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nX-Refuse: 1\r\nExpect: 100-continue\r\n"
+                           "Content-Length: 8000000\r\n\r\n"));
+  const std::string answer = refused.response();
+  EXPECT_EQ(status_of(answer), 401) << answer;
+  EXPECT_EQ(body_of(answer), "refused on its head");
+  EXPECT_EQ(answer.find("100 Continue"), std::string::npos);
+  EXPECT_TRUE(refused.closed_by_peer());
+  // Let through: "100 Continue", then the body is read and the handler runs.
+  Socket admitted(port_);
+  ASSERT_TRUE(admitted.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  const std::string go_on = admitted.read_until([](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; });
+  EXPECT_EQ(go_on.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << go_on;
+  ASSERT_TRUE(admitted.send("ok"));
+  const std::string reply = admitted.read_until([](const std::string& b) { return b.size() >= 2 && b.substr(b.size() - 2) == "ok"; });
+  EXPECT_NE(reply.find("HTTP/1.1 200 OK"), std::string::npos) << reply;
+}
+
 TEST_F(CoreFixture, StopEndsHandlersWaitingOnTheirClient) {
   start({});
   Socket s(port_);
-  ASSERT_TRUE(s.send("POST /wait-for-hangup HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /wait-for-hangup HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
   wait_blocked(1);
   core_->stop();
   thread_.join();  // returns: the connection was shut down under the waiting handler
@@ -331,7 +394,7 @@ TEST_F(CoreFixture, BodiesOverTheLimitGet413WhateverTheirFraming) {
   Socket s(port_);
   std::string chunks;
   for (int i = 0; i < 10; ++i) chunks += "20\r\n" + std::string(32, 'c') + "\r\n";
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n"));
   EXPECT_EQ(status_of(s.response()), 413);
 }
 

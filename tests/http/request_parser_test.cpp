@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <string>
+#include <vector>
 
 namespace tangram::http {
 namespace {
@@ -73,7 +74,7 @@ TEST(RequestParser, ByteAtATimeEqualsOneShot) {
 
 TEST(RequestParser, StopsAtTheEndOfOneRequestForPipelining) {
   const std::string first = post("Content-Length: 3\r\n", "abc");
-  const std::string second = "GET /health HTTP/1.1\r\n\r\n";
+  const std::string second = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
   RequestParser p(small_limits());
   EXPECT_EQ(p.feed(first + second), first.size());
   ASSERT_EQ(p.state(), RequestParser::State::Complete);
@@ -136,13 +137,13 @@ TEST(RequestParser, ContentLengthBeyondTheLimitIsRefusedBeforeTheBody) {
 TEST(RequestParser, HeaderCountAndBytesAndRequestLineAreCapped) {
   std::string many;
   for (int i = 0; i < 11; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
-  EXPECT_EQ(parse("GET / HTTP/1.1\r\n" + many + "\r\n").error_status(), 431);
-  EXPECT_EQ(parse("GET / HTTP/1.1\r\nX-Big: " + std::string(600, 'a') + "\r\n\r\n").error_status(), 431);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\n" + many + "\r\n").error_status(), 431);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(600, 'a') + "\r\n\r\n").error_status(), 431);
   // Refused as soon as the limit is passed, before the line ends: a flood is never buffered.
   RequestParser p(small_limits());
-  p.feed("GET / HTTP/1.1\r\nX-Big: " + std::string(600, 'a'));
+  p.feed("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(600, 'a'));
   EXPECT_EQ(p.error_status(), 431);
-  EXPECT_EQ(parse("GET /" + std::string(200, 'a') + " HTTP/1.1\r\n\r\n").error_status(), 414);
+  EXPECT_EQ(parse("GET /" + std::string(200, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n").error_status(), 414);
 }
 
 struct Bad {
@@ -157,15 +158,15 @@ TEST(RequestParser, RefusesMalformedAndAmbiguousRequests) {
       {"HTTP/0.9", "GET /\r\n", 400},
       {"HTTP/3", "GET / HTTP/3.0\r\n\r\n", 505},
       {"garbage version", "GET / HTTX/1.1\r\n\r\n", 400},
-      {"extra space", "GET  / HTTP/1.1\r\n\r\n", 400},
-      {"bad method", "G(T / HTTP/1.1\r\n\r\n", 400},
-      {"relative target", "GET v1 HTTP/1.1\r\n\r\n", 400},
-      {"control char in target", std::string("GET /a\x01 HTTP/1.1\r\n\r\n"), 400},
-      {"obs-fold", "GET / HTTP/1.1\r\nX: a\r\n  b\r\n\r\n", 400},
+      {"extra space", "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"bad method", "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"relative target", "GET v1 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+      {"control char in target", std::string("GET /a\x01 HTTP/1.1\r\nHost: x\r\n\r\n"), 400},
+      {"obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n  b\r\n\r\n", 400},
       {"space before colon", "GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400},
       {"no colon", "GET / HTTP/1.1\r\nHost h\r\n\r\n", 400},
-      {"NUL in value", "GET / HTTP/1.1\r\nX-Session-Id: a\0b\r\n\r\n"s, 400},
-      {"bare CR", "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", 400},
+      {"NUL in value", "GET / HTTP/1.1\r\nHost: x\r\nX-Session-Id: a\0b\r\n\r\n"s, 400},
+      {"bare CR", "GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400},
       {"CL and TE", post("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"), 400},
       {"two CLs differ", post("Content-Length: 3\r\nContent-Length: 4\r\n", "abcd"), 400},
       {"CL list differs", post("Content-Length: 3, 4\r\n", "abcd"), 400},
@@ -194,7 +195,7 @@ TEST(RequestParser, RefusesMalformedAndAmbiguousRequests) {
 TEST(RequestParser, AcceptsWhatTheRfcAllows) {
   // Empty lines before the request line, identical Content-Lengths, absolute-form targets,
   // lowercase chunked, a truncated-at-the-end body is just incomplete.
-  auto a = parse("\r\nPOST http://host:1/v1/x?q HTTP/1.1\r\nContent-Length: 2, 2\r\n\r\nab");
+  auto a = parse("\r\nPOST http://host:1/v1/x?q HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\nab");
   ASSERT_EQ(a.state(), RequestParser::State::Complete) << a.error_message();
   Request r = a.take();
   EXPECT_EQ(r.path, "/v1/x");
@@ -203,6 +204,68 @@ TEST(RequestParser, AcceptsWhatTheRfcAllows) {
   ASSERT_EQ(b.state(), RequestParser::State::Complete) << b.error_message();
   auto c = parse(post("Content-Length: 5\r\n", "ab"));
   EXPECT_EQ(c.state(), RequestParser::State::Partial);
+}
+
+TEST(RequestParser, Http11NeedsExactlyOneHost) {
+  // RFC 9112 3.2: a server answers 400 to an HTTP/1.1 request with no Host or several.
+  auto none = parse("GET / HTTP/1.1\r\nX: y\r\n\r\n");
+  EXPECT_EQ(none.error_status(), 400);
+  EXPECT_NE(none.error_message().find("Host"), std::string::npos);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").error_status(), 400);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n").error_status(), 400);
+  EXPECT_EQ(parse("GET / HTTP/1.0\r\n\r\n").state(), RequestParser::State::Complete);  // 1.0 may omit it
+}
+
+TEST(RequestParser, ChunkLinesAreReadStrictly) {
+  // Whitespace around a chunk size and bare-LF chunk lines are what a lenient proxy and a
+  // strict server read differently (request smuggling): all refused.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"leading space", " 2\r\nab\r\n0\r\n\r\n"},
+      {"trailing space", "2 \r\nab\r\n0\r\n\r\n"},
+      {"leading tab", "\t2\r\nab\r\n0\r\n\r\n"},
+      {"space before an extension's size", " 2;x=y\r\nab\r\n0\r\n\r\n"},
+      {"bare LF after the size", "2\nab\r\n0\r\n\r\n"},
+      {"bare LF after the data", "2\r\nab\n0\r\n\r\n"},
+      {"bare LF after the last chunk", "2\r\nab\r\n0\n\r\n"},
+      {"bare LF ending the trailers", "2\r\nab\r\n0\r\n\n"},
+      {"0x prefix", "0x2\r\nab\r\n0\r\n\r\n"},
+      {"sign", "+2\r\nab\r\n0\r\n\r\n"},
+  };
+  for (const auto& [name, body] : bad) {
+    auto p = parse(post("Transfer-Encoding: chunked\r\n", body));
+    EXPECT_EQ(p.state(), RequestParser::State::Failed) << name;
+    EXPECT_EQ(p.error_status(), 400) << name;
+  }
+  // What RFC 9112 7.1 allows: extensions (with whitespace before ';'), upper-case hex, trailers.
+  auto ok = parse(post("Transfer-Encoding: chunked\r\n", "A ;ext=1\r\n0123456789\r\n2;x\r\nab\r\n0\r\nT: v\r\n\r\n"));
+  ASSERT_EQ(ok.state(), RequestParser::State::Complete) << ok.error_message();
+  EXPECT_EQ(ok.take().body, "0123456789ab");
+}
+
+TEST(RequestParser, EmptyLinesBeforeTheRequestLineAreIgnored) {
+  auto p = parse("\r\n\r\n\r\n\r\n\r\n\r\n\nGET / HTTP/1.1\r\nHost: h\r\n\r\n");
+  ASSERT_EQ(p.state(), RequestParser::State::Complete) << p.error_message();
+  // Only empty lines, without end, are not a request: refused after a bound.
+  std::string flood;
+  for (int i = 0; i < 100; ++i) flood += "\r\n";
+  EXPECT_EQ(parse(flood).error_status(), 400);
+}
+
+TEST(RequestParser, HoldsTheBodyUntilReleased) {
+  RequestParser p(small_limits(), /*hold_body=*/true);
+  const std::string wire = post("Content-Length: 2\r\n", "ab");
+  const size_t used = p.feed(wire);
+  EXPECT_EQ(used, wire.size() - 2);  // the head, not one byte of the body
+  EXPECT_TRUE(p.head_complete());
+  EXPECT_TRUE(p.body_held());
+  EXPECT_EQ(p.feed("ab"), 0u);
+  p.release_body();
+  EXPECT_EQ(p.feed("ab"), 2u);
+  ASSERT_EQ(p.state(), RequestParser::State::Complete);
+  // The next request is held again.
+  p.take();
+  EXPECT_EQ(p.feed(wire), wire.size() - 2);
+  EXPECT_TRUE(p.body_held());
 }
 
 TEST(RequestParser, ExpectContinueIsAnnouncedOnceTheHeadIsIn) {
