@@ -26,6 +26,14 @@ constexpr std::string_view kTempSuffix = ".tmp";
 
 std::string errno_text() { return std::generic_category().message(errno); }
 
+// Opens a file for reading without following a link and without blocking (a FIFO opens at once
+// instead of waiting for a writer); the caller checks with fstat that it is a regular file.
+int open_regular(const std::string& path) { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW); }
+
+void log_warn(const std::string& message) {
+  fmt::print(stderr, "level=warn event=kv_disk msg=\"{}\"\n", message);
+}
+
 // Owns a file descriptor.
 class Fd {
  public:
@@ -158,17 +166,36 @@ Status SessionDiskStore::scan() {
   for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const std::string path = it->path().string();
-    if (name.size() == 32 + kSuffix.size() + kTempSuffix.size() && ends_with(name, ".kvs.tmp")) {
-      if (::unlink(path.c_str()) == 0) ++open_report_.temp_removed;
+    const bool temp = name.size() == 32 + kSuffix.size() + kTempSuffix.size() && ends_with(name, ".kvs.tmp");
+    if (!temp && (!ends_with(name, kSuffix) || name.size() != 32 + kSuffix.size())) continue;  // not ours
+    // Only regular files are opened, and never blocking: a FIFO, a device or a link named like a
+    // session would otherwise hang the start (open of a FIFO waits for a writer) or lead elsewhere.
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec) || it->is_symlink(type_ec)) {
+      ++open_report_.skipped;
+      log_warn(fmt::format("skipped {}: not a regular file (left as it is)", path));
       continue;
     }
-    if (!ends_with(name, kSuffix) || name.size() != 32 + kSuffix.size()) continue;  // not ours
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (temp) {
+      if (::unlink(path.c_str()) == 0) {
+        ++open_report_.temp_removed;
+        log_warn(fmt::format("removed {}: left by an interrupted write", path));
+      }
+      continue;
+    }
+    Fd fd(open_regular(path));
     struct stat st {};
-    if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      ++open_report_.skipped;
+      log_warn(fmt::format("skipped {}: cannot be opened as a regular file", path));
+      continue;
+    }
     Result<std::string> id = read_frame_id(fd.get(), static_cast<uint64_t>(st.st_size), name, path);
     if (!id.ok()) {
-      if (::unlink(path.c_str()) == 0) ++open_report_.corrupt_removed;
+      if (::unlink(path.c_str()) == 0) {
+        ++open_report_.corrupt_removed;
+        log_warn(fmt::format("removed {}: {}", path, id.message()));
+      }
       continue;
     }
     Entry e;
@@ -276,10 +303,11 @@ Result<std::string> SessionDiskStore::read(std::string_view id, size_t max_bytes
   const auto it = entries_.find(id);
   if (it == entries_.end()) return make_error("session disk store: no session with that id");
   const std::string path = (dir_ / it->second.file).string();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(open_regular(path));
   struct stat st {};
-  if (!fd.ok() || ::fstat(fd.get(), &st) != 0) {
-    const std::string why = errno_text();
+  if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why =
+        fd.ok() && st.st_mode != 0 && !S_ISREG(st.st_mode) ? std::string("not a regular file") : errno_text();
     bytes_ -= it->second.bytes;
     entries_.erase(it);
     return make_error("session disk store: open {}: {}", path, why);

@@ -45,6 +45,7 @@ struct DiskStoreOpenReport {
   int64_t temp_removed = 0;     // "<32 hex>.kvs.tmp" files left by an interrupted write
   int64_t corrupt_removed = 0;  // session files whose frame is unreadable or names another id
   int64_t evicted = 0;          // sessions deleted because the files exceeded max_bytes
+  int64_t skipped = 0;          // named like session files but not regular files (FIFOs, links): left alone
 };
 
 class SessionDiskStore {

@@ -7,8 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "store/session_codec.h"
 #include "store/session_test_util.h"
@@ -165,6 +172,46 @@ TEST(SessionDiskStore, OpenRemovesCrashLeftoversAndDamagedFrames) {
   EXPECT_EQ(files_in(dir),
             (std::set<std::string>{"LOCK", "notes.txt", "other.tmp", SessionDiskStore::file_name("kept")}));
   EXPECT_EQ(s->get("kept").value(), blob_of(64, 'k'));
+}
+
+// Files named like sessions that are not regular files: a FIFO (whose blocking open waited for a
+// writer forever, hanging the server's start), a link and a directory. Each is skipped and left
+// alone, and the real session beside them is found.
+TEST(SessionDiskStore, OpenSkipsFifosLinksAndDirectories) {
+  const fs::path dir = testing::temp_dir() / "kv";
+  {
+    auto s = open_store(dir, 1 << 20);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(s->put("kept", blob_of(64, 'k')).ok());
+  }
+  const fs::path fifo = dir / SessionDiskStore::file_name("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  fs::create_symlink(dir / SessionDiskStore::file_name("kept"), dir / SessionDiskStore::file_name("link"));
+  fs::create_directory(dir / SessionDiskStore::file_name("folder"));
+  std::unique_ptr<SessionDiskStore> opened;
+  std::string error;
+  std::atomic<bool> done{false};
+  std::thread opener([&] {
+    auto s = SessionDiskStore::open(dir, 1 << 20);
+    if (s.ok()) opened = std::move(s).value();
+    else error = s.message();
+    done = true;
+  });
+  for (int i = 0; i < 6000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done) {
+    // Blocked on the FIFO: a writer releases it, so that the test fails instead of hanging.
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    opener.join();
+    if (w >= 0) ::close(w);
+    FAIL() << "opening the store blocked on a FIFO";
+  }
+  opener.join();
+  ASSERT_TRUE(opened) << error;
+  auto* s = &opened;
+  EXPECT_EQ((*s)->open_report().skipped, 3);
+  EXPECT_EQ((*s)->open_report().sessions, 1);
+  EXPECT_EQ((*s)->get("kept").value(), blob_of(64, 'k'));
+  EXPECT_TRUE(fs::is_fifo(fifo));  // left as it was
 }
 
 // Damage to a stored session: a truncated file or a flipped byte of the blob comes back from get
