@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,6 +41,7 @@ constexpr size_t kMaxReadPerWakeup = size_t{1} << 20;  // fairness between conne
 // sends RST, which can destroy the answer in flight).
 constexpr size_t kMaxDrainBytes = size_t{16} << 20;
 constexpr auto kDrainTime = std::chrono::seconds(3);
+constexpr size_t kTrimAfterBody = size_t{1} << 20;
 
 // A fixed set of threads running posted tasks in order; shutdown drops what has not started.
 class WorkerPool {
@@ -473,7 +475,14 @@ struct ServerCore::Impl {
     c->head_checked = false;
     Match m = match(*req);
     const Lane lane = m.route ? m.route->lane : Lane::Control;
-    auto task = [this, c, req, m = std::move(m)]() mutable { serve_request(c, *req, m); };
+    auto task = [this, c, req, m = std::move(m)]() mutable {
+      serve_request(c, *req, m);
+      // A large body's memory (and what parsing it cost) goes back to the system, so the
+      // process' resident size returns near its baseline after large requests.
+      const bool large = req->body.capacity() >= kTrimAfterBody;
+      req.reset();
+      if (large) malloc_trim(0);
+    };
     (lane == Lane::Work ? work_pool : control_pool).post(std::move(task));
   }
 

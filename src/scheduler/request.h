@@ -88,6 +88,10 @@ struct Request {
   // session continues with choice 0; the other choices run as sessionless requests (their KV
   // may stay resident as anonymous sessions that a next prompt extending them continues).
   int n = 1;
+  // Whether choices 1..n-1 keep their KV resident as anonymous sessions when they end (a next
+  // prompt extending one continues it). false: their pages go back to the pool at once (the
+  // server: such sessions belong to no API key, so nothing may hold pages for them).
+  bool keep_other_choices = true;
   bool keep_first_logits = false;   // fill RequestResult::first_logits (tests)
   // >= 0: every generated token's TokenEvent carries its log-probability and this many most
   // likely alternatives (at most kMaxTopLogprobs).

@@ -420,7 +420,8 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   r.timing.total_seconds = seconds_between(s->submitted, now);
 
   // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
-  const bool keep = options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped;
+  const bool keep = options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped &&
+                    (s->choice == 0 || s->request.keep_other_choices);
   if (std::string id = sessions_->give_back(s->session_id, s->tokens, keep ? std::move(s->cache) : nullptr, now);
       !id.empty())
     r.session_id = std::move(id);

@@ -41,8 +41,8 @@ ApiError Conversations::not_available(const std::string& id) {
 }
 
 Conversations::Entry* Conversations::find_owned(const std::string& owner, const std::string& id) {
-  auto it = entries_.find(id);
-  return it == entries_.end() || it->second.owner != owner ? nullptr : &it->second;
+  auto it = entries_.find({owner, id});
+  return it == entries_.end() ? nullptr : &it->second;
 }
 
 Conversations::Entry* Conversations::find_held(const std::string& owner, const ResolvedPrompt& p) {
@@ -62,8 +62,8 @@ void Conversations::hold(Entry& e, ResolvedPrompt& out) {
   touch(e);
 }
 
-void Conversations::remove(std::map<std::string, Entry>::iterator it) {
-  const std::string key = engine_key(it->second.owner, it->first);
+void Conversations::remove(std::map<Key, Entry>::iterator it) {
+  const std::string key = engine_key(it->first.first, it->first.second);
   // An owner's list stays when empty (owners are the server's keys: few), so that trim()'s
   // reference to it stays valid while it evicts.
   lru_[it->second.owner].erase(it->second.lru);
@@ -73,7 +73,7 @@ void Conversations::remove(std::map<std::string, Entry>::iterator it) {
 
 Conversations::Entry& Conversations::create(const std::string& owner, const std::string& id) {
   std::list<std::string>& owned = lru_[owner];
-  Entry& e = entries_[id];
+  Entry& e = entries_[{owner, id}];
   e.owner = owner;
   e.created = e.last_used = now_unix();
   e.serial = next_serial_++;
@@ -87,16 +87,16 @@ void Conversations::trim(const std::string& owner, const std::string& keep) {
   // owner exceeds it by the requests it has in flight (bounded by the server's queue).
   std::list<std::string>& owned = lru_[owner];
   for (auto victim = owned.begin(); owned.size() > max_ && victim != owned.end();) {
-    auto it = entries_.find(*victim++);
-    if (it->second.holders == 0 && it->first != keep) remove(it);
+    auto it = entries_.find({owner, *victim++});
+    if (it->second.holders == 0 && it->first.second != keep) remove(it);
   }
 }
 
 std::optional<ApiError> Conversations::pick(const std::string& owner, const std::string& requested_id,
                                             ResolvedPrompt& out, Entry*& entry) {
   if (requested_id.empty()) return std::nullopt;
-  auto it = entries_.find(requested_id);
-  if (it != entries_.end() && it->second.owner != owner) return not_available(requested_id);
+  // Each key names its own conversations: another key's ids neither collide with these nor show.
+  auto it = entries_.find({owner, requested_id});
   if (it == entries_.end()) {
     entry = &create(owner, requested_id);
     out.created = true;
@@ -112,12 +112,11 @@ Conversations::Entry& Conversations::longest_extended(const std::string& owner, 
                                                       const Extent& extent) {
   Entry* best = nullptr;
   size_t best_extent = 0;
-  for (auto& [id, e] : entries_) {
-    if (e.owner != owner) continue;
-    if (const size_t x = extent(e); x > best_extent) {
+  for (auto it = entries_.lower_bound({owner, ""}); it != entries_.end() && it->first.first == owner; ++it) {
+    if (const size_t x = extent(it->second); x > best_extent) {
       best_extent = x;
-      best = &e;
-      out.public_id = id;
+      best = &it->second;
+      out.public_id = it->first.second;
     }
   }
   if (best != nullptr) return *best;
@@ -194,7 +193,7 @@ void Conversations::record(const std::string& owner, const ResolvedPrompt& p, st
   if (e == nullptr) return;  // deleted meanwhile (the delete also dropped its KV)
   e->text = std::move(text);
   e->tokens = std::move(tokens);
-  ++e->turns;
+  if (e->turns >= 0) ++e->turns;
   --e->holders;
   touch(*e);
   // Only now, with a turn that succeeded, may a new record push out an older one: a request
@@ -209,7 +208,7 @@ void Conversations::abandon(const std::string& owner, const ResolvedPrompt& p) {
   --e->holders;
   // A record with no turn and no history came from failed requests only: it goes, with any KV a
   // cancelled first turn left in the engine.
-  if (e->holders == 0 && e->turns == 0 && e->tokens.empty()) remove(entries_.find(p.public_id));
+  if (e->holders == 0 && e->turns == 0 && e->tokens.empty()) remove(entries_.find({owner, p.public_id}));
 }
 
 size_t Conversations::restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
@@ -220,13 +219,14 @@ size_t Conversations::restore(const std::vector<std::pair<std::string, std::vect
     const size_t slash = key.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == key.size() || tokens.empty()) continue;
     const std::string owner = key.substr(0, slash), id = key.substr(slash + 1);
-    if (owners.count(owner) == 0 || entries_.count(id) > 0) continue;
+    if (owners.count(owner) == 0 || entries_.count({owner, id}) > 0) continue;
     if (lru_[owner].size() >= max_) {
       if (forget_) forget_(key);  // past the owner's limit: its KV goes, as an evicted record's would
       continue;
     }
     Entry& e = create(owner, id);
     e.tokens = tokens;
+    e.turns = -1;  // the tiers keep the tokens, not how many turns made them
     // The rendered chat a history came from decodes back to itself (special tokens included),
     // so the next turn's prompt text extends it.
     e.text = tok.decode(tokens, /*skip_special=*/false);
@@ -238,17 +238,17 @@ size_t Conversations::restore(const std::vector<std::pair<std::string, std::vect
 std::vector<ConversationInfo> Conversations::list(const std::string& owner) const {
   std::lock_guard lock(mu_);
   std::vector<ConversationInfo> out;
-  for (const auto& [id, e] : entries_) {
-    if (e.owner != owner) continue;
-    out.push_back({id, e.turns, static_cast<int64_t>(e.tokens.size()), e.created, e.last_used});
+  for (auto it = entries_.lower_bound({owner, ""}); it != entries_.end() && it->first.first == owner; ++it) {
+    const Entry& e = it->second;
+    out.push_back({it->first.second, e.turns, static_cast<int64_t>(e.tokens.size()), e.created, e.last_used});
   }
   return out;
 }
 
 std::optional<std::string> Conversations::erase(const std::string& owner, const std::string& public_id) {
   std::lock_guard lock(mu_);
-  auto it = entries_.find(public_id);
-  if (it == entries_.end() || it->second.owner != owner) return std::nullopt;
+  auto it = entries_.find({owner, public_id});
+  if (it == entries_.end()) return std::nullopt;
   remove(it);  // forget_ cancels a turn of it still running
   return engine_key(owner, public_id);
 }

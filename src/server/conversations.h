@@ -3,8 +3,8 @@
 //
 // Reuse is found two ways: an explicit session id (request field `session_id` or header
 // `X-Session-Id`), or, without one, the caller's conversation whose history text the new rendered
-// prompt extends (the longest). Conversations of other keys are never candidates, and naming
-// another key's id is refused with an error that does not say whether the id exists.
+// prompt extends (the longest). Each API key has its own namespace of ids: the same id under two
+// keys names two conversations, so no key can take a name from another or learn that it exists.
 //
 // Tokens: the new prompt is the canonical tokenization of its text when that still begins with
 // the conversation's tokens (then the output equals a fresh server's). When it does not (a reply
@@ -47,7 +47,7 @@ struct ResolvedPrompt {
 
 struct ConversationInfo {
   std::string id;
-  int64_t turns = 0;
+  int64_t turns = 0;  // -1: unknown (restored from a tier after a restart)
   int64_t tokens = 0;
   int64_t created_unix = 0;
   int64_t last_used_unix = 0;
@@ -135,7 +135,8 @@ class Conversations {
   // it has more than max_.
   void trim(const std::string& owner, const std::string& keep);
   // Removes a record and hands its engine key to forget_.
-  void remove(std::map<std::string, Entry>::iterator it);
+  using Key = std::pair<std::string, std::string>;  // (owner, public id)
+  void remove(std::map<Key, Entry>::iterator it);
   void touch(Entry& e);
   // The request now holds e (after a resolve).
   void hold(Entry& e, ResolvedPrompt& out);
@@ -149,7 +150,7 @@ class Conversations {
   size_t max_;
   Forget forget_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // public id -> entry (ids are global, owners checked)
+  std::map<Key, Entry> entries_;  // (owner, public id) -> entry: each owner its own namespace
   std::map<std::string, std::list<std::string>> lru_;  // owner -> its ids, front = least recently used
   uint64_t next_serial_ = 1;
 };

@@ -258,6 +258,7 @@ struct HttpServer::Impl {
     r.session_id = g.prompt.engine_session;
     r.top_logprobs = g.fields.top_logprobs;
     r.n = g.fields.n;
+    r.keep_other_choices = false;  // only choice 0 continues the conversation; the others' pages are freed
     if (g.grammar) r.constraint = std::make_shared<const GrammarConstraint>(g.grammar, token_texts);
     r.on_token = [ch](const TokenEvent& e) {
       std::lock_guard lock(ch->mu);
@@ -833,7 +834,8 @@ struct HttpServer::Impl {
       ordered_json j;
       j["id"] = c.id;
       j["object"] = "session";
-      j["turns"] = c.turns;
+      j["turns"] = c.turns >= 0 ? ordered_json(c.turns) : ordered_json(nullptr);  // null: restored, count unknown
+      if (c.turns < 0) j["restored"] = true;
       j["tokens"] = c.tokens;
       j["created"] = c.created_unix;
       j["last_used"] = c.last_used_unix;

@@ -40,6 +40,14 @@ std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
     if (std::string(f) == "tool_choice" && it->is_string() && it->get<std::string>() == "none") continue;
     return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
   }
+  // Server-side web search (chat) would change what the model knows: refused in any form.
+  if (auto it = j.find("web_search_options"); chat && it != j.end() && !it->is_null())
+    return bad_request("'web_search_options' is not supported by this server: it searches nothing",
+                       "web_search_options", "unsupported_parameter");
+  // best_of > 1 (completions) would sample several and return the best: not done, so refused.
+  if (auto it = j.find("best_of"); it != j.end() && !it->is_null() && !(it->is_number_integer() && *it == 1))
+    return bad_request("'best_of' is not supported by this server (only 1); use 'n' for several choices", "best_of",
+                       "unsupported_parameter");
   return std::nullopt;
 }
 
@@ -345,6 +353,10 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(const std::st
   if (auto e = read_generation(j, defaults, /*chat=*/false, r.gen)) return *e;
   if (r.gen.params.max_tokens == 0 && !j.contains("max_tokens")) r.gen.params.max_tokens = 16;  // OpenAI's default
   if (auto e = read_bool(j, "echo", r.echo)) return e.value();
+  if (r.echo && r.gen.top_logprobs >= 0)
+    return bad_request("'echo' with 'logprobs' would return the prompt's log-probabilities, which this server does "
+                       "not compute; ask for one or the other",
+                       "echo", "unsupported_parameter");
   auto p = j.find("prompt");
   if (p == j.end() || p->is_null()) return bad_request("'prompt' is required", "prompt", "missing_field");
   if (p->is_string()) {

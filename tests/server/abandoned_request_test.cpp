@@ -42,7 +42,7 @@ int connect_loopback(int port) {
 
 std::string http_get(int port, const std::string& path) {
   const int fd = connect_loopback(port);
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[65536];
@@ -93,7 +93,7 @@ TEST(HttpServer, AbandonedNonStreamedRequestsAreCancelled) {
   constexpr int kClients = 4;
   constexpr int kAsked = 8000;
   const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", kAsked}, {"ignore_eos", true}}.dump();
-  const std::string wire = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+  const std::string wire = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
                            std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int i = 0; i < kClients; ++i) {
     const int fd = connect_loopback(*port);

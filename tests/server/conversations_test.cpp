@@ -29,19 +29,26 @@ const Tokenizer& tok() {
   return *t;
 }
 
-TEST(Conversations, ExplicitIdsBelongToTheirKey) {
+TEST(Conversations, EachKeyHasItsOwnNamespaceOfIds) {
+  // The same id under two keys is two conversations: no key can take a name before another, or
+  // learn from a 404 that another key uses it.
   Conversations c(100);
   ResolvedPrompt a;
   ASSERT_FALSE(c.resolve_text("k0", "chat-1", "Once upon a time", false, tok(), a));
   EXPECT_TRUE(a.created);
   EXPECT_EQ(a.engine_session, "k0/chat-1");
+  c.record("k0", a, "Once upon a time", a.tokens);
   ResolvedPrompt b;
-  auto err = c.resolve_text("k1", "chat-1", "Once upon a time", false, tok(), b);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_EQ(err->status, 404);
-  EXPECT_EQ(err->code, "session_not_found");
+  ASSERT_FALSE(c.resolve_text("k1", "chat-1", "Once upon a time", false, tok(), b));
+  EXPECT_TRUE(b.created);  // its own, not k0's
+  EXPECT_EQ(b.engine_session, "k1/chat-1");
+  c.record("k1", b, "Once upon a time", b.tokens);
+  ASSERT_EQ(c.list("k0").size(), 1u);
+  ASSERT_EQ(c.list("k1").size(), 1u);
+  EXPECT_EQ(c.erase("k1", "chat-1").value(), "k1/chat-1");
   EXPECT_TRUE(c.list("k1").empty());
   EXPECT_FALSE(c.erase("k1", "chat-1").has_value());
+  EXPECT_EQ(c.list("k0").size(), 1u);  // untouched by k1's delete
   EXPECT_EQ(c.erase("k0", "chat-1").value(), "k0/chat-1");
 }
 
@@ -68,8 +75,12 @@ TEST(Conversations, RestoredFromEngineSessions) {
   ResolvedPrompt by_id;
   ASSERT_FALSE(c.resolve_text("local", "chat-7", history + ".", false, tok(), by_id));
   EXPECT_FALSE(by_id.created);
-  ResolvedPrompt stranger;
-  EXPECT_TRUE(c.resolve_text("k1", "conv-a", history, false, tok(), stranger).has_value());
+  EXPECT_LT(c.list("k0")[0].turns, 0);  // unknown after a restart (the tiers keep no count)
+  ResolvedPrompt stranger;  // another key's "conv-a" is a conversation of its own
+  ASSERT_FALSE(c.resolve_text("k1", "conv-a", history, false, tok(), stranger).has_value());
+  EXPECT_TRUE(stranger.created);
+  c.abandon("k1", stranger);
+  EXPECT_TRUE(c.list("k1").empty());
   EXPECT_EQ(c.restore({{"k0/conv-a", tokens}}, tok(), owners), 0u);  // known already
 }
 

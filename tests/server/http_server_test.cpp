@@ -245,6 +245,13 @@ TEST(HttpServer, SeveralChoicesShareOnePrefill) {
     EXPECT_EQ(finish[i], plain["choices"][i]["finish_reason"]) << "choice " << i;
   }
   EXPECT_EQ(usage["completion_tokens"], plain["usage"]["completion_tokens"]);
+  // Choices past the first hold no pages once their request is done: the only sessions left are
+  // the conversations, each of some key (anonymous choice sessions counted against nobody held
+  // KV pages and could not be listed or deleted).
+  s->engine->wait_idle();
+  const SchedulerStats st = s->engine->stats();
+  const size_t listed = json::parse(c.Get("/v1/sessions")->body)["data"].size();
+  EXPECT_EQ(st.sessions, listed);
   body["n"] = 17;
   EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "n");
 }
@@ -343,18 +350,20 @@ TEST(HttpServer, ApiKeysIsolateSessions) {
   const json ra = post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, a);
   const std::string text_a = ra["choices"][0]["message"]["content"];
   ASSERT_FALSE(text_a.empty());
-  auto rb = c.Post("/v1/chat/completions", b, chat_body({{"user", "Once upon a time"}}, 16).dump(), "application/json");
-  ASSERT_TRUE(rb);
-  EXPECT_EQ(rb->status, 404);
-  EXPECT_EQ(json::parse(rb->body)["error"]["code"], "session_not_found");
-  EXPECT_EQ(rb->body.find(text_a), std::string::npos);
+  // The same id under key B is B's own conversation: nothing of A's is reused or shown, and B
+  // cannot tell from its answer that A uses the name.
+  const json rb = post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, b);
+  EXPECT_EQ(rb["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   // Listing and deleting are per key too.
   auto list_b = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-b"}});
   ASSERT_TRUE(list_b);
-  EXPECT_TRUE(json::parse(list_b->body)["data"].empty());
+  ASSERT_EQ(json::parse(list_b->body)["data"].size(), 1u);
   auto del_b = c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
   ASSERT_TRUE(del_b);
-  EXPECT_EQ(del_b->status, 404);
+  EXPECT_EQ(del_b->status, 200);
+  auto del_b_again = c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
+  ASSERT_TRUE(del_b_again);
+  EXPECT_EQ(del_b_again->status, 404);
   auto list_a = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-a"}});
   ASSERT_TRUE(list_a);
   const json listed_a = json::parse(list_a->body)["data"][0];
@@ -618,7 +627,7 @@ TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   addr.sin_port = htons(static_cast<uint16_t>(s->port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string partial = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le";
+  const std::string partial = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le";
   ASSERT_EQ(send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
 
   struct Case {
@@ -965,13 +974,17 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
   EXPECT_EQ(streamed, content);
   // Without logprobs the field stays null.
   EXPECT_TRUE(post_json(c, "/v1/chat/completions", chat_body({{"user", "Hi"}}, 2))["choices"][0]["logprobs"].is_null());
-  // Completions: the legacy object, offsets after the echoed prompt.
+  // Completions: the legacy object.
   const json comp = post_json(c, "/v1/completions", json{{"prompt", "Once upon"}, {"max_tokens", 5}, {"temperature", 0},
-                                                         {"logprobs", 2}, {"echo", true}});
+                                                         {"logprobs", 2}});
   const json& lp = comp["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 5u);
-  EXPECT_EQ(lp["text_offset"][0], 9);
+  EXPECT_EQ(lp["text_offset"][0], 0);
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  // With echo, OpenAI gives the prompt's log-probabilities too; they are not computed, so refused.
+  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "Once upon"}, {"logprobs", 2}, {"echo", true}}, 400)["error"]
+                ["param"],
+            "echo");
   // Refusals name the field.
   body.erase("stream");
   body["top_logprobs"] = 21;
@@ -1165,6 +1178,190 @@ TEST(HttpServer, ForcedToolCallsAreParsedCalls) {
   mbody["tool_choice"] = "required";
   const json refused = post_json(mc, "/v1/chat/completions", mbody, 400);
   EXPECT_EQ(refused["error"]["param"], "tool_choice");
+}
+
+
+// ---- hostile requests: what the second outside probe found -------------------------------------
+
+namespace hostile {
+
+std::string nested(size_t depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
+
+// A raw request over a fresh connection; returns everything the server sent until it closed or
+// `until` appeared.
+std::string raw_exchange(int port, const std::string& wire, const std::string& until = "") {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  (void)send(fd, wire.data(), wire.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (ssize_t n; (until.empty() || out.find(until) == std::string::npos) && (n = recv(fd, buf, sizeof buf, 0)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+}  // namespace hostile
+
+// A 40 KB request nesting 20,000 arrays crashed the server (a stack overflow in recursion over
+// the parsed value). Every JSON entry point now refuses deep nesting with a 400 while parsing,
+// and the server stays up: the same through a tool schema, assistant tool-call arguments, the
+// Responses API's tools and function_call arguments, /apply-template, tool_choice none and
+// required, with the chatml template (which takes no tools), and as a completion prompt.
+TEST(HttpServer, DeeplyNestedJsonIsRefusedAtEveryEntryPoint) {
+  auto s = start();
+  auto c = s->client();
+  for (const size_t depth : {size_t{100}, size_t{5000}, size_t{20000}, size_t{100000}}) {
+    const std::string deep = hostile::nested(depth);
+    const std::string tools = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" + deep + "}}}]";
+    const std::string user = R"({"role":"user","content":"hi"})";
+    const std::string args = json(deep).dump();  // the arguments are a string holding JSON
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + "}"},
+        {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"none"})"},
+        {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"required"})"},
+        {"/v1/chat/completions", R"({"messages":[)" + user +
+                                     R"(,{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":)" +
+                                     args + R"(}}]}]})"},
+        {"/v1/responses", R"({"input":"hi","tools":[{"type":"function","name":"f","parameters":{"x":)" + deep + "}}]}"},
+        {"/v1/responses", R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":)" + args +
+                              R"(},{"type":"function_call_output","call_id":"c","output":"x"}]})"},
+        {"/apply-template", R"({"messages":[)" + user + R"(],"tools":)" + tools + "}"},
+        {"/v1/completions", R"({"prompt":)" + deep + "}"},
+        {"/tokenize", R"({"content":)" + deep + "}"},
+    };
+    for (const auto& [path, body] : cases) {
+      SCOPED_TRACE(fmt::format("{} at depth {}", path, depth));
+      auto res = c.Post(path, body, "application/json");
+      ASSERT_TRUE(res) << "the server did not answer";
+      EXPECT_EQ(res->status, 400) << res->body.substr(0, 300);
+      auto health = c.Get("/health");
+      ASSERT_TRUE(health);
+      ASSERT_EQ(health->status, 200);
+    }
+  }
+  // Within the limit, a nested tool schema is still served (the template refuses tools, by name).
+  auto res = c.Post("/v1/chat/completions",
+                    R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" +
+                        hostile::nested(20) + "}}}]}",
+                    "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["error"]["param"], "tools") << res->body;
+}
+
+// Without --api-key a web page could drive a local server: through DNS rebinding (a Host that
+// is the page's own name) or a simple cross-origin POST (text/plain, no preflight).
+TEST(HttpServer, HostNamesAndContentTypesAreChecked) {
+  ServerOptions so;
+  so.allowed_hosts = {"tangram.lan", "*.example.org"};
+  auto s = start(so);
+  auto c = s->client();
+  const json body = chat_body({{"user", "Once"}}, 2);
+  auto with_host = [&](const std::string& host) {
+    auto res = c.Post("/v1/chat/completions", httplib::Headers{{"Host", host}}, body.dump(), "application/json");
+    return res ? res->status : -1;
+  };
+  EXPECT_EQ(with_host("attacker.example"), 403);
+  EXPECT_EQ(with_host("attacker.example:8080"), 403);
+  EXPECT_EQ(with_host("localhost.attacker.example"), 403);
+  EXPECT_EQ(with_host("example.org"), 403);
+  EXPECT_EQ(with_host("127.0.0.1:" + std::to_string(s->port)), 200);
+  EXPECT_EQ(with_host("localhost"), 200);
+  EXPECT_EQ(with_host("LOCALHOST:1"), 200);
+  EXPECT_EQ(with_host("[::1]:8080"), 200);
+  EXPECT_EQ(with_host("10.1.2.3"), 200);  // an address is never a rebinding name
+  EXPECT_EQ(with_host("tangram.lan"), 200);
+  EXPECT_EQ(with_host("api.example.org"), 200);
+  auto forbidden = c.Get("/v1/models", httplib::Headers{{"Host", "attacker.example"}});
+  ASSERT_TRUE(forbidden);
+  EXPECT_EQ(forbidden->status, 403);
+  EXPECT_EQ(json::parse(forbidden->body)["error"]["code"], "host_not_allowed");
+  // Bodies must be declared JSON.
+  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
+    auto res = c.Post("/v1/chat/completions", body.dump(), type);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 415) << type;
+    EXPECT_EQ(json::parse(res->body)["error"]["code"], "unsupported_media_type");
+  }
+  const std::string wire = body.dump();
+  EXPECT_NE(hostile::raw_exchange(s->port, fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                       "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
+                                                       wire.size(), wire))
+                .find("HTTP/1.1 415"),
+            std::string::npos);  // no Content-Type at all
+  auto charset = c.Post("/v1/chat/completions", body.dump(), "Application/JSON; charset=utf-8");
+  ASSERT_TRUE(charset);
+  EXPECT_EQ(charset->status, 200);
+}
+
+// Bodies were read before authentication: 100 connections announcing 8 MiB each held 830 MB.
+// Now a request without a valid key is answered on its head (no body byte read), and an
+// unauthenticated "Expect: 100-continue" never hears "100 Continue".
+TEST(HttpServer, UnauthenticatedRequestsAreRefusedBeforeTheirBody) {
+  ServerOptions so;
+  so.api_keys = {"key-a"};
+  auto s = start(so);
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                           "Expect: 100-continue\r\nContent-Length: 8000000\r\n";
+  const std::string refused = hostile::raw_exchange(s->port, head + "\r\n");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 401", 0), 0u) << refused.substr(0, 200);
+  EXPECT_EQ(refused.find("100 Continue"), std::string::npos);
+  const std::string wrong = hostile::raw_exchange(s->port, head + "Authorization: Bearer nope\r\n\r\n");
+  EXPECT_EQ(wrong.rfind("HTTP/1.1 401", 0), 0u) << wrong.substr(0, 200);
+  // With the key: "go on", and the body is read (then refused as too large, after the 100).
+  const std::string admitted =
+      hostile::raw_exchange(s->port, head + "Authorization: Bearer key-a\r\n\r\n", "100 Continue\r\n\r\n");
+  EXPECT_EQ(admitted.rfind("HTTP/1.1 100 Continue", 0), 0u) << admitted.substr(0, 200);
+}
+
+// RFC 9112: an HTTP/1.1 request needs exactly one Host.
+TEST(HttpServer, RequestsWithoutOneHostAre400) {
+  auto s = start();
+  EXPECT_EQ(hostile::raw_exchange(s->port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 400", 0),
+            0u);
+  EXPECT_EQ(hostile::raw_exchange(s->port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n"
+                                           "Connection: close\r\n\r\n")
+                .rfind("HTTP/1.1 400", 0),
+            0u);
+  EXPECT_EQ(hostile::raw_exchange(s->port, "\r\n\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .rfind("HTTP/1.1 200", 0),
+            0u);
+}
+
+// A complete non-streamed request followed by shutdown(SHUT_WR) was cancelled as if the client
+// had gone; a half-closed client still reads, and gets its answer.
+TEST(HttpServer, HalfClosedClientsGetTheirNonStreamedAnswer) {
+  auto s = start();
+  const std::string body = chat_body({{"user", "Once upon a time"}}, 24).dump();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s->port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string wire = fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                       "Content-Length: {}\r\n\r\n{}", body.size(), body);
+  ASSERT_EQ(send(fd, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
+  shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  timeval tv{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t ok = out.find("HTTP/1.1 200 OK");
+  ASSERT_NE(ok, std::string::npos) << out.substr(0, 300);
+  const json answer = json::parse(out.substr(out.find("\r\n\r\n", ok) + 4));
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
 }
 
 }  // namespace

@@ -138,6 +138,8 @@ std::vector<BadCase> bad_chat_cases() {
        "response_format.json_schema", "missing_field"},
       {"unknown format", chat_with(R"("response_format": {"type": "yaml"})"), "response_format.type", "invalid_value"},
       {"logit_bias", chat_with(R"("logit_bias": {"1": 5})"), "logit_bias", "unsupported_parameter"},
+      {"web_search_options", chat_with(R"("web_search_options": {})"), "web_search_options", "unsupported_parameter"},
+      {"best_of", chat_with(R"("best_of": 3)"), "best_of", "unsupported_parameter"},
       {"session id with slash", chat_with(R"("session_id": "a/b")"), "session_id", "invalid_session_id"},
       {"session id too long", chat_with("\"session_id\": \"" + std::string(129, 'a') + "\""), "session_id",
        "invalid_session_id"},
@@ -174,6 +176,9 @@ TEST(OpenAiRequest, MalformedCompletionBodiesGetClearErrors) {
       {"prompt an object", R"({"prompt": {}})", "prompt", "invalid_type"},
       {"echo a number", R"({"prompt": "x", "echo": 1})", "echo", "invalid_type"},
       {"suffix", R"({"prompt": "x", "suffix": "y"})", "suffix", "unsupported_parameter"},
+      {"best_of 2", R"({"prompt": "x", "best_of": 2})", "best_of", "unsupported_parameter"},
+      {"best_of a string", R"({"prompt": "x", "best_of": "1"})", "best_of", "unsupported_parameter"},
+      {"echo with logprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "unsupported_parameter"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
