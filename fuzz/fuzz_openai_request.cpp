@@ -1,5 +1,8 @@
-// OpenAI request parsers: arbitrary bytes as the body of /v1/chat/completions, /v1/completions
-// and /v1/responses.
+// Every JSON entry point of the server: arbitrary bytes as the body of /v1/chat/completions (and
+// /apply-template, which parses the same), /v1/completions, /v1/responses, /tokenize and
+// /detokenize, and as a model's reply parsed for tool calls in every syntax. The regressions
+// (fuzz/regressions/openai_request) hold bodies nesting 20,000 to 100,000 deep through each
+// place the outside probe crashed the server; the corpus holds deep and wide seeds.
 // A body is either refused with an ApiError (whose JSON the server must be able to send) or
 // parsed into a request whose values the engine accepts without further checks; a parsed chat
 // request is rendered with a built-in template, as the server does next.
@@ -9,6 +12,7 @@
 #include <variant>
 
 #include "chat/chat_template.h"
+#include "chat/tool_calls.h"
 #include "fuzz_support.h"
 #include "server/openai_request.h"
 #include "server/responses_request.h"
@@ -63,6 +67,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)chatml.render(req.input, true, "<s>", "</s>");
   }
 
+  for (auto syntax : {ToolCallSyntax::Hermes, ToolCallSyntax::QwenXml, ToolCallSyntax::Llama3,
+                      ToolCallSyntax::MistralJson, ToolCallSyntax::MistralArgs}) {
+    const ParsedReply reply = parse_tool_calls(syntax, body);
+    for (const auto& call : reply.calls) TG_FUZZ_CHECK(!call.name.empty());
+  }
+  auto tokenize = parse_tokenize_request(body);
+  if (const auto* e = std::get_if<ApiError>(&tokenize)) check_error(*e);
+  auto detokenize = parse_detokenize_request(body, defaults.vocab_size);
+  if (const auto* e = std::get_if<ApiError>(&detokenize)) {
+    check_error(*e);
+  } else {
+    for (int32_t id : std::get<DetokenizeRequest>(detokenize).tokens) TG_FUZZ_CHECK(id >= 0 && id < defaults.vocab_size);
+  }
   auto completion = parse_completion_request(body, defaults);
   if (const auto* e = std::get_if<ApiError>(&completion)) {
     check_error(*e);

@@ -59,6 +59,11 @@ int cmd_serve(const ServeOptions& opt) {
   auto body = parse_bytes(opt.max_body);
   if (!body) return fail("--max-body: " + body.message());
   so.max_body_bytes = static_cast<size_t>(*body);
+  if (!opt.max_body_in_flight.empty()) {
+    auto in_flight = parse_bytes(opt.max_body_in_flight);
+    if (!in_flight || *in_flight < *body) return fail("--max-body-in-flight: give at least --max-body");
+    so.max_body_in_flight = static_cast<size_t>(*in_flight);
+  }
   so.max_queue = opt.max_queue;
   so.http_threads = opt.http_threads;
   auto header_bytes = parse_bytes(opt.max_header_bytes);
@@ -165,6 +170,9 @@ Command register_serve(CLI::App& app) {
   c_serve->add_option("--max-body", serve.max_body,
                       "Largest request body, counted after chunked and gzip/deflate decoding (413 beyond)")
       ->capture_default_str();
+  c_serve->add_option("--max-body-in-flight", serve.max_body_in_flight,
+                      "Request bodies held at once over all connections, while read and handled; a request past "
+                      "it gets 503 with Retry-After (default: 32 x --max-body)");
   c_serve->add_option("--max-headers", serve.max_headers, "Most header fields in a request (431 beyond)")
       ->capture_default_str()->check(CLI::Range(8, 10000));
   c_serve->add_option("--max-header-bytes", serve.max_header_bytes, "Largest header block of a request (431 beyond)")

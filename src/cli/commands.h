@@ -66,6 +66,7 @@ struct ServeOptions {
   int max_queue = 64;
   int http_threads = 0;
   std::string max_body = "8MiB";
+  std::string max_body_in_flight;  // "": 32 x max_body
   int read_timeout_s = 10;
   int write_timeout_s = 30;
   size_t max_connections = 1024;

@@ -108,7 +108,9 @@ Result<json> plan_json(const ChatOptions& o) {
 Result<json> plan_json(const ServeOptions& o) {
   json j{{"model", o.model}, {"chat_template", o.chat_template}, {"model_name", o.model_name},
          {"host", o.host}, {"port", o.port}, {"api_keys", o.api_keys.size()}, {"api_key_file", o.api_key_file},
+         {"allowed_hosts", o.allowed_hosts},
          {"max_queue", o.max_queue}, {"http_threads", o.http_threads}, {"max_body", o.max_body},
+         {"max_body_in_flight", o.max_body_in_flight},
          {"read_timeout_s", o.read_timeout_s}, {"write_timeout_s", o.write_timeout_s},
          {"max_connections", o.max_connections}, {"max_connections_per_ip", o.max_connections_per_ip},
          {"max_headers", o.max_headers}, {"max_header_bytes", o.max_header_bytes},

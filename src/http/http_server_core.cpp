@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -41,7 +42,7 @@ constexpr size_t kMaxReadPerWakeup = size_t{1} << 20;  // fairness between conne
 // sends RST, which can destroy the answer in flight).
 constexpr size_t kMaxDrainBytes = size_t{16} << 20;
 constexpr auto kDrainTime = std::chrono::seconds(3);
-constexpr size_t kTrimAfterBody = size_t{1} << 20;
+constexpr size_t kTrimAfterBody = size_t{256} << 10;
 
 // A fixed set of threads running posted tasks in order; shutdown drops what has not started.
 class WorkerPool {
@@ -199,6 +200,7 @@ struct Conn {
   Clock::time_point deadline;
   bool started = false;        // a byte of the current request has arrived
   bool head_checked = false;   // the head check has let the current request through
+  size_t body_budget = 0;      // bytes of the buffered-body budget this request's body holds
   bool continue_sent = false;  // "100 Continue" for the current request
   bool draining = false;       // answered with an error: read and discard until the client closes
   size_t drained = 0;
@@ -225,6 +227,7 @@ struct ServerCore::Impl {
   int epoll_fd = -1;
   int wake_fd = -1;
   std::atomic<bool> stopping{false};
+  std::atomic<size_t> buffered_body{0};  // body bytes held over all connections (max_buffered_body)
   std::optional<Clock::time_point> accept_paused_until;  // reactor only
   WorkerPool work_pool, control_pool;
   std::unordered_map<int, std::shared_ptr<Conn>> reading;  // reactor only
@@ -236,6 +239,7 @@ struct ServerCore::Impl {
   bool closed = false;  // the reactor has stopped taking connections back
 
   explicit Impl(ServerCoreOptions o) : opt(std::move(o)) {
+    if (opt.max_buffered_body == 0) opt.max_buffered_body = 32 * opt.limits.max_body;
     // Each connection is a descriptor: allow as many as the hard limit lets us, and stay below.
     rlimit rl{};
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -334,7 +338,36 @@ struct ServerCore::Impl {
 
   void drop(const std::shared_ptr<Conn>& c) {
     unwatch(c);
+    release_budget(*c);
     close_conn(*c);
+  }
+
+  // The body bytes a request holds go back to the budget (its body was handled or dropped).
+  void release_budget(Conn& c) {
+    buffered_body.fetch_sub(c.body_budget);
+    c.body_budget = 0;
+  }
+
+  // Counts what the current request's body holds now; false (and answered 503) when the
+  // bodies held over all connections would pass the budget.
+  bool charge_budget(const std::shared_ptr<Conn>& c) {
+    const size_t held = c->parser.request().body.size();
+    if (held <= c->body_budget) return true;
+    const size_t grow = held - c->body_budget;
+    if (buffered_body.fetch_add(grow) + grow > opt.max_buffered_body) {
+      buffered_body.fetch_sub(grow);
+      Request req = c->parser.request();
+      req.body.clear();
+      req.remote_addr = c->ip;
+      Response res;
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      if (filler) filler(req, res, "the server holds too many request bodies at once; retry shortly");
+      dispatch_answer(c, std::make_shared<Request>(std::move(req)), std::move(res));
+      return false;
+    }
+    c->body_budget = held;
+    return true;
   }
 
   // ---- reading -------------------------------------------------------------------------------
@@ -385,6 +418,7 @@ struct ServerCore::Impl {
       }
       break;
     }
+    if (c->parser.state() != RequestParser::State::Failed && !charge_budget(c)) return false;
     switch (c->parser.state()) {
       case RequestParser::State::Complete:
         dispatch(c);
@@ -475,12 +509,14 @@ struct ServerCore::Impl {
     c->head_checked = false;
     Match m = match(*req);
     const Lane lane = m.route ? m.route->lane : Lane::Control;
-    auto task = [this, c, req, m = std::move(m)]() mutable {
+    const size_t budget = std::exchange(c->body_budget, 0);  // the body now belongs to the task
+    auto task = [this, c, req, budget, m = std::move(m)]() mutable {
       serve_request(c, *req, m);
       // A large body's memory (and what parsing it cost) goes back to the system, so the
       // process' resident size returns near its baseline after large requests.
       const bool large = req->body.capacity() >= kTrimAfterBody;
       req.reset();
+      buffered_body.fetch_sub(budget);
       if (large) malloc_trim(0);
     };
     (lane == Lane::Work ? work_pool : control_pool).post(std::move(task));
@@ -499,6 +535,7 @@ struct ServerCore::Impl {
   // closes: whatever the client still sends is read and dropped for a while, not buffered.
   void dispatch_answer(const std::shared_ptr<Conn>& c, std::shared_ptr<Request> req, Response answer) {
     unwatch(c);
+    release_budget(*c);  // what the body held so far is dropped with it
     control_pool.post([this, c, req = std::move(req), res = std::move(answer)]() mutable {
       if (after) after(*req, res);
       if (!write_response(*c, *req, res, /*keep_alive=*/false)) return close_conn(*c);
@@ -752,6 +789,8 @@ void ServerCore::stop() {
     [[maybe_unused]] const ssize_t n = ::write(impl_->wake_fd, &one, sizeof one);
   }
 }
+
+size_t ServerCore::buffered_body_bytes() const { return impl_->buffered_body.load(); }
 
 size_t ServerCore::connections() const {
   std::lock_guard lock(impl_->mu);

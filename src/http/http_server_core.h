@@ -43,6 +43,9 @@ struct ServerCoreOptions {
   int control_threads = 4;
   size_t max_connections = 1024;        // also kept below the process' file descriptor limit
   size_t max_connections_per_ip = 256;
+  // Request bodies held at once, over every connection (being read, or waiting for and in their
+  // handlers); a request whose body would pass it gets 503 with Retry-After. 0: 32 x max_body.
+  size_t max_buffered_body = 0;
 };
 
 using Handler = std::function<void(Request&, Response&)>;
@@ -77,6 +80,8 @@ class ServerCore {
 
   // Connections open now (for tests and metrics).
   size_t connections() const;
+  // Bytes of request bodies held now (see ServerCoreOptions::max_buffered_body).
+  size_t buffered_body_bytes() const;
 
  private:
   struct Impl;

@@ -1024,6 +1024,7 @@ http::ServerCoreOptions core_options(const ServerOptions& o, const Engine& engin
   c.host = o.host;
   c.port = o.port;
   c.limits.max_body = o.max_body_bytes;
+  c.max_buffered_body = o.max_body_in_flight;
   c.limits.max_headers = o.max_headers;
   c.limits.max_header_bytes = o.max_header_bytes;
   c.read_timeout_s = o.read_timeout_s;

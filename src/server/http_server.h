@@ -38,6 +38,7 @@ struct ServerOptions {
   int max_queue = 64;                  // generation requests that may wait beyond the running ones
   int http_threads = 0;                // connection workers; 0: max_running + max_queue + 16
   size_t max_body_bytes = size_t{8} << 20;  // of the decoded body (after chunking and gzip)
+  size_t max_body_in_flight = 0;       // bodies held at once over all connections (503 beyond); 0: 32 x max_body_bytes
   size_t max_headers = 100;            // header fields of a request (431 beyond)
   size_t max_header_bytes = 64 * 1024;  // all of a request's header lines together (431 beyond)
   size_t max_connections = 1024;       // open at once (503 beyond; kept below the fd limit)

@@ -387,6 +387,32 @@ TEST_F(CoreFixture, StopEndsHandlersWaitingOnTheirClient) {
   EXPECT_TRUE(saw_hangup_);
 }
 
+TEST_F(CoreFixture, BodiesHeldAtOnceStayWithinTheirBudget) {
+  ServerCoreOptions o;
+  o.limits.max_body = 1000;
+  o.max_buffered_body = 1500;
+  start(o);
+  // One request holds 900 bytes of its body while the rest is still to come.
+  Socket a(port_);
+  ASSERT_TRUE(a.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(900, 'a')));
+  for (int i = 0; i < 3000 && core_->buffered_body_bytes() < 900; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(core_->buffered_body_bytes(), 900u);
+  // A second body that would pass the budget is refused while that one is held.
+  Socket b(port_);
+  ASSERT_TRUE(b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'b')));
+  const std::string refused = b.response();
+  EXPECT_EQ(status_of(refused), 503) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos);
+  // The first completes; once answered, its bytes are back and the next body fits.
+  ASSERT_TRUE(a.send(std::string(100, 'a')));
+  EXPECT_EQ(body_of(a.response()), std::string(900, 'a') + std::string(100, 'a'));
+  for (int i = 0; i < 3000 && core_->buffered_body_bytes() > 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(core_->buffered_body_bytes(), 0u);
+  Socket c(port_);
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'c')));
+  EXPECT_EQ(status_of(c.response()), 200);
+}
+
 TEST_F(CoreFixture, BodiesOverTheLimitGet413WhateverTheirFraming) {
   ServerCoreOptions o;
   o.limits.max_body = 100;

@@ -13,7 +13,7 @@ const question = (i) => [{ role: 'user', content: `Tell me story number ${i} abo
 
 async function chat(server, id, messages, maxTokens) {
   const res = await fetch(`${server.url}/v1/chat/completions`, {
-    method: 'POST',
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
     headers: id ? { 'Content-Type': 'application/json', 'X-Session-Id': id } : { 'Content-Type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: maxTokens, temperature: 0 }),
   });
@@ -43,7 +43,7 @@ test('sessions on disk survive kill -9 mid-stream', { timeout: 300_000 }, async 
     }
     // A second turn in flight when the server dies.
     const res = await fetch(`${first.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'X-Session-Id': 's0' },
+      method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Session-Id': 's0' },
       body: JSON.stringify({ messages: histories[0].history, max_tokens: 100000, ignore_eos: true, stream: true }),
     });
     const reader = res.body.getReader();

@@ -3,7 +3,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { startServer } from './server.mjs';
+import fs from 'node:fs';
+import { startServer, SANITIZED } from './server.mjs';
 
 let server;
 before(async () => {
@@ -47,6 +48,9 @@ const cases = [
   ['token ids out of vocabulary', '/v1/completions', '{"prompt": [1, 2, 999999]}', 400],
   ['prompt longer than the context', '/v1/completions', JSON.stringify({ prompt: new Array(5000).fill(7) }), 400],
   ['deeply nested JSON', '/v1/chat/completions', '['.repeat(100000) + ']'.repeat(100000), 400],
+  ['best_of 2', '/v1/completions', JSON.stringify({ prompt: 'x', best_of: 2 }), 400],
+  ['echo with logprobs', '/v1/completions', JSON.stringify({ prompt: 'x', echo: true, logprobs: 1 }), 400],
+  ['web_search_options', '/v1/chat/completions', chat({ web_search_options: {} }), 400],
   ['10 MB body', '/v1/chat/completions', '{"messages":[{"role":"user","content":"' + 'a'.repeat(10 << 20) + '"}]}', 413],
   ['unknown route', '/v1/engines', '{}', 404],
   ['wrong method', '/v1/models', '{}', 405],
@@ -62,7 +66,7 @@ test(`${cases.length} malformed requests each get their status and an error obje
     assert.equal(typeof j.error.message, 'string', name);
     assert.ok(j.error.message.length > 0, name);
     // Everyone else is still served.
-    const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+    const ok = await fetch(server.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
     assert.equal(ok.status, 200, `after ${name}`);
   }
 });
@@ -70,7 +74,7 @@ test(`${cases.length} malformed requests each get their status and an error obje
 test('slow-loris headers are dropped after the read timeout while others are served', async () => {
   const sock = net.connect(server.port, '127.0.0.1');
   await new Promise((r) => sock.once('connect', r));
-  sock.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: appl');
+  sock.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl');
   let reply = '';
   sock.on('data', (d) => { reply += d; });  // also keeps the socket flowing, so 'close' can fire
   const closed = new Promise((r) => sock.once('close', r));
@@ -85,7 +89,7 @@ test('slow-loris headers are dropped after the read timeout while others are ser
 test('a client that disconnects mid-stream frees its request at once', async () => {
   const ctl = new AbortController();
   const res = await fetch(server.url + '/v1/completions', {
-    method: 'POST', signal: ctl.signal,
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: ctl.signal,
     body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 100000, ignore_eos: true, stream: true }),
   });
   const reader = res.body.getReader();
@@ -101,7 +105,7 @@ test('a client that disconnects mid-stream frees its request at once', async () 
   assert.equal(disconnects, 1);
   const m = await (await fetch(server.url + '/metrics')).text();
   assert.equal(Number(/\ntangram_requests_running (\d+)/.exec(m)[1]), 0);
-  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
   assert.equal(ok.status, 200);
 });
 
@@ -109,8 +113,100 @@ test('half a body, then a hang-up, loses nothing', async () => {
   const sock = net.connect(server.port, '127.0.0.1');
   await new Promise((r) => sock.once('connect', r));
   sock.resume();
-  sock.end('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"messages": [');
+  sock.end('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"messages": [');
   await new Promise((r) => sock.once('close', r));
-  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+  const ok = await fetch(server.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
   assert.equal(ok.status, 200);
+});
+
+// ---- the second probe's cases, in groups; after each group the process is alive, /health
+// answers, and its RSS and KV pages are back near where they were. -----------------------------
+
+function rssBytes() {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
+  return Number(m[1]) * 1024;
+}
+async function pagesUsed() {
+  const m = await (await fetch(server.url + '/metrics')).text();
+  return Number(/\ntangram_kv_pages_used (\d+)/.exec(m)[1]);
+}
+function raw(bytes, { end = false } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(server.port, '127.0.0.1');
+    let reply = '';
+    sock.on('data', (d) => { reply += d.toString('latin1'); });
+    sock.on('error', () => {});
+    sock.on('close', () => resolve(reply));
+    sock.on('connect', () => { if (end) sock.end(bytes); else sock.write(bytes); });
+    setTimeout(() => sock.destroy(), 20_000);
+  });
+}
+async function group(name, body) {
+  const rss0 = rssBytes();
+  const pages0 = await pagesUsed();
+  await body();
+  const health = await fetch(server.url + '/health');
+  assert.equal(health.status, 200, `${name}: /health`);
+  assert.ok(await pagesUsed() <= pages0 + 16, `${name}: KV pages ${pages0} -> ${await pagesUsed()}`);
+  // Under AddressSanitizer freed memory sits in its quarantine: the resident size says nothing there.
+  if (!SANITIZED) assert.ok(rssBytes() - rss0 < 96 << 20, `${name}: RSS grew by ${(rssBytes() - rss0) >> 20} MiB`);
+}
+const json = (path, body, headers = {}) =>
+  fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body });
+
+test('the second probe: deep JSON at every entry point, memory, Host, content type, half-close, choices', async () => {
+  const deep = (n) => '['.repeat(n) + '1' + ']'.repeat(n);
+  await group('deep JSON', async () => {
+    for (const n of [5000, 20000, 100000]) {
+      const tools = `[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${deep(n)}}}}]`;
+      const args = JSON.stringify(deep(n));
+      const bodies = [
+        ['/v1/chat/completions', `{"messages":[{"role":"user","content":"hi"}],"tools":${tools}}`],
+        ['/v1/chat/completions', `{"messages":[{"role":"user","content":"hi"}],"tools":${tools},"tool_choice":"required"}`],
+        ['/v1/chat/completions', `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":${args}}}]}]}`],
+        ['/v1/responses', `{"input":"hi","tools":[{"type":"function","name":"f","parameters":${deep(n)}}]}`],
+        ['/v1/responses', `{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":${args}}]}`],
+        ['/apply-template', `{"messages":[{"role":"user","content":"hi"}],"tools":${tools}}`],
+      ];
+      for (const [path, body] of bodies) {
+        const r = await json(path, body);
+        assert.equal(r.status, 400, `${path} at depth ${n}: ${(await r.text()).slice(0, 200)}`);
+      }
+    }
+  });
+  await group('bodies that cost memory to parse', async () => {
+    // Just under --max-body (1 MiB here) of values that each allocate a container, 8 at once.
+    const costly = '[' + '[],'.repeat(349_000) + '[]]';
+    const replies = await Promise.all(Array.from({ length: 8 }, () => json('/v1/chat/completions', costly)));
+    for (const r of replies) assert.equal(r.status, 400);
+  });
+  await group('Host and content type', async () => {
+    const body = chat({});
+    assert.equal((await raw(`POST /v1/chat/completions HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${body.length}\r\n\r\n${body}`)).slice(0, 12), 'HTTP/1.1 403');
+    const plain = await fetch(server.url + '/v1/chat/completions', { method: 'POST', body });  // text/plain, as a cross-site form would
+    assert.equal(plain.status, 415);
+    assert.equal((await raw('GET /health HTTP/1.1\r\nConnection: close\r\n\r\n')).slice(0, 12), 'HTTP/1.1 400');
+    assert.equal((await raw('\r\n\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n')).slice(0, 12), 'HTTP/1.1 200');
+    assert.equal((await raw('POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n 2\r\n{}\r\n0\r\n\r\n')).slice(0, 12), 'HTTP/1.1 400');
+    assert.equal((await raw('POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\r\n0\r\n\r\n')).slice(0, 12), 'HTTP/1.1 400');
+  });
+  await group('half-closed clients', async () => {
+    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8 });
+    const reply = await raw(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`, { end: true });
+    assert.match(reply, /HTTP\/1\.1 200 OK/);
+    assert.match(reply, /"finish_reason":"length"/);
+  });
+  const before = new Set((await (await fetch(server.url + '/v1/sessions')).json()).data.map((x) => x.id));
+  await group('choices past the first free their pages', async () => {
+    for (let i = 0; i < 4; i++) {
+      const r = await json('/v1/completions', JSON.stringify({ prompt: `Story ${i} starts`, max_tokens: 16, n: 8 }));
+      assert.equal(r.status, 200);
+    }
+    const listed = (await (await fetch(server.url + '/v1/sessions')).json()).data;
+    const m = await (await fetch(server.url + '/metrics')).text();
+    assert.ok(Number(/\ntangram_sessions_resident (\d+)/.exec(m)[1]) <= listed.length);
+    // Deleting the conversations these requests made returns every page they held.
+    for (const s of listed.filter((x) => !before.has(x.id)))
+      assert.equal((await fetch(`${server.url}/v1/sessions/${s.id}`, { method: 'DELETE' })).status, 200);
+  });
 });

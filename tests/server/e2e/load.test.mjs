@@ -22,7 +22,7 @@ const metric = (text, name) => {
 // One streamed chat turn; returns {status, text, usage, retryAfter}.
 async function turn(messages) {
   const res = await fetch(`${server.url}/v1/chat/completions`, {
-    method: 'POST',
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: 16, temperature: 0, stream: true, stream_options: { include_usage: true } }),
   });

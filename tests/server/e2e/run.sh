@@ -3,11 +3,11 @@
 # the Vercel AI SDK and LangChain, hostile requests, 64-client load, the chat page in headless
 # Chromium, kill -9 with --kv-disk, scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
 # on the real TinyStories model from ../shared.
-#   run.sh /path/to/tangram
+#   run.sh /path/to/tangram [suite ...]   (suites: names like hostile or protocol; default all)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
-bin="${1:?usage: run.sh /path/to/tangram}"
+bin="$(realpath "${1:?usage: run.sh /path/to/tangram [suite ...]}")"  # absolute: the suites run from this folder
 shared="${TANGRAM_SHARED_DIR:-$root/../shared}"
 model="$shared/models/stories260K/stories260K.gguf"
 if [ ! -f "$model" ]; then
@@ -26,4 +26,11 @@ for tool in redis-server haproxy curl; do
 done
 cd "$here"
 export TANGRAM_BIN="$bin" TANGRAM_MODEL="$model"
-exec node --test --test-concurrency=1 ./*.test.mjs
+shift
+suites=()
+for name in "$@"; do
+  [ -f "./$name.test.mjs" ] || { echo "server e2e: no suite $name.test.mjs" >&2; exit 2; }
+  suites+=("./$name.test.mjs")
+done
+((${#suites[@]})) || suites=(./*.test.mjs)
+exec node --test --test-concurrency=1 "${suites[@]}"

@@ -55,7 +55,7 @@ async function startCluster(dir) {
 
 async function chat(url, id, messages, maxTokens) {
   const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
     headers: { 'Content-Type': 'application/json', 'X-Session-Id': id },
     body: JSON.stringify({ messages, max_tokens: maxTokens, temperature: 0 }),
   });

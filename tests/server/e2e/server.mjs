@@ -10,6 +10,8 @@
 import { spawn } from 'node:child_process';
 
 const START_TIMEOUT_MS = 120_000;
+// The binary runs under AddressSanitizer (scripts/test.sh sets this): memory figures mean nothing.
+export const SANITIZED = Boolean(process.env.TANGRAM_E2E_SANITIZED);
 const STOP_TIMEOUT_MS = 15_000;  // then SIGKILL, so that a hung server cannot hang the tests
 const LISTENING = /listening on (http:\/\/127\.0\.0\.1:(\d+))/;
 
