@@ -4,8 +4,8 @@
 // nearly every token is allowed), inside a string nested in arrays and objects, inside a key, and
 // between values. Compare the two lines of one state within one run (CPU time).
 //
-// The vocabulary is ../shared/models/llama.cpp-vocab/ggml-vocab-qwen2.gguf beside the repository
-// (or $TANGRAM_SHARED_DIR/models/...).
+// The vocabulary is data/models/llama.cpp-vocab/ggml-vocab-qwen2.gguf in the repository
+// (or $TANGRAM_DATA_DIR/models/...).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -30,7 +30,7 @@ struct Vocabulary {
 
 const Vocabulary& qwen2() {
   static const Vocabulary v = [] {
-    const char* env = std::getenv("TANGRAM_SHARED_DIR");
+    const char* env = std::getenv("TANGRAM_DATA_DIR");
     const std::filesystem::path shared = env && *env ? env : TANGRAM_SHARED_DEFAULT;
     const std::string path = (shared / "models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string();
     auto file = GgufFile::open(path);

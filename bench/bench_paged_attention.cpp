@@ -15,7 +15,7 @@
 // Before the timings, main() prints the waste table: slots allocated but unused, over 36 layers
 // x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
 // (log-normal) distribution, with contiguous groups and with groups of heads sorted by length;
-// and, when ../shared/profiles is found, with the per-head retention of a real profile.
+// and, when data/profiles is found, with the per-head retention of a real profile.
 // Then the balance table (when the profile is found): the per-head kept lengths of 4 samples of
 // the SnapKV Qwen3-4B profile, scaled to a 16k context, as one decode batch per layer; the
 // predicted imbalance of the naive plan (one item per head group, threads take items as they
@@ -461,8 +461,8 @@ void print_waste_table() {
       k = std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(1.0, skew(rng)) * static_cast<double>(context))), 1, context);
   print_waste_row("log-normal (median 15%, sigma 1)", kept, context);
   print_waste_row("log-normal, P = 64", kept, context, 64);
-  const char* dir = std::getenv("TANGRAM_SHARED_DIR");
-  const std::filesystem::path shared = dir ? dir : "../shared";
+  const char* dir = std::getenv("TANGRAM_DATA_DIR");
+  const std::filesystem::path shared = dir ? dir : "data";
   const auto ratios = profile_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
   if (!ratios.empty()) {
     for (size_t l = 0; l < kept.size(); ++l)
@@ -470,7 +470,7 @@ void print_waste_table() {
         kept[l][h] = std::clamp<int64_t>(static_cast<int64_t>(std::llround(ratios[l][h] * static_cast<double>(context))), 1, context);
     print_waste_row("SnapKV Qwen3-4B profile (r=0.3)", kept, context);
   } else {
-    std::printf("(profile %s not found: set TANGRAM_SHARED_DIR)\n", shared.c_str());
+    std::printf("(profile %s not found: set TANGRAM_DATA_DIR)\n", shared.c_str());
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -565,8 +565,8 @@ double time_plan(const AttentionBatch& batch, const AttentionPlan& plan, ThreadP
 }
 
 void print_balance_table() {
-  const char* dir = std::getenv("TANGRAM_SHARED_DIR");
-  const std::filesystem::path shared = dir ? dir : "../shared";
+  const char* dir = std::getenv("TANGRAM_DATA_DIR");
+  const std::filesystem::path shared = dir ? dir : "data";
   const auto ratio = profile_kept_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
   if (ratio.size() < static_cast<size_t>(kBalanceSeqs)) {
     std::printf("(balance table skipped: profile raw_kept not found under %s)\n\n", shared.c_str());

@@ -9,15 +9,15 @@
 
 namespace tangram::fuzz {
 
-// A file under ../shared beside the repository root, or under $TANGRAM_SHARED_DIR. A harness
+// A file under the repository's data/, or under $TANGRAM_DATA_DIR. A harness
 // without its vocabulary or templates cannot run at all, so it stops at start-up, saying which
 // file it needs, rather than fuzzing nothing.
 inline std::string shared_file(std::string_view relative) {
-  const char* env = std::getenv("TANGRAM_SHARED_DIR");
+  const char* env = std::getenv("TANGRAM_DATA_DIR");
   const std::filesystem::path dir = env && *env ? env : TANGRAM_SHARED_DEFAULT;
   const std::filesystem::path p = dir / relative;
   if (!std::filesystem::exists(p)) {
-    std::fprintf(stderr, "fuzz harness: %s is missing (set TANGRAM_SHARED_DIR)\n", p.c_str());
+    std::fprintf(stderr, "fuzz harness: %s is missing (set TANGRAM_DATA_DIR)\n", p.c_str());
     std::exit(2);
   }
   return p.string();

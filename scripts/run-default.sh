@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds Tangram, and runs the main job on its embedded
 # default: `tangram bench` generates (once, cached) a Q8_0 model with the attention shape of
-# Qwen3-4B, takes the real per-head profile of Qwen3-4B from ../shared/profiles, and runs the
+# Qwen3-4B, takes the real per-head profile of Qwen3-4B from data/profiles, and runs the
 # service workload (many more conversations than the KV memory holds under full KV, arriving
 # over time, idle for seeded think times between turns) under the full, uniform, dynamic and
 # tangram KV policies at 25% retention on the same KV memory, dynamic also at 15% so that its two

@@ -3,7 +3,7 @@
 // and show the model how to answer with a call; the reply is parsed back into OpenAI's
 // tool_calls (a name and the arguments as JSON text).
 //
-// Syntaxes (from the templates in ../shared/models/chat-templates):
+// Syntaxes (from the templates in data/models/chat-templates):
 //   Hermes     Qwen2.5, Qwen3, Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated
 //   QwenXml    Qwen3-Coder: <tool_call><function=NAME><parameter=P>VALUE</parameter>...</function></tool_call>
 //   Llama3     Llama 3.1-3.3: {"name": ..., "parameters": {...}}, optionally after <|python_tag|>,

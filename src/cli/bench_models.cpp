@@ -16,11 +16,6 @@ namespace fs = std::filesystem;
 
 namespace tangram::cli {
 
-fs::path shared_dir() {
-  if (const char* e = std::getenv("TANGRAM_SHARED_DIR"); e && *e) return e;
-  return data_dir();
-}
-
 fs::path default_model_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "tangram" / "models";
   if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "tangram" / "models";

@@ -12,10 +12,6 @@
 
 namespace tangram::cli {
 
-// $TANGRAM_SHARED_DIR, else data_dir() (the installed data, or ../shared beside the source tree):
-// where the real retention profiles are.
-std::filesystem::path shared_dir();
-
 // $XDG_CACHE_HOME/tangram/models, else ~/.cache/tangram/models, else a temp folder.
 std::filesystem::path default_model_cache_dir();
 

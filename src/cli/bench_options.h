@@ -33,7 +33,7 @@ struct BenchOptions {
   double dynamic_bracket = 0.6;
   std::vector<int> group_sizes{4};
   std::string scorer = "keydiff";
-  std::string profile;               // default: ../shared/profiles/<profile_dir>/<profile_model>/profile_perlayer.json
+  std::string profile;               // default: data/profiles/<profile_dir>/<profile_model>/profile_perlayer.json
   std::string profile_dir = "keydiff";
   std::string profile_model = "qwen3-4b-instruct-2507";
   double memory_sessions = 3;        // --kv-memory auto: room for this many conversations under full KV

@@ -19,6 +19,7 @@
 
 #include "cli/command.h"
 #include "cli/config_json.h"
+#include "cli/data_dir.h"
 #include "cli/bench_accuracy.h"
 #include "cli/bench_models.h"
 #include "cli/bench_oversubscribed.h"
@@ -119,7 +120,7 @@ Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vect
 // to load.
 Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, const ModelConfig& cfg,
                                      const std::string& fitted_path) {
-  if (path.empty()) path = (shared_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
+  if (path.empty()) path = (data_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
   auto profile = load_profile(path);
   if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
   TG_ASSIGN(RetentionProfile fitted, profile_first_layers(*profile, cfg.n_layers));
@@ -501,8 +502,8 @@ Command register_bench(CLI::App& app) {
   c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: with -m, made by `tangram profile` from the model's own text; "
                       "else the real one of the preset's model)")
       ->check(CLI::ExistingFile);
-  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of ../shared/profiles")->capture_default_str();
-  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of ../shared/profiles")->capture_default_str();
+  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of data/profiles")->capture_default_str();
+  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of data/profiles")->capture_default_str();
   c_bench->add_option("--memory-sessions", bench.memory_sessions,
                       "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -172,7 +172,7 @@ Result<std::string> fit_profile(const BenchModelOptions& opt, const ModelConfig&
                                   [](const std::string& p) { return p == "dynamic" || p == "tangram"; });
   if (!needed || opt.kv_ratio >= 1.0) return std::string();
   const std::string path = opt.profile.empty()
-                               ? (shared_dir() / "profiles/keydiff/qwen3-4b-instruct-2507/profile_perlayer.json").string()
+                               ? (data_dir() / "profiles/keydiff/qwen3-4b-instruct-2507/profile_perlayer.json").string()
                                : opt.profile;
   auto profile = load_profile(path);
   if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());

@@ -29,7 +29,7 @@ fs::path data_dir() {
     std::error_code ec;
     if (fs::is_directory(installed, ec)) return installed.lexically_normal();
   }
-  return fs::path(TANGRAM_SOURCE_DIR) / ".." / "shared";
+  return fs::path(TANGRAM_SOURCE_DIR) / "data";
 }
 
 fs::path oracle_dir() {

@@ -7,8 +7,8 @@
 namespace tangram::cli {
 
 // The first of: $TANGRAM_DATA_DIR; <folder of the executable>/../share/tangram (what
-// `cmake --install` lays out); the source tree's ../shared (a build run in place). The folder
-// has the layout of ../shared (profiles/<scorer>/<model>/...).
+// `cmake --install` lays out); the source tree's data/ (a build run in place). The folder holds
+// profiles/<scorer>/<model>/..., calibration/ and, in the source tree, models/.
 std::filesystem::path data_dir();
 
 // llama.cpp's oracle (oracle.mjs, with node-llama-cpp installed beside it by `npm install`):

@@ -7,7 +7,7 @@
 //  columns:         inside a cluster, members in (l, h) ascending order; column = index
 //
 // Maps use the shared "tangram-profile-json/v1" format, kind "cluster_map"
-// (../shared/profiles/README.md). Every shipped map is exactly cluster_heads() applied to the
+// (data/profiles/README.md). Every shipped map is exactly cluster_heads() applied to the
 // sibling profile's median retention (the tests check all of them).
 #pragma once
 

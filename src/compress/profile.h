@@ -4,7 +4,7 @@
 // clusters heads of similar retention into shared pages (cluster.h).
 //
 // Files use the shared "tangram-profile-json/v1" format, kind "profile"
-// (../shared/profiles/README.md); the arrays carry a leading ratio axis [R, ...] of which
+// (data/profiles/README.md); the arrays carry a leading ratio axis [R, ...] of which
 // ratio index 0 is read, and save_profile writes R = 1 with the same names, so our own
 // profiles and the shipped ones load through the same code.
 //

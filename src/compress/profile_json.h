@@ -1,5 +1,5 @@
 // Reading and writing the shared "tangram-profile-json/v1" files (retention profiles and
-// head-group cluster maps, see ../shared/profiles/README.md): a JSON object with `format`,
+// head-group cluster maps, see data/profiles/README.md): a JSON object with `format`,
 // `kind`, `scorer`, `model`, `name`, a free `meta` object and named n-dimensional `arrays`,
 // each {"dtype", "shape", "data": flat row-major}. This file only checks the container; what
 // each kind needs is checked by profile.cpp and cluster.cpp.

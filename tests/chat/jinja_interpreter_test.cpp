@@ -291,7 +291,7 @@ TEST(JinjaInterpreter, TruncatedRealTemplatesFailCleanly) {
   int parsed = 0;
   for (const char* name : names) {
     const std::string source =
-        testing::read_file(testing::shared_file(std::string("models/chat-templates/") + name + ".jinja"));
+        testing::read_file(testing::data_file(std::string("models/chat-templates/") + name + ".jinja"));
     for (size_t cut = 0; cut < source.size(); cut += 37) {
       auto tmpl = ChatTemplate::parse(source.substr(0, cut));
       if (!tmpl.ok()) {

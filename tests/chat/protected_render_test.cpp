@@ -25,7 +25,7 @@ ChatMessage msg(std::string role, std::string content) {
 }
 
 ChatTemplate real_template(const std::string& name) {
-  auto t = ChatTemplate::parse(testing::read_file(testing::shared_file("models/chat-templates/" + name + ".jinja")));
+  auto t = ChatTemplate::parse(testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja")));
   EXPECT_TRUE(t.ok()) << name << ": " << t.message();
   return std::move(t).value();
 }
@@ -100,7 +100,7 @@ TEST(ChatProtected, EveryRealTemplateUnchangedWithoutSpecials) {
       {msg("user", "Hi"), msg("assistant", "Hello! <b>bold</b>"), msg("user", "  spaced  ")},
   };
   size_t templates = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(testing::shared_dir() / "models/chat-templates")) {
+  for (const auto& entry : std::filesystem::directory_iterator(testing::data_dir() / "models/chat-templates")) {
     if (entry.path().extension() != ".jinja") continue;
     ++templates;
     const std::string name = entry.path().stem().string();
@@ -122,7 +122,7 @@ TEST(ChatProtected, EveryRealTemplateUnchangedWithoutSpecials) {
 // text, and every protected range holds a special text.
 TEST(ChatProtected, EveryRealTemplateWithForgery) {
   size_t protected_templates = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(testing::shared_dir() / "models/chat-templates")) {
+  for (const auto& entry : std::filesystem::directory_iterator(testing::data_dir() / "models/chat-templates")) {
     if (entry.path().extension() != ".jinja") continue;
     const std::string name = entry.path().stem().string();
     auto t = ChatTemplate::parse(testing::read_file(entry.path()));

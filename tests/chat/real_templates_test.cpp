@@ -1,4 +1,4 @@
-// Renders the real Hugging Face chat templates in shared/models/chat-templates/ for a set of
+// Renders the real Hugging Face chat templates in data/models/chat-templates/ for a set of
 // conversations and compares every result with Python jinja2 configured as transformers
 // configures it (tests/chat/render_reference.py). Where Python raises (e.g. a template that
 // rejects a system message), the C++ side must return a clean Error too.
@@ -187,7 +187,7 @@ std::set<std::string> selected_templates() {
 
 TemplateRun make_run(const std::string& name) {
   TemplateRun run;
-  run.source = testing::read_file(testing::shared_file("models/chat-templates/" + name + ".jinja"));
+  run.source = testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja"));
   for (const Conversation& c : conversations()) {
     for (bool gen : {true, false}) {
       auto ctx = ChatTemplate::make_context(c.messages, gen, "<|bos|>", "<|eos|>", c.extra);
@@ -268,7 +268,7 @@ INSTANTIATE_TEST_SUITE_P(ChatTemplates, RealTemplate, ::testing::ValuesIn(templa
 
 // The public render() builds the same context as make_context() and renders it.
 TEST(ChatTemplateApi, RenderMatchesRenderContext) {
-  auto tmpl = ChatTemplate::parse(testing::read_file(testing::shared_file("models/chat-templates/Qwen-Qwen3-0.6B.jinja")));
+  auto tmpl = ChatTemplate::parse(testing::read_file(testing::data_file("models/chat-templates/Qwen-Qwen3-0.6B.jinja")));
   ASSERT_TRUE(tmpl.ok()) << tmpl.message();
   const std::vector<ChatMessage> messages = {msg("system", "S"), msg("user", "U")};
   const nlohmann::json extra = {{"enable_thinking", false}};
@@ -293,7 +293,7 @@ TEST(ChatTemplateApi, ExtraMustBeAnObject) {
 TEST(ChatTemplateApi, DetectFamily) {
   auto family_of = [](const std::string& name) {
     return std::string(ChatTemplate::detect_family(
-        testing::read_file(testing::shared_file("models/chat-templates/" + name + ".jinja"))));
+        testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja"))));
   };
   EXPECT_EQ(family_of("meta-llama-Llama-3.1-8B-Instruct"), "llama3");
   EXPECT_EQ(family_of("Qwen-Qwen2.5-7B-Instruct"), "chatml");

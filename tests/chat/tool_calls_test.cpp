@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 ToolCallSyntax syntax_of(const std::string& name) {
-  const std::string src = testing::read_file(testing::shared_file("models/chat-templates/" + name + ".jinja"));
+  const std::string src = testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja"));
   EXPECT_FALSE(src.empty()) << name;
   return detect_tool_call_syntax(src);
 }

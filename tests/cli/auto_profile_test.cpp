@@ -62,7 +62,7 @@ testing::CommandRun serve_until_listening(const std::string& args, const fs::pat
 TEST(AutoProfile, FirstStartProfilesLaterStartsReuseAnotherModelGetsItsOwn) {
   const fs::path dir = testing::temp_dir();
   const fs::path cache = dir / "profiles";
-  const std::string stories = quoted(testing::shared_file("models/stories260K/stories260K.gguf"));
+  const std::string stories = quoted(testing::data_file("models/stories260K/stories260K.gguf"));
   const std::string tangram = " -t 1 --kv-memory 64MiB --kv-policy tangram --kv-ratio 0.5 --profile-cache " + quoted(cache);
 
   // First serve on a fresh cache: profiled from the calibration text, the file written.
@@ -104,7 +104,7 @@ TEST(AutoProfile, UnwritableCacheProfilesForThisRunOnly) {
   const fs::path dir = testing::temp_dir();
   const fs::path blocker = dir / "not-a-folder";
   std::ofstream(blocker) << "a file where the cache folder would go\n";
-  const std::string stories = quoted(testing::shared_file("models/stories260K/stories260K.gguf"));
+  const std::string stories = quoted(testing::data_file("models/stories260K/stories260K.gguf"));
   // The profile for this run only goes to a temporary file, removed when the run ends.
   const auto temporary_profiles = [] {
     size_t n = 0;
@@ -123,7 +123,7 @@ TEST(AutoProfile, UnwritableCacheProfilesForThisRunOnly) {
 }
 
 TEST(AutoProfile, DryRunShowsWhereTheProfileComesFrom) {
-  const std::string stories = quoted(testing::shared_file("models/stories260K/stories260K.gguf"));
+  const std::string stories = quoted(testing::data_file("models/stories260K/stories260K.gguf"));
   const auto source = [&](const std::string& flags) {
     const auto r = run_tangram("serve -m " + stories + " " + flags + " --dry-run");
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.output;

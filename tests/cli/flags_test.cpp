@@ -120,8 +120,8 @@ struct CommandCase {
 };
 
 TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
-  const std::string model = testing::shared_file("models/stories260K/stories260K.gguf").string();
-  const std::string text = testing::shared_file("models/stories260K/README.md").string();
+  const std::string model = testing::data_file("models/stories260K/stories260K.gguf").string();
+  const std::string text = testing::data_file("models/stories260K/README.md").string();
   const std::string tmp = testing::temp_dir().string();
   const std::string q = "'";
   const std::vector<CommandCase> commands = {
@@ -172,7 +172,7 @@ TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
 TEST(CliFlags, DryRunLoadsNothing) {
   // A model path that does not exist would fail the load; --dry-run with a file that is not a
   // GGUF at all must still print the configuration, as it never opens it.
-  const std::string text = testing::shared_file("models/stories260K/README.md").string();
+  const std::string text = testing::data_file("models/stories260K/README.md").string();
   const auto r = run_tangram("run -m '" + text + "' -p hi --dry-run");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output);
@@ -181,7 +181,7 @@ TEST(CliFlags, DryRunLoadsNothing) {
 }
 
 TEST(CliFlags, KvGroupScopeIsGlobalByDefaultAndPerLayerOnRequest) {
-  const std::string model = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string model = testing::data_file("models/stories260K/stories260K.gguf").string();
   const std::string base = "run -m '" + model + "' -p hi --dry-run";
   const auto plain = run_tangram(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;

@@ -30,7 +30,7 @@ test -f "$work/moved/share/tangram/calibration/dialogue.txt"
 # bench-model's llama.cpp oracle scripts, found through share/tangram (node_modules left out).
 test -f "$work/moved/share/tangram/oracle/oracle.mjs"
 test ! -e "$work/moved/share/tangram/oracle/node_modules"
-unset TANGRAM_DATA_DIR TANGRAM_SHARED_DIR
+unset TANGRAM_DATA_DIR
 cd "$work"
 
 echo "== run"

@@ -17,12 +17,12 @@ using testing::run_tangram;
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string model_arg() {
-  return "-m '" + testing::shared_file("models/stories260K/stories260K.gguf").string() + "'";
+  return "-m '" + testing::data_file("models/stories260K/stories260K.gguf").string() + "'";
 }
 // The model's own greedy continuation of "Once upon a time" (llama2.c's output).
 std::string text_arg() {
   return "-f '" +
-         testing::shared_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt").string() +
+         testing::data_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt").string() +
          "'";
 }
 

@@ -240,7 +240,7 @@ TEST(Cluster, SaveLoadRoundTrip) {
                 *grouping_waste(std::span<const float>(p.median), *m), 1e-12);
   }
   // A shipped map survives save + load unchanged.
-  auto shipped = load_cluster_map(testing::shared_file("profiles/fastkvzip/gpt-oss-20b/pg4_r0.3.json").string());
+  auto shipped = load_cluster_map(testing::data_file("profiles/fastkvzip/gpt-oss-20b/pg4_r0.3.json").string());
   ASSERT_TRUE(shipped.ok()) << shipped.message();
   const std::string path = (testing::temp_dir() / "again.json").string();
   ASSERT_TRUE(save_cluster_map(*shipped, path).ok());
@@ -254,7 +254,7 @@ TEST(Cluster, SaveLoadRoundTrip) {
 
 // Loads a shipped per-layer map's JSON, lets `edit` damage it and returns the load error.
 std::string map_error_after(const std::function<void(json&)>& edit) {
-  const auto src = testing::shared_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json");
+  const auto src = testing::data_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json");
   json j = json::parse(testing::read_file(src));
   edit(j);
   const std::string path = (testing::temp_dir() / "broken_map.json").string();
@@ -267,7 +267,7 @@ std::string map_error_after(const std::function<void(json&)>& edit) {
 TEST(Cluster, MalformedMapsGiveErrors) {
   const auto dir = testing::temp_dir();
   const std::string text =
-      testing::read_file(testing::shared_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json"));
+      testing::read_file(testing::data_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json"));
   for (size_t cut : {size_t{0}, text.size() / 4, text.size() / 2, text.size() - 3}) {
     std::ofstream((dir / "cut.json").string()) << text.substr(0, cut);
     EXPECT_FALSE(load_cluster_map((dir / "cut.json").string()).ok()) << cut;

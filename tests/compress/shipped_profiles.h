@@ -1,4 +1,4 @@
-// The shipped profiles and cluster maps under ../shared/profiles, listed from its index.json.
+// The shipped profiles and cluster maps under data/profiles, listed from its index.json.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ inline std::string string_or_empty(const nlohmann::json& obj, const char* key) {
 
 // Every file index.json lists; fails the calling test when the index is missing or empty.
 inline std::vector<ShippedFile> shipped_profile_files() {
-  const auto index_path = shared_file("profiles/index.json");
+  const auto index_path = data_file("profiles/index.json");
   const nlohmann::json index = nlohmann::json::parse(read_file(index_path), nullptr, false);
   std::vector<ShippedFile> out;
   if (index.is_discarded() || !index.contains("files") || !index["files"].is_array()) {
@@ -35,7 +35,7 @@ inline std::vector<ShippedFile> shipped_profile_files() {
   }
   for (const auto& f : index["files"]) {
     ShippedFile s;
-    s.path = (shared_dir() / "profiles" / string_or_empty(f, "file")).string();
+    s.path = (data_dir() / "profiles" / string_or_empty(f, "file")).string();
     s.kind = string_or_empty(f, "kind");
     s.scorer = string_or_empty(f, "scorer");
     s.model = string_or_empty(f, "model");
@@ -48,7 +48,7 @@ inline std::vector<ShippedFile> shipped_profile_files() {
 }
 
 inline std::string profile_path(const std::string& scorer, const std::string& model, bool per_layer) {
-  return shared_file("profiles/" + scorer + "/" + model + (per_layer ? "/profile_perlayer.json" : "/profile.json"))
+  return data_file("profiles/" + scorer + "/" + model + (per_layer ? "/profile_perlayer.json" : "/profile.json"))
       .string();
 }
 

@@ -73,7 +73,7 @@ TEST(AccuracyWorkload, BuiltInTextFitsStories260K) {
   file << in.rdbuf();
   EXPECT_EQ(default_accuracy_text(), file.str());
 
-  auto m = Model::load(testing::shared_file("models/stories260K/stories260K.gguf").string());
+  auto m = Model::load(testing::data_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(m.ok()) << m.message();
   auto tok = Tokenizer::from_gguf((*m)->gguf());
   ASSERT_TRUE(tok.ok()) << tok.message();

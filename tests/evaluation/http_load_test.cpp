@@ -442,7 +442,7 @@ TEST(HttpLoadHelpers, RetryWait) {
 // re-encodes to exactly those tokens: the leading space is the text's own, not SentencePiece's
 // dummy prefix. Encoding it plainly would add a stray prefix token.
 TEST(HttpLoadHelpers, EncodeContinuationReproducesTheGeneratedTokens) {
-  auto file = GgufFile::open(testing::shared_file("models/stories260K/stories260K.gguf").string());
+  auto file = GgufFile::open(testing::data_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();

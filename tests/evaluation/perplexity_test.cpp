@@ -37,7 +37,7 @@ constexpr const char* kStory =
 Stories& stories() {
   static Stories s = [] {
     Stories r;
-    auto m = Model::load(testing::shared_file("models/stories260K/stories260K.gguf").string());
+    auto m = Model::load(testing::data_file("models/stories260K/stories260K.gguf").string());
     EXPECT_TRUE(m.ok()) << m.message();
     if (!m.ok()) return r;
     r.model = std::move(m).value();

@@ -11,7 +11,7 @@ namespace tangram {
 namespace {
 
 TEST(PlantedEval, PlaysTheWholeChatAndScoresEveryQuestion) {
-  auto model = Model::load(testing::shared_file("models/stories260K/stories260K.gguf").string());
+  auto model = Model::load(testing::data_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(model.ok()) << model.message();
   auto tok = Tokenizer::from_gguf((*model)->gguf());
   ASSERT_TRUE(tok.ok()) << tok.message();

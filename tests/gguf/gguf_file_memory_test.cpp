@@ -68,7 +68,7 @@ void check_copy_against_map(const std::string& path, size_t min_progress_calls) 
 }
 
 TEST(GgufFileMemory, HugePageCopyHoldsTheFilesBytes) {
-  check_copy_against_map(testing::shared_file("models/stories260K/stories260K.gguf").string(), 1);
+  check_copy_against_map(testing::data_file("models/stories260K/stories260K.gguf").string(), 1);
 }
 
 // A file larger than one read chunk (64 MiB): every chunk lands where it belongs.
@@ -95,7 +95,7 @@ TEST(GgufFileMemory, ACopyThatDoesNotFitFallsBackToTheMap) {
 }
 
 TEST(GgufFileMemory, OpenSaysHowItHoldsTheFile) {
-  const std::string path = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string path = testing::data_file("models/stories260K/stories260K.gguf").string();
   for (const FileMemory memory : {FileMemory::kMapped, FileMemory::kHugePages}) {
     auto r = GgufFile::open(path, memory);
     ASSERT_TRUE(r.ok()) << r.message();
@@ -106,7 +106,7 @@ TEST(GgufFileMemory, OpenSaysHowItHoldsTheFile) {
 // rewrite_tensors: only in a huge-page copy, only the named tensors, each with its own bytes
 // writable; the layout it returns is recorded in the tensor's info and later views.
 TEST(GgufFileMemory, RewriteTensorsInTheHugePageCopyOnly) {
-  const std::string path = testing::shared_file("models/stories260K/stories260K.gguf").string();
+  const std::string path = testing::data_file("models/stories260K/stories260K.gguf").string();
   const std::string name = "blk.0.attn_q.weight";
   const std::vector<std::string> names = {name};
   const auto invert = [](const TensorView& v, uint8_t* bytes) {

@@ -10,10 +10,10 @@
 namespace tangram {
 namespace {
 
-using testing::shared_file;
+using testing::data_file;
 
 TEST(GgufRealFiles, Stories260K) {
-  const auto path = shared_file("models/stories260K/stories260K.gguf").string();
+  const auto path = data_file("models/stories260K/stories260K.gguf").string();
   auto r = GgufFile::open(path);
   ASSERT_TRUE(r.ok()) << r.message();
   const GgufFile& f = **r;
@@ -57,7 +57,7 @@ TEST(GgufRealFiles, Stories260K) {
   // follows its 7-int header: [512][64] f32.
   const TensorView v = f.view("token_embd.weight");
   ASSERT_EQ(v.nbytes, 512u * 64u * 4u);
-  std::ifstream bin(shared_file("models/stories260K/stories260K.bin"), std::ios::binary);
+  std::ifstream bin(data_file("models/stories260K/stories260K.bin"), std::ios::binary);
   std::vector<char> ref(v.nbytes);
   bin.seekg(7 * 4);
   bin.read(ref.data(), static_cast<std::streamsize>(ref.size()));
@@ -69,7 +69,7 @@ TEST(GgufRealFiles, Stories260K) {
 }
 
 TEST(GgufRealFiles, VocabOnlyLlamaSpm) {
-  const auto path = shared_file("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf").string();
+  const auto path = data_file("models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf").string();
   auto r = GgufFile::open(path);
   ASSERT_TRUE(r.ok()) << r.message();
   const GgufFile& f = **r;
@@ -106,7 +106,7 @@ TEST(GgufRealFiles, AllVocabFilesOpen) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file);
-    auto r = GgufFile::open(shared_file(std::string("models/llama.cpp-vocab/") + c.file).string());
+    auto r = GgufFile::open(data_file(std::string("models/llama.cpp-vocab/") + c.file).string());
     ASSERT_TRUE(r.ok()) << r.message();
     const auto* tokens = (*r)->get_string_array("tokenizer.ggml.tokens");
     ASSERT_NE(tokens, nullptr);

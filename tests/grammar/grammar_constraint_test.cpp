@@ -55,7 +55,7 @@ void check_masks_along(const std::shared_ptr<const OutputGrammar>& g, const std:
 }
 
 TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnARealVocabulary) {
-  auto file = GgufFile::open(testing::shared_file("models/stories260K/stories260K.gguf").string());
+  auto file = GgufFile::open(testing::data_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();
@@ -71,7 +71,7 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnARealVocabulary) {
 // Byte-level BPE with 151k tokens (Qwen2): the mask agrees with the per-token reference at
 // states inside a key, a string, a number and between values. The times are printed, not judged.
 TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
-  auto file = GgufFile::open(testing::shared_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
+  auto file = GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();
@@ -107,7 +107,7 @@ TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
 // anyOf paths at once) equals the per-token reference at every step. Tokens are drawn among the
 // allowed ones, so walks pass through split UTF-8 characters and escapes too.
 TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
-  auto file = GgufFile::open(testing::shared_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
+  auto file = GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();

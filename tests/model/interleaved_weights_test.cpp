@@ -124,7 +124,7 @@ TEST(InterleavedWeightsModel, GeneratedQ4_KHugePagesMatchMap) {
 // (ffn_down's 172 columns do not): ffn_gate and ffn_up have 172 rows, a tail of 12. (Its
 // widths, 64 and 172, are under Q4_K's 256-column block: it has no Q4_K counterpart.)
 TEST(InterleavedWeightsModel, RealStories260KInQ8_0HugePagesMatchMap) {
-  auto g = GgufFile::open(testing::shared_file("models/stories260K/stories260K.gguf").string());
+  auto g = GgufFile::open(testing::data_file("models/stories260K/stories260K.gguf").string());
   ASSERT_TRUE(g.ok()) << g.message();
   GgufWriter w;
   for (const GgufKV& kv : (*g)->metadata()) w.set_value(kv.key, kv.value);

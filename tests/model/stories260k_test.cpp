@@ -22,7 +22,7 @@ struct Expected {
 };
 
 Expected read_expected() {
-  std::ifstream in(shared_file("models/stories260K/expected/logits_once_upon_a_time.json"));
+  std::ifstream in(data_file("models/stories260K/expected/logits_once_upon_a_time.json"));
   const auto j = nlohmann::json::parse(in);
   Expected e;
   e.tokens = j.at("tokens").get<std::vector<int32_t>>();
@@ -31,7 +31,7 @@ Expected read_expected() {
   return e;
 }
 
-std::string model_path() { return shared_file("models/stories260K/stories260K.gguf").string(); }
+std::string model_path() { return data_file("models/stories260K/stories260K.gguf").string(); }
 
 int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(std::max_element(x, x + n) - x);

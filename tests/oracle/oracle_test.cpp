@@ -23,7 +23,7 @@ namespace {
 
 const std::vector<int32_t> kStoriesPrompt = {1, 403, 407, 261, 378};  // "<s>Once upon a time"
 
-std::string stories_path() { return shared_file("models/stories260K/stories260K.gguf").string(); }
+std::string stories_path() { return data_file("models/stories260K/stories260K.gguf").string(); }
 
 std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -17,7 +17,7 @@ namespace {
 
 const Tokenizer& tok() {
   static std::unique_ptr<GgufFile> file = [] {
-    auto f = GgufFile::open(tangram::testing::shared_file("models/stories260K/stories260K.gguf").string());
+    auto f = GgufFile::open(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
     EXPECT_TRUE(f.ok()) << f.message();
     return f.ok() ? std::move(f).value() : nullptr;
   }();

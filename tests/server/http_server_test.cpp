@@ -40,7 +40,7 @@ struct Loaded {
 Loaded& stories() {
   static Loaded l = [] {
     Loaded x;
-    auto m = Model::load(tangram::testing::shared_file("models/stories260K/stories260K.gguf").string());
+    auto m = Model::load(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
     EXPECT_TRUE(m.ok()) << m.message();
     x.model = std::move(m).value();
     auto t = Tokenizer::from_gguf(x.model->gguf());
@@ -71,7 +71,7 @@ struct Running {
   }
 };
 
-// template_name: a template of ../shared/models/chat-templates ("" = the builtin chatml).
+// template_name: a template of data/models/chat-templates ("" = the builtin chatml).
 std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const std::string& kv_disk = "",
                                const std::string& template_name = "") {
   Loaded& l = stories();
@@ -87,7 +87,7 @@ std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const
   auto tmpl = template_name.empty()
                   ? ChatTemplate::builtin("chatml")
                   : ChatTemplate::parse(tangram::testing::read_file(
-                        tangram::testing::shared_file("models/chat-templates/" + template_name + ".jinja")));
+                        tangram::testing::data_file("models/chat-templates/" + template_name + ".jinja")));
   EXPECT_TRUE(tmpl.ok());
   so.port = 0;
   so.model_name = "stories260K";

@@ -14,20 +14,19 @@
 
 namespace tangram::testing {
 
-std::filesystem::path shared_dir() {
-  const char* env = std::getenv("TANGRAM_SHARED_DIR");
+std::filesystem::path data_dir() {
+  const char* env = std::getenv("TANGRAM_DATA_DIR");
   std::filesystem::path p = env && *env ? std::filesystem::path(env)
                                         : std::filesystem::path(TANGRAM_SHARED_DEFAULT);
   if (!std::filesystem::is_directory(p)) {
-    ADD_FAILURE() << "shared/ folder not found at " << p
-                  << ": it must sit beside the repository root (or set TANGRAM_SHARED_DIR)";
+    ADD_FAILURE() << "test data folder not found at " << p << " (the repository's data/, or TANGRAM_DATA_DIR)";
   }
   return p;
 }
 
-std::filesystem::path shared_file(const std::string& relative) {
-  auto p = shared_dir() / relative;
-  if (!std::filesystem::exists(p)) ADD_FAILURE() << "missing shared file: " << p;
+std::filesystem::path data_file(const std::string& relative) {
+  auto p = data_dir() / relative;
+  if (!std::filesystem::exists(p)) ADD_FAILURE() << "missing test data file: " << p;
   return p;
 }
 

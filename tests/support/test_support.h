@@ -6,11 +6,12 @@
 
 namespace tangram::testing {
 
-// ../shared beside the repository root, or $TANGRAM_SHARED_DIR. Fails the calling test with a
-// clear message (never skips) when the folder is missing.
-std::filesystem::path shared_dir();
-// A file under shared_dir(); fails the test if it does not exist.
-std::filesystem::path shared_file(const std::string& relative);
+// The repository's data/ (real models, vocabularies, templates, profiles), or
+// $TANGRAM_DATA_DIR. Fails the calling test with a clear message (never skips) when the folder
+// is missing.
+std::filesystem::path data_dir();
+// A file under data_dir(); fails the test if it does not exist.
+std::filesystem::path data_file(const std::string& relative);
 // A fresh, empty temporary directory unique to the running test. Removed with every other
 // temp_path() of this process after the last test (kept when TANGRAM_KEEP_TEST_FILES=1).
 std::filesystem::path temp_dir();

@@ -13,7 +13,7 @@ namespace tangram::testing {
 namespace {
 
 TEST(Robustness, TruncatedSentencePieceModels) {
-  const std::string bytes = read_file(shared_file("models/stories260K/tok512.model"));
+  const std::string bytes = read_file(data_file("models/stories260K/tok512.model"));
   ASSERT_GT(bytes.size(), 1000u);
   ASSERT_TRUE(parse_sentencepiece_model(bytes).ok());
   int failures = 0;
@@ -25,7 +25,7 @@ TEST(Robustness, TruncatedSentencePieceModels) {
 }
 
 TEST(Robustness, CorruptedSentencePieceModels) {
-  const std::string bytes = read_file(shared_file("models/stories260K/tok512.model"));
+  const std::string bytes = read_file(data_file("models/stories260K/tok512.model"));
   std::mt19937 rng(42);
   for (int n = 0; n < 300; ++n) {
     std::string corrupt = bytes;

@@ -46,7 +46,7 @@ bool contains_space_mark(const std::string& text) { return text.find("\xE2\x96\x
 class SentencePieceOracle : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto status = sp_.Load(shared_file("models/llama2-tokenizer/tokenizer.model").string());
+    const auto status = sp_.Load(data_file("models/llama2-tokenizer/tokenizer.model").string());
     ASSERT_TRUE(status.ok()) << status.ToString();
   }
   std::vector<int32_t> oracle_ids(const std::string& text) {
@@ -112,7 +112,7 @@ TEST_F(SentencePieceOracle, RandomMixturesMatch) {
 }
 
 TEST_F(SentencePieceOracle, ParsedModelMatchesTheLlamaSpmGguf) {
-  auto m = load_sentencepiece_model(shared_file("models/llama2-tokenizer/tokenizer.model").string());
+  auto m = load_sentencepiece_model(data_file("models/llama2-tokenizer/tokenizer.model").string());
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_EQ(m->model_type, SentencePieceModelType::kBpe);
   EXPECT_TRUE(m->byte_fallback);

@@ -21,7 +21,7 @@ struct Tok512Case {
 
 std::vector<Tok512Case> load_cases() {
   const auto json = nlohmann::json::parse(
-      read_file(shared_file("models/stories260K/expected/tok512_tokenization.json")));
+      read_file(data_file("models/stories260K/expected/tok512_tokenization.json")));
   std::vector<Tok512Case> cases;
   for (const auto& c : json.at("cases")) {
     cases.push_back({c.at("text").get<std::string>(), c.at("ids").get<std::vector<int32_t>>(),
@@ -31,7 +31,7 @@ std::vector<Tok512Case> load_cases() {
 }
 
 std::unique_ptr<Tokenizer> stories_tokenizer() {
-  auto file = GgufFile::open(shared_file("models/stories260K/stories260K.gguf").string());
+  auto file = GgufFile::open(data_file("models/stories260K/stories260K.gguf").string());
   EXPECT_TRUE(file.ok()) << file.message();
   if (!file.ok()) return nullptr;
   auto tok = Tokenizer::from_gguf(**file);
@@ -59,7 +59,7 @@ TEST(Stories260K, GgufVocabGivesLlamaCppIds) {
 TEST(Stories260K, SentencePieceModelEqualsGgufVocab) {
   const auto tok = stories_tokenizer();
   ASSERT_NE(tok, nullptr);
-  auto m = load_sentencepiece_model(shared_file("models/stories260K/tok512.model").string());
+  auto m = load_sentencepiece_model(data_file("models/stories260K/tok512.model").string());
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_TRUE(m->remove_extra_whitespaces);  // why SentencePiece differs on whitespace runs
   EXPECT_EQ(m->vocab.tokens, tok->vocab().tokens);
@@ -78,7 +78,7 @@ TEST(Stories260K, AgreesWithLibSentencePieceWhereNormalizationIsMoot) {
   const auto tok = stories_tokenizer();
   ASSERT_NE(tok, nullptr);
   sentencepiece::SentencePieceProcessor sp;
-  ASSERT_TRUE(sp.Load(shared_file("models/stories260K/tok512.model").string()).ok());
+  ASSERT_TRUE(sp.Load(data_file("models/stories260K/tok512.model").string()).ok());
   int compared = 0;
   for (const auto& c : load_cases()) {
     std::vector<int> oracle;

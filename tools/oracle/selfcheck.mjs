@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Checks the oracle itself against the stored stories260K reference (run.c fp32 logits and greedy ids):
 // llama.cpp with an f32 KV cache must agree within 1e-4, and greedy decoding must give the same 32 ids.
-// Usage: node selfcheck.mjs [SHARED_DIR]   (default: ../../../shared, i.e. /work/shared from tools/oracle)
+// Usage: node selfcheck.mjs [DATA_DIR]   (default: the repository's data/)
 
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
@@ -9,7 +9,7 @@ import path from "node:path";
 import {fileURLToPath} from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const shared = process.argv[2] ?? path.resolve(here, "../../../shared");
+const shared = process.argv[2] ?? path.resolve(here, "../../data");
 const modelDir = path.join(shared, "models/stories260K");
 const model = path.join(modelDir, "stories260K.gguf");
 const expectedPath = path.join(modelDir, "expected/logits_once_upon_a_time.json");

@@ -2,16 +2,16 @@
 # CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI client, curl SSE,
 # the Vercel AI SDK and LangChain, hostile requests, 64-client load, the chat page in headless
 # Chromium, kill -9 with --kv-disk, scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
-# on the real TinyStories model from ../shared.
+# on the real TinyStories model in data/models.
 #   run.sh /path/to/tangram [suite ...]   (suites: names like hostile or protocol; default all)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 bin="$(realpath "${1:?usage: run.sh /path/to/tangram [suite ...]}")"  # absolute: the suites run from this folder
-shared="${TANGRAM_SHARED_DIR:-$root/../shared}"
+shared="${TANGRAM_DATA_DIR:-$root/data}"
 model="$shared/models/stories260K/stories260K.gguf"
 if [ ! -f "$model" ]; then
-  echo "server e2e: $model is missing: ../shared must sit beside the repository root (or set TANGRAM_SHARED_DIR)" >&2
+  echo "server e2e: $model is missing: the repository's data/ is incomplete (or TANGRAM_DATA_DIR is wrong)" >&2
   exit 1
 fi
 for package in openai playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod ajv; do
