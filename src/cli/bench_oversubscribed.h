@@ -1,4 +1,4 @@
-// The oversubscribed multi-turn workload of `tangram bench-restore --sessions S`: S conversations
+// The oversubscribed multi-turn workload of `tangram bench --oversubscription`: S conversations
 // take turns (closed loop, `concurrency` at a time) in a KV pool that holds only about S / 10 of
 // them, once with no tiers (an evicted conversation's next turn recomputes its whole history),
 // once with the host-memory tier and once with the disk tier (evicted conversations are restored).

@@ -1,5 +1,5 @@
-// The serving-engine flags shared by `tangram chat`, `tangram bench-batch` (and later the
-// server): KV memory, page geometry, batching limits.
+// The serving-engine flags shared by every command that runs the engine (`run`, `chat`, `serve`,
+// `perplexity`, the benchmarks): KV memory, page geometry, batching limits.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,7 @@
 // What it costs to bring an idle conversation back from the host-memory tier against recomputing
 // it: a session of n tokens is prefilled (and compressed by the flags' KV policy), moved to the
-// host tier, then its next turn is run once without it (re-prefill) and once restoring it. Shared
-// by `tangram bench-restore` (per context length) and `tangram bench` (its report's
-// time-to-restore figure).
+// host tier, then its next turn is run once without it (re-prefill) and once restoring it. Used by
+// `tangram bench --restore-contexts` (per context length, and its report's time-to-restore figure).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // The key/value store of one sequence, and the attention computed over it.
 //
-// The interface is shaped so that storages with different layouts can stand behind it: the
-// contiguous cache here, and later a paged cache with pages per KV-head group where each KV head
-// keeps its own length (e.g. after per-head eviction). That is why
+// The interface is shaped so that storages with different layouts stand behind it: the
+// contiguous cache, and the paged cache (kv/paged_kv_cache.h) with pages per KV-head group where
+// each KV head keeps its own length (after per-head compression). That is why
 //  - positions and lengths are separate: n_positions() counts the token positions the sequence
 //    has consumed (the RoPE position of the next token), while length(layer, kv_head) counts the
 //    entries one head actually stores;

@@ -136,7 +136,8 @@ std::variant<std::string, ApiError> read_content(const json& m, size_t index, bo
 
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], as the
-// templates take them; tool_choice: "none", "auto", or (not yet) "required" / a named function.
+// templates take them; tool_choice: "none", "auto", "required" or a named function (the last two
+// force a call through constrained decoding, server/output_constraint.h).
 std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
   auto tools = j.find("tools");
   if (tools != j.end() && !tools->is_null()) {
