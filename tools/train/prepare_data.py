@@ -103,7 +103,12 @@ def finish(out, vocab, sentence_limit=400000):
     """Train the tokenizer on out/train.txt and write both splits as token ids (paragraphs
     joined by newlines) for plain language-model rows and perplexity."""
     prefix = os.path.join(out, "tok")
-    train_tokenizer(os.path.join(out, "train.txt"), prefix, vocab, sentence_limit)
+    # A vocabulary already there is kept: a committed run's checkpoint is only valid with the
+    # tokenizer it was trained with (delete tok.model to train a new one).
+    if os.path.exists(prefix + ".model"):
+        print(f"keeping the tokenizer {prefix}.model")
+    else:
+        train_tokenizer(os.path.join(out, "train.txt"), prefix, vocab, sentence_limit)
     tok = Tok(prefix + ".model")
     nl = tok.encode_plain("\n")
     for split in ("train", "heldout"):
