@@ -347,7 +347,8 @@ void RequestParser::parse_chunk_size(std::string_view line) {
   // chunk-size [ BWS ";" chunk-ext ]: hex digits first; whitespace only before an extension.
   const size_t semi = line.find(';');
   std::string_view size = line.substr(0, semi);
-  if (semi != std::string_view::npos) size = trim(size).data() == size.data() ? trim(size) : std::string_view();
+  if (semi != std::string_view::npos) size = trim(size);  // BWS before ';'
+  if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) size = {};  // never before the digits
   uint64_t n = 0;
   const auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), n, 16);
   if (size.empty() || size.size() > 15 || ec != std::errc() || p != size.data() + size.size())

@@ -50,23 +50,23 @@ Conversations::Entry* Conversations::find_held(const std::string& owner, const R
   return e != nullptr && p.serial != 0 && e->serial == p.serial ? e : nullptr;
 }
 
-void Conversations::touch(Entry& e) {
+void Conversations::touch(const std::string& owner, Entry& e) {
   e.last_used = now_unix();
-  std::list<std::string>& lru = lru_[e.owner];
+  std::list<std::string>& lru = lru_[owner];
   lru.splice(lru.end(), lru, e.lru);
 }
 
-void Conversations::hold(Entry& e, ResolvedPrompt& out) {
+void Conversations::hold(const std::string& owner, Entry& e, ResolvedPrompt& out) {
   ++e.holders;
   out.serial = e.serial;
-  touch(e);
+  touch(owner, e);
 }
 
 void Conversations::remove(std::map<Key, Entry>::iterator it) {
   const std::string key = engine_key(it->first.first, it->first.second);
   // An owner's list stays when empty (owners are the server's keys: few), so that trim()'s
   // reference to it stays valid while it evicts.
-  lru_[it->second.owner].erase(it->second.lru);
+  lru_[it->first.first].erase(it->second.lru);
   entries_.erase(it);
   if (forget_) forget_(key);
 }
@@ -74,7 +74,6 @@ void Conversations::remove(std::map<Key, Entry>::iterator it) {
 Conversations::Entry& Conversations::create(const std::string& owner, const std::string& id) {
   std::list<std::string>& owned = lru_[owner];
   Entry& e = entries_[{owner, id}];
-  e.owner = owner;
   e.created = e.last_used = now_unix();
   e.serial = next_serial_++;
   e.lru = owned.insert(owned.end(), id);
@@ -166,7 +165,7 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
     }
   }
   if (!out.spliced) out.tokens = std::move(canonical);
-  hold(*entry, out);
+  hold(owner, *entry, out);
   return std::nullopt;
 }
 
@@ -182,7 +181,7 @@ std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner, 
   }
   out.engine_session = engine_key(owner, out.public_id);
   out.tokens = std::move(tokens);
-  hold(*entry, out);
+  hold(owner, *entry, out);
   return std::nullopt;
 }
 
@@ -195,7 +194,7 @@ void Conversations::record(const std::string& owner, const ResolvedPrompt& p, st
   e->tokens = std::move(tokens);
   if (e->turns >= 0) ++e->turns;
   --e->holders;
-  touch(*e);
+  touch(owner, *e);
   // Only now, with a turn that succeeded, may a new record push out an older one: a request
   // that fails never costs its key a conversation.
   trim(owner, p.public_id);

@@ -117,7 +117,6 @@ class Conversations {
 
  private:
   struct Entry {
-    std::string owner;
     std::string text;             // history text ("" for token-prompt conversations)
     std::vector<int32_t> tokens;  // history tokens
     int64_t turns = 0;
@@ -137,9 +136,9 @@ class Conversations {
   // Removes a record and hands its engine key to forget_.
   using Key = std::pair<std::string, std::string>;  // (owner, public id)
   void remove(std::map<Key, Entry>::iterator it);
-  void touch(Entry& e);
+  void touch(const std::string& owner, Entry& e);
   // The request now holds e (after a resolve).
-  void hold(Entry& e, ResolvedPrompt& out);
+  void hold(const std::string& owner, Entry& e, ResolvedPrompt& out);
   // The caller's conversation with the largest extent(entry) > 0 (how much of it the prompt
   // extends), or a new anonymous one.
   template <typename Extent>
