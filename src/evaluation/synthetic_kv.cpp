@@ -180,7 +180,7 @@ Status fill_synthetic_kv(PagedKvCache& cache, const SyntheticKvLayout& layout, i
   const KvShape& shape = cache.shape();
   const size_t n_heads = sz(int64_t{shape.n_layers} * shape.n_kv_head);
   if (layout.lengths.size() != n_heads) return make_error("synthetic KV: the layout is for another model");
-  if (layout.map.get() != &cache.map()) return make_error("synthetic KV: the cache pages its heads by another map");
+  if (layout.map.get() != &cache.head_groups()) return make_error("synthetic KV: the cache pages its heads by another map");
   const int64_t longest = *std::max_element(layout.lengths.begin(), layout.lengths.end());
   const PageGeometry& geo = cache.pool().geometry();
   // Every head restores from the same rows: [longest][row], keys and values.

@@ -14,15 +14,12 @@ Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_
   if (seqs.empty()) return make_error("attention: no sequences given");
   if (std::any_of(seqs.begin(), seqs.end(), [](const AttentionQuery& s) { return s.cache == nullptr; }))
     return make_error("attention: a sequence without a KV cache");
-  paged_ = std::all_of(seqs.begin(), seqs.end(),
-                       [](const AttentionQuery& s) { return s.cache->as_paged() != nullptr; });
   try {
     seqs_.assign(seqs.begin(), seqs.end());
-    if (!paged_) return Status::Ok();
     if (!ws_) ws_ = std::make_unique<AttentionWorkspace>();
     items_.resize(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i)  // q and out are set per layer by attend()
-      items_[i] = AttentionItem{seqs[i].cache->as_paged(), nullptr, nullptr, seqs[i].n, seqs[i].pos0};
+      items_[i] = AttentionItem{seqs[i].cache, nullptr, nullptr, seqs[i].n, seqs[i].pos0};
   } catch (const std::bad_alloc&) {
     return make_error("attention: out of host memory for the step's workspace");
   }
@@ -45,13 +42,6 @@ Status BatchedAttention::attend_layer(int layer, const float* q, float* out, Thr
   const int64_t q_row = int64_t{shape.n_head} * shape.head_dim;
   const int64_t out_row = int64_t{shape.n_head} * shape.head_dim_v;
   int64_t r = 0;  // first stacked row of the sequence at hand
-  if (!paged_) {
-    for (const AttentionQuery& s : seqs_) {
-      s.cache->attend(layer, q + r * q_row, s.n, s.pos0, out + r * out_row, pool);
-      r += s.n;
-    }
-    return Status::Ok();
-  }
   for (AttentionItem& item : items_) {
     item.q = q + r * q_row;
     item.out = out + r * out_row;

@@ -1,11 +1,10 @@
 // The attention of one forward step over all of its sequences, each with its own KvCache.
 //
 // The caller stacks the sequences' query rows into one buffer (sequence after sequence) and
-// names, at the start of the step, each sequence's cache, rows and first position. When every
-// cache is paged (KvCache::as_paged), each layer's attention of all sequences is one planned
-// paged attention call (paged_attention.h), so threads split the work across sequences as well
-// as heads, and the AttentionPlanner decides how. Otherwise each cache attends alone through
-// KvCache::attend. Either way the caller never sees a cache's layout.
+// names, at the start of the step, each sequence's cache, rows and first position. Each layer's
+// attention of all sequences is one planned call over the caches' head views
+// (paged_attention.h), so threads split the work across sequences as well as heads, and the
+// AttentionPlanner decides how. The caller never sees a cache's layout.
 // Buffers are kept and reused across steps. One step at a time.
 #pragma once
 
@@ -43,7 +42,7 @@ class BatchedAttention {
   // Starts a step of n_layers layers over `seqs`, in the order their rows are stacked. All
   // caches must share one shape. Errors: no sequences, a null cache, out of memory.
   Status begin_step(std::span<const AttentionQuery> seqs, int n_layers);
-  // Causal attention of every sequence of the step on one layer (see KvCache::attend).
+  // Causal attention of every sequence of the step on one layer (see attend_sequence).
   //   q: [rows][n_head][head_dim]   out: [rows][n_head][head_dim_v], rows = sum of n
   Status attend(int layer, const float* q, float* out, ThreadPool& pool);
 
@@ -61,9 +60,8 @@ class BatchedAttention {
 
   AttentionPlanner planner_;
   std::vector<AttentionQuery> seqs_;
-  bool paged_ = false;                      // every cache of the step is paged
-  std::vector<AttentionItem> items_;        // [sequences] when paged
-  std::unique_ptr<AttentionWorkspace> ws_;  // when paged
+  std::vector<AttentionItem> items_;        // [sequences]
+  std::unique_ptr<AttentionWorkspace> ws_;
   bool timing_ = false;
   double attend_seconds_ = 0;
   double attend_cpu_seconds_ = 0;

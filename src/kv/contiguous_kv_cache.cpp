@@ -1,55 +1,14 @@
 #include "kv/contiguous_kv_cache.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <new>
 #include <type_traits>
 
-#include "kernels/ops.h"
+#include "kv/kv_head_view.h"
 #include "kv/kv_row.h"
 
 namespace tangram {
-
-namespace {
-
-// The one place that decides how attention work is spread over threads. A task is one token,
-// one KV head and a slice of the query heads that read it; the heads of a slice share every K
-// and V row they load. When tokens x KV heads are fewer than threads (decode with few KV
-// heads), groups are cut into slices so every thread has work. Tasks go round-robin, which
-// also balances causal prefill, where later tokens see more keys.
-template <typename Fn>  // fn(token, kv_head, h_begin, h_end, thread)
-void for_each_attention_task(ThreadPool& pool, int64_t n_tokens, int n_kv_head, int group,
-                             const Fn& fn) {
-  struct Plan {
-    int64_t n_tasks;
-    int n_kv_head, group, slices, per_slice;
-    const Fn* fn;
-  };
-  const int64_t base_tasks = n_tokens * n_kv_head;
-  const int64_t want = (pool.size() + base_tasks - 1) / base_tasks;
-  const int slices = static_cast<int>(std::clamp<int64_t>(want, 1, group));
-  const Plan plan{base_tasks * slices, n_kv_head, group, slices, (group + slices - 1) / slices, &fn};
-  // Captures one pointer, so handing it to the pool as a std::function does not allocate.
-  const auto body = [p = &plan](int thread, int n_threads) {
-    for (int64_t task = thread; task < p->n_tasks; task += n_threads) {
-      const int slice = static_cast<int>(task % p->slices);
-      const int64_t tk = task / p->slices;
-      const int kv_head = static_cast<int>(tk % p->n_kv_head);
-      const int64_t token = tk / p->n_kv_head;
-      const int h_begin = kv_head * p->group + slice * p->per_slice;
-      const int h_end = std::min(kv_head * p->group + p->group, h_begin + p->per_slice);
-      if (h_begin < h_end) (*p->fn)(token, kv_head, h_begin, h_end, thread);
-    }
-  };
-  if (plan.n_tasks == 1 || pool.size() == 1) {
-    body(0, 1);
-  } else {
-    pool.run(body);
-  }
-}
-
-}  // namespace
 
 ContiguousKvCache::ContiguousKvCache(const KvShape& shape, int64_t capacity, KvType type)
     : shape_(shape),
@@ -58,6 +17,11 @@ ContiguousKvCache::ContiguousKvCache(const KvShape& shape, int64_t capacity, KvT
       k_row_bytes_(kv_row_bytes(type, shape.head_dim)),
       v_row_bytes_(kv_row_bytes(type, shape.head_dim_v)) {
   layers_.resize(static_cast<size_t>(std::max(shape_.n_layers, 0)));
+  // A model's shape always gives a map (its config is checked at load); a shape with no heads
+  // gets the smallest map, which attention never reads (it checks layers against shape()).
+  Result<HeadGroupMap> map = HeadGroupMap::contiguous(shape_.n_layers, shape_.n_kv_head, 1);
+  if (!map.ok()) map = HeadGroupMap::contiguous(1, 1, 1);
+  map_ = std::make_unique<HeadGroupMap>(std::move(*map));
 }
 
 int64_t ContiguousKvCache::n_positions() const {
@@ -140,74 +104,22 @@ Status ContiguousKvCache::write(int layer, int64_t pos0, const float* k, const f
   return Status::Ok();
 }
 
-void ContiguousKvCache::ensure_scratch(int n_threads) const {
-  const int group = shape_.n_head / shape_.n_kv_head;
-  if (static_cast<int>(scratch_.size()) >= n_threads && scratch_allocated_ == allocated_) return;
-  scratch_.resize(static_cast<size_t>(std::max<int>(n_threads, static_cast<int>(scratch_.size()))));
-  for (Scratch& s : scratch_) {
-    s.scores.resize(static_cast<size_t>(group * allocated_));
-    s.k_row.resize(static_cast<size_t>(shape_.head_dim));
-    s.v_row.resize(static_cast<size_t>(shape_.head_dim_v));
-  }
-  scratch_allocated_ = allocated_;
-}
-
-void ContiguousKvCache::attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
-                               ThreadPool& pool) const {
-  if (layer < 0 || layer >= shape_.n_layers || n <= 0) return;
+KvHeadView ContiguousKvCache::head_view(int layer, int kv_head) const {
+  KvHeadView v;
+  if (layer < 0 || layer >= shape_.n_layers || kv_head < 0 || kv_head >= shape_.n_kv_head) return v;
   const Layer& L = layers_[static_cast<size_t>(layer)];
-  const int group = shape_.n_head / shape_.n_kv_head;
-  ensure_scratch(pool.size());
-  const int64_t q_stride = int64_t{shape_.n_head} * shape_.head_dim;     // per token
-  const int64_t o_stride = int64_t{shape_.n_head} * shape_.head_dim_v;  // per token
-  std::vector<Scratch>& scratch = scratch_;  // one per thread index
-  for_each_attention_task(
-      pool, n, shape_.n_kv_head, group,
-      [&](int64_t token, int kv_head, int h_begin, int h_end, int thread) {
-        // Causal: position pos0+token sees keys 0..pos0+token.
-        const int64_t n_keys = std::min(L.length, pos0 + token + 1);
-        attend_slice(L, kv_head, h_begin, h_end, q + token * q_stride, n_keys,
-                     out + token * o_stride, scratch[static_cast<size_t>(thread)]);
-      });
-}
-
-void ContiguousKvCache::attend_slice(const Layer& L, int kv_head, int h_begin, int h_end,
-                                     const float* q_tok, int64_t n_keys, float* out_tok,
-                                     Scratch& s) const {
-  const int64_t hd = shape_.head_dim;
-  const int64_t hdv = shape_.head_dim_v;
-  const int n_rows = h_end - h_begin;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const int64_t base = int64_t{kv_head} * allocated_;  // first slot of this head
-  float* scores = s.scores.data();                       // [n_rows][n_keys]
-  for (int r = 0; r < n_rows; ++r)
-    std::fill_n(out_tok + (h_begin + r) * hdv, hdv, 0.0f);
-  if (n_keys <= 0) return;
-
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float* k_row;
-    if (type_ == KvType::F32) {
-      k_row = L.k32.data() + (base + j) * hd;
-    } else {
-      load_kv_row(type_, L.kb.data() + static_cast<size_t>(base + j) * k_row_bytes_, s.k_row.data(), hd);
-      k_row = s.k_row.data();
-    }
-    for (int r = 0; r < n_rows; ++r)
-      scores[r * n_keys + j] = dot_f32(q_tok + (h_begin + r) * hd, k_row, hd) * scale;
-  }
-  for (int r = 0; r < n_rows; ++r) softmax(scores + r * n_keys, n_keys);
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float* v_row;
-    if (type_ == KvType::F32) {
-      v_row = L.v32.data() + (base + j) * hdv;
-    } else {
-      load_kv_row(type_, L.vb.data() + static_cast<size_t>(base + j) * v_row_bytes_, s.v_row.data(),
-                  hdv);
-      v_row = s.v_row.data();
-    }
-    for (int r = 0; r < n_rows; ++r)
-      axpy(out_tok + (h_begin + r) * hdv, scores[r * n_keys + j], v_row, hdv);
-  }
+  const auto head = static_cast<size_t>(kv_head);
+  const auto slots = static_cast<size_t>(allocated_);
+  v.k_row_bytes = k_row_bytes_;
+  v.v_row_bytes = v_row_bytes_;
+  const auto* k = type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.k32.data()) : L.kb.data();
+  const auto* val = type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.v32.data()) : L.vb.data();
+  v.k_base = k + head * slots * v.k_row_bytes;  // [n_kv_head][allocated_][row]
+  v.v_base = val + head * slots * v.v_row_bytes;
+  v.head_dim = shape_.head_dim;
+  v.length = L.length;
+  v.tail_pos0 = 0;  // entry e holds position e
+  return v;
 }
 
 void ContiguousKvCache::truncate(int64_t n_tokens) {

@@ -23,7 +23,7 @@ struct DenseKv {
 };
 
 // Causal attention of n queries at positions pos0 .. pos0+n-1 (same contract as
-// KvCache::attend): q: [n][n_head][head_dim], out: [n][n_head][head_dim_v].
+// attend_sequence): q: [n][n_head][head_dim], out: [n][n_head][head_dim_v].
 // Errors: a shape that is not positive or not GQA-divisible, head sizes the type cannot store,
 // null buffers, negative sizes.
 Status dense_attention(const KvShape& shape, const DenseKv& kv, const float* q, int64_t n,

@@ -1,4 +1,4 @@
-// The key/value store of one sequence, and the attention computed over it.
+// The key/value store of one sequence.
 //
 // The interface is shaped so that storages with different layouts stand behind it: the
 // contiguous cache, and the paged cache (kv/paged_kv_cache.h) with pages per KV-head group where
@@ -6,21 +6,21 @@
 //  - positions and lengths are separate: n_positions() counts the token positions the sequence
 //    has consumed (the RoPE position of the next token), while length(layer, kv_head) counts the
 //    entries one head actually stores;
-//  - attention is a method of the storage, so a paged implementation supplies its own paged
-//    attention kernel and the model never touches the layout. A step over many sequences goes
-//    through BatchedAttention (batched_attention.h), which asks each cache for its paged form
-//    (as_paged) to run them all in one call, and otherwise calls attend() per cache.
+//  - a cache does not compute attention: it describes where each head's entries are
+//    (head_view(), kv_head_view.h) and which heads share pages (head_groups()), and the
+//    attention module (src/attention/) reads any layout through those views, one sequence or a
+//    whole batch of them in one call.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
 #include "common/result.h"
-#include "common/thread_pool.h"
 
 namespace tangram {
 
-class PagedKvCache;
+class HeadGroupMap;
+struct KvHeadView;
 
 // Element type of stored keys and values (row layouts in kv_row.h).
 enum class KvType { F32, F16, Q8_0 };
@@ -61,21 +61,16 @@ class KvCache {
   // n_positions() advances once the last layer has been written.
   virtual Status write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) = 0;
 
-  // Causal attention of n queries at positions pos0 .. pos0+n-1 over this layer's stored
-  // entries (query at position p sees entries at positions <= p), after write() of the same
-  // positions. Query head h reads KV head h / (n_head / n_kv_head); scores are scaled by
-  // 1/sqrt(head_dim) and normalised with a max-subtracted softmax.
-  //   q: [n][n_head][head_dim]   out: [n][n_head][head_dim_v]
-  virtual void attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
-                      ThreadPool& pool) const = 0;
+  // Where one (layer, KV head) keeps its entries and which positions they hold; valid until
+  // the next reserve(), write() or truncate(). An empty view for a head out of range.
+  virtual KvHeadView head_view(int layer, int kv_head) const = 0;
+  // Which heads share pages (each head alone where none do): attention walks a group's heads
+  // together so each shared page is read in one sweep.
+  virtual const HeadGroupMap& head_groups() const = 0;
 
   // Forgets every position >= n_tokens (no-op if already shorter).
   virtual void truncate(int64_t n_tokens) = 0;
   void clear() { truncate(0); }
-
-  // This cache as pages of a block pool, for attention batched across sequences; null for
-  // layouts that only attend() on their own.
-  virtual const PagedKvCache* as_paged() const { return nullptr; }
 };
 
 }  // namespace tangram

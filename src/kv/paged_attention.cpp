@@ -7,7 +7,6 @@
 
 #include "kv/attention_kernel.h"
 #include "kv/head_group_map.h"
-#include "kv/paged_kv_cache.h"
 
 namespace tangram {
 
@@ -209,7 +208,7 @@ Status build_attention_batch(int layer, std::span<const AttentionItem> items,
     for (const AttentionItem& it : items) {
       batch.seqs.push_back({it.q, it.out, it.n, it.pos0});
       for (int h = 0; h < s0.n_kv_head; ++h) batch.heads.push_back(it.cache->head_view(layer, h));
-      const HeadGroupMap& map = it.cache->map();
+      const HeadGroupMap& map = it.cache->head_groups();
       // The layer's heads group by group (a cross-layer group contributes its members in this
       // layer), so tiles of whole groups read the pages those heads share.
       const std::span<const int> heads = map.layer_heads(layer);
@@ -386,6 +385,12 @@ Status paged_attention(int layer, std::span<const AttentionItem> items, ThreadPo
     return make_error("attention: out of host memory for the work plan");
   }
   return run_attention(ws.batch, ws.plan, pool, ws);
+}
+
+Status attend_sequence(const KvCache& cache, int layer, const float* q, int64_t n, int64_t pos0,
+                       float* out, ThreadPool& pool, AttentionWorkspace& ws) {
+  const AttentionItem item{&cache, q, out, n, pos0};
+  return paged_attention(layer, std::span<const AttentionItem>(&item, 1), pool, ws);
 }
 
 }  // namespace tangram

@@ -1,5 +1,6 @@
-// Attention over per-head KV storage (paged caches, or dense arrays for reference), for one
-// layer of one or many sequences at once.
+// Attention over per-head KV storage, for one layer of one or many sequences at once: any
+// KvCache (paged, or contiguous as one dense run per head) or dense arrays, read through the
+// KvHeadViews the storage gives.
 //
 // Three steps, each replaceable on its own:
 //  1. build_attention_batch(): resolves each sequence's (cache, query rows) into KvHeadViews,
@@ -34,11 +35,9 @@
 
 namespace tangram {
 
-class PagedKvCache;
-
 // One sequence's part of a batched call.
 struct AttentionItem {
-  const PagedKvCache* cache = nullptr;
+  const KvCache* cache = nullptr;
   const float* q = nullptr;  // [n][n_head][head_dim]
   float* out = nullptr;      // [n][n_head][head_dim_v]
   int64_t n = 0;             // query rows, at positions pos0 .. pos0 + n - 1
@@ -181,5 +180,13 @@ Status run_attention(const AttentionBatch& batch, const AttentionPlan& plan, Thr
 // build_attention_batch + plan_attention + run_attention, in ws's buffers.
 Status paged_attention(int layer, std::span<const AttentionItem> items, ThreadPool& pool,
                        AttentionWorkspace& ws);
+
+// The same for one sequence: causal attention of n queries at positions pos0 .. pos0+n-1 over
+// the layer's stored entries of `cache` (a query at position p sees the entries at positions
+// <= p), after the cache's write() of those positions. Query head h reads KV head
+// h / (n_head / n_kv_head); scores are scaled by 1/sqrt(head_dim).
+//   q: [n][n_head][head_dim]   out: [n][n_head][head_dim_v]
+Status attend_sequence(const KvCache& cache, int layer, const float* q, int64_t n, int64_t pos0,
+                       float* out, ThreadPool& pool, AttentionWorkspace& ws);
 
 }  // namespace tangram

@@ -6,7 +6,6 @@
 #include <new>
 
 #include "kv/kv_row.h"
-#include "kv/paged_attention.h"
 
 namespace tangram {
 
@@ -301,22 +300,6 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
   layer_positions_[sz(layer)] += n;
   change_used_slots(n * shape_.n_kv_head);
   return Status::Ok();
-}
-
-void PagedKvCache::attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
-                          ThreadPool& pool) const {
-  if (layer < 0 || layer >= shape_.n_layers || n <= 0 || q == nullptr || out == nullptr) return;
-  const AttentionItem item{this, q, out, n, pos0};
-  Status s;
-  try {
-    if (!workspace_) workspace_ = std::make_unique<AttentionWorkspace>();
-    s = paged_attention(layer, std::span<const AttentionItem>(&item, 1), pool, *workspace_);
-  } catch (const std::bad_alloc&) {
-    s = make_error("attention: out of host memory");
-  }
-  // attend() has no error channel; its inputs were checked above, so only host memory can
-  // fail here, and zeros are the least harmful output.
-  if (!s.ok()) std::fill_n(out, n * shape_.n_head * shape_.head_dim_v, 0.0f);
 }
 
 KvHeadView PagedKvCache::head_view(int layer, int kv_head) const {

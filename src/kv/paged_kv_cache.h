@@ -35,7 +35,6 @@
 
 namespace tangram {
 
-class AttentionWorkspace;
 
 class PagedKvCache final : public KvCache {
  public:
@@ -66,13 +65,8 @@ class PagedKvCache final : public KvCache {
   // nothing written when pos0 is not the layer's position count or one of the layer's heads
   // lacks room in its group's pages.
   Status write(int layer, int64_t pos0, const float* k, const float* v, int64_t n) override;
-  // Paged attention over this sequence alone (see paged_attention.h for batches). Uses scratch
-  // held by the cache: not for concurrent calls on the same cache.
-  void attend(int layer, const float* q, int64_t n, int64_t pos0, float* out,
-              ThreadPool& pool) const override;
   // Drops every entry at position >= n_tokens and frees the pages no longer needed.
   void truncate(int64_t n_tokens) override;
-  const PagedKvCache* as_paged() const override { return this; }
   // A new cache holding the same positions, entries and reservation, sharing every page (their
   // reference counts go up; nothing is copied now). Errors: out of host memory.
   Result<std::unique_ptr<PagedKvCache>> fork() const;
@@ -94,11 +88,11 @@ class PagedKvCache final : public KvCache {
 
   // --- Layout access (attention kernels, compression, checks) ---
   const BlockPool& pool() const { return *pool_; }
-  const HeadGroupMap& map() const { return *map_; }
+  const HeadGroupMap& head_groups() const override { return *map_; }
   // Page table of a group (flat id, see HeadGroupMap); empty when out of range.
   std::span<const PageId> group_pages(int flat_group) const;
   // Where one head's entries are and which positions they hold. Valid until the cache changes.
-  KvHeadView head_view(int layer, int kv_head) const;
+  KvHeadView head_view(int layer, int kv_head) const override;
   // Token position of one stored entry (entry < length(layer, kv_head)).
   int64_t entry_position(int layer, int kv_head, int64_t entry) const;
 
@@ -179,7 +173,6 @@ class PagedKvCache final : public KvCache {
   int64_t reserved_positions_ = 0;
   int64_t pages_held_ = 0;
   int64_t used_slots_ = 0;
-  mutable std::unique_ptr<AttentionWorkspace> workspace_;  // attend() scratch
 };
 
 }  // namespace tangram

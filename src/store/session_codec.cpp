@@ -59,7 +59,7 @@ std::string shape_text(const KvShape& s) {
 
 // Payload bytes of one group block (its heads' fields, positions and rows).
 size_t group_payload_bytes(const PagedKvCache& cache, int flat_group) {
-  const HeadGroupMap& map = cache.map();
+  const HeadGroupMap& map = cache.head_groups();
   const size_t row = cache.pool().geometry().key_row_bytes() + cache.pool().geometry().value_row_bytes();
   size_t n = 0;
   for (const int f : map.members(flat_group)) {
@@ -220,7 +220,7 @@ Status read_trailer(ByteReader& r, std::string_view blob, uint64_t header_checks
 
 size_t encoded_session_bytes(const PagedKvCache& cache) {
   size_t n = kHeaderBytes + sz(cache.n_positions()) * sizeof(int32_t) + kChecksumBytes + kTrailerBytes;
-  for (int fg = 0; fg < cache.map().total_groups(); ++fg)
+  for (int fg = 0; fg < cache.head_groups().total_groups(); ++fg)
     n += kBlockPrefix + group_payload_bytes(cache, fg) + kChecksumBytes;
   return n;
 }
@@ -245,9 +245,9 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
   if (fingerprint.kv_type != cache.type())
     return make_error("encode session: the fingerprint says {} elements, the cache stores {}",
                       kv_type_name(fingerprint.kv_type), kv_type_name(cache.type()));
-  if (fingerprint.group_map != group_map_fingerprint(cache.map()))
+  if (fingerprint.group_map != group_map_fingerprint(cache.head_groups()))
     return make_error("encode session: the fingerprint's head-group map is not the cache's");
-  const HeadGroupMap& map = cache.map();
+  const HeadGroupMap& map = cache.head_groups();
   const PageGeometry& geo = cache.pool().geometry();
   const size_t total = encoded_session_bytes(cache);
   try {

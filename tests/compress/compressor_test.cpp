@@ -88,7 +88,7 @@ void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::
   auto ref_pool = BlockPool::create(cache.pool().geometry(), 32u << 20, false);
   ASSERT_TRUE(ref_pool.ok());
   auto full_r = PagedKvCache::create(m.kv_shape(), 1024, **ref_pool,
-                                     std::make_shared<const HeadGroupMap>(cache.map()));
+                                     std::make_shared<const HeadGroupMap>(cache.head_groups()));
   ASSERT_TRUE(full_r.ok());
   PagedKvCache& full = **full_r;
   ASSERT_TRUE(m.forward(full, toks.data(), static_cast<int64_t>(toks.size()), 0, nullptr, threads).ok());

@@ -36,7 +36,7 @@ struct Snapshot {
       : pages_held(c.pages_held()), used_slots(c.used_slots()), reserved(c.reserved_positions()),
         free_pages(pool.free_pages()) {
     const KvShape& s = c.shape();
-    for (int g = 0; g < c.map().total_groups(); ++g) {
+    for (int g = 0; g < c.head_groups().total_groups(); ++g) {
       const auto t = c.group_pages(g);
       tables.emplace_back(t.begin(), t.end());
     }
@@ -58,7 +58,7 @@ void check_invariants(const BlockPool& pool, const std::vector<std::optional<Seq
     const PagedKvCache& c = *seqs[i]->cache;
     const KvShape& s = c.shape();
     int64_t held = 0, lengths = 0;
-    for (int g = 0; g < c.map().total_groups(); ++g) {
+    for (int g = 0; g < c.head_groups().total_groups(); ++g) {
       const auto table = c.group_pages(g);
       for (const PageId id : table) {
         ASSERT_TRUE(pool.in_use(id)) << "page " << id << " owned but free";
@@ -66,8 +66,8 @@ void check_invariants(const BlockPool& pool, const std::vector<std::optional<Seq
         owner[static_cast<size_t>(id)] = static_cast<int>(i);
       }
       int64_t longest = 0;
-      for (const int f : c.map().members(g))
-        longest = std::max(longest, c.length(c.map().layer_of_head(f), c.map().kv_head_of(f)));
+      for (const int f : c.head_groups().members(g))
+        longest = std::max(longest, c.length(c.head_groups().layer_of_head(f), c.head_groups().kv_head_of(f)));
       ASSERT_GE(static_cast<int64_t>(table.size()) * p, longest) << "group lacks pages";
       held += static_cast<int64_t>(table.size());
     }

@@ -16,6 +16,7 @@ namespace tangram {
 namespace {
 
 using testing::KvMirror;
+using testing::attend_cache;
 using testing::cache_matches_mirror;
 using testing::random_values;
 
@@ -241,8 +242,8 @@ TEST(PagedKvCacheFork, ForkAttendsLikeAnIndependentlyPrefilledCache) {
         const auto q = random_values(static_cast<size_t>(n * kShape.n_head * kShape.head_dim), rng);
         std::vector<float> got(static_cast<size_t>(n * kShape.n_head * kShape.head_dim_v));
         std::vector<float> want(got.size());
-        forks[i]->attend(l, q.data(), n, pos0, got.data(), threads);
-        alone[i]->attend(l, q.data(), n, pos0, want.data(), threads);
+        attend_cache(*forks[i], l, q.data(), n, pos0, got.data(), threads);
+        attend_cache(*alone[i], l, q.data(), n, pos0, want.data(), threads);
         EXPECT_EQ(got, want) << "fork " << i << " layer " << l;  // same rows, same kernel: identical
         EXPECT_LT(testing::max_abs_diff(alone_mirrors[i].attend(l, q.data(), n, pos0), got), 1e-4);
       }

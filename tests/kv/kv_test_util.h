@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "common/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/paged_attention.h"
 #include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 
@@ -231,6 +233,15 @@ class KvMirror {
   std::vector<std::vector<MirrorEntry>> heads_;  // [n_layers][n_kv_head]
   std::vector<int64_t> positions_;               // [n_layers]
 };
+
+// Causal attention of one sequence over its cache (attend_sequence), failing the test on error.
+//   q: [n][n_head][head_dim]   out: [n][n_head][head_dim_v]
+inline void attend_cache(const KvCache& cache, int layer, const float* q, int64_t n, int64_t pos0,
+                         float* out, ThreadPool& pool) {
+  AttentionWorkspace ws;
+  const Status s = attend_sequence(cache, layer, q, n, pos0, out, pool, ws);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
 
 inline double max_abs_diff(const std::vector<double>& want, const std::vector<float>& got) {
   double worst = 0.0;

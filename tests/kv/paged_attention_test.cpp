@@ -27,6 +27,7 @@ namespace tangram {
 namespace {
 
 using testing::KvMirror;
+using testing::attend_cache;
 using testing::max_abs_diff;
 using testing::max_excess;
 using testing::random_values;
@@ -111,7 +112,7 @@ void check_attend(Seq& s, int layer, int64_t n, std::mt19937& rng, ThreadPool& p
   const auto want = s.mirror->attend(layer, q.data(), n, pos0);
   const auto bound = s.mirror->weight_rounding_bound(layer, q.data(), n, pos0);
   std::vector<float> got(want.size(), -7.0f);
-  s.cache->attend(layer, q.data(), n, pos0, got.data(), pool);
+  attend_cache(*s.cache, layer, q.data(), n, pos0, got.data(), pool);
   EXPECT_LE(max_excess(want, got, bound), kTol) << what << " (attend)";
 
   AttentionWorkspace ws;
@@ -199,7 +200,7 @@ void step_layer_by_layer(Seq& s, int64_t n, std::mt19937& rng, ThreadPool& pool,
     const auto q = random_values(static_cast<size_t>(n * sh.n_head * sh.head_dim), rng, 2.0f);
     const auto want = s.mirror->attend(l, q.data(), n, pos0);
     std::vector<float> got(want.size(), -7.0f);
-    s.cache->attend(l, q.data(), n, pos0, got.data(), pool);
+    attend_cache(*s.cache, l, q.data(), n, pos0, got.data(), pool);
     EXPECT_LE(max_excess(want, got, s.mirror->weight_rounding_bound(l, q.data(), n, pos0)), kTol)
         << what << " layer " << l;
   }
@@ -479,7 +480,7 @@ TEST(PagedAttention, HeadWithoutEntriesGivesZeros) {
   s.mirror->set_length(0, 1, 0);
   check_attend(s, 0, 1, rng, pool, "empty head");
   std::vector<float> q(32, 1.0f), out(32, -7.0f);
-  s.cache->attend(0, q.data(), 1, 9, out.data(), pool);
+  attend_cache(*s.cache, 0, q.data(), 1, 9, out.data(), pool);
   for (int i = 16; i < 32; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);  // heads 2, 3 read KV head 1
 }
 
@@ -494,7 +495,7 @@ TEST(PagedAttention, LargeScoresStayFinite) {
   const int64_t pos = s.cache->n_positions() - 1;
   const auto want = s.mirror->attend(0, q.data(), 1, pos);
   std::vector<float> got(want.size());
-  s.cache->attend(0, q.data(), 1, pos, got.data(), pool);
+  attend_cache(*s.cache, 0, q.data(), 1, pos, got.data(), pool);
   EXPECT_LE(max_abs_diff(want, got), 1e-4);  // near one-hot: a score error of 1e-5 shows
 }
 
@@ -514,7 +515,7 @@ TEST(PagedAttention, F16StorageStaysCloseToUnroundedInputs) {
   const auto q = random_values(8 * 64, rng, 2.0f);
   const auto want = exact.attend(0, q.data(), 1, n - 1);
   std::vector<float> got(want.size());
-  cache->attend(0, q.data(), 1, n - 1, got.data(), pool);
+  attend_cache(*cache, 0, q.data(), 1, n - 1, got.data(), pool);
   const double err = max_abs_diff(want, got);
   EXPECT_LE(err, 1e-2);
   EXPECT_GT(err, 1e-6);  // the rounding is really there
@@ -544,8 +545,8 @@ TEST(PagedAttention, AgreesWithContiguousCacheAtEqualLengths) {
         ASSERT_TRUE(dense.write(l, pos0, k.data(), v.data(), n).ok());
         const auto q = random_values(static_cast<size_t>(n * 8 * 32), rng, 2.0f);
         std::vector<float> a(static_cast<size_t>(n * 8 * 32)), b(a.size());
-        paged->attend(l, q.data(), n, pos0, a.data(), pool);
-        dense.attend(l, q.data(), n, pos0, b.data(), pool);
+        attend_cache(*paged, l, q.data(), n, pos0, a.data(), pool);
+        attend_cache(dense, l, q.data(), n, pos0, b.data(), pool);
         for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << i;
       }
     }

@@ -7,6 +7,7 @@
 
 #include "kernels/quant.h"
 #include "kv/contiguous_kv_cache.h"
+#include "kv/kv_test_util.h"
 
 namespace tangram::testing {
 namespace {
@@ -100,7 +101,7 @@ TEST_P(KvAttention, MatchesNaiveAttention) {
       all_k[layer].insert(all_k[layer].end(), k.begin(), k.end());
       all_v[layer].insert(all_v[layer].end(), v.begin(), v.end());
       std::vector<float> out(static_cast<size_t>(n * c.n_head * c.head_dim_v));
-      cache.attend(layer, q.data(), n, pos, out.data(), pool);
+      attend_cache(cache, layer, q.data(), n, pos, out.data(), pool);
       const auto want = naive_attention(shape, q, n, pos, all_k[layer], all_v[layer]);
       EXPECT_LE(max_diff(out, want), tol) << "layer " << layer << " pos " << pos << " n " << n;
     }
@@ -149,8 +150,8 @@ TEST(KvCache, GrowthKeepsContents) {
   }
   const auto q = random_floats(32, rng, 1.0f);
   std::vector<float> a(32), b(32);
-  grown.attend(0, q.data(), 1, pos - 1, a.data(), pool);
-  fixed.attend(0, q.data(), 1, pos - 1, b.data(), pool);
+  attend_cache(grown, 0, q.data(), 1, pos - 1, a.data(), pool);
+  attend_cache(fixed, 0, q.data(), 1, pos - 1, b.data(), pool);
   EXPECT_EQ(a, b);
 }
 

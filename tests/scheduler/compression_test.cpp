@@ -58,7 +58,7 @@ SchedulerOptions compressing(const TestModel& tm, KvPolicy policy, const char* s
 
 // Pages a cache should hold: every group sized for its longest head.
 int64_t pages_for_lengths(const PagedKvCache& cache, int page_tokens) {
-  const HeadGroupMap& map = cache.map();
+  const HeadGroupMap& map = cache.head_groups();
   int64_t pages = 0;
   for (int g = 0; g < map.total_groups(); ++g) {
     int64_t longest = 0;

@@ -229,7 +229,7 @@ std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& 
   auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   auto put_sum = [&](size_t from) { put(static_cast<uint64_t>(XXH3_64bits(out.data() + from, out.size() - from))); };
   const KvShape& s = c.shape();
-  const HeadGroupMap& map = c.map();
+  const HeadGroupMap& map = c.head_groups();
   out += "TGKVSESS";
   put(uint32_t{1});
   put(uint32_t{c.type() == KvType::F32 ? 0u : 1u});

@@ -105,7 +105,7 @@ inline Ragged ragged(KvType type, std::shared_ptr<const HeadGroupMap> map, int p
 // Pages a cache needs for what it stores: every group sized for its longest head (what a
 // restore allocates; a live cache may hold more until release_unused_pages()).
 inline int64_t pages_for_entries(const PagedKvCache& c) {
-  const HeadGroupMap& map = c.map();
+  const HeadGroupMap& map = c.head_groups();
   const int64_t P = c.pool().geometry().page_tokens;
   int64_t pages = 0;
   for (int fg = 0; fg < map.total_groups(); ++fg) {
@@ -169,8 +169,8 @@ inline ::testing::AssertionResult same_attention(const PagedKvCache& a, const Pa
   std::vector<float> oa(out_size), ob(out_size);  // [n][n_head][head_dim_v]
   for (int l = 0; l < s.n_layers; ++l) {
     for (auto& x : q) x = d(rng);
-    a.attend(l, q.data(), n, pos0, oa.data(), threads);
-    b.attend(l, q.data(), n, pos0, ob.data(), threads);
+    attend_cache(a, l, q.data(), n, pos0, oa.data(), threads);
+    attend_cache(b, l, q.data(), n, pos0, ob.data(), threads);
     for (size_t i = 0; i < out_size; ++i) {
       const bool equal = tol == 0.0f ? std::memcmp(&oa[i], &ob[i], sizeof(float)) == 0
                                      : std::fabs(oa[i] - ob[i]) <= tol;
