@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "kv/attention_kernel.h"
-#include "kv/attention_kernel_q8.h"
-#include "kv/attention_kernel_q8_avx512.h"
+#include "attention/attention_kernel.h"
+#include "attention/attention_kernel_q8.h"
+#include "attention/attention_kernel_q8_avx512.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 

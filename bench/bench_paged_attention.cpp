@@ -48,12 +48,12 @@
 #include "kernels/cpu_features.h"
 #include "kernels/memory_bandwidth.h"
 #include "kernels/quant.h"
-#include "kv/attention_kernel.h"
-#include "kv/attention_planner.h"
-#include "kv/balanced_plan.h"
-#include "kv/dense_attention.h"
+#include "attention/attention_kernel.h"
+#include "attention/attention_planner.h"
+#include "attention/balanced_plan.h"
+#include "attention/dense_attention.h"
 #include "kv/kv_row.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {

@@ -10,7 +10,7 @@
 #include "compress/kv_policy.h"
 #include "evaluation/synthetic_kv.h"
 #include "kernels/memory_bandwidth.h"
-#include "kv/attention_planner.h"
+#include "attention/attention_planner.h"
 #include "kv/block_pool.h"
 #include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"

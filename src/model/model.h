@@ -6,7 +6,7 @@
 // scheduler step of many sequences at once: their tokens (decode tokens and prefill chunks
 // alike) are stacked into one batch for the matrix products, each sequence's keys and values
 // go to its own cache, and the attention of all sequences is one BatchedAttention call per
-// layer (kv/batched_attention.h: a single planned paged call when every cache is paged, so
+// layer (attention/batched_attention.h: a single planned paged call when every cache is paged, so
 // threads split the work across sequences too; its planner is attention_planner()). Buffers
 // belong to the Model, grow to the largest batch seen (at most ModelOptions::max_batch tokens)
 // and are reused, so decode allocates nothing. A Model runs one forward at a time.
@@ -21,8 +21,8 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "gguf/gguf_file.h"
-#include "kv/attention_planner.h"
-#include "kv/batched_attention.h"
+#include "attention/attention_planner.h"
+#include "attention/batched_attention.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/rope.h"

@@ -16,7 +16,7 @@
 #include "kernels/quant.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 #include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 

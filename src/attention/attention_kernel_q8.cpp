@@ -1,4 +1,4 @@
-#include "kv/attention_kernel_q8.h"
+#include "attention/attention_kernel_q8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
-#include "kv/attention_kernel_avx512.h"
-#include "kv/attention_kernel_q8_avx512.h"
+#include "attention/attention_kernel_avx512.h"
+#include "attention/attention_kernel_q8_avx512.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 

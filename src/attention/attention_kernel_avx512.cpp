@@ -5,7 +5,7 @@
 // 16 (lane, row) dot products or (lane, column chunk) sums stay in the 32 registers. The loops
 // themselves are shared with the Q8_0 ones (attention_kernel_avx512_shared.h); this file says
 // how F16 rows are widened and dotted.
-#include "kv/attention_kernel_avx512.h"
+#include "attention/attention_kernel_avx512.h"
 
 #include <immintrin.h>
 
@@ -15,7 +15,7 @@
 // the loops shared with the other row type's file, which must be compiled inside the region.
 #include "kernels/avx512_target_begin.h"
 
-#include "kv/attention_kernel_avx512_shared.h"
+#include "attention/attention_kernel_avx512_shared.h"
 
 namespace tangram::vec::avx512 {
 namespace {

@@ -1,6 +1,6 @@
 // WorkRanges: each thread drains its own range front to back, then the others' from the back,
 // and under concurrent takers every item is taken exactly once.
-#include "kv/work_ranges.h"
+#include "attention/work_ranges.h"
 
 #include <gtest/gtest.h>
 

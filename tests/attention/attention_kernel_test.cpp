@@ -7,7 +7,7 @@
 // whose rows are prefetched a block at a time) and the scalar one. The rows are what the
 // kernel reads, so the only differences are float vs double arithmetic and the vector exp:
 // |out - ref| <= 2e-5 for outputs of size ~1.
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/quant.h"
-#include "kv/attention_kernel_avx512.h"
+#include "attention/attention_kernel_avx512.h"
 
 namespace tangram {
 namespace {

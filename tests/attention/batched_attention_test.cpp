@@ -4,7 +4,7 @@
 // call, through their dense head views), ahead-of-time plans reused while heads grow; then the planner's bookkeeping
 // (when plans are re-made, which plans are scored). Tolerance as in paged_attention_test.cpp:
 // the mirror holds exactly what the caches store, so only float vs double arithmetic differs.
-#include "kv/batched_attention.h"
+#include "attention/batched_attention.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 namespace tangram {
 

@@ -11,7 +11,7 @@
 //       columns [c, c + 16 * CW) of a value row as floats (for accumulate)
 //
 // This is AVX-512 code with no include of its own: include it only after <immintrin.h> and
-// kv/attention_kernel.h, and after kernels/avx512_target_begin.h, in the
+// attention/attention_kernel.h, and after kernels/avx512_target_begin.h, in the
 // files above and no other, so that every copy of these functions is compiled for AVX-512 and
 // named tangram::vec::avx512 (tests/kernels/avx512_confined.sh checks the binary).
 #pragma once

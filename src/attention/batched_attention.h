@@ -15,9 +15,9 @@
 
 #include "common/result.h"
 #include "common/thread_pool.h"
-#include "kv/attention_planner.h"
+#include "attention/attention_planner.h"
 #include "kv/kv_cache.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 namespace tangram {
 

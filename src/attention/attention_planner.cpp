@@ -1,9 +1,9 @@
-#include "kv/attention_planner.h"
+#include "attention/attention_planner.h"
 
 #include <algorithm>
 #include <new>
 
-#include "kv/balanced_plan.h"
+#include "attention/balanced_plan.h"
 
 namespace tangram {
 

@@ -1,4 +1,4 @@
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include "kernels/half.h"
 #include "kernels/simd.h"
-#include "kv/attention_kernel_avx512.h"
-#include "kv/attention_kernel_q8.h"
+#include "attention/attention_kernel_avx512.h"
+#include "attention/attention_kernel_q8.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
 #define TANGRAM_KV_SIMD 1

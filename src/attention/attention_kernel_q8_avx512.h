@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 namespace tangram::vec::avx512 {
 

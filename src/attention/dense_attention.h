@@ -8,7 +8,7 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 namespace tangram {
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 namespace tangram::kv_q8 {
 

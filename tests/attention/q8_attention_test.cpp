@@ -17,7 +17,7 @@
 // Beyond both, float vs double arithmetic and the vector exp: 2e-5 absolute for outputs of size ~1.
 // Also: the value loops alone against the portable one, and the row codec's sizes and the
 // refusal of head sizes Q8_0 cannot store.
-#include "kv/attention_kernel_q8.h"
+#include "attention/attention_kernel_q8.h"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/half.h"
-#include "kv/attention_kernel_q8_avx512.h"
+#include "attention/attention_kernel_q8_avx512.h"
 #include "kv/block_pool.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"

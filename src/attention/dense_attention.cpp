@@ -1,4 +1,4 @@
-#include "kv/dense_attention.h"
+#include "attention/dense_attention.h"
 
 #include <limits>
 #include <new>

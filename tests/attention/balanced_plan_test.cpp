@@ -4,7 +4,7 @@
 // Tolerance: the mirror holds exactly what the cache stores (F16 values already rounded), so the
 // only differences are float vs double arithmetic, the vector exp and the exact merge of split
 // heads: |out - ref| <= 1e-5 absolute for outputs of size ~1, for F32 and F16 storage alike.
-#include "kv/balanced_plan.h"
+#include "attention/balanced_plan.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kv/kv_test_util.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {

@@ -6,7 +6,7 @@
 // mirror holds the dequantised rows and rounds the query as the integer-dot loops do
 // (kv_test_util.h), so this is quantized attention against dequantise-then-attend, within
 // 2e-5 plus the bound of the value weights' rounding (KvMirror::weight_rounding_bound).
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kv/contiguous_kv_cache.h"
-#include "kv/dense_attention.h"
+#include "attention/dense_attention.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
 

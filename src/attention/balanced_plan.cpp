@@ -1,4 +1,4 @@
-#include "kv/balanced_plan.h"
+#include "attention/balanced_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <queue>
 #include <vector>
 
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 namespace tangram {
 

@@ -1,11 +1,11 @@
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <new>
 
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 #include "kv/head_group_map.h"
 
 namespace tangram {

@@ -29,9 +29,9 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 #include "kv/kv_head_view.h"
-#include "kv/work_ranges.h"
+#include "attention/work_ranges.h"
 
 namespace tangram {
 

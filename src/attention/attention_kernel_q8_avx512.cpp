@@ -5,15 +5,15 @@
 // signed sum; one instruction does 64 multiply-adds, two Q8_0 blocks, against the AVX2 loop's
 // sign, maddubs and madd per 32. Values: integer too, the softmax weights times the rows' scales
 // rounded to int16 and two rows' values in one vpdpwssd (the section below).
-#include "kv/attention_kernel_q8_avx512.h"
+#include "attention/attention_kernel_q8_avx512.h"
 
 #include <immintrin.h>
 
 #include <cstring>
 #include <limits>
 
-#include "kv/attention_kernel.h"
-#include "kv/attention_kernel_q8.h"
+#include "attention/attention_kernel.h"
+#include "attention/attention_kernel_q8.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
@@ -21,7 +21,7 @@
 // the loops shared with the other row type's file, which must be compiled inside the region.
 #include "kernels/avx512_target_begin.h"
 
-#include "kv/attention_kernel_avx512_shared.h"
+#include "attention/attention_kernel_avx512_shared.h"
 
 namespace tangram::vec::avx512 {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kv/attention_kernel.h"
+#include "attention/attention_kernel.h"
 
 namespace tangram::vec::avx512 {
 

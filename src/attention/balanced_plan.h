@@ -30,7 +30,7 @@
 #include <limits>
 
 #include "common/result.h"
-#include "kv/paged_attention.h"
+#include "attention/paged_attention.h"
 
 namespace tangram {
 

@@ -1,4 +1,4 @@
-#include "kv/batched_attention.h"
+#include "attention/batched_attention.h"
 
 #include <algorithm>
 #include <chrono>
