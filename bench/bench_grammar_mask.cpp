@@ -61,7 +61,8 @@ GrammarConstraint constraint_after(const char* prefix) {
   const Vocabulary& v = qwen2();
   Result<JsonSchemaGraph> graph = compile_json_schema(nlohmann::json::parse(kSchema));
   if (!graph.ok()) std::exit(1);
-  GrammarConstraint c(std::make_shared<const OutputGrammar>(OutputGrammar::json_value(std::move(*graph))), v.texts);
+  GrammarConstraint c(
+      std::make_shared<const OutputGrammar>(OutputGrammar::json_value(std::move(*graph))), v.texts);
   for (int32_t id : v.tokenizer->encode(prefix, /*add_special=*/false, /*parse_special=*/false)) {
     if (!c.allows(id)) {
       fprintf(stderr, "the schema refuses '%s'\n", prefix);
@@ -72,8 +73,9 @@ GrammarConstraint constraint_after(const char* prefix) {
   return c;
 }
 
-const char* const kStates[] = {R"({"city": "Os)", R"({"city": "Oslo", "stops": [{"name": "Bergen", "note": "fj)",
-                               R"({"city": "Oslo", "stops": [{"name": "Ber)", R"({"ci)", R"({"city": "Oslo", )"};
+const char* const kStates[] = {
+    R"({"city": "Os)", R"({"city": "Oslo", "stops": [{"name": "Bergen", "note": "fj)",
+    R"({"city": "Oslo", "stops": [{"name": "Ber)", R"({"ci)", R"({"city": "Oslo", )"};
 
 void BM_Mask(benchmark::State& state) {
   const GrammarConstraint c = constraint_after(kStates[state.range(0)]);
@@ -89,7 +91,8 @@ void BM_PerTokenReference(benchmark::State& state) {
   const GrammarConstraint c = constraint_after(kStates[state.range(0)]);
   std::vector<uint8_t> mask(static_cast<size_t>(qwen2().texts->n_vocab()));
   for (auto _ : state) {
-    for (int32_t id = 0; id < qwen2().texts->n_vocab(); ++id) mask[static_cast<size_t>(id)] = c.allows(id) ? 1 : 0;
+    for (int32_t id = 0; id < qwen2().texts->n_vocab(); ++id)
+      mask[static_cast<size_t>(id)] = c.allows(id) ? 1 : 0;
     benchmark::DoNotOptimize(mask.data());
   }
   state.SetLabel(kStates[state.range(0)]);

@@ -88,11 +88,13 @@ void BM_Matvec(benchmark::State& state) {
     next = (next + 1) % w.views.size();
   }
   const double cpu = process_cpu_seconds() - cpu0;
-  const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
+  const double bytes =
+      static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GBps_cpu"] = bytes / 1e9 / (cpu / threads);
   // The kernel level too: TANGRAM_CPU=avx2 runs the same binary on the lower path.
-  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())));
+  state.SetLabel(std::string(ggml_type_name(type)) + " " +
+                 std::string(cpu::level_name(cpu::active_level())));
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -108,7 +110,8 @@ void BM_Prefill(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   const double cpu = process_cpu_seconds() - cpu0;
-  const double flops = 2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  const double flops =
+      2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs_cpu"] = flops / 1e9 / (cpu / threads);
   state.SetLabel(std::string(ggml_type_name(type)));
@@ -152,7 +155,8 @@ void BM_InterleavedDecode(benchmark::State& state) {
   const double cpu = process_cpu_seconds() - cpu0, calls = static_cast<double>(state.iterations());
   state.counters["GMACs_cpu"] = static_cast<double>(rows * cols * n) * calls / 1e9 / cpu;
   state.counters["GBps_cpu"] = static_cast<double>(one) * calls / 1e9 / cpu;
-  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())) +
+  state.SetLabel(std::string(ggml_type_name(type)) + " " +
+                 std::string(cpu::level_name(cpu::active_level())) +
                  (views[0].layout == TensorLayout::kRowMajor ? " row-major" : " interleaved"));
 }
 
@@ -170,11 +174,14 @@ void BM_MatvecCached(benchmark::State& state) {
     matmul(w.views[0], x.data(), n, y.data(), pool(1));
     benchmark::DoNotOptimize(y.data());
   }
-  const double bytes = static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
+  const double bytes =
+      static_cast<double>(w.views[0].nbytes) * static_cast<double>(state.iterations());
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
-  const double macs = static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  const double macs =
+      static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
   state.counters["GMACs"] = benchmark::Counter(macs / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(ggml_type_name(type)) + " " + std::string(cpu::level_name(cpu::active_level())));
+  state.SetLabel(std::string(ggml_type_name(type)) + " " +
+                 std::string(cpu::level_name(cpu::active_level())));
 }
 
 // The crossover between matmul's two strategies (matmul_paths.h): n tokens through the
@@ -196,7 +203,8 @@ void BM_PathCrossover(benchmark::State& state) {
       matmul_paths::decode(w.views[0], x.data(), n, y.data(), pool(1));
     benchmark::DoNotOptimize(y.data());
   }
-  const double flops = 2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
+  const double flops =
+      2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(state.iterations());
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(ggml_type_name(type)) + (sgemm ? " sgemm " : " decode ") +
                  std::string(cpu::level_name(cpu::active_level())));
@@ -208,12 +216,14 @@ void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   double best_gbps = 0;
   for (auto _ : state)
-    best_gbps = std::max(best_gbps, measure_read_bandwidth(pool(threads), size_t{512} << 20, 1).read_gbps);
+    best_gbps =
+        std::max(best_gbps, measure_read_bandwidth(pool(threads), size_t{512} << 20, 1).read_gbps);
   state.counters["GBps"] = best_gbps;
 }
 
-constexpr int64_t kTypes[] = {static_cast<int64_t>(GgmlType::F32), static_cast<int64_t>(GgmlType::Q8_0),
-                              static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K)};
+constexpr int64_t kTypes[] = {
+    static_cast<int64_t>(GgmlType::F32), static_cast<int64_t>(GgmlType::Q8_0),
+    static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K)};
 
 void matvec_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes)
@@ -228,7 +238,8 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 
 void cached_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes)
-    for (const int64_t n : {1, 2, 4, 8, 16}) b->Args({t, t == static_cast<int64_t>(GgmlType::F32) ? 32 : 128, 4096, n});
+    for (const int64_t n : {1, 2, 4, 8, 16})
+      b->Args({t, t == static_cast<int64_t>(GgmlType::F32) ? 32 : 128, 4096, n});
 }
 
 void prefill_one_thread_args(benchmark::internal::Benchmark* b) {
@@ -258,20 +269,50 @@ void interleaved_decode_args(benchmark::internal::Benchmark* b) {
     for (const int64_t set : {0, 1})
       for (const int64_t n : {1, 4, 8, 16}) b->Args({static_cast<int64_t>(type), set, n});
 }
-BENCHMARK(BM_InterleavedDecode)->Apply(interleaved_decode_args)->ArgNames({"type", "streamed", "n"})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_MatvecCached)->Apply(cached_args)->ArgNames({"type", "rows", "cols", "n"})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Prefill)->Name("BM_PrefillOneThreadCpuTime")->Apply(prefill_one_thread_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Prefill)->Name("BM_PrefillModelShape")->Apply(prefill_model_shape_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PathCrossover)->Apply(crossover_args)->ArgNames({"type", "sgemm", "n"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InterleavedDecode)
+    ->Apply(interleaved_decode_args)
+    ->ArgNames({"type", "streamed", "n"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatvecCached)
+    ->Apply(cached_args)
+    ->ArgNames({"type", "rows", "cols", "n"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Prefill)
+    ->Name("BM_PrefillOneThreadCpuTime")
+    ->Apply(prefill_one_thread_args)
+    ->ArgNames({"type", "rows", "cols", "threads", "n"})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill)
+    ->Name("BM_PrefillModelShape")
+    ->Apply(prefill_model_shape_args)
+    ->ArgNames({"type", "rows", "cols", "threads", "n"})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PathCrossover)
+    ->Apply(crossover_args)
+    ->ArgNames({"type", "sgemm", "n"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Decode of a batch of sequences: n tokens against one weight matrix (continuous batching).
 void batch_decode_args(benchmark::internal::Benchmark* b) {
   for (const int64_t t : kTypes)
     for (const int64_t n : {1, 2, 3, 4, 8, 16}) b->Args({t, 4096, 4096, 2, n});
 }
-BENCHMARK(BM_Matvec)->Name("BM_BatchDecode")->Apply(batch_decode_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Matvec)->Apply(matvec_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Prefill)->Apply(prefill_args)->ArgNames({"type", "rows", "cols", "threads", "n"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Matvec)
+    ->Name("BM_BatchDecode")
+    ->Apply(batch_decode_args)
+    ->ArgNames({"type", "rows", "cols", "threads", "n"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Matvec)
+    ->Apply(matvec_args)
+    ->ArgNames({"type", "rows", "cols", "threads", "n"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Prefill)
+    ->Apply(prefill_args)
+    ->ArgNames({"type", "rows", "cols", "threads", "n"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tangram

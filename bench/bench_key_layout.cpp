@@ -36,10 +36,10 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu_features.h"
 #include "attention/attention_kernel.h"
 #include "attention/attention_kernel_q8.h"
 #include "attention/attention_kernel_q8_avx512.h"
+#include "kernels/cpu_features.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
@@ -70,8 +70,8 @@ std::vector<uint8_t> transpose_keys(const std::vector<uint8_t>& rows, int n) {
       uint8_t* tb = run + static_cast<size_t>(b) * kTBlockBytes;
       std::memcpy(tb + static_cast<size_t>(tok) * 2, block, 2);
       for (int i = 0; i < kKvQ8Block; ++i)
-        tb[kScaleBytes + static_cast<size_t>(i / 4) * kGroupBytes + static_cast<size_t>(tok) * 4 + i % 4] =
-            static_cast<uint8_t>(block[2 + i] ^ 0x80);
+        tb[kScaleBytes + static_cast<size_t>(i / 4) * kGroupBytes + static_cast<size_t>(tok) * 4 +
+           i % 4] = static_cast<uint8_t>(block[2 + i] ^ 0x80);
     }
   }
   return out;
@@ -88,8 +88,8 @@ namespace {
 // scores[lane * 32 + t] = q[lane] . k[t] for the 32 tokens of one transposed run. q: kLanes
 // queries in kv_q8::quantise_query's layout; offset[lane][b]: -128 * the sum of the lane's
 // block-b values (the keys are k + 128).
-void scores_transposed(const uint8_t* q, const int32_t (&offset)[kLanes][kBlocks], const uint8_t* run,
-                       float* scores) {
+void scores_transposed(const uint8_t* q, const int32_t (&offset)[kLanes][kBlocks],
+                       const uint8_t* run, float* scores) {
   const size_t lane_bytes = kv_q8::query_bytes(kHeadDim);
   __m512 f[kLanes][2];
   for (auto& lane : f) lane[0] = lane[1] = _mm512_setzero_ps();
@@ -102,17 +102,22 @@ void scores_transposed(const uint8_t* q, const int32_t (&offset)[kLanes][kBlocks
       const __m512i k0 = _mm512_loadu_si512(group), k1 = _mm512_loadu_si512(group + 64);
       for (int ln = 0; ln < kLanes; ++ln) {
         int32_t dword;
-        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + kHeadDim + b * kKvQ8Block + g * 4, 4);
+        std::memcpy(&dword,
+                    q + static_cast<size_t>(ln) * lane_bytes + kHeadDim + b * kKvQ8Block + g * 4,
+                    4);
         const __m512i qd = _mm512_set1_epi32(dword);
         s[ln][0] = _mm512_dpbusd_epi32(s[ln][0], k0, qd);
         s[ln][1] = _mm512_dpbusd_epi32(s[ln][1], k1, qd);
       }
     }
     const __m512 dk0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb)));
-    const __m512 dk1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb + 32)));
+    const __m512 dk1 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tb + 32)));
     for (int ln = 0; ln < kLanes; ++ln) {
       float dq;
-      std::memcpy(&dq, q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
+      std::memcpy(
+          &dq,
+          q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
       const __m512 d = _mm512_set1_ps(dq);
       f[ln][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[ln][0]), _mm512_mul_ps(dk0, d), f[ln][0]);
       f[ln][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[ln][1]), _mm512_mul_ps(dk1, d), f[ln][1]);
@@ -143,9 +148,10 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 struct Heads {
   std::vector<std::vector<uint8_t>> rows;        // [head][rows][kRowBytes]
   std::vector<std::vector<uint8_t>> transposed;  // [head][rows / 32][kTRunBytes]
-  std::vector<std::vector<uint8_t>> tiles[2];    // [32, 16 tokens][head]: the engine's key tiles (key_tiles.h)
-  std::vector<uint8_t> q;                        // [heads][lanes][query_bytes]
-  std::vector<int32_t> offsets;                  // [heads][lanes][blocks]
+  std::vector<std::vector<uint8_t>>
+      tiles[2];                  // [32, 16 tokens][head]: the engine's key tiles (key_tiles.h)
+  std::vector<uint8_t> q;        // [heads][lanes][query_bytes]
+  std::vector<int32_t> offsets;  // [heads][lanes][blocks]
 };
 
 Heads make_heads(int n) {
@@ -174,7 +180,8 @@ Heads make_heads(int n) {
     kv_q8::quantise_query(q.data() + static_cast<size_t>(l) * kHeadDim, kHeadDim, lane);
     for (int b = 0; b < kBlocks; ++b) {
       int32_t sum = 0;
-      for (int i = 0; i < kKvQ8Block; ++i) sum += static_cast<int8_t>(lane[kHeadDim + b * kKvQ8Block + i]);
+      for (int i = 0; i < kKvQ8Block; ++i)
+        sum += static_cast<int8_t>(lane[kHeadDim + b * kKvQ8Block + i]);
       h.offsets.push_back(-128 * sum);
     }
   }
@@ -185,7 +192,8 @@ Heads make_heads(int n) {
 void head_scores(const Heads& h, int head, int n, int layout, float* scores) {
   const size_t lane_bytes = kv_q8::query_bytes(kHeadDim);
   const uint8_t* q = h.q.data() + static_cast<size_t>(head) * kLanes * lane_bytes;
-  if (layout == 2 || layout == 3) {  // the engine's tile loop on tiles of 32 (this file's layout) or 16 tokens
+  if (layout == 2 ||
+      layout == 3) {  // the engine's tile loop on tiles of 32 (this file's layout) or 16 tokens
     KeyTiles tiles;
     const int run = layout == 2 ? 32 : 16;
     const uint8_t* all = h.tiles[layout - 2][static_cast<size_t>(head)].data();
@@ -193,8 +201,10 @@ void head_scores(const Heads& h, int head, int n, int layout, float* scores) {
     tiles.n = kRun / run;
     for (int r = 0; r < n / kRun; ++r) {
       for (int i = 0; i < tiles.n; ++i)
-        tiles.span[i] = {all + static_cast<size_t>(r * kRun + i * run) * kRowBytes, 0, run, i * run};
-      vec::avx512::attention_tile_scores_q8(kLanes, q, kHeadDim, tiles, scores + static_cast<size_t>(r) * kLanes * kRun, nullptr);
+        tiles.span[i] = {all + static_cast<size_t>(r * kRun + i * run) * kRowBytes, 0, run,
+                         i * run};
+      vec::avx512::attention_tile_scores_q8(
+          kLanes, q, kHeadDim, tiles, scores + static_cast<size_t>(r) * kLanes * kRun, nullptr);
     }
     return;
   }
@@ -202,21 +212,25 @@ void head_scores(const Heads& h, int head, int n, int layout, float* scores) {
     int32_t off[kLanes][kBlocks];
     std::memcpy(off, h.offsets.data() + static_cast<size_t>(head) * kLanes * kBlocks, sizeof(off));
     for (int r = 0; r < n / kRun; ++r)
-      vec::avx512::scores_transposed(q, off, h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes,
-                        scores + static_cast<size_t>(r) * kLanes * kRun);
+      vec::avx512::scores_transposed(
+          q, off,
+          h.transposed[static_cast<size_t>(head)].data() + static_cast<size_t>(r) * kTRunBytes,
+          scores + static_cast<size_t>(r) * kLanes * kRun);
     return;
   }
   const uint8_t* k[kRun];
   for (int r = 0; r < n / kRun; ++r) {
     for (int t = 0; t < kRun; ++t)
-      k[t] = h.rows[static_cast<size_t>(head)].data() + static_cast<size_t>(r * kRun + t) * kRowBytes;
-    vec::avx512::attention_scores_q8(kLanes, q, kHeadDim, k, kRun, scores + static_cast<size_t>(r) * kLanes * kRun,
-                                     nullptr);
+      k[t] =
+          h.rows[static_cast<size_t>(head)].data() + static_cast<size_t>(r * kRun + t) * kRowBytes;
+    vec::avx512::attention_scores_q8(kLanes, q, kHeadDim, k, kRun,
+                                     scores + static_cast<size_t>(r) * kLanes * kRun, nullptr);
   }
 }
 
 void BM_KeyScores(benchmark::State& state) {
-  if (!cpu::supports(cpu::KernelLevel::Avx512Vnni)) return state.SkipWithError("no AVX-512 VNNI on this CPU");
+  if (!cpu::supports(cpu::KernelLevel::Avx512Vnni))
+    return state.SkipWithError("no AVX-512 VNNI on this CPU");
   const int layout = static_cast<int>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   const Heads h = make_heads(n);
@@ -232,7 +246,8 @@ void BM_KeyScores(benchmark::State& state) {
     for (int head = 0; head < kKvHeads; ++head) head_scores(h, head, n, layout, scores.data());
     benchmark::DoNotOptimize(scores.data());
   }
-  state.SetBytesProcessed(state.iterations() * int64_t{n} * kKvHeads * static_cast<int64_t>(kRowBytes));
+  state.SetBytesProcessed(state.iterations() * int64_t{n} * kKvHeads *
+                          static_cast<int64_t>(kRowBytes));
 }
 
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
@@ -240,7 +255,8 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 BENCHMARK(BM_KeyScores)
     ->ArgNames({"layout", "rows"})
     ->ArgsProduct({{0, 1, 2, 3}, {256, 8192}})
-    ->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
+    ->Unit(benchmark::kMicrosecond)
+    ->ComputeStatistics("min", min_of);
 
 }  // namespace
 }  // namespace tangram

@@ -3,14 +3,15 @@
 //
 // Shape: 32 query heads, 8 KV heads, head_dim 128, F16, P = 16 tokens per page; every head holds
 // `len` entries. G = 8 is the unified (vLLM) page. The paged runs use the default plan (one work
-// item per head group, so a group's pages are read in one sweep). "hot" repeats one layer (its KV stays in
-// cache for short lengths: len 256 is L2-resident and measures the kernel alone); "cold" cycles through enough layers (>= 256 MiB of KV) that every
-// call streams its KV from DRAM, as a real decode step does. BM_DecodeBatch is the step of
-// `tangram bench-model --context`: 16 sequences x 8K entries of one layer, one decode row each,
-// planned at run time or ahead of time. Every run reports "of_bw": its KV bytes per second over
-// the machine's read bandwidth with as many threads (measured first, kernels/memory_bandwidth.h).
-// The "global" rows group heads across layers (every layer's heads shuffled together, then cut
-// into groups of G) at the same kept tokens, to compare with per-layer groups.
+// item per head group, so a group's pages are read in one sweep). "hot" repeats one layer (its KV
+// stays in cache for short lengths: len 256 is L2-resident and measures the kernel alone); "cold"
+// cycles through enough layers (>= 256 MiB of KV) that every call streams its KV from DRAM, as a
+// real decode step does. BM_DecodeBatch is the step of `tangram bench-model --context`: 16
+// sequences x 8K entries of one layer, one decode row each, planned at run time or ahead of time.
+// Every run reports "of_bw": its KV bytes per second over the machine's read bandwidth with as many
+// threads (measured first, kernels/memory_bandwidth.h). The "global" rows group heads across layers
+// (every layer's heads shuffled together, then cut into groups of G) at the same kept tokens, to
+// compare with per-layer groups.
 //
 // Before the timings, main() prints the waste table: slots allocated but unused, over 36 layers
 // x 8 KV heads, for equal head lengths and for per-head lengths drawn from a skewed
@@ -29,8 +30,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -44,16 +45,16 @@
 #include <sys/mman.h>
 #endif
 
-#include "common/thread_pool.h"
-#include "kernels/cpu_features.h"
-#include "kernels/memory_bandwidth.h"
-#include "kernels/quant.h"
 #include "attention/attention_kernel.h"
 #include "attention/attention_planner.h"
 #include "attention/balanced_plan.h"
 #include "attention/dense_attention.h"
-#include "kv/kv_row.h"
 #include "attention/paged_attention.h"
+#include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/memory_bandwidth.h"
+#include "kernels/quant.h"
+#include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {
@@ -72,11 +73,13 @@ ThreadPool& pool(int threads) {
 double g_read_gbps[3] = {0, 0, 0};
 
 void report_bandwidth(benchmark::State& state, int threads, double bytes_per_iteration) {
-  state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes_per_iteration));
+  state.SetBytesProcessed(
+      static_cast<int64_t>(static_cast<double>(state.iterations()) * bytes_per_iteration));
   const double peak = g_read_gbps[std::clamp(threads, 1, 2)] * 1e9;
   if (peak > 0)
-    state.counters["of_bw"] = benchmark::Counter(static_cast<double>(state.iterations()) * bytes_per_iteration / peak,
-                                                 benchmark::Counter::kIsRate);
+    state.counters["of_bw"] =
+        benchmark::Counter(static_cast<double>(state.iterations()) * bytes_per_iteration / peak,
+                           benchmark::Counter::kIsRate);
 }
 
 size_t kv_bytes_per_layer(int64_t len) {
@@ -85,7 +88,8 @@ size_t kv_bytes_per_layer(int64_t len) {
 
 int layers_for(int64_t len, bool cold) {
   if (!cold) return 1;
-  return static_cast<int>(std::max<size_t>(2, (kColdBytes + kv_bytes_per_layer(len) - 1) / kv_bytes_per_layer(len)));
+  return static_cast<int>(
+      std::max<size_t>(2, (kColdBytes + kv_bytes_per_layer(len) - 1) / kv_bytes_per_layer(len)));
 }
 
 // The dense baseline's arrays get the same memory treatment as the pool's arena: 2 MiB aligned,
@@ -95,13 +99,13 @@ struct HugeArray {
   uint16_t* data = nullptr;
   size_t bytes = 0;
   explicit HugeArray(size_t n) : bytes((n * sizeof(uint16_t) + kAlign - 1) / kAlign * kAlign) {
-    data = static_cast<uint16_t*>(::operator new(bytes, std::align_val_t{kAlign}));
+    data = static_cast<uint16_t*>(::operator new (bytes, std::align_val_t{kAlign}));
 #if defined(__linux__)
     (void)madvise(data, bytes, MADV_HUGEPAGE);
 #endif
     std::fill_n(reinterpret_cast<char*>(data), bytes, 0);
   }
-  ~HugeArray() { ::operator delete(data, std::align_val_t{kAlign}); }
+  ~HugeArray() { ::operator delete (data, std::align_val_t{kAlign}); }
   HugeArray(const HugeArray&) = delete;
   HugeArray& operator=(const HugeArray&) = delete;
 };
@@ -122,7 +126,8 @@ void BM_DecodeContiguous(benchmark::State& state) {
   const KvShape shape{n_layers, kHeads, kKvHeads, kHeadDim, kHeadDim};
   // One layer of random F16 rows, copied to every layer: [n_kv][len][head_dim] each.
   const size_t per_layer = static_cast<size_t>(len) * kKvHeads * kHeadDim;
-  HugeArray k_mem(per_layer * static_cast<size_t>(n_layers)), v_mem(per_layer * static_cast<size_t>(n_layers));
+  HugeArray k_mem(per_layer * static_cast<size_t>(n_layers)),
+      v_mem(per_layer * static_cast<size_t>(n_layers));
   uint16_t* k = k_mem.data;
   uint16_t* v = v_mem.data;
   {
@@ -158,7 +163,8 @@ Result<HeadGroupMap> shuffled_global_map(int n_layers, int group) {
   std::vector<std::vector<int>> groups;
   for (size_t i = 0; i < heads.size(); i += static_cast<size_t>(group))
     groups.emplace_back(heads.begin() + static_cast<std::ptrdiff_t>(i),
-                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(heads.size(), i + static_cast<size_t>(group))));
+                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                            heads.size(), i + static_cast<size_t>(group))));
   return HeadGroupMap::from_flat_groups(n_layers, kKvHeads, group, groups);
 }
 
@@ -180,14 +186,16 @@ void BM_DecodePaged(benchmark::State& state) {
   geo.head_dim = kHeadDim;
   geo.head_dim_v = kHeadDim;
   geo.type = KvType::F16;
-  auto map = global ? shuffled_global_map(n_layers, group) : HeadGroupMap::contiguous(n_layers, kKvHeads, group);
+  auto map = global ? shuffled_global_map(n_layers, group)
+                    : HeadGroupMap::contiguous(n_layers, kKvHeads, group);
   if (!map.ok()) return state.SkipWithError("setup failed");
   const int64_t pages = int64_t{map->total_groups()} * ((len + page_tokens - 1) / page_tokens);
   auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
   if (!pool_r.ok() || !map.ok()) return state.SkipWithError("setup failed");
   if (scattered) {
     std::vector<PageId> all;
-    if (!(*pool_r)->allocate((*pool_r)->total_pages(), all).ok()) return state.SkipWithError("setup failed");
+    if (!(*pool_r)->allocate((*pool_r)->total_pages(), all).ok())
+      return state.SkipWithError("setup failed");
     std::shuffle(all.begin(), all.end(), std::mt19937(5));
     if (!(*pool_r)->release(all).ok()) return state.SkipWithError("setup failed");
   }
@@ -202,7 +210,8 @@ void BM_DecodePaged(benchmark::State& state) {
     for (int l = 0; l < n_layers; ++l)
       for (int64_t t = 0; t < len; t += kChunk) {
         const int64_t n = std::min(kChunk, len - t);
-        if (!cache.write(l, t, rows.data(), rows.data(), n).ok()) return state.SkipWithError("write failed");
+        if (!cache.write(l, t, rows.data(), rows.data(), n).ok())
+          return state.SkipWithError("write failed");
       }
   }
   const auto q = random_floats(kHeads * kHeadDim, 2);
@@ -240,7 +249,8 @@ void BM_DecodeBatch(benchmark::State& state) {
   geo.head_dim_v = kHeadDim;
   geo.type = type;
   const int64_t pages_per_seq = int64_t{kKvHeads / group} * ((len + kPageTokens - 1) / kPageTokens);
-  auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages_per_seq * seqs) * geo.page_bytes());
+  auto pool_r =
+      BlockPool::create(geo, static_cast<size_t>(pages_per_seq * seqs) * geo.page_bytes());
   auto map_r = HeadGroupMap::contiguous(1, kKvHeads, group);
   if (!pool_r.ok() || !map_r.ok()) return state.SkipWithError("setup failed");
   const auto map = std::make_shared<const HeadGroupMap>(std::move(map_r).value());
@@ -249,16 +259,19 @@ void BM_DecodeBatch(benchmark::State& state) {
   {
     const auto src = random_floats(static_cast<size_t>(len) * kHeadDim, 4);
     for (int64_t t = 0; t < len; ++t)
-      store_kv_row(type, src.data() + t * kHeadDim, rows.data() + static_cast<size_t>(t) * geo.key_row_bytes(), kHeadDim);
+      store_kv_row(type, src.data() + t * kHeadDim,
+                   rows.data() + static_cast<size_t>(t) * geo.key_row_bytes(), kHeadDim);
   }
   const uint8_t* bytes = rows.data();
-  std::vector<PagedKvCache::HeadRestore> heads(kKvHeads, PagedKvCache::HeadRestore{len, {}, 0, bytes, bytes});
+  std::vector<PagedKvCache::HeadRestore> heads(kKvHeads,
+                                               PagedKvCache::HeadRestore{len, {}, 0, bytes, bytes});
   std::vector<std::unique_ptr<PagedKvCache>> caches;
   std::vector<std::vector<float>> q, out;  // [seqs][n_head * head_dim]
   std::vector<AttentionItem> items;
   for (int s = 0; s < seqs; ++s) {
     auto cache = PagedKvCache::create(shape, len, **pool_r, map);
-    if (!cache.ok() || !(*cache)->restore(len, heads).ok()) return state.SkipWithError("restore failed");
+    if (!cache.ok() || !(*cache)->restore(len, heads).ok())
+      return state.SkipWithError("restore failed");
     caches.push_back(std::move(cache).value());
     q.push_back(random_floats(kHeads * kHeadDim, static_cast<uint32_t>(20 + s)));
     out.emplace_back(kHeads * kHeadDim);
@@ -271,11 +284,14 @@ void BM_DecodeBatch(benchmark::State& state) {
   AttentionWorkspace ws;
   for (auto _ : state) {
     if (!planner.begin_step(items, 1).ok() || !build_attention_batch(0, items, ws.batch).ok() ||
-        !run_attention(ws.batch, planner.plan(0, ws.batch, pool(threads).size()), pool(threads), ws).ok())
+        !run_attention(ws.batch, planner.plan(0, ws.batch, pool(threads).size()), pool(threads), ws)
+             .ok())
       state.SkipWithError("attention failed");
     benchmark::DoNotOptimize(out.data());
   }
-  report_bandwidth(state, threads, static_cast<double>(len) * kKvHeads * 2.0 * static_cast<double>(geo.key_row_bytes()) * seqs);
+  report_bandwidth(
+      state, threads,
+      static_cast<double>(len) * kKvHeads * 2.0 * static_cast<double>(geo.key_row_bytes()) * seqs);
 }
 
 // The inner loops alone, F16 against Q8_0 rows: attend_heads on one thread over 8 KV heads of
@@ -295,7 +311,8 @@ void BM_InnerLoops(benchmark::State& state) {
   const auto values = random_floats(static_cast<size_t>(kHeadDim), 7);
   for (auto& head : kv) {
     head.resize(static_cast<size_t>(rows) * row_bytes);
-    for (int64_t r = 0; r < rows; ++r) store_kv_row(type, values.data(), head.data() + static_cast<size_t>(r) * row_bytes, kHeadDim);
+    for (int64_t r = 0; r < rows; ++r)
+      store_kv_row(type, values.data(), head.data() + static_cast<size_t>(r) * row_bytes, kHeadDim);
   }
   const auto q = random_floats(static_cast<size_t>(kHeads) * kHeadDim, 8);
   std::vector<KvHeadView> views(kKvHeads);
@@ -310,8 +327,14 @@ void BM_InnerLoops(benchmark::State& state) {
     w.k_row_bytes = w.v_row_bytes = row_bytes;
     w.length = rows;
     const auto lane0 = static_cast<size_t>(h * kLanes);
-    heads[static_cast<size_t>(h)] = HeadLanes{&w, kLanes, q.data() + lane0 * kHeadDim, limit.data(), rows,
-                                              m.data() + lane0, l.data() + lane0, acc.data() + lane0 * kHeadDim,
+    heads[static_cast<size_t>(h)] = HeadLanes{&w,
+                                              kLanes,
+                                              q.data() + lane0 * kHeadDim,
+                                              limit.data(),
+                                              rows,
+                                              m.data() + lane0,
+                                              l.data() + lane0,
+                                              acc.data() + lane0 * kHeadDim,
                                               scores.data() + lane0 * kAttentionBlock};
   }
   for (auto _ : state) {
@@ -321,7 +344,8 @@ void BM_InnerLoops(benchmark::State& state) {
     attend_heads(heads, type, kHeadDim, kHeadDim, 0, level);
     benchmark::DoNotOptimize(acc.data());
   }
-  state.SetBytesProcessed(state.iterations() * rows * kKvHeads * 2 * static_cast<int64_t>(row_bytes));
+  state.SetBytesProcessed(state.iterations() * rows * kKvHeads * 2 *
+                          static_cast<int64_t>(row_bytes));
 }
 
 void contiguous_args(benchmark::internal::Benchmark* b) {
@@ -351,16 +375,27 @@ void paged_args(benchmark::internal::Benchmark* b) {
 // With --benchmark_repetitions, "min" is the least noisy figure on a shared machine.
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-BENCHMARK(BM_DecodeContiguous)->Apply(contiguous_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
-BENCHMARK(BM_DecodePaged)->Apply(paged_args)->Unit(benchmark::kMicrosecond)->UseRealTime()->ComputeStatistics("min", min_of);
+BENCHMARK(BM_DecodeContiguous)
+    ->Apply(contiguous_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
+BENCHMARK(BM_DecodePaged)
+    ->Apply(paged_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
 BENCHMARK(BM_InnerLoops)
     ->ArgNames({"q8", "rows", "avx512"})
     ->ArgsProduct({{0, 1}, {256, 8192}, {0, 1}})
-    ->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
+    ->Unit(benchmark::kMicrosecond)
+    ->ComputeStatistics("min", min_of);
 BENCHMARK(BM_DecodeBatch)
     ->ArgNames({"seqs", "len", "threads", "G", "aot", "q8"})
     ->ArgsProduct({{16}, {8192}, {1, 2}, {8, 4}, {0, 1}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->ComputeStatistics("min", min_of);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->ComputeStatistics("min", min_of);
 
 // ---- waste table ----
 
@@ -394,7 +429,8 @@ double waste_fraction(const std::vector<std::vector<int64_t>>& kept, int64_t con
   geo.head_dim = 8;
   geo.head_dim_v = 8;
   geo.type = KvType::F16;
-  const int64_t pages = int64_t{kWasteLayers} * kKvHeads * ((context + page_tokens - 1) / page_tokens);
+  const int64_t pages =
+      int64_t{kWasteLayers} * kKvHeads * ((context + page_tokens - 1) / page_tokens);
   auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
   auto map = custom ? HeadGroupMap::from_groups(kKvHeads, group, *custom)
                     : HeadGroupMap::contiguous(kWasteLayers, kKvHeads, group);
@@ -432,24 +468,28 @@ std::vector<std::vector<double>> profile_ratios(const std::filesystem::path& fil
   std::ifstream in(file);
   if (!in) return {};
   const auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.contains("arrays") || !j["arrays"].contains("ratio_per_head")) return {};
+  if (j.is_discarded() || !j.contains("arrays") || !j["arrays"].contains("ratio_per_head"))
+    return {};
   const auto& a = j["arrays"]["ratio_per_head"];
   const auto data = a["data"].get<std::vector<double>>();
   if (data.size() != static_cast<size_t>(kWasteLayers * kKvHeads)) return {};
   std::vector<std::vector<double>> r(kWasteLayers, std::vector<double>(kKvHeads));
   for (int l = 0; l < kWasteLayers; ++l)
-    for (int h = 0; h < kKvHeads; ++h) r[static_cast<size_t>(l)][static_cast<size_t>(h)] = data[static_cast<size_t>(l * kKvHeads + h)];
+    for (int h = 0; h < kKvHeads; ++h)
+      r[static_cast<size_t>(l)][static_cast<size_t>(h)] =
+          data[static_cast<size_t>(l * kKvHeads + h)];
   return r;
 }
 
 void print_waste_table() {
   const int64_t context = 8192;
-  std::printf("Wasted slots (allocated but unused / allocated), %d layers x %d KV heads, P = %d, "
-              "context %lld, after per-head cuts and release_unused_pages();\n"
-              "'srt' = each layer's heads sorted by length before grouping (a clustering map):\n",
-              kWasteLayers, kKvHeads, kPageTokens, static_cast<long long>(context));
-  std::printf("%-38s  %7s  %7s  %7s  %7s  %7s  %7s\n", "per-head lengths (P = 16 unless noted)", "G=1", "G=2", "G=4",
-              "G=8/uni", "G=2 srt", "G=4 srt");
+  std::printf(
+      "Wasted slots (allocated but unused / allocated), %d layers x %d KV heads, P = %d, "
+      "context %lld, after per-head cuts and release_unused_pages();\n"
+      "'srt' = each layer's heads sorted by length before grouping (a clustering map):\n",
+      kWasteLayers, kKvHeads, kPageTokens, static_cast<long long>(context));
+  std::printf("%-38s  %7s  %7s  %7s  %7s  %7s  %7s\n", "per-head lengths (P = 16 unless noted)",
+              "G=1", "G=2", "G=4", "G=8/uni", "G=2 srt", "G=4 srt");
   std::vector<std::vector<int64_t>> kept(kWasteLayers, std::vector<int64_t>(kKvHeads, context));
   print_waste_row("equal (8192 each)", kept, context);
   for (auto& l : kept) std::fill(l.begin(), l.end(), context - 5);
@@ -458,16 +498,21 @@ void print_waste_table() {
   std::lognormal_distribution<double> skew(std::log(0.15), 1.0);  // median 15% kept, long tail
   for (auto& l : kept)
     for (auto& k : l)
-      k = std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(1.0, skew(rng)) * static_cast<double>(context))), 1, context);
+      k = std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(1.0, skew(rng)) *
+                                                                static_cast<double>(context))),
+                              1, context);
   print_waste_row("log-normal (median 15%, sigma 1)", kept, context);
   print_waste_row("log-normal, P = 64", kept, context, 64);
   const char* dir = std::getenv("TANGRAM_DATA_DIR");
   const std::filesystem::path shared = dir ? dir : "data";
-  const auto ratios = profile_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
+  const auto ratios =
+      profile_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
   if (!ratios.empty()) {
     for (size_t l = 0; l < kept.size(); ++l)
       for (size_t h = 0; h < kKvHeads; ++h)
-        kept[l][h] = std::clamp<int64_t>(static_cast<int64_t>(std::llround(ratios[l][h] * static_cast<double>(context))), 1, context);
+        kept[l][h] = std::clamp<int64_t>(
+            static_cast<int64_t>(std::llround(ratios[l][h] * static_cast<double>(context))), 1,
+            context);
     print_waste_row("SnapKV Qwen3-4B profile (r=0.3)", kept, context);
   } else {
     std::printf("(profile %s not found: set TANGRAM_DATA_DIR)\n", shared.c_str());
@@ -493,7 +538,8 @@ constexpr BalanceBatch kBalanceBatches[] = {
 // Kept fraction per (sample, layer, KV head) of a profile: raw_kept ([1][samples][36][8]) over
 // each sample's prompt length (sample_meta [samples][4], column 0). ratio[sample][layer][head];
 // empty when the file or the arrays are missing.
-std::vector<std::vector<std::vector<double>>> profile_kept_ratios(const std::filesystem::path& file) {
+std::vector<std::vector<std::vector<double>>> profile_kept_ratios(
+    const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) return {};
   const auto j = nlohmann::json::parse(in, nullptr, false);
@@ -503,7 +549,8 @@ std::vector<std::vector<std::vector<double>>> profile_kept_ratios(const std::fil
   const auto shape = a["raw_kept"]["shape"].get<std::vector<size_t>>();
   const auto data = a["raw_kept"]["data"].get<std::vector<int64_t>>();
   const auto meta = a["sample_meta"]["data"].get<std::vector<int64_t>>();
-  if (shape.size() != 4 || shape[2] != static_cast<size_t>(kWasteLayers) || shape[3] != kKvHeads) return {};
+  if (shape.size() != 4 || shape[2] != static_cast<size_t>(kWasteLayers) || shape[3] != kKvHeads)
+    return {};
   const size_t samples = shape[1];
   if (data.size() != samples * kWasteLayers * kKvHeads || meta.size() < samples * 4) return {};
   std::vector<std::vector<std::vector<double>>> ratio(samples);
@@ -512,7 +559,8 @@ std::vector<std::vector<std::vector<double>>> profile_kept_ratios(const std::fil
     ratio[s].assign(kWasteLayers, std::vector<double>(kKvHeads));
     for (size_t l = 0; l < kWasteLayers; ++l)
       for (size_t h = 0; h < kKvHeads; ++h)
-        ratio[s][l][h] = std::min(1.0, static_cast<double>(data[(s * kWasteLayers + l) * kKvHeads + h]) / prompt);
+        ratio[s][l][h] = std::min(
+            1.0, static_cast<double>(data[(s * kWasteLayers + l) * kKvHeads + h]) / prompt);
   }
   return ratio;
 }
@@ -530,7 +578,8 @@ bool fill_balance_layer(const std::vector<std::vector<std::vector<double>>>& rat
                         const std::shared_ptr<const HeadGroupMap>& map, BalanceLayer& bl) {
   const KvShape shape{1, kHeads, kKvHeads, kHeadDim, kHeadDim};
   constexpr int64_t kChunk = 256;
-  static const auto rows = random_floats(static_cast<size_t>(kChunk) * kKvHeads * kHeadDim, 3);  // [chunk][n_kv][head_dim]
+  static const auto rows = random_floats(static_cast<size_t>(kChunk) * kKvHeads * kHeadDim,
+                                         3);  // [chunk][n_kv][head_dim]
   bl.caches.clear();
   bl.items.clear();
   bl.q.clear();
@@ -539,12 +588,15 @@ bool fill_balance_layer(const std::vector<std::vector<std::vector<double>>>& rat
     const int64_t context = composition.context[s];
     std::vector<int64_t> len(kKvHeads);
     for (size_t h = 0; h < kKvHeads; ++h)
-      len[h] = std::clamp<int64_t>(std::llround(ratio[s][static_cast<size_t>(layer)][h] * static_cast<double>(context)), 1, context);
+      len[h] = std::clamp<int64_t>(
+          std::llround(ratio[s][static_cast<size_t>(layer)][h] * static_cast<double>(context)), 1,
+          context);
     const int64_t longest = *std::max_element(len.begin(), len.end());
     auto cache = PagedKvCache::create(shape, context, pool, map);
     if (!cache.ok() || !(*cache)->reserve(longest).ok()) return false;
     for (int64_t t = 0; t < longest; t += kChunk)
-      if (!(*cache)->write(0, t, rows.data(), rows.data(), std::min(kChunk, longest - t)).ok()) return false;
+      if (!(*cache)->write(0, t, rows.data(), rows.data(), std::min(kChunk, longest - t)).ok())
+        return false;
     for (int h = 0; h < kKvHeads; ++h)
       if (!(*cache)->set_head_length(0, h, len[static_cast<size_t>(h)]).ok()) return false;
     bl.caches.push_back(std::move(cache).value());
@@ -552,7 +604,8 @@ bool fill_balance_layer(const std::vector<std::vector<std::vector<double>>>& rat
     bl.out.emplace_back(kHeads * kHeadDim);
   }
   for (size_t s = 0; s < kBalanceSeqs; ++s)
-    bl.items.push_back({bl.caches[s].get(), bl.q[s].data(), bl.out[s].data(), 1, bl.caches[s]->n_positions() - 1});
+    bl.items.push_back(
+        {bl.caches[s].get(), bl.q[s].data(), bl.out[s].data(), 1, bl.caches[s]->n_positions() - 1});
   return true;
 }
 
@@ -567,7 +620,8 @@ double time_plan(const AttentionBatch& batch, const AttentionPlan& plan, ThreadP
 void print_balance_table() {
   const char* dir = std::getenv("TANGRAM_DATA_DIR");
   const std::filesystem::path shared = dir ? dir : "data";
-  const auto ratio = profile_kept_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
+  const auto ratio =
+      profile_kept_ratios(shared / "profiles/snapkv/qwen3-4b-instruct-2507/profile.json");
   if (ratio.size() < static_cast<size_t>(kBalanceSeqs)) {
     std::printf("(balance table skipped: profile raw_kept not found under %s)\n\n", shared.c_str());
     return;
@@ -577,13 +631,16 @@ void print_balance_table() {
   constexpr int kReps = 5;
   constexpr int kThreadCounts[] = {1, 2, 4, 8};  // timed only where the machine has the cores
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  std::printf("Balanced decode-attention plans: SnapKV Qwen3-4B profile, samples 0-%d as one decode batch\n"
-              "(per-head kept fraction x each sequence's context), one layer at a time; %d q heads, %d KV\n"
-              "heads, head_dim %d, F16, P = %d. Imbalance = slowest thread / mean (predicted cost), mean\n"
-              "and worst over 36 layers; time / ideal over %d timed layers, ideal = 1-thread time / threads.\n",
-              kBalanceSeqs - 1, kHeads, kKvHeads, kHeadDim, kPageTokens, kTimedLayers);
+  std::printf(
+      "Balanced decode-attention plans: SnapKV Qwen3-4B profile, samples 0-%d as one decode batch\n"
+      "(per-head kept fraction x each sequence's context), one layer at a time; %d q heads, %d KV\n"
+      "heads, head_dim %d, F16, P = %d. Imbalance = slowest thread / mean (predicted cost), mean\n"
+      "and worst over 36 layers; time / ideal over %d timed layers, ideal = 1-thread time / "
+      "threads.\n",
+      kBalanceSeqs - 1, kHeads, kKvHeads, kHeadDim, kPageTokens, kTimedLayers);
   std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (const int threads : kThreadCounts) pools.push_back(std::make_unique<ThreadPool>(threads <= cores ? threads : 1));
+  for (const int threads : kThreadCounts)
+    pools.push_back(std::make_unique<ThreadPool>(threads <= cores ? threads : 1));
   std::printf("%-21s %-2s %-7s %-20s %-20s %s\n", "batch", "G", "threads", "naive mean / max",
               "balanced mean / max", "time/ideal naive  balanced");
   for (const BalanceBatch& composition : kBalanceBatches)
@@ -595,7 +652,8 @@ void print_balance_table() {
       geo.head_dim_v = kHeadDim;
       geo.type = KvType::F16;
       int64_t pages = 0;
-      for (const int64_t c : composition.context) pages += (kKvHeads / group) * (c / kPageTokens + 1);
+      for (const int64_t c : composition.context)
+        pages += (kKvHeads / group) * (c / kPageTokens + 1);
       auto pool_r = BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes());
       auto map_r = HeadGroupMap::contiguous(1, kKvHeads, group);
       if (!pool_r.ok() || !map_r.ok()) return;
@@ -641,8 +699,9 @@ void print_balance_table() {
       for (size_t i = 0; i < std::size(kThreadCounts); ++i) {
         const int threads = kThreadCounts[i];
         const Row& r = row[i];
-        std::printf("%-21s %-2d %-7d %6.3f / %-11.3f %6.3f / %-11.3f", composition.label, group, threads,
-                    r.naive_sum / kWasteLayers, r.naive_max, r.bal_sum / kWasteLayers, r.bal_max);
+        std::printf("%-21s %-2d %-7d %6.3f / %-11.3f %6.3f / %-11.3f", composition.label, group,
+                    threads, r.naive_sum / kWasteLayers, r.naive_max, r.bal_sum / kWasteLayers,
+                    r.bal_max);
         if (threads <= cores) {
           const double ideal = t_single / threads;
           std::printf("  %6.3f  %6.3f\n", r.t_naive / ideal, r.t_bal / ideal);
@@ -663,8 +722,10 @@ int main(int argc, char** argv) {
   for (const int threads : {1, 2}) {
     tangram::g_read_gbps[threads] =
         tangram::measure_read_bandwidth(tangram::pool(threads), size_t{512} << 20, 3).read_gbps;
-    std::printf("memory read bandwidth, %d thread%s: %.1f GB/s (of_bw below is a cold run's KV bytes/s over it)\n",
-                threads, threads == 1 ? "" : "s", tangram::g_read_gbps[threads]);
+    std::printf(
+        "memory read bandwidth, %d thread%s: %.1f GB/s (of_bw below is a cold run's KV bytes/s "
+        "over it)\n",
+        threads, threads == 1 ? "" : "s", tangram::g_read_gbps[threads]);
   }
   std::printf("\n");
   tangram::print_waste_table();

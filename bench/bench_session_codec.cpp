@@ -32,10 +32,10 @@ constexpr KvShape kShape{36, 32, 8, 128, 128};
 constexpr int kPageTokens = 16, kGroup = 4;
 
 struct Session {
-  std::unique_ptr<BlockPool> pool;        // holds the original and one decoded copy
+  std::unique_ptr<BlockPool> pool;  // holds the original and one decoded copy
   std::shared_ptr<const HeadGroupMap> map;
   std::unique_ptr<PagedKvCache> cache;
-  std::vector<int32_t> tokens;            // [n]
+  std::vector<int32_t> tokens;  // [n]
   SessionFingerprint fp;
   std::string blob;
 };
@@ -47,7 +47,8 @@ void fill_rows(std::vector<uint8_t>& rows, KvType type, std::mt19937& rng) {
   if (type != KvType::Q8_0) return;
   for (size_t at = 0; at < rows.size(); at += kKvQ8BlockBytes) {
     rows[at] = static_cast<uint8_t>(rng());
-    rows[at + 1] = static_cast<uint8_t>(0x1C | (rng() & 0x83));  // fp16 exponent 7: magnitudes in [2^-8, 2^-7)
+    rows[at + 1] =
+        static_cast<uint8_t>(0x1C | (rng() & 0x83));  // fp16 exponent 7: magnitudes in [2^-8, 2^-7)
   }
 }
 
@@ -58,7 +59,8 @@ Session& session(int64_t n, KvType type) {
   if (slot) return *slot;
   slot = std::make_unique<Session>();
   Session& s = *slot;
-  s.map = std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(kShape.n_layers, kShape.n_kv_head, kGroup).value());
+  s.map = std::make_shared<const HeadGroupMap>(
+      HeadGroupMap::contiguous(kShape.n_layers, kShape.n_kv_head, kGroup).value());
   const PageGeometry geo{kPageTokens, kGroup, kShape.head_dim, kShape.head_dim_v, type};
   // Room for two copies at the longest head of every group (<= 40% + a page).
   const int64_t pages = 2 * s.map->total_groups() * ((n * 2 / 5) / kPageTokens + 2);
@@ -101,7 +103,8 @@ void BM_Encode(benchmark::State& state) {
     auto blob = encode_session(*s.cache, s.tokens, s.fp);
     benchmark::DoNotOptimize(blob);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(s.blob.size()));
   state.counters["blob_MB"] = static_cast<double>(s.blob.size()) / 1e6;
 }
 
@@ -114,7 +117,8 @@ void BM_EncodeReused(benchmark::State& state) {
     if (!st.ok()) state.SkipWithError(st.message().c_str());
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(s.blob.size()));
 }
 
 void BM_Decode(benchmark::State& state) {
@@ -124,13 +128,15 @@ void BM_Decode(benchmark::State& state) {
     if (!got.ok()) state.SkipWithError(got.message().c_str());
     benchmark::DoNotOptimize(got);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(s.blob.size()));
   state.counters["blob_MB"] = static_cast<double>(s.blob.size()) / 1e6;
 }
 
 SessionDiskStore& store() {
   static std::unique_ptr<SessionDiskStore> s = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("tangram-bench-sessions-" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("tangram-bench-sessions-" + std::to_string(::getpid()));
     return SessionDiskStore::open(dir, uint64_t{8} << 30).value();
   }();
   return *s;
@@ -138,31 +144,55 @@ SessionDiskStore& store() {
 
 void BM_DiskPut(benchmark::State& state) {
   Session& s = session_of(state);
-  const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
+  const std::string id =
+      "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   for (auto _ : state) {
     const Status st = store().put(id, s.blob);
     if (!st.ok()) state.SkipWithError(st.message().c_str());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(s.blob.size()));
 }
 
 void BM_DiskGet(benchmark::State& state) {
   Session& s = session_of(state);
-  const std::string id = "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
+  const std::string id =
+      "bench-" + std::to_string(state.range(0)) + "-" + std::to_string(state.range(1));
   if (!store().contains(id) && !store().put(id, s.blob).ok()) state.SkipWithError("put failed");
   for (auto _ : state) {
     auto blob = store().get(id);
     if (!blob.ok()) state.SkipWithError(blob.message().c_str());
     benchmark::DoNotOptimize(blob);
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(s.blob.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(s.blob.size()));
 }
 
-BENCHMARK(BM_Encode)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_EncodeReused)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Decode)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DiskPut)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_DiskGet)->ArgsProduct({{2048, 8192}, {0, 1}})->ArgNames({"positions", "q8"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Encode)
+    ->ArgsProduct({{2048, 8192}, {0, 1}})
+    ->ArgNames({"positions", "q8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_EncodeReused)
+    ->ArgsProduct({{2048, 8192}, {0, 1}})
+    ->ArgNames({"positions", "q8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->ArgsProduct({{2048, 8192}, {0, 1}})
+    ->ArgNames({"positions", "q8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_DiskPut)
+    ->ArgsProduct({{2048, 8192}, {0, 1}})
+    ->ArgNames({"positions", "q8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_DiskGet)
+    ->ArgsProduct({{2048, 8192}, {0, 1}})
+    ->ArgNames({"positions", "q8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace tangram

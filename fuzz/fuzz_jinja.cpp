@@ -37,7 +37,8 @@ std::vector<ChatMessage> fixed_messages() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const nlohmann::ordered_json context = [] {
-    const nlohmann::json extra = nlohmann::json::parse(R"({"tools": [{"type": "function", "function":
+    const nlohmann::json extra =
+        nlohmann::json::parse(R"({"tools": [{"type": "function", "function":
         {"name": "weather", "description": "Weather", "parameters": {"type": "object",
          "properties": {"city": {"type": "string"}}}}}], "enable_thinking": true})");
     return ChatTemplate::make_context(fixed_messages(), true, "<s>", "</s>", extra).value();

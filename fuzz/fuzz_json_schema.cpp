@@ -20,15 +20,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t split = input.find('\0');
   const std::string_view schema_text = input.substr(0, split);
-  const std::string_view choices = split == std::string_view::npos ? std::string_view() : input.substr(split + 1);
-  const nlohmann::json schema = nlohmann::json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+  const std::string_view choices =
+      split == std::string_view::npos ? std::string_view() : input.substr(split + 1);
+  const nlohmann::json schema =
+      nlohmann::json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return 0;
   Result<JsonSchemaGraph> graph = compile_json_schema(schema);
   if (!graph.ok()) {
     TG_FUZZ_CHECK(!graph.message().empty());
     return 0;
   }
-  auto grammar = std::make_shared<const OutputGrammar>(OutputGrammar::json_value(std::move(*graph)));
+  auto grammar =
+      std::make_shared<const OutputGrammar>(OutputGrammar::json_value(std::move(*graph)));
   OutputMatcher m(grammar);
   std::string out;
   for (char choice : choices) {

@@ -26,7 +26,8 @@ void check_error(const ApiError& e) {
   TG_FUZZ_CHECK(e.status >= 400 && e.status < 600);
   TG_FUZZ_CHECK(!e.message.empty());
   // The server sends this body; user bytes quoted in the message may be invalid UTF-8.
-  const std::string body = error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string body =
+      error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   TG_FUZZ_CHECK(!body.empty());
 }
 
@@ -78,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (const auto* e = std::get_if<ApiError>(&detokenize)) {
     check_error(*e);
   } else {
-    for (int32_t id : std::get<DetokenizeRequest>(detokenize).tokens) TG_FUZZ_CHECK(id >= 0 && id < defaults.vocab_size);
+    for (int32_t id : std::get<DetokenizeRequest>(detokenize).tokens)
+      TG_FUZZ_CHECK(id >= 0 && id < defaults.vocab_size);
   }
   auto completion = parse_completion_request(body, defaults);
   if (const auto* e = std::get_if<ApiError>(&completion)) {

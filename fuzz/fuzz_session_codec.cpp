@@ -39,7 +39,9 @@ Setup make_setup(KvType type) {
   Setup s;
   // Pairs of heads from different layers (flat head = layer * 4 + kv_head): the global layout.
   s.map = std::make_shared<const HeadGroupMap>(
-      HeadGroupMap::from_flat_groups(kShape.n_layers, kShape.n_kv_head, 2, {{0, 5}, {2, 7}, {4, 1}, {6, 3}}).value());
+      HeadGroupMap::from_flat_groups(kShape.n_layers, kShape.n_kv_head, 2,
+                                     {{0, 5}, {2, 7}, {4, 1}, {6, 3}})
+          .value());
   const PageGeometry g{4, 2, kShape.head_dim, kShape.head_dim_v, type};
   s.pool = std::move(BlockPool::create(g, 64 * g.page_bytes(), false).value());
   s.fingerprint = SessionFingerprint{0x1234abcd, type, 0x77, group_map_fingerprint(*s.map)};
@@ -89,7 +91,8 @@ void write_seeds(const char* dir) {
     std::vector<float> v(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim_v));
     for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i % 7) - 3.0f;
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 5) * 0.5f;
-    for (int l = 0; l < kShape.n_layers; ++l) TG_FUZZ_CHECK(cache->write(l, 0, k.data(), v.data(), n).ok());
+    for (int l = 0; l < kShape.n_layers; ++l)
+      TG_FUZZ_CHECK(cache->write(l, 0, k.data(), v.data(), n).ok());
     const std::vector<int32_t> tokens{1, 42, 7, 300, 5, 2};
     // A plain session, then one as compression leaves it (kept positions, a shortened head).
     for (int ragged = 0; ragged < 2; ++ragged) {
@@ -102,7 +105,8 @@ void write_seeds(const char* dir) {
       TG_FUZZ_CHECK(blob.ok());
       // The flag byte the harness reads first: fix checksums, and the pool's type.
       const char flags = static_cast<char>(1 | (type == KvType::F32 ? 2 : 0));
-      std::ofstream(std::string(dir) + "/" + (type == KvType::F32 ? "f32" : "f16") + (ragged ? "_ragged" : "_plain"),
+      std::ofstream(std::string(dir) + "/" + (type == KvType::F32 ? "f32" : "f16") +
+                        (ragged ? "_ragged" : "_plain"),
                     std::ios::binary)
           << flags << *blob;
     }
@@ -127,7 +131,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 1) fix_checksums(blob);
 
   (void)inspect_session(blob);
-  if (blob.size() >= kSessionHeaderBytes) (void)session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes));
+  if (blob.size() >= kSessionHeaderBytes)
+    (void)session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes));
 
   const int64_t used_before = s.pool->used_pages();
   auto got = decode_session(blob, s.fingerprint, *s.pool, s.map, kShape, kCapacity);

@@ -24,13 +24,12 @@ inline std::string shared_file(std::string_view relative) {
 }
 
 // Fails loudly on a broken invariant: libFuzzer records the input as a crash.
-#define TG_FUZZ_CHECK(cond)                                                        \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      std::fprintf(stderr, "fuzz check failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                         \
-      std::abort();                                                                \
-    }                                                                              \
+#define TG_FUZZ_CHECK(cond)                                                                \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      std::fprintf(stderr, "fuzz check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                        \
+    }                                                                                      \
   } while (0)
 
 }  // namespace tangram::fuzz

@@ -1,7 +1,8 @@
-// Tokenizer, the SentencePiece BPE vocabulary of stories260K (512 tokens, byte fallback, add_space_prefix):
-// arbitrary bytes encoded with and without BOS/EOS and special-token parsing, every id decoded
-// back, and decode(encode(x)) == x checked where tokenizer.h promises it (plain text without
-// U+2581, special tokens not parsed). The first input byte picks the flags; the rest is the text.
+// Tokenizer, the SentencePiece BPE vocabulary of stories260K (512 tokens, byte fallback,
+// add_space_prefix): arbitrary bytes encoded with and without BOS/EOS and special-token parsing,
+// every id decoded back, and decode(encode(x)) == x checked where tokenizer.h promises it (plain
+// text without U+2581, special tokens not parsed). The first input byte picks the flags; the rest
+// is the text.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

@@ -10,7 +10,8 @@
 using namespace tangram;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto trace = parse_trace(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.jsonl");
+  auto trace =
+      parse_trace(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.jsonl");
   if (!trace.ok()) {
     TG_FUZZ_CHECK(trace.message().rfind("fuzz.jsonl:", 0) == 0);
     return 0;

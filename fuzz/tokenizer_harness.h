@@ -32,7 +32,8 @@ inline std::unique_ptr<Tokenizer> load_tokenizer(std::string_view shared_relativ
 // `round_trips(text)`: whether the vocabulary promises decode(encode(text)) == text (plain text,
 // special tokens not parsed).
 template <typename RoundTrips>
-void fuzz_tokenizer(const Tokenizer& tok, const uint8_t* data, size_t size, RoundTrips round_trips) {
+void fuzz_tokenizer(const Tokenizer& tok, const uint8_t* data, size_t size,
+                    RoundTrips round_trips) {
   if (size < 1) return;
   const bool add_special = data[0] & 1;
   const bool parse_special = data[0] & 2;

@@ -7,10 +7,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/half.h"
-#include "kernels/simd.h"
 #include "attention/attention_kernel_avx512.h"
 #include "attention/attention_kernel_q8.h"
+#include "kernels/half.h"
+#include "kernels/simd.h"
 
 #if defined(TANGRAM_AVX2) && defined(__F16C__)
 #define TANGRAM_KV_SIMD 1
@@ -79,8 +79,8 @@ inline __m256 load8(const uint8_t* row, int i) {
   if constexpr (std::is_same_v<Elem, float>) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
   } else {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
 }
 
@@ -241,7 +241,8 @@ void scores_step_simd(int n_lanes, const float* q, int hd, const uint8_t* const*
 template <typename Elem, int HD>
 void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
                           float* acc, const uint8_t* const* next_v) {
-  with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<Elem, NL, HD>(p, hdv, v, n, acc, next_v); });
+  with_lane_count(n_lanes,
+                  [&]<int NL>() { accumulate_simd<Elem, NL, HD>(p, hdv, v, n, acc, next_v); });
 }
 
 // The AVX2 loops for head sizes hd (keys) and hdv (values), multiples of 8: the small sizes
@@ -305,9 +306,10 @@ namespace {
 // kAttentionBlock). s: [ng][kAttentionBlock], acc: [ng][hdv]. Two passes over the lanes, the
 // maxima and corrections (scalar exp) first, then the vector exps, so the exp's constants stay
 // in registers across lanes: at head size 8 this bookkeeping is a third of a block's work.
-// exp: the exponentials' loop (attention_exp_weights or the kernels' own, BlockKernels::exp_weights).
-void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc, int hdv,
-                   float (*exp)(float*, int, float)) {
+// exp: the exponentials' loop (attention_exp_weights or the kernels' own,
+// BlockKernels::exp_weights).
+void softmax_lanes(float* s, const int* visible, int ng, int n_pad, float* m, float* l, float* acc,
+                   int hdv, float (*exp)(float*, int, float)) {
   float m_new[kLaneGroup];
   float corr[kLaneGroup];
   for (int ln = 0; ln < ng; ++ln) {
@@ -337,8 +339,11 @@ template <typename Elem>
 BlockKernels block_kernels(int hd, int hdv, cpu::KernelLevel level) {
 #if TANGRAM_KV_SIMD
   if constexpr (std::is_same_v<Elem, uint16_t>) {
-    if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 && hdv % 16 == 0)
-      return {vec::avx512::attention_scores_f16, vec::avx512::attention_accumulate_f16, {},
+    if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level) && hd % 16 == 0 &&
+        hdv % 16 == 0)
+      return {vec::avx512::attention_scores_f16,
+              vec::avx512::attention_accumulate_f16,
+              {},
               vec::avx512::attention_exp_weights};
   }
   if (hd % 8 == 0 && hdv % 8 == 0) return avx2_block_kernels<Elem>(hd, hdv);
@@ -363,8 +368,8 @@ void block_rows(const KvHeadView& view, int64_t blk, int64_t nb, BlockRows& rows
     const uint8_t** vd = rows.v + (first - blk);
     const uint8_t* v = view.v_base + off + static_cast<size_t>(token) * vb;
     if (tiles) {
-      tiles->span[tiles->n++] = {view.k_base + off, static_cast<int>(token), static_cast<int>(count),
-                                 static_cast<int>(first - blk)};
+      tiles->span[tiles->n++] = {view.k_base + off, static_cast<int>(token),
+                                 static_cast<int>(count), static_cast<int>(first - blk)};
       for (int64_t i = 0; i < count; ++i, v += vb) vd[i] = v;
       return;
     }
@@ -391,15 +396,18 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
   // Small rows: the next block is a few cache lines per run (16 for head size 8 in F16), issued
   // here at once, run by run; the per-row prefetches inside the loops would cost more than the
   // dot products.
-  const bool small_rows = (h.view->k_row_bytes + h.view->v_row_bytes) * kAttentionBlock <= kWholeBlockPrefetchBytes;
+  const bool small_rows =
+      (h.view->k_row_bytes + h.view->v_row_bytes) * kAttentionBlock <= kWholeBlockPrefetchBytes;
   if (n_next > 0 && small_rows) {
-    h.view->for_each_run(blk + nb, blk + nb + n_next, [&](int64_t, const uint8_t* k, const uint8_t* v, int64_t count) {
-      prefetch_to_l2(k, static_cast<size_t>(count) * h.view->k_row_bytes);
-      prefetch_to_l2(v, static_cast<size_t>(count) * h.view->v_row_bytes);
-    });
+    h.view->for_each_run(blk + nb, blk + nb + n_next,
+                         [&](int64_t, const uint8_t* k, const uint8_t* v, int64_t count) {
+                           prefetch_to_l2(k, static_cast<size_t>(count) * h.view->k_row_bytes);
+                           prefetch_to_l2(v, static_cast<size_t>(count) * h.view->v_row_bytes);
+                         });
   } else if (n_next > 0) {
     block_rows(*h.view, blk + nb, n_next, next, tiled ? &next_tiles : nullptr);
-    for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb); ++i) {  // one per row read
+    for (auto i = static_cast<size_t>(n_next); i < static_cast<size_t>(nb);
+         ++i) {  // one per row read
       if (!tiled) next.k[i] = next.k[n_next - 1];
       next.v[i] = next.v[n_next - 1];
     }
@@ -421,11 +429,12 @@ void head_block(const HeadLanes& h, int hd, int hdv, int64_t blk, int nb, const 
       kern.prepared.tile_scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, tiles, sg,
                                 prefetch ? &next_tiles : nullptr);
     else if (prepared)
-      kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows, sg,
-                           prefetch ? next.k : nullptr);
+      kern.prepared.scores(ng, prepared + static_cast<size_t>(g0) * query_bytes, hd, rows.k, n_rows,
+                           sg, prefetch ? next.k : nullptr);
     else
       kern.scores(ng, qg, hd, rows.k, n_rows, sg, prefetch ? next.k : nullptr);
-    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv, kern.exp_weights);
+    softmax_lanes(sg, visible, ng, (n_rows + 7) / 8 * 8, h.m + g0, h.l + g0, ag, hdv,
+                  kern.exp_weights);
     kern.accumulate(ng, sg, hdv, rows.v, n_rows, ag, prefetch ? next.v : nullptr);
   }
 }
@@ -455,8 +464,9 @@ void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& ker
     prepared.resize(first_lane.back() * query_bytes);
     for (size_t i = 0; i < heads.size(); ++i)
       for (int ln = 0; ln < heads[i].n_lanes; ++ln)
-        kern.prepared.prepare(heads[i].q + static_cast<size_t>(ln) * static_cast<size_t>(hd), hd,
-                              prepared.data() + (first_lane[i] + static_cast<size_t>(ln)) * query_bytes);
+        kern.prepared.prepare(
+            heads[i].q + static_cast<size_t>(ln) * static_cast<size_t>(hd), hd,
+            prepared.data() + (first_lane[i] + static_cast<size_t>(ln)) * query_bytes);
   }
   // Heads advance together one span at a time, each head reading its blocks of the span in a
   // row: with pages of a multiple of kAttentionBlock tokens the span is a page, so a head's
@@ -468,16 +478,19 @@ void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& ker
     for (size_t i = 0; i < heads.size(); ++i) {
       const int64_t span_end = std::min(span0 + span, heads[i].end);
       for (int64_t blk = span0; blk < span_end; blk += kAttentionBlock)
-        head_block(heads[i], hd, hdv, blk, static_cast<int>(std::min<int64_t>(kAttentionBlock, span_end - blk)),
-                   kern, query_bytes > 0 ? prepared.data() + first_lane[i] * query_bytes : nullptr, query_bytes);
+        head_block(heads[i], hd, hdv, blk,
+                   static_cast<int>(std::min<int64_t>(kAttentionBlock, span_end - blk)), kern,
+                   query_bytes > 0 ? prepared.data() + first_lane[i] * query_bytes : nullptr,
+                   query_bytes);
     }
 }
 
 void attend_heads(std::span<const HeadLanes> heads, KvType type, int head_dim, int head_dim_v,
                   int64_t begin, cpu::KernelLevel level) {
-  const BlockKernels kernels = type == KvType::Q8_0  ? kv_q8::block_kernels(level)
-                               : type == KvType::F16 ? block_kernels<uint16_t>(head_dim, head_dim_v, level)
-                                                     : block_kernels<float>(head_dim, head_dim_v, level);
+  const BlockKernels kernels = type == KvType::Q8_0 ? kv_q8::block_kernels(level)
+                               : type == KvType::F16
+                                   ? block_kernels<uint16_t>(head_dim, head_dim_v, level)
+                                   : block_kernels<float>(head_dim, head_dim_v, level);
   attend_heads_with(heads, kernels, head_dim, head_dim_v, begin);
 }
 

@@ -102,10 +102,10 @@ float attention_exp_weights(float* s, int n_pad, float m_new);
 // prefetches the next one whole, run by run, and passes null here, since a prefetch per row
 // would cost more than the row's dot product.
 struct BlockKernels {
-  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n, float* scores,
-                 const uint8_t* const* next_k_rows);
-  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n, float* acc,
-                     const uint8_t* const* next_v_rows);
+  void (*scores)(int n_lanes, const float* q, int hd, const uint8_t* const* k_rows, int n,
+                 float* scores, const uint8_t* const* next_k_rows);
+  void (*accumulate)(int n_lanes, const float* p, int hdv, const uint8_t* const* v_rows, int n,
+                     float* acc, const uint8_t* const* next_v_rows);
   // Row types whose score loop reads the queries in another form (Q8_0 keys: each query
   // quantised per 32-element block, for integer dot products). When set, the walk converts
   // every lane's query once per call into bytes(hd) bytes (lane after lane) and runs these
@@ -138,14 +138,22 @@ void attend_heads_with(std::span<const HeadLanes> heads, const BlockKernels& ker
 template <typename F>
 void with_lane_count(int n_lanes, F&& f) {
   switch (n_lanes) {
-    case 1: return f.template operator()<1>();
-    case 2: return f.template operator()<2>();
-    case 3: return f.template operator()<3>();
-    case 4: return f.template operator()<4>();
-    case 5: return f.template operator()<5>();
-    case 6: return f.template operator()<6>();
-    case 7: return f.template operator()<7>();
-    default: return f.template operator()<8>();
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 5:
+      return f.template operator()<5>();
+    case 6:
+      return f.template operator()<6>();
+    case 7:
+      return f.template operator()<7>();
+    default:
+      return f.template operator()<8>();
   }
 }
 

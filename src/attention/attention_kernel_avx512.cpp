@@ -36,13 +36,15 @@ struct F16Rows {
 
   // acc[ln * JB + r] += q[ln] . k[r], 16 columns at a time, each key chunk widened once.
   template <int NL, int JB>
-  static void dot_rows(const float* q, int hd, const uint8_t* const* k, __m512 (&acc)[kv_loops::kAccumulators]) {
+  static void dot_rows(const float* q, int hd, const uint8_t* const* k,
+                       __m512 (&acc)[kv_loops::kAccumulators]) {
     for (int c = 0; c < hd; c += 16) {
       __m512 kc[JB];
       for (int r = 0; r < JB; ++r) kc[r] = load16_f16(k[r], c);
       for (int ln = 0; ln < NL; ++ln) {
         const __m512 qc = _mm512_loadu_ps(q + ln * hd + c);
-        for (int r = 0; r < JB; ++r) acc[ln * JB + r] = _mm512_fmadd_ps(qc, kc[r], acc[ln * JB + r]);
+        for (int r = 0; r < JB; ++r)
+          acc[ln * JB + r] = _mm512_fmadd_ps(qc, kc[r], acc[ln * JB + r]);
       }
     }
   }

@@ -18,23 +18,28 @@
 
 namespace tangram::vec::avx512::kv_loops {
 
-inline constexpr int kAccumulators = 16;  // of the 32 registers: the rest hold rows, queries, temporaries
+inline constexpr int kAccumulators =
+    16;  // of the 32 registers: the rest hold rows, queries, temporaries
 
 // The 16 horizontal sums of a[0..15], in order, in one vector: pairs of vectors are folded
 // with unpacks, then 128-bit lanes with shuffles (4 levels, 45 instructions for 16 sums).
 inline __m512 reduce16(const __m512 (&a)[kAccumulators]) {
   __m512 x[8], y[4], z[2];
   for (int i = 0; i < 8; ++i)  // per 128-bit lane: [a2i 0+2, a2i+1 0+2, a2i 1+3, a2i+1 1+3]
-    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                         _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
   for (int i = 0; i < 4; ++i) {  // per 128-bit lane: that lane's sums of a4i .. a4i+3
-    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
-    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
+    const __m512d lo =
+        _mm512_unpacklo_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
+    const __m512d hi =
+        _mm512_unpackhi_pd(_mm512_castps_pd(x[2 * i]), _mm512_castps_pd(x[2 * i + 1]));
     y[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
   }
   for (int i = 0; i < 2; ++i)  // lanes [y2i 0+1, y2i 2+3, y2i+1 0+1, y2i+1 2+3]
     z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
                          _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xDD));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88),
+                       _mm512_shuffle_f32x4(z[0], z[1], 0xDD));
 }
 
 // JB rows at a time for NL lanes: NL * JB <= 16 dot products in registers, reduced together.
@@ -71,14 +76,22 @@ template <typename Row, typename Query>
 void scores(int n_lanes, const Query* q, int hd, const uint8_t* const* k, int n, float* scores,
             const uint8_t* const* next_k) {
   switch (n_lanes) {
-    case 1: return scores_lanes<Row, 1>(q, hd, k, n, scores, next_k);
-    case 2: return scores_lanes<Row, 2>(q, hd, k, n, scores, next_k);
-    case 3: return scores_lanes<Row, 3>(q, hd, k, n, scores, next_k);
-    case 4: return scores_lanes<Row, 4>(q, hd, k, n, scores, next_k);
-    case 5: return scores_lanes<Row, 5>(q, hd, k, n, scores, next_k);
-    case 6: return scores_lanes<Row, 6>(q, hd, k, n, scores, next_k);
-    case 7: return scores_lanes<Row, 7>(q, hd, k, n, scores, next_k);
-    default: return scores_lanes<Row, 8>(q, hd, k, n, scores, next_k);
+    case 1:
+      return scores_lanes<Row, 1>(q, hd, k, n, scores, next_k);
+    case 2:
+      return scores_lanes<Row, 2>(q, hd, k, n, scores, next_k);
+    case 3:
+      return scores_lanes<Row, 3>(q, hd, k, n, scores, next_k);
+    case 4:
+      return scores_lanes<Row, 4>(q, hd, k, n, scores, next_k);
+    case 5:
+      return scores_lanes<Row, 5>(q, hd, k, n, scores, next_k);
+    case 6:
+      return scores_lanes<Row, 6>(q, hd, k, n, scores, next_k);
+    case 7:
+      return scores_lanes<Row, 7>(q, hd, k, n, scores, next_k);
+    default:
+      return scores_lanes<Row, 8>(q, hd, k, n, scores, next_k);
   }
 }
 
@@ -131,14 +144,22 @@ template <typename Row>
 void accumulate(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                 const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_lanes<Row, 1>(p, hdv, v, n, acc, next_v);
-    case 2: return accumulate_lanes<Row, 2>(p, hdv, v, n, acc, next_v);
-    case 3: return accumulate_lanes<Row, 3>(p, hdv, v, n, acc, next_v);
-    case 4: return accumulate_lanes<Row, 4>(p, hdv, v, n, acc, next_v);
-    case 5: return accumulate_lanes<Row, 5>(p, hdv, v, n, acc, next_v);
-    case 6: return accumulate_lanes<Row, 6>(p, hdv, v, n, acc, next_v);
-    case 7: return accumulate_lanes<Row, 7>(p, hdv, v, n, acc, next_v);
-    default: return accumulate_lanes<Row, 8>(p, hdv, v, n, acc, next_v);
+    case 1:
+      return accumulate_lanes<Row, 1>(p, hdv, v, n, acc, next_v);
+    case 2:
+      return accumulate_lanes<Row, 2>(p, hdv, v, n, acc, next_v);
+    case 3:
+      return accumulate_lanes<Row, 3>(p, hdv, v, n, acc, next_v);
+    case 4:
+      return accumulate_lanes<Row, 4>(p, hdv, v, n, acc, next_v);
+    case 5:
+      return accumulate_lanes<Row, 5>(p, hdv, v, n, acc, next_v);
+    case 6:
+      return accumulate_lanes<Row, 6>(p, hdv, v, n, acc, next_v);
+    case 7:
+      return accumulate_lanes<Row, 7>(p, hdv, v, n, acc, next_v);
+    default:
+      return accumulate_lanes<Row, 8>(p, hdv, v, n, acc, next_v);
   }
 }
 

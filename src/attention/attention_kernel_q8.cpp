@@ -5,10 +5,10 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/half.h"
-#include "kernels/simd.h"
 #include "attention/attention_kernel_avx512.h"
 #include "attention/attention_kernel_q8_avx512.h"
+#include "kernels/half.h"
+#include "kernels/simd.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
 
@@ -30,8 +30,8 @@ inline float block_scale(const uint8_t* row, int i) {
 }
 
 inline float q8_element(const uint8_t* row, int i) {
-  const auto q = static_cast<int8_t>(
-      row[static_cast<size_t>(i / kKvQ8Block) * kKvQ8BlockBytes + 2 + static_cast<size_t>(i % kKvQ8Block)]);
+  const auto q = static_cast<int8_t>(row[static_cast<size_t>(i / kKvQ8Block) * kKvQ8BlockBytes + 2 +
+                                         static_cast<size_t>(i % kKvQ8Block)]);
   return static_cast<float>(q) * block_scale(row, i);
 }
 
@@ -50,7 +50,8 @@ struct QueryParts {
 };
 
 // scores[lane][j] = sum over blocks b of d_k * d_q * (k_int . q_int) for j < n.
-void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
+void scores_portable(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n,
+                     float* scores,
                      const uint8_t* const* /*next_k: far from memory-bound, no prefetch*/) {
   for (int j = 0; j < n; ++j)
     for (int ln = 0; ln < n_lanes; ++ln) {
@@ -94,8 +95,8 @@ void tile_scores_portable(int n_lanes, const uint8_t* q, int hd, const KeyTiles&
 }
 
 // acc[lane] += sum_j p[lane][j] * v[j].
-void accumulate_portable(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
-                         const uint8_t* const* /*next_v*/) {
+void accumulate_portable(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
+                         float* acc, const uint8_t* const* /*next_v*/) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < hdv; ++i) {
       const float vi = q8_element(v[j], i);
@@ -157,8 +158,10 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
         for (int ln = 0; ln < NL; ++ln) {
           const uint8_t* lane = q + static_cast<size_t>(ln) * lane_bytes;
           const __m256i qq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane + hd + c));
-          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qq, kq)), ones);
-          const __m256 scale = _mm256_mul_ps(dk, _mm256_loadu_ps(reinterpret_cast<const float*>(lane) + c / 4));
+          const __m256i dot =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qq, kq)), ones);
+          const __m256 scale =
+              _mm256_mul_ps(dk, _mm256_loadu_ps(reinterpret_cast<const float*>(lane) + c / 4));
           acc[ln * JB + r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[ln * JB + r]);
         }
       }
@@ -175,8 +178,8 @@ void scores_simd(const uint8_t* q, int hd, const uint8_t* const* k, int n, float
 // sign moved onto it and madd into the token's int32 sum (no horizontal sums: each vector lane
 // is one token); the block's d_k * d_q scales them.
 template <int NL>
-void tile_chunk8(const uint8_t* q, size_t lane_bytes, int hd, const KeyTiles::Span& sp, int64_t run, int c,
-                 float* scores, const KeyTiles* next) {
+void tile_chunk8(const uint8_t* q, size_t lane_bytes, int hd, const KeyTiles::Span& sp, int64_t run,
+                 int c, float* scores, const KeyTiles* next) {
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 f[NL];
   for (auto& x : f) x = _mm256_setzero_ps();
@@ -185,22 +188,29 @@ void tile_chunk8(const uint8_t* q, size_t lane_bytes, int hd, const KeyTiles::Sp
     __m256i s[NL];
     for (auto& x : s) x = _mm256_setzero_si256();
     for (int g = 0; g < kKvQ8Block / 4; ++g) {
-      const __m256i ks = _mm256_xor_si256(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp.tile + tile_group(run, b, g) + static_cast<size_t>(c) * 4)), bias);
+      const __m256i ks =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                               sp.tile + tile_group(run, b, g) + static_cast<size_t>(c) * 4)),
+                           bias);
       const __m256i k_abs = _mm256_sign_epi8(ks, ks);
       for (int ln = 0; ln < NL; ++ln) {
         int32_t dword;
-        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g, 4);
+        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g,
+                    4);
         const __m256i qd = _mm256_set1_epi32(dword);
-        s[ln] = _mm256_add_epi32(s[ln], _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qd, ks)), ones));
+        s[ln] = _mm256_add_epi32(
+            s[ln], _mm256_madd_epi16(_mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(qd, ks)), ones));
       }
     }
-    const __m256 dk = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sp.tile + tile_scales(run, b) + static_cast<size_t>(c) * 2)));
+    const __m256 dk = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        sp.tile + tile_scales(run, b) + static_cast<size_t>(c) * 2)));
     for (int ln = 0; ln < NL; ++ln) {
       float dq;
-      std::memcpy(&dq, q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
-      f[ln] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[ln]), _mm256_mul_ps(dk, _mm256_set1_ps(dq)), f[ln]);
+      std::memcpy(
+          &dq,
+          q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
+      f[ln] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[ln]), _mm256_mul_ps(dk, _mm256_set1_ps(dq)), f[ln]);
     }
   }
   const int at = whole_chunk_at(sp, c, 8);
@@ -215,7 +225,8 @@ void tile_chunk8(const uint8_t* q, size_t lane_bytes, int hd, const KeyTiles::Sp
   }
 }
 
-void tile_scores_simd(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores, const KeyTiles* next) {
+void tile_scores_simd(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
+                      const KeyTiles* next) {
   const size_t lane_bytes = query_bytes(hd);
   for (int l0 = 0; l0 < n_lanes; l0 += 4) {
     const uint8_t* ql = q + static_cast<size_t>(l0) * lane_bytes;
@@ -225,10 +236,18 @@ void tile_scores_simd(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, 
       const KeyTiles::Span& sp = k.span[i];
       for (int c = sp.token / 8 * 8; c < sp.token + sp.count; c += 8, pf = nullptr) {
         switch (std::min(4, n_lanes - l0)) {
-          case 1: tile_chunk8<1>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
-          case 2: tile_chunk8<2>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
-          case 3: tile_chunk8<3>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
-          default: tile_chunk8<4>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf); break;
+          case 1:
+            tile_chunk8<1>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf);
+            break;
+          case 2:
+            tile_chunk8<2>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf);
+            break;
+          case 3:
+            tile_chunk8<3>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf);
+            break;
+          default:
+            tile_chunk8<4>(ql, lane_bytes, hd, sp, k.run_tokens, c, sl, pf);
+            break;
         }
       }
     }
@@ -269,7 +288,9 @@ int accumulate_pass(const float* p, int hdv, int c0, const uint8_t* const* v, in
 template <int NL>
 void accumulate_simd(const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                      const uint8_t* const* next_v) {
-  constexpr int CW = NL <= 2 ? 4 : NL <= 4 ? 2 : 1;  // NL * CW accumulators + CW chunks in registers
+  constexpr int CW = NL <= 2   ? 4
+                     : NL <= 4 ? 2
+                               : 1;  // NL * CW accumulators + CW chunks in registers
   const int c = accumulate_pass<NL, CW>(p, hdv, 0, v, n, acc, next_v);
   if constexpr (CW > 1) accumulate_pass<NL, 1>(p, hdv, c, v, n, acc, next_v);
 }
@@ -291,7 +312,8 @@ void quantise_query_simd(const float* q, int hd, uint8_t* out) {
     _mm256_store_ps(lanes, vmax);
     float amax = 0.0f;
     for (const float a : lanes) amax = std::max(amax, a);
-    const float d = _mm256_movemask_ps(unordered) != 0 ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+    const float d = _mm256_movemask_ps(unordered) != 0 ? std::numeric_limits<float>::quiet_NaN()
+                                                       : amax / 127.0f;
     const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
     __m256i r[4];
     for (int w = 0; w < 4; ++w) {
@@ -301,29 +323,32 @@ void quantise_query_simd(const float* q, int hd, uint8_t* out) {
     }
     // The packs work per 128-bit half: the bytes come out as 4-element groups in the order
     // r0[0:4] r1[0:4] r2[0:4] r3[0:4] r0[4:8] r1[4:8] ...; the permute restores element order.
-    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-    const __m256i values = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i packed =
+        _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    const __m256i values =
+        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + hd + c), values);
     const __m256i pair_sums = _mm256_maddubs_epi16(_mm256_set1_epi8(1), values);
     const __m256i group_offsets = _mm256_madd_epi16(pair_sums, _mm256_set1_epi16(-128));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c), group_offsets);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * static_cast<size_t>(hd) + c),
+                        group_offsets);
     alignas(32) int32_t groups[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(groups), group_offsets);
     int32_t block_offset = 0;
     for (const int32_t g : groups) block_offset += g;
-    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4, &block_offset,
-                sizeof(block_offset));
+    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4,
+                &block_offset, sizeof(block_offset));
     _mm256_storeu_ps(reinterpret_cast<float*>(out + c), _mm256_set1_ps(d));
   }
 }
 
 // The scores and the value step for n_lanes <= 8 lanes.
-void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n, float* scores,
-                      const uint8_t* const* next_k) {
+void scores_step_simd(int n_lanes, const uint8_t* q, int hd, const uint8_t* const* k, int n,
+                      float* scores, const uint8_t* const* next_k) {
   with_lane_count(n_lanes, [&]<int NL>() { scores_simd<NL>(q, hd, k, n, scores, next_k); });
 }
-void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
-                          const uint8_t* const* next_v) {
+void accumulate_step_simd(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
+                          float* acc, const uint8_t* const* next_v) {
   with_lane_count(n_lanes, [&]<int NL>() { accumulate_simd<NL>(p, hdv, v, n, acc, next_v); });
 }
 
@@ -345,7 +370,10 @@ void quantise_query(const float* q, int hd, uint8_t* out) {
     int32_t group_sum = 0, block_sum = 0;
     for (int i = 0; i < kKvQ8Block; ++i) {
       const float r = std::nearbyint(q[c + i] * id);  // NaN (a NaN query) stores 0, as does 0/0
-      const auto v = static_cast<int8_t>(r >= 127.0f ? 127 : r <= -127.0f ? -127 : std::isnan(r) ? 0 : static_cast<int>(r));
+      const auto v = static_cast<int8_t>(r >= 127.0f     ? 127
+                                         : r <= -127.0f  ? -127
+                                         : std::isnan(r) ? 0
+                                                         : static_cast<int>(r));
       out[static_cast<size_t>(hd + c + i)] = static_cast<uint8_t>(v);
       group_sum += v;
       block_sum += v;
@@ -357,8 +385,8 @@ void quantise_query(const float* q, int hd, uint8_t* out) {
       }
     }
     const int32_t block_offset = -128 * block_sum;
-    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4, &block_offset,
-                sizeof(block_offset));
+    std::memcpy(out + 3 * static_cast<size_t>(hd) + static_cast<size_t>(c / kKvQ8Block) * 4,
+                &block_offset, sizeof(block_offset));
   }
 }
 
@@ -369,8 +397,9 @@ BlockKernels block_kernels(cpu::KernelLevel level) {
   if (level == cpu::KernelLevel::Avx512Vnni && cpu::supports(level)) {
     kernels.prepared.scores = vec::avx512::attention_scores_q8;
     kernels.prepared.tile_scores = vec::avx512::attention_tile_scores_q8;
-    kernels.accumulate = cpu::tuning().q8_0_value_scales_gathered ? vec::avx512::attention_accumulate_q8_gathered_scales
-                                                                   : vec::avx512::attention_accumulate_q8_loaded_scales;
+    kernels.accumulate = cpu::tuning().q8_0_value_scales_gathered
+                             ? vec::avx512::attention_accumulate_q8_gathered_scales
+                             : vec::avx512::attention_accumulate_q8_loaded_scales;
     kernels.exp_weights = vec::avx512::attention_exp_weights;
     return kernels;
   }

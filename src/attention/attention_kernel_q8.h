@@ -18,8 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu_features.h"
 #include "attention/attention_kernel.h"
+#include "kernels/cpu_features.h"
 
 namespace tangram::kv_q8 {
 
@@ -31,7 +31,9 @@ namespace tangram::kv_q8 {
 //                             keys as unsigned k + 128 and starts each sum from this)
 //   block offsets: [hd / 32] int32  -128 * the sum of each block's 32 values (the same, for the
 //                             key-tile loops, which sum a token's whole block in one lane)
-inline size_t query_bytes(int hd) { return 3 * static_cast<size_t>(hd) + static_cast<size_t>(hd) / 8; }
+inline size_t query_bytes(int hd) {
+  return 3 * static_cast<size_t>(hd) + static_cast<size_t>(hd) / 8;
+}
 void quantise_query(const float* q, int hd, uint8_t* out);
 
 // A key-tile loop that computes the scores of tile tokens [c, c + w) at once stores them
@@ -47,9 +49,11 @@ inline int whole_chunk_at(const KeyTiles::Span& sp, int c, int w) {
 inline void prefetch_tile_block(const KeyTiles* next, int b) {
   if (next == nullptr) return;
   for (int i = 0; i < next->n; ++i)
-    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0), tile_block_bytes(next->run_tokens));
+    prefetch_to_l2(next->span[i].tile + tile_group(next->run_tokens, b, 0),
+                   tile_block_bytes(next->run_tokens));
 }
-inline void store_chunk_part(const float* sums, int c, int w, const KeyTiles::Span& sp, float* lane_scores) {
+inline void store_chunk_part(const float* sums, int c, int w, const KeyTiles::Span& sp,
+                             float* lane_scores) {
   const int t0 = c > sp.token ? c : sp.token;
   const int t1 = c + w < sp.token + sp.count ? c + w : sp.token + sp.count;
   for (int t = t0; t < t1; ++t) lane_scores[sp.at + t - sp.token] = sums[t - c];

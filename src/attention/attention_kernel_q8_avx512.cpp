@@ -95,9 +95,11 @@ struct Q8Rows {
 
   // acc[ln * JB + r] += q[ln] . k[r], two Q8_0 blocks at a time, then a lone last block.
   template <int NL, int JB>
-  static void dot_rows(const uint8_t* q, int hd, const uint8_t* const* k, __m512 (&acc)[kv_loops::kAccumulators]) {
+  static void dot_rows(const uint8_t* q, int hd, const uint8_t* const* k,
+                       __m512 (&acc)[kv_loops::kAccumulators]) {
     int c = 0;
-    for (; c + 2 * kKvQ8Block <= hd; c += 2 * kKvQ8Block) score_chunk<NL, JB, true>(q, hd, k, c, acc);
+    for (; c + 2 * kKvQ8Block <= hd; c += 2 * kKvQ8Block)
+      score_chunk<NL, JB, true>(q, hd, k, c, acc);
     if (c < hd) score_chunk<NL, JB, false>(q, hd, k, c, acc);
   }
 };
@@ -114,8 +116,8 @@ struct Q8Rows {
 // leave registers for both: twice the independent sums, each key load and broadcast serving
 // both chunks).
 template <int NL, int NC>
-inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int64_t run, int c, float* scores,
-                        const KeyTiles* next) {
+inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int64_t run, int c,
+                        float* scores, const KeyTiles* next) {
   const size_t lane_bytes = kv_q8::query_bytes(hd);
   __m512 f[NL][NC];
   for (auto& lane : f)
@@ -125,7 +127,10 @@ inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int6
     __m512i s[NL][NC];
     for (int ln = 0; ln < NL; ++ln) {
       int32_t offset;
-      std::memcpy(&offset, q + static_cast<size_t>(ln) * lane_bytes + 3 * static_cast<size_t>(hd) + static_cast<size_t>(b) * 4, 4);
+      std::memcpy(&offset,
+                  q + static_cast<size_t>(ln) * lane_bytes + 3 * static_cast<size_t>(hd) +
+                      static_cast<size_t>(b) * 4,
+                  4);
       for (auto& x : s[ln]) x = _mm512_set1_epi32(offset);
     }
     for (int g = 0; g < kKvQ8Block / 4; ++g) {
@@ -134,7 +139,8 @@ inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int6
       for (int ch = 0; ch < NC; ++ch) k[ch] = _mm512_loadu_si512(group + 64 * ch);
       for (int ln = 0; ln < NL; ++ln) {
         int32_t dword;
-        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g, 4);
+        std::memcpy(&dword, q + static_cast<size_t>(ln) * lane_bytes + hd + b * kKvQ8Block + 4 * g,
+                    4);
         const __m512i qd = _mm512_set1_epi32(dword);
         for (int ch = 0; ch < NC; ++ch) s[ln][ch] = _mm512_dpbusd_epi32(s[ln][ch], k[ch], qd);
       }
@@ -142,13 +148,17 @@ inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int6
     const uint8_t* scales = sp.tile + tile_scales(run, b) + static_cast<size_t>(c) * 2;
     __m512 dk[NC];
     for (int ch = 0; ch < NC; ++ch)
-      dk[ch] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * ch)));
+      dk[ch] =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * ch)));
     for (int ln = 0; ln < NL; ++ln) {
       float dq;
-      std::memcpy(&dq, q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
+      std::memcpy(
+          &dq,
+          q + static_cast<size_t>(ln) * lane_bytes + static_cast<size_t>(b) * 8 * sizeof(float), 4);
       const __m512 d = _mm512_set1_ps(dq);
       for (int ch = 0; ch < NC; ++ch)
-        f[ln][ch] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[ln][ch]), _mm512_mul_ps(dk[ch], d), f[ln][ch]);
+        f[ln][ch] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[ln][ch]), _mm512_mul_ps(dk[ch], d), f[ln][ch]);
     }
   }
   for (int ch = 0; ch < NC; ++ch) {
@@ -167,7 +177,8 @@ inline void tile_chunks(const uint8_t* q, int hd, const KeyTiles::Span& sp, int6
 }
 
 template <int NL>
-void tile_scores_lanes(const uint8_t* q, int hd, const KeyTiles& k, float* scores, const KeyTiles* next) {
+void tile_scores_lanes(const uint8_t* q, int hd, const KeyTiles& k, float* scores,
+                       const KeyTiles* next) {
   for (int i = 0; i < k.n; ++i) {
     const KeyTiles::Span& sp = k.span[i];
     const int end = sp.token + sp.count;
@@ -204,7 +215,8 @@ inline float weight_max(const float* p, int n, __m512 (&pw)[2]) {
   const auto m1 = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n > 16 ? (1u << (n - 16)) - 1 : 0);
   pw[0] = _mm512_maskz_loadu_ps(m0, p);
   pw[1] = _mm512_maskz_loadu_ps(m1, p + 16);
-  if ((_mm512_cmp_ps_mask(pw[0], pw[0], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(pw[1], pw[1], _CMP_UNORD_Q)) != 0)
+  if ((_mm512_cmp_ps_mask(pw[0], pw[0], _CMP_UNORD_Q) |
+       _mm512_cmp_ps_mask(pw[1], pw[1], _CMP_UNORD_Q)) != 0)
     return std::numeric_limits<float>::quiet_NaN();
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(pw[0]), _mm512_abs_ps(pw[1])));
 }
@@ -219,7 +231,8 @@ enum class ScaleReads { Gathered, Loaded };
 
 // Block b's scales of rows v[0 .. n) as floats in d (0 past n), by gathers.
 inline void gathered_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)[2]) {
-  const __m512i offset = _mm512_set1_epi64(static_cast<long long>(b) * static_cast<long long>(kKvQ8BlockBytes));
+  const __m512i offset =
+      _mm512_set1_epi64(static_cast<long long>(b) * static_cast<long long>(kKvQ8BlockBytes));
   __m256i dwords[4];  // rows 8g .. 8g+7, the scale in each dword's low half
   for (int g = 0; g < 4; ++g) {
     const int left = n - 8 * g;
@@ -228,7 +241,8 @@ inline void gathered_row_scales(const uint8_t* const* v, int n, int b, __m512 (&
     dwords[g] = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), rows, at, nullptr, 1);
   }
   for (int h = 0; h < 2; ++h)
-    d[h] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(dwords[2 * h]), dwords[2 * h + 1], 1)));
+    d[h] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+        _mm512_inserti64x4(_mm512_castsi256_si512(dwords[2 * h]), dwords[2 * h + 1], 1)));
 }
 
 // Blocks [b, b + CB)'s scales of rows v[0 .. n) as floats in d[cb] (0 past n), by scalar loads
@@ -238,18 +252,21 @@ inline void loaded_row_scales(const uint8_t* const* v, int n, int b, __m512 (&d)
   alignas(64) uint16_t bits[CB][kAttentionBlock] = {};
   for (int j = 0; j < n; ++j) {
     const uint8_t* row = v[j] + static_cast<size_t>(b) * kKvQ8BlockBytes;
-    for (int cb = 0; cb < CB; ++cb) bits[cb][j] = block_scale_bits(row + static_cast<size_t>(cb) * kKvQ8BlockBytes);
+    for (int cb = 0; cb < CB; ++cb)
+      bits[cb][j] = block_scale_bits(row + static_cast<size_t>(cb) * kKvQ8BlockBytes);
   }
   for (int cb = 0; cb < CB; ++cb)
     for (int h = 0; h < 2; ++h)
-      d[cb][h] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits[cb] + 16 * h)));
+      d[cb][h] =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits[cb] + 16 * h)));
 }
 
 // d divided by the largest magnitude among its lanes, which is returned (NaN if one is not
 // finite: the lanes' outputs then turn NaN, as float accumulation would).
 inline float normalise_scales(__m512 (&d)[2]) {
   const __m512 zero = _mm512_setzero_ps();
-  const __m512 z0 = _mm512_mul_ps(d[0], zero), z1 = _mm512_mul_ps(d[1], zero);  // NaN where inf or NaN
+  const __m512 z0 = _mm512_mul_ps(d[0], zero),
+               z1 = _mm512_mul_ps(d[1], zero);  // NaN where inf or NaN
   if ((_mm512_cmp_ps_mask(z0, z0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(z1, z1, _CMP_UNORD_Q)) != 0)
     return std::numeric_limits<float>::quiet_NaN();
   const float dmax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(d[0]), _mm512_abs_ps(d[1])));
@@ -300,12 +317,15 @@ inline void add_products(__m512i& sum, __m512i a, __m512i b) {
 // Rows ra and rb (weights w[.][.][pair], low and high half) into the accumulators of column
 // blocks [b, b + CB): both rows widened to int16 and interleaved, one vpdpwssd per lane and half.
 template <int NL, int CB>
-inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b, const int32_t (&w)[NL][CB][kAttentionBlock / 2],
-                         int pair, __m512i (&sum)[NL][CB][2]) {
+inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b,
+                         const int32_t (&w)[NL][CB][kAttentionBlock / 2], int pair,
+                         __m512i (&sum)[NL][CB][2]) {
   for (int cb = 0; cb < CB; ++cb) {
     const size_t at = static_cast<size_t>(b + cb) * kKvQ8BlockBytes + 2;
-    const __m512i za = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + at)));
-    const __m512i zb = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + at)));
+    const __m512i za =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + at)));
+    const __m512i zb =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + at)));
     const __m512i lo = _mm512_unpacklo_epi16(za, zb), hi = _mm512_unpackhi_epi16(za, zb);
     for (int ln = 0; ln < NL; ++ln) {
       const __m512i wj = _mm512_set1_epi32(w[ln][cb][pair]);
@@ -321,12 +341,14 @@ inline void add_row_pair(const uint8_t* ra, const uint8_t* rb, int b, const int3
 // accumulator 1 columns 8L + 4..7; two permutes restore column order at the end. The first
 // pass prefetches the rows of the next block (next_v may be null).
 template <ScaleReads Reads, int NL, int CB>
-int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
-                    const uint8_t* const* next_v) {
+int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n,
+                    float* acc, const uint8_t* const* next_v) {
   const int n_blocks = hdv / kKvQ8Block;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * kKvQ8BlockBytes;
-  const __m512i first_half = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i second_half = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __m512i first_half =
+      _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second_half =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
   for (; b + CB <= n_blocks; b += CB) {
     alignas(64) int32_t w[NL][CB][kAttentionBlock / 2];  // [lane][block][row pair]
     float s[NL][CB];
@@ -363,12 +385,15 @@ int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* co
     }
     for (int ln = 0; ln < NL; ++ln)
       for (int cb = 0; cb < CB; ++cb) {
-        const __m512 lo = _mm512_cvtepi32_ps(sum[ln][cb][0]), hi = _mm512_cvtepi32_ps(sum[ln][cb][1]);
+        const __m512 lo = _mm512_cvtepi32_ps(sum[ln][cb][0]),
+                     hi = _mm512_cvtepi32_ps(sum[ln][cb][1]);
         const __m512 scale = _mm512_set1_ps(s[ln][cb]);
         float* out = acc + ln * hdv + (b + cb) * kKvQ8Block;
-        _mm512_storeu_ps(out, _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, first_half, hi), _mm512_loadu_ps(out)));
+        _mm512_storeu_ps(out, _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, first_half, hi),
+                                              _mm512_loadu_ps(out)));
         _mm512_storeu_ps(out + 16,
-                         _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, second_half, hi), _mm512_loadu_ps(out + 16)));
+                         _mm512_fmadd_ps(scale, _mm512_permutex2var_ps(lo, second_half, hi),
+                                         _mm512_loadu_ps(out + 16)));
       }
   }
   return b;
@@ -377,8 +402,8 @@ int accumulate_pass(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* co
 // The widest pass that fits (up to 4 blocks, NL x CB x 2 accumulators of 32 registers, the
 // rest for the rows), then narrower ones for the blocks left.
 template <ScaleReads Reads, int NL, int CB>
-void accumulate_from(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n, float* acc,
-                     const uint8_t* const* next_v) {
+void accumulate_from(const LaneWeights<NL>& lw, int hdv, int b, const uint8_t* const* v, int n,
+                     float* acc, const uint8_t* const* next_v) {
   b = accumulate_pass<Reads, NL, CB>(lw, hdv, b, v, n, acc, next_v);
   if constexpr (CB > 1) accumulate_from<Reads, NL, CB / 2>(lw, hdv, b, v, n, acc, next_v);
 }
@@ -396,14 +421,22 @@ template <ScaleReads Reads>
 void accumulate(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n, float* acc,
                 const uint8_t* const* next_v) {
   switch (n_lanes) {
-    case 1: return accumulate_lanes<Reads, 1>(p, hdv, v, n, acc, next_v);
-    case 2: return accumulate_lanes<Reads, 2>(p, hdv, v, n, acc, next_v);
-    case 3: return accumulate_lanes<Reads, 3>(p, hdv, v, n, acc, next_v);
-    case 4: return accumulate_lanes<Reads, 4>(p, hdv, v, n, acc, next_v);
-    case 5: return accumulate_lanes<Reads, 5>(p, hdv, v, n, acc, next_v);
-    case 6: return accumulate_lanes<Reads, 6>(p, hdv, v, n, acc, next_v);
-    case 7: return accumulate_lanes<Reads, 7>(p, hdv, v, n, acc, next_v);
-    default: return accumulate_lanes<Reads, 8>(p, hdv, v, n, acc, next_v);
+    case 1:
+      return accumulate_lanes<Reads, 1>(p, hdv, v, n, acc, next_v);
+    case 2:
+      return accumulate_lanes<Reads, 2>(p, hdv, v, n, acc, next_v);
+    case 3:
+      return accumulate_lanes<Reads, 3>(p, hdv, v, n, acc, next_v);
+    case 4:
+      return accumulate_lanes<Reads, 4>(p, hdv, v, n, acc, next_v);
+    case 5:
+      return accumulate_lanes<Reads, 5>(p, hdv, v, n, acc, next_v);
+    case 6:
+      return accumulate_lanes<Reads, 6>(p, hdv, v, n, acc, next_v);
+    case 7:
+      return accumulate_lanes<Reads, 7>(p, hdv, v, n, acc, next_v);
+    default:
+      return accumulate_lanes<Reads, 8>(p, hdv, v, n, acc, next_v);
   }
 }
 
@@ -414,27 +447,37 @@ void attention_scores_q8(int n_lanes, const uint8_t* q, int hd, const uint8_t* c
   kv_loops::scores<Q8Rows>(n_lanes, q, hd, k, n, scores, next_k);
 }
 
-void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k, float* scores,
-                              const KeyTiles* next) {
+void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int hd, const KeyTiles& k,
+                              float* scores, const KeyTiles* next) {
   switch (n_lanes) {
-    case 1: return tile_scores_lanes<1>(q, hd, k, scores, next);
-    case 2: return tile_scores_lanes<2>(q, hd, k, scores, next);
-    case 3: return tile_scores_lanes<3>(q, hd, k, scores, next);
-    case 4: return tile_scores_lanes<4>(q, hd, k, scores, next);
-    case 5: return tile_scores_lanes<5>(q, hd, k, scores, next);
-    case 6: return tile_scores_lanes<6>(q, hd, k, scores, next);
-    case 7: return tile_scores_lanes<7>(q, hd, k, scores, next);
-    default: return tile_scores_lanes<8>(q, hd, k, scores, next);
+    case 1:
+      return tile_scores_lanes<1>(q, hd, k, scores, next);
+    case 2:
+      return tile_scores_lanes<2>(q, hd, k, scores, next);
+    case 3:
+      return tile_scores_lanes<3>(q, hd, k, scores, next);
+    case 4:
+      return tile_scores_lanes<4>(q, hd, k, scores, next);
+    case 5:
+      return tile_scores_lanes<5>(q, hd, k, scores, next);
+    case 6:
+      return tile_scores_lanes<6>(q, hd, k, scores, next);
+    case 7:
+      return tile_scores_lanes<7>(q, hd, k, scores, next);
+    default:
+      return tile_scores_lanes<8>(q, hd, k, scores, next);
   }
 }
 
-void attention_accumulate_q8_gathered_scales(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                                             float* acc, const uint8_t* const* next_v) {
+void attention_accumulate_q8_gathered_scales(int n_lanes, const float* p, int hdv,
+                                             const uint8_t* const* v, int n, float* acc,
+                                             const uint8_t* const* next_v) {
   accumulate<ScaleReads::Gathered>(n_lanes, p, hdv, v, n, acc, next_v);
 }
 
-void attention_accumulate_q8_loaded_scales(int n_lanes, const float* p, int hdv, const uint8_t* const* v, int n,
-                                           float* acc, const uint8_t* const* next_v) {
+void attention_accumulate_q8_loaded_scales(int n_lanes, const float* p, int hdv,
+                                           const uint8_t* const* v, int n, float* acc,
+                                           const uint8_t* const* next_v) {
   accumulate<ScaleReads::Loaded>(n_lanes, p, hdv, v, n, acc, next_v);
 }
 

@@ -18,8 +18,8 @@ void attention_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const uint
 
 // The same scores for keys stored as key tiles (key_tiles.h), k's spans in their slots of the
 // block; next: null or the next block's tiles to prefetch.
-void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const KeyTiles& k, float* scores,
-                              const KeyTiles* next);
+void attention_tile_scores_q8(int n_lanes, const uint8_t* q, int head_dim, const KeyTiles& k,
+                              float* scores, const KeyTiles* next);
 
 // acc[lane] += sum_j p[lane * kAttentionBlock + j] * v[j] for lane < n_lanes <= 8, j < n; the
 // value rows are Q8_0, head_dim_v a multiple of 32. next_v_rows: as next_k_rows above. Two

@@ -46,7 +46,8 @@ const AttentionPlan& AttentionPlanner::plan(int layer, const AttentionBatch& bat
   return kept;
 }
 
-void AttentionPlanner::score(const AttentionBatch& batch, const AttentionPlan& plan, int n_threads) {
+void AttentionPlanner::score(const AttentionBatch& batch, const AttentionPlan& plan,
+                             int n_threads) {
   const bool decode = std::all_of(batch.seqs.begin(), batch.seqs.end(),
                                   [](const AttentionSequence& s) { return s.n_rows == 1; });
   if (!decode) return;

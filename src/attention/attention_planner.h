@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/result.h"
 #include "attention/paged_attention.h"
+#include "common/result.h"
 
 namespace tangram {
 
@@ -60,10 +60,10 @@ class AttentionPlanner {
   void score(const AttentionBatch& batch, const AttentionPlan& plan, int n_threads);
 
   AttentionSplit split_ = AttentionSplit::Runtime;
-  AttentionPlan call_plan_;                // Runtime, Naive: made for the call at hand
+  AttentionPlan call_plan_;                 // Runtime, Naive: made for the call at hand
   std::vector<AttentionPlan> layer_plans_;  // AheadOfTime: [n_layers], empty work = stale
   std::vector<std::pair<const void*, int64_t>> step_key_;  // [sequences] (cache, rows)
-  int64_t plan_age_ = 0;                   // steps since the plans were dropped
+  int64_t plan_age_ = 0;                                   // steps since the plans were dropped
   int64_t plans_made_ = 0;
   double imbalance_sum_ = 0;
   int64_t imbalance_n_ = 0;

@@ -58,8 +58,10 @@ Cut choose_cut(const std::vector<int64_t>& limits, const Tile& t, int gq, int64_
   int64_t first = lo / block, last = hi / block;
   while (first < last) {
     const int64_t mid = first + (last - first) / 2;
-    if (end_cost(mid * block) >= boundary) last = mid;
-    else first = mid + 1;
+    if (end_cost(mid * block) >= boundary)
+      last = mid;
+    else
+      first = mid + 1;
   }
   for (const int64_t e : {first * block, (first - 1) * block}) {
     if (e < lo || e > hi) continue;
@@ -109,22 +111,23 @@ void plan_attention_balanced(const AttentionBatch& batch, int n_threads, Attenti
   double total = 0.0;
   for_each_attention_tile(batch, options.whole_groups, tile_rows,
                           [&](int32_t s, int32_t hb, int32_t he, int32_t r0, int32_t r1) {
-    const AttentionSequence& seq = batch.seqs[sz(s)];
-    Tile t{s, hb, he, r0, r1, limits.size(), 0, 0};
-    int64_t cost = 0;
-    for (int32_t i = hb; i < he; ++i) {
-      const KvHeadView& view = batch.head(s, batch.head_order[batch.at(s, i)]);
-      for (int32_t r = r0; r < r1; ++r) {
-        const int64_t vis = view.visible(seq.pos0 + r);
-        limits.push_back(vis);
-        t.length = std::max(t.length, vis);
-        cost += vis * gq;
-      }
-    }
-    t.limit_end = limits.size();
-    tiles.push_back(t);
-    total += static_cast<double>(cost + overhead);
-  });
+                            const AttentionSequence& seq = batch.seqs[sz(s)];
+                            Tile t{s, hb, he, r0, r1, limits.size(), 0, 0};
+                            int64_t cost = 0;
+                            for (int32_t i = hb; i < he; ++i) {
+                              const KvHeadView& view =
+                                  batch.head(s, batch.head_order[batch.at(s, i)]);
+                              for (int32_t r = r0; r < r1; ++r) {
+                                const int64_t vis = view.visible(seq.pos0 + r);
+                                limits.push_back(vis);
+                                t.length = std::max(t.length, vis);
+                                cost += vis * gq;
+                              }
+                            }
+                            t.limit_end = limits.size();
+                            tiles.push_back(t);
+                            total += static_cast<double>(cost + overhead);
+                          });
 
   // Pass 2: the prefix-sum cut. Boundary k sits at k x share on the line of tiles laid end to
   // end (each item costing its entries plus the overhead; every boundary assumed to add one
@@ -140,8 +143,7 @@ void plan_attention_balanced(const AttentionBatch& batch, int n_threads, Attenti
     const int64_t full = prefix_cost(limits, t, t.length, gq);
     int64_t a = 0, done = 0;  // the current piece starts at entry a, after cost `done`
     bool open_piece = true;   // the piece [a, length) is not yet laid out
-    while (thread < n_thr &&
-           thread * share < pos + static_cast<double>(overhead + full - done)) {
+    while (thread < n_thr && thread * share < pos + static_cast<double>(overhead + full - done)) {
       const Cut cut = choose_cut(limits, t, gq, a, pos, thread * share,
                                  static_cast<double>(overhead), min_chunk, slack);
       const auto piece_item = static_cast<int32_t>(plan.work.size() + cuts.size() - 1);
@@ -164,7 +166,8 @@ void plan_attention_balanced(const AttentionBatch& batch, int n_threads, Attenti
     if (open_piece) pos += static_cast<double>(overhead + full - done);
 
     const int64_t lanes = int64_t{t.head_end - t.head_begin} * (t.row_end - t.row_begin) * gq;
-    AttentionWork w{t.seq, t.head_begin, t.head_end, t.row_begin, t.row_end, 0, kOpenEntryEnd, -1, 0};
+    AttentionWork w{t.seq,         t.head_begin, t.head_end, t.row_begin, t.row_end, 0,
+                    kOpenEntryEnd, -1,           0};
     if (cuts.size() == 1) {
       plan.work.push_back(w);
       continue;
@@ -180,7 +183,8 @@ void plan_attention_balanced(const AttentionBatch& batch, int n_threads, Attenti
     }
     plan.n_partial_slots += static_cast<int64_t>(cuts.size()) * lanes;
   }
-  for (int k = thread; k <= n_thr; ++k) plan.thread_begin[sz(k)] = static_cast<int32_t>(plan.work.size());
+  for (int k = thread; k <= n_thr; ++k)
+    plan.thread_begin[sz(k)] = static_cast<int32_t>(plan.work.size());
 }
 
 void plan_attention_naive(const AttentionBatch& batch, int n_threads, AttentionPlan& plan) {
@@ -198,7 +202,8 @@ double plan_imbalance(const AttentionBatch& batch, const AttentionPlan& plan, in
   if (plan.thread_begin.size() == sz(n_thr) + 1) {
     for (int t = 0; t < n_thr; ++t)
       for (int32_t i = plan.thread_begin[sz(t)]; i < plan.thread_begin[sz(t) + 1]; ++i)
-        load[sz(t)] += static_cast<double>(predicted_work_cost(batch, plan.work[sz(i)], item_overhead));
+        load[sz(t)] +=
+            static_cast<double>(predicted_work_cost(batch, plan.work[sz(i)], item_overhead));
   } else {
     // Threads free up in order of their load; ties go to the lowest thread.
     using Slot = std::pair<double, int>;
@@ -239,25 +244,29 @@ Status check_attention_coverage(const AttentionBatch& batch, const AttentionPlan
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const AttentionSequence& seq = batch.seqs[s];
     for (int32_t i = 0; i < batch.n_kv_head; ++i) {
-      const KvHeadView& view = batch.head(static_cast<int32_t>(s), batch.head_order[batch.at(static_cast<int32_t>(s), i)]);
+      const KvHeadView& view = batch.head(static_cast<int32_t>(s),
+                                          batch.head_order[batch.at(static_cast<int32_t>(s), i)]);
       for (int64_t r = 0; r < seq.n_rows; ++r) {
         std::vector<Piece>& p = pieces[first_lane[s] + sz(i) * sz(seq.n_rows) + sz(r)];
         const int64_t visible = view.visible(seq.pos0 + r);
         if (p.empty())
           return make_error("coverage: sequence {} head slot {} row {} is in no item", s, i, r);
         const int32_t merge = p.front().merge;
-        const bool one_merge = std::all_of(p.begin(), p.end(), [&](const Piece& x) { return x.merge == merge; });
+        const bool one_merge =
+            std::all_of(p.begin(), p.end(), [&](const Piece& x) { return x.merge == merge; });
         if ((merge < 0 && p.size() != 1) || !one_merge ||
             (merge >= 0 && p.size() != sz(plan.merges[sz(merge)].n_parts)))
           return make_error("coverage: sequence {} head slot {} row {} is written by {} items", s,
                             i, r, p.size());
-        std::sort(p.begin(), p.end(), [](const Piece& x, const Piece& y) { return x.begin < y.begin; });
+        std::sort(p.begin(), p.end(),
+                  [](const Piece& x, const Piece& y) { return x.begin < y.begin; });
         int64_t reached = 0;  // entries [0, reached) covered so far
         for (const Piece& x : p) {
           const int64_t b = std::min(x.begin, visible), e = std::min(x.end, visible);
           if (b < e && b != reached)
             return make_error("coverage: sequence {} head slot {} row {}: entries from {} are {}",
-                              s, i, r, std::min(b, reached), b < reached ? "covered twice" : "missed");
+                              s, i, r, std::min(b, reached),
+                              b < reached ? "covered twice" : "missed");
           reached = std::max(reached, e);
         }
         if (reached != visible)

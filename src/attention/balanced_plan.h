@@ -6,9 +6,10 @@
 // query rows) end to end in cost space and cuts that line at k x total / n_threads (a prefix-sum
 // cut): thread t runs the items between cut t and cut t + 1 (a thread assignment; when the
 // prediction holds and no thread is held up, exactly those: a thread that finishes early
-// takes the unstarted end of another's share, work_ranges.h). A tile crossing a cut is split at an entry boundary (a multiple of the kernel
-// block, pieces of at least min_chunk_entries); its parts leave partial softmax states that
-// run_attention merges exactly (AttentionMerge). So at most n_threads - 1 tiles are split.
+// takes the unstarted end of another's share, work_ranges.h). A tile crossing a cut is split at an
+// entry boundary (a multiple of the kernel block, pieces of at least min_chunk_entries); its parts
+// leave partial softmax states that run_attention merges exactly (AttentionMerge). So at most
+// n_threads - 1 tiles are split.
 //
 // Reusing a plan over decode steps. The last piece of every tile has an open end
 // (entry_end = kOpenEntryEnd, clipped to each head's length when run), and pieces start at 0
@@ -29,8 +30,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "common/result.h"
 #include "attention/paged_attention.h"
+#include "common/result.h"
 
 namespace tangram {
 
@@ -38,8 +39,8 @@ namespace tangram {
 inline constexpr int64_t kOpenEntryEnd = std::numeric_limits<int64_t>::max();
 
 struct BalancedPlanOptions {
-  bool whole_groups = true;         // one tile per head group (false: one per KV head)
-  int max_lanes = 8;                // query rows x query heads per KV head in one tile
+  bool whole_groups = true;  // one tile per head group (false: one per KV head)
+  int max_lanes = 8;         // query rows x query heads per KV head in one tile
   // Never cut a tile into a piece shorter than this (rounded up to a kernel block). Small is
   // fine: only thread boundaries cut, so at most n_threads - 1 tiles are split, and the
   // granularity bounds how close a boundary can get to its ideal place.

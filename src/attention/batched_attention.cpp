@@ -4,7 +4,6 @@
 #include <chrono>
 #include <new>
 
-
 namespace tangram {
 
 BatchedAttention::BatchedAttention() = default;
@@ -12,7 +11,8 @@ BatchedAttention::~BatchedAttention() = default;
 
 Status BatchedAttention::begin_step(std::span<const AttentionQuery> seqs, int n_layers) {
   if (seqs.empty()) return make_error("attention: no sequences given");
-  if (std::any_of(seqs.begin(), seqs.end(), [](const AttentionQuery& s) { return s.cache == nullptr; }))
+  if (std::any_of(seqs.begin(), seqs.end(),
+                  [](const AttentionQuery& s) { return s.cache == nullptr; }))
     return make_error("attention: a sequence without a KV cache");
   try {
     seqs_.assign(seqs.begin(), seqs.end());

@@ -13,11 +13,11 @@
 #include <span>
 #include <vector>
 
+#include "attention/attention_planner.h"
+#include "attention/paged_attention.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
-#include "attention/attention_planner.h"
 #include "kv/kv_cache.h"
-#include "attention/paged_attention.h"
 
 namespace tangram {
 
@@ -60,7 +60,7 @@ class BatchedAttention {
 
   AttentionPlanner planner_;
   std::vector<AttentionQuery> seqs_;
-  std::vector<AttentionItem> items_;        // [sequences]
+  std::vector<AttentionItem> items_;  // [sequences]
   std::unique_ptr<AttentionWorkspace> ws_;
   bool timing_ = false;
   double attend_seconds_ = 0;

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
+#include "attention/paged_attention.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
-#include "attention/paged_attention.h"
 
 namespace tangram {
 

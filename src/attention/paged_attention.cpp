@@ -33,7 +33,8 @@ LaneAddress lane_address(const AttentionBatch& batch, int32_t seq, int32_t head_
   const int gq = batch.q_per_kv();
   const int64_t rows = row_end - row_begin;
   const int64_t head_slot = lane / (rows * gq);
-  const int32_t kv_head = batch.head_order[batch.at(seq, head_begin + static_cast<int32_t>(head_slot))];
+  const int32_t kv_head =
+      batch.head_order[batch.at(seq, head_begin + static_cast<int32_t>(head_slot))];
   const int64_t row = row_begin + (lane / gq) % rows;
   return {kv_head, row, int64_t{kv_head} * gq + lane % gq};
 }
@@ -47,7 +48,8 @@ void merge_parts(const AttentionBatch& batch, const AttentionMerge& mg,
   const int hdv = batch.head_dim_v;
   const int64_t lanes = lanes_of(batch, mg.head_begin, mg.head_end, mg.row_begin, mg.row_end);
   for (int64_t lane = 0; lane < lanes; ++lane) {
-    const LaneAddress a = lane_address(batch, mg.seq, mg.head_begin, mg.row_begin, mg.row_end, lane);
+    const LaneAddress a =
+        lane_address(batch, mg.seq, mg.head_begin, mg.row_begin, mg.row_end, lane);
     float* out = seq.out + (a.row * batch.n_head + a.q_head) * hdv;
     float max = kNegInf;
     for (int32_t k = 0; k < mg.n_parts; ++k) {
@@ -101,13 +103,19 @@ void run_work(const AttentionBatch& batch, const AttentionPlan& plan, const Atte
       th.m[sz(lane)] = kNegInf;
       th.l[sz(lane)] = 0.0f;
     }
-    th.heads[sz(i)] = HeadLanes{&view, static_cast<int>(per_head), th.q.data() + lane0 * hd,
-                                th.limit.data() + lane0, hi, th.m.data() + lane0,
-                                th.l.data() + lane0, th.acc.data() + lane0 * hdv,
+    th.heads[sz(i)] = HeadLanes{&view,
+                                static_cast<int>(per_head),
+                                th.q.data() + lane0 * hd,
+                                th.limit.data() + lane0,
+                                hi,
+                                th.m.data() + lane0,
+                                th.l.data() + lane0,
+                                th.acc.data() + lane0 * hdv,
                                 th.scores.data() + lane0 * kAttentionBlock};
   }
   std::fill_n(th.acc.data(), lanes * hdv, 0.0f);
-  attend_heads(std::span<const HeadLanes>(th.heads.data(), sz(n_heads)), batch.type, hd, hdv, begin);
+  attend_heads(std::span<const HeadLanes>(th.heads.data(), sz(n_heads)), batch.type, hd, hdv,
+               begin);
 
   if (w.merge < 0) {
     for (int64_t lane = 0; lane < lanes; ++lane) {
@@ -136,7 +144,8 @@ bool size_workspace(const AttentionBatch& batch, const AttentionPlan& plan, int 
                     AttentionWorkspace& ws) {
   int64_t max_lanes = 0;
   for (const AttentionWork& w : plan.work)
-    max_lanes = std::max(max_lanes, lanes_of(batch, w.head_begin, w.head_end, w.row_begin, w.row_end));
+    max_lanes =
+        std::max(max_lanes, lanes_of(batch, w.head_begin, w.head_end, w.row_begin, w.row_end));
   try {
     if (ws.threads.size() < sz(n_threads)) ws.threads.resize(sz(n_threads));
     for (AttentionWorkspace::Thread& th : ws.threads) {
@@ -156,7 +165,8 @@ bool size_workspace(const AttentionBatch& batch, const AttentionPlan& plan, int 
       ws.part_m.resize(slots);
       ws.part_l.resize(slots);
     }
-    if (ws.part_acc.size() < slots * sz(batch.head_dim_v)) ws.part_acc.resize(slots * sz(batch.head_dim_v));
+    if (ws.part_acc.size() < slots * sz(batch.head_dim_v))
+      ws.part_acc.resize(slots * sz(batch.head_dim_v));
     ws.ranges.reserve(sz(n_threads));
     if (ws.merge_capacity < plan.merges.size()) {
       ws.merge_left = std::make_unique<std::atomic<int32_t>[]>(plan.merges.size());
@@ -190,7 +200,8 @@ Status build_attention_batch(int layer, std::span<const AttentionItem> items,
     if (layer < 0 || layer >= s.n_layers)
       return make_error("attention: layer {} outside [0, {})", layer, s.n_layers);
     if (it.n < 0 || it.n > std::numeric_limits<int32_t>::max() || it.pos0 < 0)
-      return make_error("attention: sequence {} has {} query rows at position {}", i, it.n, it.pos0);
+      return make_error("attention: sequence {} has {} query rows at position {}", i, it.n,
+                        it.pos0);
     if (it.n > 0 && (it.q == nullptr || it.out == nullptr))
       return make_error("attention: sequence {} has no query or output buffer", i);
   }
@@ -242,20 +253,23 @@ void plan_attention(const AttentionBatch& batch, int n_threads, AttentionPlan& p
   };
   std::vector<Tile> tiles;
   int64_t total_cost = 0;
-  for_each_attention_tile(batch, options.whole_groups, tile_rows,
-                          [&](int32_t s, int32_t hb, int32_t he, int32_t r0, int32_t r1) {
-    const AttentionSequence& seq = batch.seqs[static_cast<size_t>(s)];
-    Tile t{s, hb, he, r0, r1, 0, 0};
-    for (int32_t i = hb; i < he; ++i) {
-      const int64_t len = batch.head(s, batch.head_order[batch.at(s, i)]).visible(seq.pos0 + r1 - 1);
-      t.length = std::max(t.length, len);
-      t.cost += len * (r1 - r0) * gq;
-    }
-    tiles.push_back(t);
-    total_cost += t.cost;
-  });
+  for_each_attention_tile(
+      batch, options.whole_groups, tile_rows,
+      [&](int32_t s, int32_t hb, int32_t he, int32_t r0, int32_t r1) {
+        const AttentionSequence& seq = batch.seqs[static_cast<size_t>(s)];
+        Tile t{s, hb, he, r0, r1, 0, 0};
+        for (int32_t i = hb; i < he; ++i) {
+          const int64_t len =
+              batch.head(s, batch.head_order[batch.at(s, i)]).visible(seq.pos0 + r1 - 1);
+          t.length = std::max(t.length, len);
+          t.cost += len * (r1 - r0) * gq;
+        }
+        tiles.push_back(t);
+        total_cost += t.cost;
+      });
   // Pass 2: cut long tiles so that every thread gets about items_per_thread items.
-  const int64_t wanted_items = int64_t{std::max(1, n_threads)} * std::max(1, options.items_per_thread);
+  const int64_t wanted_items =
+      int64_t{std::max(1, n_threads)} * std::max(1, options.items_per_thread);
   const int64_t target_cost = std::max<int64_t>(1, (total_cost + wanted_items - 1) / wanted_items);
   for (const Tile& t : tiles) {
     const int64_t lanes = lanes_of(batch, t.head_begin, t.head_end, t.row_begin, t.row_end);
@@ -285,10 +299,12 @@ void plan_attention(const AttentionBatch& batch, int n_threads, AttentionPlan& p
   }
   // Costliest first, so threads taking items in order finish together.
   auto cost = [&](const AttentionWork& w) {
-    return (w.entry_end - w.entry_begin) * lanes_of(batch, w.head_begin, w.head_end, w.row_begin, w.row_end);
+    return (w.entry_end - w.entry_begin) *
+           lanes_of(batch, w.head_begin, w.head_end, w.row_begin, w.row_end);
   };
-  std::stable_sort(plan.work.begin(), plan.work.end(),
-                   [&](const AttentionWork& a, const AttentionWork& b) { return cost(a) > cost(b); });
+  std::stable_sort(
+      plan.work.begin(), plan.work.end(),
+      [&](const AttentionWork& a, const AttentionWork& b) { return cost(a) > cost(b); });
 }
 
 Status validate_attention_plan(const AttentionBatch& batch, const AttentionPlan& plan) {
@@ -302,7 +318,8 @@ Status validate_attention_plan(const AttentionBatch& batch, const AttentionPlan&
     for (int32_t i = 0; i < batch.n_kv_head; ++i) {
       const int32_t h = batch.head_order[batch.at(static_cast<int32_t>(s), i)];
       if (h < 0 || h >= batch.n_kv_head || seen[sz(h)])
-        return make_error("attention plan: the batch's head order of sequence {} is no permutation", s);
+        return make_error("attention plan: the batch's head order of sequence {} is no permutation",
+                          s);
       seen[sz(h)] = 1;
     }
   }
@@ -312,8 +329,8 @@ Status validate_attention_plan(const AttentionBatch& batch, const AttentionPlan&
     const AttentionWork& w = plan.work[i];
     if (w.seq < 0 || sz(w.seq) >= batch.seqs.size() || w.head_begin < 0 ||
         w.head_begin >= w.head_end || w.head_end > batch.n_kv_head || w.row_begin < 0 ||
-        w.row_begin >= w.row_end || w.row_end > batch.seqs[sz(w.seq)].n_rows ||
-        w.entry_begin < 0 || w.entry_end < w.entry_begin)
+        w.row_begin >= w.row_end || w.row_end > batch.seqs[sz(w.seq)].n_rows || w.entry_begin < 0 ||
+        w.entry_end < w.entry_begin)
       return make_error("attention plan: work item {} is out of range", i);
     if (w.merge >= 0) {
       if (sz(w.merge) >= plan.merges.size())

@@ -26,12 +26,12 @@
 #include <span>
 #include <vector>
 
+#include "attention/attention_kernel.h"
+#include "attention/work_ranges.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "kv/kv_cache.h"
-#include "attention/attention_kernel.h"
 #include "kv/kv_head_view.h"
-#include "attention/work_ranges.h"
 
 namespace tangram {
 
@@ -58,9 +58,9 @@ struct AttentionBatch {
   int head_dim_v = 0;
   KvType type = KvType::F32;
   std::vector<AttentionSequence> seqs;
-  std::vector<KvHeadView> heads;      // [seqs][n_kv_head], by KV head index
-  std::vector<int32_t> head_order;    // [seqs][n_kv_head]: KV heads, group after group
-  std::vector<uint8_t> group_start;   // [seqs][n_kv_head]: 1 where head_order starts a group
+  std::vector<KvHeadView> heads;     // [seqs][n_kv_head], by KV head index
+  std::vector<int32_t> head_order;   // [seqs][n_kv_head]: KV heads, group after group
+  std::vector<uint8_t> group_start;  // [seqs][n_kv_head]: 1 where head_order starts a group
 
   int q_per_kv() const { return n_head / n_kv_head; }
   size_t at(int32_t seq, int32_t i) const {
@@ -71,7 +71,8 @@ struct AttentionBatch {
 
 // Fills batch from the caches' layer `layer`. Errors: no items, a null cache or buffer, caches
 // of different shapes or types, layer out of range, negative n or pos0.
-Status build_attention_batch(int layer, std::span<const AttentionItem> items, AttentionBatch& batch);
+Status build_attention_batch(int layer, std::span<const AttentionItem> items,
+                             AttentionBatch& batch);
 
 // One unit of work: the KV heads head_order[head_begin .. head_end) of sequence seq (with the
 // query heads reading them), query rows [row_begin, row_end), stored entries
@@ -112,24 +113,26 @@ struct AttentionPlan {
 };
 
 struct AttentionPlanOptions {
-  bool whole_groups = true;           // one item per head group (false: one per KV head)
-  int max_lanes = 8;                  // query rows x query heads per KV head in one item
-  int64_t min_chunk_entries = 256;    // never split entries into parts shorter than this
-  int items_per_thread = 4;           // aim for about this many items per thread
+  bool whole_groups = true;         // one item per head group (false: one per KV head)
+  int max_lanes = 8;                // query rows x query heads per KV head in one item
+  int64_t min_chunk_entries = 256;  // never split entries into parts shorter than this
+  int items_per_thread = 4;         // aim for about this many items per thread
 };
 
 // Calls fn(seq, head_begin, head_end, row_begin, row_end) for every tile of the batch: per
 // sequence, each head group in head_order (whole_groups; else each KV head), cut into tiles of
 // at most tile_rows query rows. The planners build their items from these tiles.
 template <typename Fn>
-void for_each_attention_tile(const AttentionBatch& batch, bool whole_groups, int32_t tile_rows, Fn&& fn) {
+void for_each_attention_tile(const AttentionBatch& batch, bool whole_groups, int32_t tile_rows,
+                             Fn&& fn) {
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const auto s = static_cast<int32_t>(si);
     const auto rows = static_cast<int32_t>(batch.seqs[si].n_rows);
     for (int32_t hb = 0; hb < batch.n_kv_head;) {
       int32_t he = hb + 1;
       while (whole_groups && he < batch.n_kv_head && !batch.group_start[batch.at(s, he)]) ++he;
-      for (int32_t r0 = 0; r0 < rows; r0 += tile_rows) fn(s, hb, he, r0, std::min(rows, r0 + tile_rows));
+      for (int32_t r0 = 0; r0 < rows; r0 += tile_rows)
+        fn(s, hb, he, r0, std::min(rows, r0 + tile_rows));
       hb = he;
     }
   }
@@ -154,17 +157,17 @@ class AttentionWorkspace {
   AttentionPlan plan;
 
   struct Thread {
-    std::vector<float> q;        // [lanes][head_dim]: queries scaled by 1/sqrt(head_dim)
-    std::vector<float> acc;      // [lanes][head_dim_v]
-    std::vector<float> m, l;     // [lanes] running max and sum
-    std::vector<int64_t> limit;  // [lanes] entries [.., limit) visible to the lane
-    std::vector<float> scores;   // [lanes][kernel block]
+    std::vector<float> q;          // [lanes][head_dim]: queries scaled by 1/sqrt(head_dim)
+    std::vector<float> acc;        // [lanes][head_dim_v]
+    std::vector<float> m, l;       // [lanes] running max and sum
+    std::vector<int64_t> limit;    // [lanes] entries [.., limit) visible to the lane
+    std::vector<float> scores;     // [lanes][kernel block]
     std::vector<HeadLanes> heads;  // [n_kv_head] the kernel's view of an item's heads
   };
   std::vector<Thread> threads;
-  std::vector<float> part_acc;  // [n_partial_slots][head_dim_v]
-  std::vector<float> part_m;    // [n_partial_slots]
-  std::vector<float> part_l;    // [n_partial_slots]
+  std::vector<float> part_acc;                         // [n_partial_slots][head_dim_v]
+  std::vector<float> part_m;                           // [n_partial_slots]
+  std::vector<float> part_l;                           // [n_partial_slots]
   std::unique_ptr<std::atomic<int32_t>[]> merge_left;  // [merges]: parts not yet finished
   WorkRanges ranges;  // [threads]: what is left of each thread's items (plans with an assignment)
   size_t merge_capacity = 0;

@@ -35,7 +35,8 @@ class WorkRanges {
   void reset(std::span<const int32_t> thread_begin) {
     n_ = std::min(thread_begin.empty() ? 0 : thread_begin.size() - 1, capacity_);
     for (size_t t = 0; t < n_; ++t)
-      ranges_[t].bounds.store(pack(thread_begin[t], thread_begin[t + 1]), std::memory_order_relaxed);
+      ranges_[t].bounds.store(pack(thread_begin[t], thread_begin[t + 1]),
+                              std::memory_order_relaxed);
   }
 
   // The next item for thread `thread` (< the reset's thread count): the front of its own range,
@@ -52,7 +53,8 @@ class WorkRanges {
         if (begin >= end) break;
         const bool own = k == 0;
         const uint64_t next = own ? pack(begin + 1, end) : pack(begin, end - 1);
-        if (bounds.compare_exchange_weak(cur, next, std::memory_order_relaxed)) return own ? begin : end - 1;
+        if (bounds.compare_exchange_weak(cur, next, std::memory_order_relaxed))
+          return own ? begin : end - 1;
       }
     }
     return -1;

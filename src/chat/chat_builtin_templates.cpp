@@ -47,16 +47,20 @@ struct Builtin {
   std::string_view source;
 };
 
-constexpr std::array<Builtin, 3> kBuiltins = {{{"chatml", kChatML}, {"llama3", kLlama3}, {"llama2", kLlama2}}};
+constexpr std::array<Builtin, 3> kBuiltins = {
+    {{"chatml", kChatML}, {"llama3", kLlama3}, {"llama2", kLlama2}}};
 
-bool has(std::string_view source, std::string_view marker) { return source.find(marker) != std::string_view::npos; }
+bool has(std::string_view source, std::string_view marker) {
+  return source.find(marker) != std::string_view::npos;
+}
 
 }  // namespace
 
 Result<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
   for (const Builtin& b : kBuiltins)
     if (b.name == name) return parse(std::string(b.source));
-  return make_error("chat template: no built-in template named '{}' (have chatml, llama3, llama2)", name);
+  return make_error("chat template: no built-in template named '{}' (have chatml, llama3, llama2)",
+                    name);
 }
 
 std::string_view ChatTemplate::detect_family(std::string_view source) {

@@ -25,10 +25,11 @@ constexpr char32_t kSentinelLast = 0x2A6DF;
 std::optional<char32_t> four_byte_at(std::string_view s, size_t i) {
   if (i + 4 > s.size()) return std::nullopt;
   const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
-  if ((b(0) & 0xF8) != 0xF0 || (b(1) & 0xC0) != 0x80 || (b(2) & 0xC0) != 0x80 || (b(3) & 0xC0) != 0x80)
+  if ((b(0) & 0xF8) != 0xF0 || (b(1) & 0xC0) != 0x80 || (b(2) & 0xC0) != 0x80 ||
+      (b(3) & 0xC0) != 0x80)
     return std::nullopt;
-  return static_cast<char32_t>(((b(0) & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) |
-                               (b(3) & 0x3Fu));
+  return static_cast<char32_t>(((b(0) & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) |
+                               ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu));
 }
 
 std::string utf8_of(char32_t cp) {
@@ -48,14 +49,16 @@ class Sentinels {
     for (const std::string& t : special_texts)
       if (!t.empty()) by_first_byte_[static_cast<uint8_t>(t[0])].push_back(&t);
     for (auto& bucket : by_first_byte_)
-      std::stable_sort(bucket.begin(), bucket.end(),
-                       [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
+      std::stable_sort(
+          bucket.begin(), bucket.end(),
+          [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
   }
 
   // Code points in the sentinel block that occur in `s` are not used.
   void reserve_text(std::string_view s) {
     for (size_t i = 0; i < s.size(); ++i)
-      if (auto cp = four_byte_at(s, i); cp && *cp >= kSentinelFirst && *cp <= kSentinelLast) used_.insert(*cp);
+      if (auto cp = four_byte_at(s, i); cp && *cp >= kSentinelFirst && *cp <= kSentinelLast)
+        used_.insert(*cp);
   }
   void reserve_used(const nlohmann::ordered_json& j) {
     if (j.is_string()) {
@@ -146,7 +149,8 @@ class Sentinels {
   Result<char32_t> sentinel_for(const std::string& text) {
     if (auto it = sentinel_of_.find(&text); it != sentinel_of_.end()) return it->second;
     while (next_ <= kSentinelLast && used_.count(next_) > 0) ++next_;
-    if (next_ > kSentinelLast) return make_error("chat template: the messages hold too many kinds of special tokens");
+    if (next_ > kSentinelLast)
+      return make_error("chat template: the messages hold too many kinds of special tokens");
     const char32_t cp = next_++;
     sentinel_of_.emplace(&text, cp);
     text_of_.emplace(cp, &text);
@@ -201,7 +205,8 @@ Result<nlohmann::ordered_json> ChatTemplate::make_context(const std::vector<Chat
                                                           const std::string& eos_token,
                                                           const nlohmann::json& extra) {
   if (!extra.is_null() && !extra.is_object())
-    return make_error("chat template: extra variables must be a JSON object, got {}", extra.type_name());
+    return make_error("chat template: extra variables must be a JSON object, got {}",
+                      extra.type_name());
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
   auto list = nlohmann::ordered_json::array();
   for (const ChatMessage& m : messages) list.push_back(chat_message_to_json(m));
@@ -214,19 +219,23 @@ Result<nlohmann::ordered_json> ChatTemplate::make_context(const std::vector<Chat
   return context;
 }
 
-Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                         const std::string& bos_token, const std::string& eos_token,
+Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt, const std::string& bos_token,
+                                         const std::string& eos_token,
                                          const nlohmann::json& extra) const {
-  TG_ASSIGN(auto context, make_context(messages, add_generation_prompt, bos_token, eos_token, extra));
+  TG_ASSIGN(auto context,
+            make_context(messages, add_generation_prompt, bos_token, eos_token, extra));
   return render_context(context);
 }
 
 Result<RenderedChat> ChatTemplate::render_protected(const std::vector<ChatMessage>& messages,
-                                                   bool add_generation_prompt, const std::string& bos_token,
-                                                   const std::string& eos_token,
-                                                   const std::vector<std::string>& special_texts,
-                                                   const nlohmann::json& extra) const {
-  TG_ASSIGN(auto context, make_context(messages, add_generation_prompt, bos_token, eos_token, extra));
+                                                    bool add_generation_prompt,
+                                                    const std::string& bos_token,
+                                                    const std::string& eos_token,
+                                                    const std::vector<std::string>& special_texts,
+                                                    const nlohmann::json& extra) const {
+  TG_ASSIGN(auto context,
+            make_context(messages, add_generation_prompt, bos_token, eos_token, extra));
   Sentinels sentinels(special_texts);
   sentinels.reserve_text(program_->source);
   sentinels.reserve_used(context);
@@ -246,7 +255,8 @@ Result<RenderedChat> ChatTemplate::render_protected(const std::vector<ChatMessag
 
 Result<std::string> ChatTemplate::render_context(const nlohmann::ordered_json& context,
                                                  const RenderOptions& options) const {
-  if (!context.is_object()) return make_error("chat template: the render context must be a JSON object");
+  if (!context.is_object())
+    return make_error("chat template: the render context must be a JSON object");
   auto vars = jinja::value_from_json(context);
   if (!vars.ok()) return make_error("chat template: context: {}", vars.message());
   jinja::RenderLimits limits;

@@ -24,7 +24,7 @@
 namespace tangram {
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", "tool", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
   // Optional fields. A template sees them only when set, so `message.tool_calls is defined` is
   // false for plain messages, as with Hugging Face's message dicts.
@@ -47,9 +47,9 @@ struct RenderedChat {
 struct RenderOptions {
   // strftime_now's clock, as Unix seconds read as UTC; nullopt uses the local time now.
   std::optional<int64_t> now_unix_seconds;
-  int64_t max_steps = 4'000'000;             // loop iterations, calls and filter element visits
+  int64_t max_steps = 4'000'000;  // loop iterations, calls and filter element visits
   size_t max_output_bytes = size_t{64} << 20;
-  int max_call_depth = 64;                   // nested macro calls
+  int max_call_depth = 64;  // nested macro calls
 };
 
 class ChatTemplate {
@@ -64,9 +64,9 @@ class ChatTemplate {
   // builtin() of the same name.
   static std::string_view detect_family(std::string_view source);
 
-  // Renders a conversation. The context holds `messages` (a list of dicts), `add_generation_prompt`,
-  // `bos_token`, `eos_token`, then every key of `extra` (a JSON object or null), e.g. `tools`,
-  // `enable_thinking`, `date_string`; extra keys override the standard ones.
+  // Renders a conversation. The context holds `messages` (a list of dicts),
+  // `add_generation_prompt`, `bos_token`, `eos_token`, then every key of `extra` (a JSON object or
+  // null), e.g. `tools`, `enable_thinking`, `date_string`; extra keys override the standard ones.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                              const std::string& bos_token, const std::string& eos_token,
                              const nlohmann::json& extra = {}) const;
@@ -78,8 +78,9 @@ class ChatTemplate {
   // sentinel code point that appears nowhere in the template or the context while the template
   // runs, then mapped back; so the text is render()'s, except where a template inspects the
   // content for a control-token text (it does not find it) or measures it.
-  Result<RenderedChat> render_protected(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                        const std::string& bos_token, const std::string& eos_token,
+  Result<RenderedChat> render_protected(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt, const std::string& bos_token,
+                                        const std::string& eos_token,
                                         const std::vector<std::string>& special_texts,
                                         const nlohmann::json& extra = {}) const;
 

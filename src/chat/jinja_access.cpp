@@ -17,7 +17,8 @@ Value missing_attribute(const Value& obj, std::string_view name) {
 // obj.name as a method: a bound callable, an unsafe marker, or nothing.
 bool lookup_method(const Value& obj, std::string_view name, Value* out) {
   switch (method_kind(obj, name)) {
-    case MethodKind::kNone: return false;
+    case MethodKind::kNone:
+      return false;
     case MethodKind::kUnsafe:
       *out = Value::undefined(
           fmt::format("access to attribute '{}' of '{}' object is unsafe", name, type_name(obj)));
@@ -34,7 +35,8 @@ bool lookup_method(const Value& obj, std::string_view name, Value* out) {
 }
 
 // Python's slice.indices(): the index sequence for a sequence of length n.
-Result<std::vector<int64_t>> slice_indices(int64_t n, const Value& start_v, const Value& stop_v, const Value& step_v) {
+Result<std::vector<int64_t>> slice_indices(int64_t n, const Value& start_v, const Value& stop_v,
+                                           const Value& step_v) {
   auto as_index = [](const Value& v, int64_t* out) -> Result<bool> {
     if (v.is_none() || v.is_undefined()) return false;
     if (!v.is_int() && !v.is_bool())
@@ -94,13 +96,15 @@ Result<Value> get_item(const Value& obj, const Value& key) {
     if (obj.is_list()) {
       const auto n = static_cast<int64_t>(obj.as_list().size());
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::undefined(fmt::format("list index {} out of range", key.as_integral()));
+      if (i < 0 || i >= n)
+        return Value::undefined(fmt::format("list index {} out of range", key.as_integral()));
       return obj.as_list()[static_cast<size_t>(i)];
     }
     const std::u32string cps = decode_utf8(obj.as_string());
     const auto n = static_cast<int64_t>(cps.size());
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value::undefined(fmt::format("string index {} out of range", key.as_integral()));
+    if (i < 0 || i >= n)
+      return Value::undefined(fmt::format("string index {} out of range", key.as_integral()));
     std::string one;
     append_utf8(one, cps[static_cast<size_t>(i)]);
     return Value::string(std::move(one));
@@ -116,12 +120,15 @@ Result<Value> get_item(const Value& obj, const Value& key) {
     }
     Value method;
     if (lookup_method(obj, key.as_string(), &method)) return method;
-    return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(obj), key.as_string()));
+    return Value::undefined(
+        fmt::format("'{} object' has no attribute '{}'", type_name(obj), key.as_string()));
   }
-  return Value::undefined(fmt::format("'{}' object has no item {}", type_name(obj), to_py_repr(key)));
+  return Value::undefined(
+      fmt::format("'{}' object has no item {}", type_name(obj), to_py_repr(key)));
 }
 
-Result<Value> get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
+Result<Value> get_slice(const Value& obj, const Value& start, const Value& stop,
+                        const Value& step) {
   if (obj.is_undefined()) return undefined_error(obj);
   if (obj.is_indexable_list()) {
     const List& items = obj.as_list();
@@ -147,7 +154,8 @@ Result<Value> get_attribute_path(const Value& obj, std::string_view path) {
   size_t start = 0;
   while (true) {
     const size_t dot = path.find('.', start);
-    const std::string_view part = path.substr(start, dot == std::string_view::npos ? path.npos : dot - start);
+    const std::string_view part =
+        path.substr(start, dot == std::string_view::npos ? path.npos : dot - start);
     int64_t index = 0;
     const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
     Value next_value;

@@ -3,8 +3,9 @@
 
 namespace tangram::jinja {
 
-Result<std::vector<std::optional<Value>>> bind_args(const CallArgs& args, std::string_view function,
-                                                    std::initializer_list<std::string_view> params) {
+Result<std::vector<std::optional<Value>>> bind_args(
+    const CallArgs& args, std::string_view function,
+    std::initializer_list<std::string_view> params) {
   std::vector<std::optional<Value>> bound(params.size());
   if (args.positional.size() > params.size())
     return make_error("{}() takes at most {} argument(s) ({} given)", function, params.size(),
@@ -16,7 +17,8 @@ Result<std::vector<std::optional<Value>>> bind_args(const CallArgs& args, std::s
       if (p == key) break;
       ++k;
     }
-    if (k == params.size()) return make_error("{}() got an unexpected keyword argument '{}'", function, key);
+    if (k == params.size())
+      return make_error("{}() got an unexpected keyword argument '{}'", function, key);
     if (bound[k]) return make_error("{}() got multiple values for argument '{}'", function, key);
     bound[k] = value;
   }

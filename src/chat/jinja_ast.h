@@ -59,8 +59,12 @@ struct AssignTarget {
   bool unpack = false;    // written as a tuple ("a, b" or "(a,)"), even with one name
 };
 
-struct OutputStmt { std::string text; };
-struct PrintStmt { ExprPtr expr; };
+struct OutputStmt {
+  std::string text;
+};
+struct PrintStmt {
+  ExprPtr expr;
+};
 struct IfStmt {
   std::vector<std::pair<ExprPtr, Body>> branches;  // if / elif
   Body else_body;
@@ -91,8 +95,8 @@ struct MacroStmt {
   Body body;
 };
 struct CallBlockStmt {
-  ExprPtr call;         // the kCall expression; its callee receives `caller`
-  MacroParams params;   // caller(params)
+  ExprPtr call;        // the kCall expression; its callee receives `caller`
+  MacroParams params;  // caller(params)
   Body body;
 };
 struct FilterBlockStmt {
@@ -103,9 +107,13 @@ struct WithStmt {
   std::vector<std::pair<std::string, ExprPtr>> assignments;
   Body body;
 };
-struct LoopControlStmt { bool is_break = false; };
+struct LoopControlStmt {
+  bool is_break = false;
+};
 // {% generation %}: Hugging Face's assistant-mask tag; renders its body in a nested scope.
-struct ScopedBodyStmt { Body body; };
+struct ScopedBodyStmt {
+  Body body;
+};
 
 struct Stmt {
   int line = 0;

@@ -26,7 +26,8 @@ TestFn find_test(std::string_view name);
 // as in Jinja2's ImmutableSandboxedEnvironment.
 enum class MethodKind { kNone, kSafe, kUnsafe };
 MethodKind method_kind(const Value& obj, std::string_view name);
-Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name, const CallArgs& args);
+Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name,
+                          const CallArgs& args);
 
 // raise_exception, strftime_now, namespace, range, dict.
 void add_global_functions(Dict& globals);

@@ -36,7 +36,8 @@ Result<ListPtr> items_of(Interpreter& in, const Value& v) {
 }
 
 // Sort key of an item: optional attribute path, lower-cased strings unless case-sensitive.
-Result<Value> sort_key(const Value& item, const std::optional<Value>& attribute, bool case_sensitive) {
+Result<Value> sort_key(const Value& item, const std::optional<Value>& attribute,
+                       bool case_sensitive) {
   Value key = item;
   if (attribute && !attribute->is_none()) {
     TG_ASSIGN(key, get_attribute_path(item, to_py_str(*attribute)));
@@ -159,7 +160,8 @@ Result<Value> f_first(Interpreter&, const Value& v, const CallArgs& args) {
 
 Result<Value> f_last(Interpreter&, const Value& v, const CallArgs& args) {
   TG_ASSIGN(Bound a, bind_args(args, "last", {}));
-  if (v.is_list() && v.seq() == Seq::kGenerator) return make_error("'generator' object is not reversible");
+  if (v.is_list() && v.seq() == Seq::kGenerator)
+    return make_error("'generator' object is not reversible");
   TG_ASSIGN(ListPtr items, iterate(v));
   if (items->empty()) return Value::undefined("No last item, sequence was empty.");
   return items->back();
@@ -182,11 +184,14 @@ std::optional<double> parse_py_float(const std::string& text) {
   const std::string lower = py_lower(clean);
   const std::string body = (lower[0] == '+' || lower[0] == '-') ? lower.substr(1) : lower;
   if (body == "inf" || body == "infinity" || body == "nan") {
-    const double x = body == "nan" ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+    const double x = body == "nan" ? std::numeric_limits<double>::quiet_NaN()
+                                   : std::numeric_limits<double>::infinity();
     return lower[0] == '-' ? -x : x;
   }
   for (char c : body)
-    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'e' && c != '+' && c != '-') return std::nullopt;
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'e' && c != '+' &&
+        c != '-')
+      return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const double d = std::strtod(clean.c_str(), &end);
@@ -230,12 +235,14 @@ Result<Value> f_int(Interpreter&, const Value& v, const CallArgs& args) {
     errno = 0;
     char* end = nullptr;
     const long long x = std::strtoll(clean.c_str(), &end, base);
-    if (end == clean.c_str() + clean.size() && errno == 0 && !std::isspace(static_cast<unsigned char>(clean[0])))
+    if (end == clean.c_str() + clean.size() && errno == 0 &&
+        !std::isspace(static_cast<unsigned char>(clean[0])))
       return Value::integer(static_cast<int64_t>(x));
   }
   // Jinja's quirk: "42.23" | int gives 42 by way of float().
   const auto d = parse_py_float(v.as_string());
-  if (d && std::isfinite(*d) && std::fabs(*d) < 9.2e18) return Value::integer(static_cast<int64_t>(*d));
+  if (d && std::isfinite(*d) && std::fabs(*d) < 9.2e18)
+    return Value::integer(static_cast<int64_t>(*d));
   return fallback;
 }
 
@@ -279,7 +286,8 @@ Result<Value> f_items(Interpreter&, const Value& v, const CallArgs& args) {
   if (v.is_undefined()) return Value::list(List{}, Seq::kGenerator);
   if (!v.is_dict()) return make_error("Can only get item pairs from a mapping.");
   List out;
-  for (const auto& [key, value] : v.as_dict().entries()) out.push_back(Value::list(List{key, value}, Seq::kTuple));
+  for (const auto& [key, value] : v.as_dict().entries())
+    out.push_back(Value::list(List{key, value}, Seq::kTuple));
   return Value::list(std::move(out), Seq::kGenerator);
 }
 
@@ -296,7 +304,8 @@ Result<Value> f_join(Interpreter& in, const Value& v, const CallArgs& args) {
     } else {
       out += soft_str((*items)[i]);
     }
-    if (out.size() > in.limits().max_output_bytes) return make_error("joined string exceeds the output limit");
+    if (out.size() > in.limits().max_output_bytes)
+      return make_error("joined string exceeds the output limit");
   }
   return Value::string(std::move(out));
 }
@@ -387,7 +396,8 @@ Result<Value> select_items(Interpreter& in, const Value& v, const CallArgs& args
   if (args.positional.size() > off) {
     if (!args.positional[off].is_string()) return make_error("test name must be a string");
     test = args.positional[off].as_string();
-    test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off + 1), args.positional.end());
+    test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off + 1),
+                                args.positional.end());
     test_args.keyword = args.keyword;
   }
   List out;
@@ -407,10 +417,18 @@ Result<Value> select_items(Interpreter& in, const Value& v, const CallArgs& args
   return Value::list(std::move(out), Seq::kGenerator);
 }
 
-Result<Value> f_select(Interpreter& in, const Value& v, const CallArgs& args) { return select_items(in, v, args, true, false); }
-Result<Value> f_reject(Interpreter& in, const Value& v, const CallArgs& args) { return select_items(in, v, args, false, false); }
-Result<Value> f_selectattr(Interpreter& in, const Value& v, const CallArgs& args) { return select_items(in, v, args, true, true); }
-Result<Value> f_rejectattr(Interpreter& in, const Value& v, const CallArgs& args) { return select_items(in, v, args, false, true); }
+Result<Value> f_select(Interpreter& in, const Value& v, const CallArgs& args) {
+  return select_items(in, v, args, true, false);
+}
+Result<Value> f_reject(Interpreter& in, const Value& v, const CallArgs& args) {
+  return select_items(in, v, args, false, false);
+}
+Result<Value> f_selectattr(Interpreter& in, const Value& v, const CallArgs& args) {
+  return select_items(in, v, args, true, true);
+}
+Result<Value> f_rejectattr(Interpreter& in, const Value& v, const CallArgs& args) {
+  return select_items(in, v, args, false, true);
+}
 
 Result<Value> min_or_max(Interpreter& in, const Value& v, const CallArgs& args, bool want_max) {
   TG_ASSIGN(Bound a, bind_args(args, want_max ? "max" : "min", {"case_sensitive", "attribute"}));
@@ -429,8 +447,12 @@ Result<Value> min_or_max(Interpreter& in, const Value& v, const CallArgs& args, 
   return (*items)[best];
 }
 
-Result<Value> f_max(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, true); }
-Result<Value> f_min(Interpreter& in, const Value& v, const CallArgs& args) { return min_or_max(in, v, args, false); }
+Result<Value> f_max(Interpreter& in, const Value& v, const CallArgs& args) {
+  return min_or_max(in, v, args, true);
+}
+Result<Value> f_min(Interpreter& in, const Value& v, const CallArgs& args) {
+  return min_or_max(in, v, args, false);
+}
 
 Result<Value> f_replace(Interpreter& in, const Value& v, const CallArgs& args) {
   TG_ASSIGN(Bound a, bind_args(args, "replace", {"old", "new", "count"}));
@@ -471,9 +493,12 @@ Result<Value> f_round(Interpreter&, const Value& v, const CallArgs& args) {
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_double() * scale;
   double r = 0;
-  if (method == "ceil") r = std::ceil(x);
-  else if (method == "floor") r = std::floor(x);
-  else r = std::nearbyint(x);  // round-half-even, like Python's round()
+  if (method == "ceil")
+    r = std::ceil(x);
+  else if (method == "floor")
+    r = std::floor(x);
+  else
+    r = std::nearbyint(x);  // round-half-even, like Python's round()
   return Value::number(r / scale);
 }
 
@@ -514,7 +539,8 @@ Result<Value> f_sum(Interpreter& in, const Value& v, const CallArgs& args) {
 }
 
 Result<Value> f_tojson(Interpreter&, const Value& v, const CallArgs& args) {
-  TG_ASSIGN(Bound a, bind_args(args, "tojson", {"ensure_ascii", "indent", "separators", "sort_keys"}));
+  TG_ASSIGN(Bound a,
+            bind_args(args, "tojson", {"ensure_ascii", "indent", "separators", "sort_keys"}));
   JsonDumpOptions options;
   options.ensure_ascii = flag(a[0]);
   if (a[1] && !a[1]->is_none()) {
@@ -532,7 +558,8 @@ Result<Value> f_tojson(Interpreter&, const Value& v, const CallArgs& args) {
     if (!a[2]->is_list() || a[2]->as_list().size() != 2 || !a[2]->as_list()[0].is_string() ||
         !a[2]->as_list()[1].is_string())
       return make_error("separators must be a pair of strings");
-    options.separators = std::make_pair(a[2]->as_list()[0].as_string(), a[2]->as_list()[1].as_string());
+    options.separators =
+        std::make_pair(a[2]->as_list()[0].as_string(), a[2]->as_list()[1].as_string());
   }
   options.sort_keys = flag(a[3]);
   TG_ASSIGN(std::string text, py_json_dumps(v, options));
@@ -554,7 +581,8 @@ Result<Value> f_unique(Interpreter& in, const Value& v, const CallArgs& args) {
   std::vector<Value> seen;
   for (const Value& item : *items) {
     TG_ASSIGN(Value key, sort_key(item, a[1], flag(a[0])));
-    if (!is_hashable_key(key) && !key.is_undefined()) return make_error("unhashable type: '{}'", type_name(key));
+    if (!is_hashable_key(key) && !key.is_undefined())
+      return make_error("unhashable type: '{}'", type_name(key));
     TG_TRY(in.charge(static_cast<int64_t>(seen.size() / 64 + 1)));
     bool dup = false;
     for (const Value& s : seen) {
@@ -575,7 +603,8 @@ Result<Value> f_wordcount(Interpreter&, const Value& v, const CallArgs& args) {
   int64_t words = 0;
   bool in_word = false;
   for (char32_t c : decode_utf8(soft_str(v))) {
-    const bool word_char = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !is_py_space(c);
+    const bool word_char =
+        (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !is_py_space(c);
     if (word_char && !in_word) ++words;
     in_word = word_char;
   }
@@ -588,20 +617,46 @@ struct FilterEntry {
 };
 
 constexpr FilterEntry kFilters[] = {
-    {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},
+    {"abs", f_abs},
+    {"attr", f_attr},
+    {"batch", f_batch},
     {"capitalize", f_capitalize},
-    {"count", f_length},      {"d", f_default},         {"default", f_default},
-    {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},
-    {"first", f_first},       {"float", f_float},       {"indent", f_indent},
-    {"int", f_int},           {"items", f_items},       {"join", f_join},
-    {"last", f_last},         {"length", f_length},     {"list", f_list},
-    {"lower", f_lower},       {"map", f_map},           {"max", f_max},
-    {"min", f_min},           {"reject", f_reject},     {"rejectattr", f_rejectattr},
-    {"replace", f_replace},   {"reverse", f_reverse},   {"round", f_round},
-    {"safe", f_safe},         {"select", f_select},     {"selectattr", f_selectattr},
-    {"sort", f_sort},         {"string", f_string},     {"sum", f_sum},
-    {"title", f_title},       {"tojson", f_tojson},     {"trim", f_trim},
-    {"unique", f_unique},     {"upper", f_upper},       {"wordcount", f_wordcount},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"first", f_first},
+    {"float", f_float},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"unique", f_unique},
+    {"upper", f_upper},
+    {"wordcount", f_wordcount},
 };
 
 }  // namespace

@@ -22,7 +22,8 @@ std::string pad(std::string body, const Spec& spec, bool numeric) {
   const size_t fill = spec.width - len;
   if (spec.left) return body + std::string(fill, ' ');
   if (numeric && spec.zero) {
-    const size_t sign = (!body.empty() && (body[0] == '-' || body[0] == '+' || body[0] == ' ')) ? 1 : 0;
+    const size_t sign =
+        (!body.empty() && (body[0] == '-' || body[0] == '+' || body[0] == ' ')) ? 1 : 0;
     return body.substr(0, sign) + std::string(fill, '0') + body.substr(sign);
   }
   return std::string(fill, ' ') + body;
@@ -40,7 +41,8 @@ Result<std::string> format_one(const Value& arg, const Spec& spec) {
     std::string s = c == 's' ? to_py_str(arg) : to_py_repr(arg);
     if (spec.precision >= 0) {
       const std::u32string cps = decode_utf8(s);
-      s = encode_utf8(std::u32string_view(cps).substr(0, std::min(cps.size(), static_cast<size_t>(spec.precision))));
+      s = encode_utf8(std::u32string_view(cps).substr(
+          0, std::min(cps.size(), static_cast<size_t>(spec.precision))));
     }
     return pad(std::move(s), spec, false);
   }
@@ -55,7 +57,8 @@ Result<std::string> format_one(const Value& arg, const Spec& spec) {
     }
     return pad(std::move(out), spec, false);
   }
-  if (!arg.is_number()) return make_error("%{} format: a real number is required, not {}", c, type_name(arg));
+  if (!arg.is_number())
+    return make_error("%{} format: a real number is required, not {}", c, type_name(arg));
   if (c == 'd' || c == 'i' || c == 'u' || c == 'x' || c == 'X' || c == 'o') {
     if (arg.is_float() && (c == 'x' || c == 'X' || c == 'o'))
       return make_error("%{} format: an integer is required, not float", c);
@@ -68,7 +71,8 @@ Result<std::string> format_one(const Value& arg, const Spec& spec) {
                          : c == 'X' ? fmt::format("{:X}", mag)
                          : c == 'o' ? fmt::format("{:o}", mag)
                                     : fmt::format("{}", mag);
-    if (spec.alt && c != 'd' && c != 'i' && c != 'u') digits = (c == 'o' ? "0o" : c == 'x' ? "0x" : "0X") + digits;
+    if (spec.alt && c != 'd' && c != 'i' && c != 'u')
+      digits = (c == 'o' ? "0o" : c == 'x' ? "0x" : "0X") + digits;
     return pad(sign_prefix(v < 0, spec) + digits, spec, true);
   }
   if (c == 'f' || c == 'F' || c == 'e' || c == 'E' || c == 'g' || c == 'G') {
@@ -81,7 +85,8 @@ Result<std::string> format_one(const Value& arg, const Spec& spec) {
       body = (c >= 'a') ? "inf" : "INF";
     } else {
       const std::string type(1, c);
-      body = fmt::format(fmt::runtime(std::string(spec.alt ? "{:#." : "{:.") + std::to_string(precision) + type + "}"),
+      body = fmt::format(fmt::runtime(std::string(spec.alt ? "{:#." : "{:.") +
+                                      std::to_string(precision) + type + "}"),
                          std::fabs(d));
     }
     return pad(sign_prefix(std::signbit(d) && !std::isnan(d), spec) + body, spec, std::isfinite(d));
@@ -93,11 +98,14 @@ Result<std::string> format_one(const Value& arg, const Spec& spec) {
 
 Result<Value> py_percent_format(const std::string& format, const Value& args) {
   std::vector<Value> positional;
-  if (args.is_list() && args.seq() == Seq::kTuple) positional = args.as_list();
-  else positional.push_back(args);
-  // Python treats any non-tuple object with __getitem__ (dict, list, Undefined) as a mapping, which also
-  // waives the "not all arguments converted" check.
-  const bool mapping_like = args.is_dict() || args.is_undefined() || (args.is_list() && args.seq() != Seq::kTuple);
+  if (args.is_list() && args.seq() == Seq::kTuple)
+    positional = args.as_list();
+  else
+    positional.push_back(args);
+  // Python treats any non-tuple object with __getitem__ (dict, list, Undefined) as a mapping, which
+  // also waives the "not all arguments converted" check.
+  const bool mapping_like =
+      args.is_dict() || args.is_undefined() || (args.is_list() && args.seq() != Seq::kTuple);
   size_t next = 0;
   bool used_key = false;
   std::string out;
@@ -127,12 +135,18 @@ Result<Value> py_percent_format(const std::string& format, const Value& args) {
     Spec spec;
     for (; i < format.size(); ++i) {
       const char f = format[i];
-      if (f == '-') spec.left = true;
-      else if (f == '0') spec.zero = true;
-      else if (f == '+') spec.plus = true;
-      else if (f == ' ') spec.space = true;
-      else if (f == '#') spec.alt = true;
-      else break;
+      if (f == '-')
+        spec.left = true;
+      else if (f == '0')
+        spec.zero = true;
+      else if (f == '+')
+        spec.plus = true;
+      else if (f == ' ')
+        spec.space = true;
+      else if (f == '#')
+        spec.alt = true;
+      else
+        break;
     }
     for (; i < format.size() && format[i] >= '0' && format[i] <= '9'; ++i) {
       spec.width = spec.width * 10 + static_cast<size_t>(format[i] - '0');

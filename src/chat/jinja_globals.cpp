@@ -35,7 +35,8 @@ Result<Value> strftime_now(Interpreter& in, CallArgs& args) {
 
 // dict(*args, **kwargs) as Python builds it: an optional mapping or list of pairs, then keywords.
 Result<Dict> build_dict(const CallArgs& args, std::string_view function) {
-  if (args.positional.size() > 1) return make_error("{}() expected at most 1 positional argument", function);
+  if (args.positional.size() > 1)
+    return make_error("{}() expected at most 1 positional argument", function);
   Dict d;
   if (!args.positional.empty()) {
     const Value& init = args.positional[0];
@@ -92,7 +93,8 @@ Result<Value> make_range(Interpreter& in, CallArgs& args) {
   const long double span = static_cast<long double>(stop) - static_cast<long double>(start);
   const long double steps = span / static_cast<long double>(step);
   if (steps > static_cast<long double>(kMaxRange))
-    return make_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
+    return make_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).",
+                      kMaxRange);
   TG_TRY(in.charge(steps > 0 ? static_cast<int64_t>(steps) : 0));
   List out;
   int64_t i = start;

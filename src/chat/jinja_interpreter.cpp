@@ -197,7 +197,8 @@ Result<Interpreter::Flow> Interpreter::exec(const Stmt& stmt, Scope& scope, std:
       values.push_back(std::move(v));
     }
     Scope& inner = new_scope(&scope);
-    for (size_t i = 0; i < values.size(); ++i) inner.set(n->assignments[i].first, std::move(values[i]));
+    for (size_t i = 0; i < values.size(); ++i)
+      inner.set(n->assignments[i].first, std::move(values[i]));
     auto flow = exec_body(n->body, inner, out);
     release_scope(inner);
     return flow;
@@ -215,12 +216,13 @@ Status Interpreter::exec_set(const AssignTarget& target, Value value, int line, 
   if (!target.attribute.empty()) {
     const Value* ns = scope.find(target.names[0]);
     if (!ns || !ns->is_object() || !ns->as_object().assignable)
-      return make_error("line {}: cannot assign attribute '{}' on '{}': it is not a namespace()", line,
-                        target.attribute, target.names[0]);
+      return make_error("line {}: cannot assign attribute '{}' on '{}': it is not a namespace()",
+                        line, target.attribute, target.names[0]);
     if (value.depth() > kMaxValueDepth)
       return make_error("line {}: value nested deeper than {} levels", line, kMaxValueDepth);
     if (contains_object(value))
-      return make_error("line {}: a namespace attribute cannot hold a namespace or loop object", line);
+      return make_error("line {}: a namespace attribute cannot hold a namespace or loop object",
+                        line);
     ns->as_object().attrs->set(target.attribute, std::move(value));
     return {};
   }
@@ -230,12 +232,14 @@ Status Interpreter::exec_set(const AssignTarget& target, Value value, int line, 
   }
   TG_ASSIGN(ListPtr items, at_line(iterate(value), line));
   if (items->size() != target.names.size())
-    return make_error("line {}: cannot unpack {} values into {} names", line, items->size(), target.names.size());
+    return make_error("line {}: cannot unpack {} values into {} names", line, items->size(),
+                      target.names.size());
   for (size_t i = 0; i < items->size(); ++i) scope.set(target.names[i], (*items)[i]);
   return {};
 }
 
-Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& node, int line, Scope& scope, std::string& out) {
+Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& node, int line, Scope& scope,
+                                                std::string& out) {
   TG_ASSIGN(Value iterable, eval(*node.iterable, scope));
   TG_ASSIGN(ListPtr items, at_line(iterate(iterable), line));
   if (node.condition) {
@@ -262,13 +266,15 @@ Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& node, int line, S
   loop->set("depth", Value::integer(1));
   loop->set("depth0", Value::integer(0));
   std::weak_ptr<Dict> loop_ref = loop;
-  loop->set("cycle", Value::callable("loop.cycle", [loop_ref](Interpreter&, CallArgs& args) -> Result<Value> {
-    if (args.positional.empty()) return make_error("no items for cycling given");
-    const auto attrs = loop_ref.lock();
-    const Value* index0 = attrs ? attrs->find("index0") : nullptr;
-    if (!index0 || !index0->is_int()) return make_error("loop.cycle() used outside its loop");
-    return args.positional[static_cast<size_t>(index0->as_int()) % args.positional.size()];
-  }));
+  loop->set(
+      "cycle",
+      Value::callable("loop.cycle", [loop_ref](Interpreter&, CallArgs& args) -> Result<Value> {
+        if (args.positional.empty()) return make_error("no items for cycling given");
+        const auto attrs = loop_ref.lock();
+        const Value* index0 = attrs ? attrs->find("index0") : nullptr;
+        if (!index0 || !index0->is_int()) return make_error("loop.cycle() used outside its loop");
+        return args.positional[static_cast<size_t>(index0->as_int()) % args.positional.size()];
+      }));
   const Value loop_value = Value::object(Object{"LoopContext", loop, false});
   for (int64_t i = 0; i < n; ++i) {
     TG_TRY(at_line(charge(1), line));
@@ -284,8 +290,10 @@ Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& node, int line, S
     loop->set("revindex0", Value::integer(n - i - 1));
     loop->set("first", Value::boolean(i == 0));
     loop->set("last", Value::boolean(i == n - 1));
-    loop->set("previtem", i > 0 ? (*items)[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
-    loop->set("nextitem", i + 1 < n ? (*items)[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
+    loop->set("previtem", i > 0 ? (*items)[static_cast<size_t>(i - 1)]
+                                : Value::undefined("there is no previous item"));
+    loop->set("nextitem", i + 1 < n ? (*items)[static_cast<size_t>(i + 1)]
+                                    : Value::undefined("there is no next item"));
     iteration.set("loop", loop_value);
     auto flow = exec_body(node.body, iteration, out);
     release_scope(iteration);
@@ -297,8 +305,8 @@ Result<Interpreter::Flow> Interpreter::exec_for(const ForStmt& node, int line, S
 
 // ---- macros ----------------------------------------------------------------------------------
 
-Result<Value> Interpreter::make_macro(const std::string& name, const MacroParams& params, const Body& body,
-                                      Scope& scope) {
+Result<Value> Interpreter::make_macro(const std::string& name, const MacroParams& params,
+                                      const Body& body, Scope& scope) {
   scope.capture();
   Scope* defining = &scope;
   const MacroParams* p = &params;
@@ -308,8 +316,8 @@ Result<Value> Interpreter::make_macro(const std::string& name, const MacroParams
   });
 }
 
-Result<Value> Interpreter::call_macro(const std::string& name, const MacroParams& params, const Body& body,
-                                      Scope* defining, CallArgs& args) {
+Result<Value> Interpreter::call_macro(const std::string& name, const MacroParams& params,
+                                      const Body& body, Scope* defining, CallArgs& args) {
   if (call_depth_ >= limits_.max_call_depth)
     return make_error("macro '{}' nested deeper than {} calls", name, limits_.max_call_depth);
   TG_TRY(charge(1));
@@ -349,7 +357,8 @@ Result<Value> Interpreter::call_macro(const std::string& name, const MacroParams
       }
       scope.set(params.names[k], std::move(v.value()));
     } else {
-      scope.set(params.names[k], Value::undefined(fmt::format("'{}' is undefined", params.names[k])));
+      scope.set(params.names[k],
+                Value::undefined(fmt::format("'{}' is undefined", params.names[k])));
     }
   }
   std::string out;
@@ -370,15 +379,18 @@ Result<Value> Interpreter::call_value(const Value& callee, CallArgs& args) {
   return callee.as_callable().fn(*this, args);
 }
 
-Result<Value> Interpreter::apply_filter(std::string_view name, const Value& input, const CallArgs& args) {
+Result<Value> Interpreter::apply_filter(std::string_view name, const Value& input,
+                                        const CallArgs& args) {
   const FilterFn fn = find_filter(name);
   if (!fn) return make_error("no filter named '{}'", name);
   auto r = fn(*this, input, args);
-  if (!r.ok() && r.message().rfind("line ", 0) != 0) return make_error("filter '{}': {}", name, r.message());
+  if (!r.ok() && r.message().rfind("line ", 0) != 0)
+    return make_error("filter '{}': {}", name, r.message());
   return r;
 }
 
-Result<bool> Interpreter::apply_test(std::string_view name, const Value& input, const CallArgs& args) {
+Result<bool> Interpreter::apply_test(std::string_view name, const Value& input,
+                                     const CallArgs& args) {
   const TestFn fn = find_test(name);
   if (!fn) return make_error("no test named '{}'", name);
   return fn(*this, input, args);
@@ -430,7 +442,8 @@ Result<Value> Interpreter::eval_call(const Expr& e, Scope& scope, const Value* c
 
 Result<Value> Interpreter::eval(const Expr& e, Scope& scope) {
   switch (e.kind) {
-    case ExprKind::kLiteral: return e.literal;
+    case ExprKind::kLiteral:
+      return e.literal;
     case ExprKind::kName: {
       const Value* v = scope.find(e.name);
       if (v) return *v;
@@ -473,7 +486,8 @@ Result<Value> Interpreter::eval(const Expr& e, Scope& scope) {
       }
       return at_line(get_slice(obj, bounds[0], bounds[1], bounds[2]), e.line);
     }
-    case ExprKind::kCall: return eval_call(e, scope, nullptr);
+    case ExprKind::kCall:
+      return eval_call(e, scope, nullptr);
     case ExprKind::kFilter: {
       TG_ASSIGN(Value input, eval(*e.a, scope));
       return eval_filter(e, std::move(input), scope);

@@ -18,9 +18,9 @@
 namespace tangram::jinja {
 
 struct RenderLimits {
-  int64_t max_steps = 4'000'000;             // loop iterations, calls and filter element visits
+  int64_t max_steps = 4'000'000;               // loop iterations, calls and filter element visits
   size_t max_output_bytes = size_t{64} << 20;  // rendered text, and any one string built
-  int max_call_depth = 64;                   // nested macro / caller() calls
+  int max_call_depth = 64;                     // nested macro / caller() calls
 };
 
 // Deepest container nesting a namespace attribute may hold (keeps recursion in repr, tojson

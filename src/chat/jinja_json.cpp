@@ -14,16 +14,21 @@ Result<Value> convert(const Json& j, uint32_t depth) {
   if (depth > kMaxJsonDepth) return make_error("JSON nested deeper than {} levels", kMaxJsonDepth);
   switch (j.type()) {
     case nlohmann::json::value_t::null:
-    case nlohmann::json::value_t::discarded: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value::boolean(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value::integer(j.template get<int64_t>());
+    case nlohmann::json::value_t::discarded:
+      return Value::none();
+    case nlohmann::json::value_t::boolean:
+      return Value::boolean(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value::integer(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       const auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
       return Value::integer(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float: return Value::number(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value::string(j.template get<std::string>());
+    case nlohmann::json::value_t::number_float:
+      return Value::number(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value::string(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List items;
       items.reserve(j.size());
@@ -41,7 +46,8 @@ Result<Value> convert(const Json& j, uint32_t depth) {
       }
       return Value::dict(std::move(d));
     }
-    case nlohmann::json::value_t::binary: return make_error("binary JSON values are not supported");
+    case nlohmann::json::value_t::binary:
+      return make_error("binary JSON values are not supported");
   }
   return Value::none();
 }
@@ -50,14 +56,29 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
   out += '"';
   for (char32_t c : decode_utf8(s)) {
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
       if (c > 0xFFFF) {  // UTF-16 surrogate pair, as Python writes it
@@ -87,17 +108,28 @@ struct Dumper {
 
   Status dump(const Value& v, int level) {
     switch (v.kind()) {
-      case Kind::kNone: out += "null"; return {};
-      case Kind::kBool: out += v.as_bool() ? "true" : "false"; return {};
-      case Kind::kInt: out += std::to_string(v.as_int()); return {};
+      case Kind::kNone:
+        out += "null";
+        return {};
+      case Kind::kBool:
+        out += v.as_bool() ? "true" : "false";
+        return {};
+      case Kind::kInt:
+        out += std::to_string(v.as_int());
+        return {};
       case Kind::kFloat: {
         const double d = v.as_float();
-        if (std::isnan(d)) out += "NaN";
-        else if (std::isinf(d)) out += d > 0 ? "Infinity" : "-Infinity";
-        else out += format_py_float(d);
+        if (std::isnan(d))
+          out += "NaN";
+        else if (std::isinf(d))
+          out += d > 0 ? "Infinity" : "-Infinity";
+        else
+          out += format_py_float(d);
         return {};
       }
-      case Kind::kString: append_json_string(out, v.as_string(), options.ensure_ascii); return {};
+      case Kind::kString:
+        append_json_string(out, v.as_string(), options.ensure_ascii);
+        return {};
       case Kind::kList: {
         if (!v.is_indexable_list())
           return make_error("Object of type {} is not JSON serializable", type_name(v));
@@ -167,13 +199,19 @@ Result<Value> value_from_json(const nlohmann::ordered_json& j) { return convert(
 
 Result<nlohmann::ordered_json> value_to_json(const Value& v) {
   switch (v.kind()) {
-    case Kind::kNone: return nlohmann::ordered_json(nullptr);
-    case Kind::kBool: return nlohmann::ordered_json(v.as_bool());
-    case Kind::kInt: return nlohmann::ordered_json(v.as_int());
-    case Kind::kFloat: return nlohmann::ordered_json(v.as_float());
-    case Kind::kString: return nlohmann::ordered_json(v.as_string());
+    case Kind::kNone:
+      return nlohmann::ordered_json(nullptr);
+    case Kind::kBool:
+      return nlohmann::ordered_json(v.as_bool());
+    case Kind::kInt:
+      return nlohmann::ordered_json(v.as_int());
+    case Kind::kFloat:
+      return nlohmann::ordered_json(v.as_float());
+    case Kind::kString:
+      return nlohmann::ordered_json(v.as_string());
     case Kind::kList: {
-      if (!v.is_indexable_list()) return make_error("Object of type {} is not JSON serializable", type_name(v));
+      if (!v.is_indexable_list())
+        return make_error("Object of type {} is not JSON serializable", type_name(v));
       auto out = nlohmann::ordered_json::array();
       for (const Value& item : v.as_list()) {
         TG_ASSIGN(auto j, value_to_json(item));
@@ -190,7 +228,8 @@ Result<nlohmann::ordered_json> value_to_json(const Value& v) {
       }
       return out;
     }
-    default: return make_error("Object of type {} is not JSON serializable", type_name(v));
+    default:
+      return make_error("Object of type {} is not JSON serializable", type_name(v));
   }
 }
 

@@ -17,8 +17,8 @@ bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
 // Longest operators first so that "//" wins over "/".
 constexpr std::array<std::string_view, 25> kOperators = {
-    "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]", "(", ")", "{", "}",
-    ">", "<", "=", ".", ":", "|", ","};
+    "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+    "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ","};
 
 // Jinja2 normalizes every newline sequence to "\n" and, unless keep_trailing_newline, drops one
 // trailing newline before lexing.
@@ -245,7 +245,8 @@ class Lexer {
       return p + op.size();
     }
     // Name the whole code point (never a lone byte of one) so the message stays valid UTF-8.
-    const std::u32string cp = decode_utf8(std::string_view(src_).substr(p, std::min<size_t>(4, src_.size() - p)));
+    const std::u32string cp =
+        decode_utf8(std::string_view(src_).substr(p, std::min<size_t>(4, src_.size() - p)));
     std::string shown;
     append_utf8(shown, cp.empty() ? U'?' : cp[0]);
     return make_error("line {}: unexpected character '{}' (U+{:04X}) inside a tag", line, shown,
@@ -271,17 +272,38 @@ class Lexer {
       const char e = src_[i + 1];
       i += 2;
       switch (e) {
-        case '\n': break;  // line continuation
-        case '\\': value += '\\'; break;
-        case '\'': value += '\''; break;
-        case '"': value += '"'; break;
-        case 'a': value += '\a'; break;
-        case 'b': value += '\b'; break;
-        case 'f': value += '\f'; break;
-        case 'n': value += '\n'; break;
-        case 'r': value += '\r'; break;
-        case 't': value += '\t'; break;
-        case 'v': value += '\v'; break;
+        case '\n':
+          break;  // line continuation
+        case '\\':
+          value += '\\';
+          break;
+        case '\'':
+          value += '\'';
+          break;
+        case '"':
+          value += '"';
+          break;
+        case 'a':
+          value += '\a';
+          break;
+        case 'b':
+          value += '\b';
+          break;
+        case 'f':
+          value += '\f';
+          break;
+        case 'n':
+          value += '\n';
+          break;
+        case 'r':
+          value += '\r';
+          break;
+        case 't':
+          value += '\t';
+          break;
+        case 'v':
+          value += '\v';
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -290,17 +312,22 @@ class Lexer {
           for (size_t k = 0; k < digits; ++k, ++i) {
             const char h = i < src_.size() ? src_[i] : '\0';
             int d = -1;
-            if (h >= '0' && h <= '9') d = h - '0';
-            else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-            if (d < 0) return make_error("line {}: truncated \\{} escape in string literal", line, e);
+            if (h >= '0' && h <= '9')
+              d = h - '0';
+            else if (h >= 'a' && h <= 'f')
+              d = h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F')
+              d = h - 'A' + 10;
+            if (d < 0)
+              return make_error("line {}: truncated \\{} escape in string literal", line, e);
             cp = cp * 16 + static_cast<uint32_t>(d);
           }
           if (cp > 0x10FFFF) return make_error("line {}: \\U escape out of range", line);
           append_utf8(value, cp);
           break;
         }
-        case 'N': return make_error("line {}: \\N{{...}} escapes are not supported", line);
+        case 'N':
+          return make_error("line {}: \\N{{...}} escapes are not supported", line);
         default:
           if (e >= '0' && e <= '7') {  // up to three octal digits
             uint32_t cp = static_cast<uint32_t>(e - '0');
@@ -363,14 +390,16 @@ class Lexer {
       }
       if (float_end != std::string::npos) {
         const std::string text = without_underscores(p, float_end);
-        tokens_.push_back(Token{TokenType::kFloat, text, 0, std::strtod(text.c_str(), nullptr), line});
+        tokens_.push_back(
+            Token{TokenType::kFloat, text, 0, std::strtod(text.c_str(), nullptr), line});
         return float_end;
       }
     }
     int base = 10;
     size_t b = p;
     size_t e = p;
-    if (src_[p] == '0' && p + 1 < src_.size() && std::string_view("bBoOxX").find(src_[p + 1]) != std::string_view::npos) {
+    if (src_[p] == '0' && p + 1 < src_.size() &&
+        std::string_view("bBoOxX").find(src_[p + 1]) != std::string_view::npos) {
       const char k = static_cast<char>(src_[p + 1] | 0x20);
       base = k == 'b' ? 2 : k == 'o' ? 8 : 16;
       b = e = p + 2;
@@ -379,7 +408,9 @@ class Lexer {
         if (base == 8) return ch >= '0' && ch <= '7';
         return is_digit(ch) || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f');
       };
-      while (e < src_.size() && (ok(src_[e]) || (src_[e] == '_' && e + 1 < src_.size() && ok(src_[e + 1])))) ++e;
+      while (e < src_.size() &&
+             (ok(src_[e]) || (src_[e] == '_' && e + 1 < src_.size() && ok(src_[e + 1]))))
+        ++e;
       if (e == b) return make_error("line {}: invalid integer literal", line);
     } else if (src_[p] == '0') {
       e = p + 1;  // "0", "0_0": Python forbids leading zeros, so "01" lexes as 0 then 1
@@ -393,7 +424,8 @@ class Lexer {
     char* end = nullptr;
     const long long v = std::strtoll(digits.c_str(), &end, base);
     if (errno == ERANGE) return make_error("line {}: integer literal too large", line);
-    tokens_.push_back(Token{TokenType::kInteger, src_.substr(p, e - p), static_cast<int64_t>(v), 0, line});
+    tokens_.push_back(
+        Token{TokenType::kInteger, src_.substr(p, e - p), static_cast<int64_t>(v), 0, line});
     return e;
   }
 

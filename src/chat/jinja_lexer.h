@@ -19,10 +19,10 @@ enum class TokenType {
   kBlockBegin,     // {%
   kBlockEnd,       // %}
   kName,
-  kString,         // text holds the unescaped value
+  kString,  // text holds the unescaped value
   kInteger,
   kFloat,
-  kOperator,       // text holds the operator, e.g. "==" or "("
+  kOperator,  // text holds the operator, e.g. "==" or "("
   kEnd,
 };
 

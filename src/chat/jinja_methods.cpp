@@ -10,13 +10,15 @@ namespace tangram::jinja {
 namespace {
 
 constexpr std::string_view kStringMethods[] = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
-    "replace", "upper", "lower", "title", "capitalize", "find", "rfind", "count", "join",
-    "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper"};
+    "strip",      "lstrip",   "rstrip",  "split",   "rsplit", "splitlines",
+    "startswith", "endswith", "replace", "upper",   "lower",  "title",
+    "capitalize", "find",     "rfind",   "count",   "join",   "isdigit",
+    "isalpha",    "isalnum",  "isspace", "islower", "isupper"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "copy"};
-constexpr std::string_view kUnsafeDictMethods[] = {"pop", "popitem", "update", "setdefault", "clear"};
-constexpr std::string_view kUnsafeListMethods[] = {"append", "extend", "insert", "pop", "remove",
-                                                   "reverse", "sort", "clear"};
+constexpr std::string_view kUnsafeDictMethods[] = {"pop", "popitem", "update", "setdefault",
+                                                   "clear"};
+constexpr std::string_view kUnsafeListMethods[] = {"append", "extend",  "insert", "pop",
+                                                   "remove", "reverse", "sort",   "clear"};
 
 template <size_t N>
 bool contains(const std::string_view (&list)[N], std::string_view name) {
@@ -30,9 +32,11 @@ Result<const std::string*> optional_string(const std::optional<Value>& v, std::s
   return &v->as_string();
 }
 
-Result<int64_t> optional_int(const std::optional<Value>& v, int64_t fallback, std::string_view what) {
+Result<int64_t> optional_int(const std::optional<Value>& v, int64_t fallback,
+                             std::string_view what) {
   if (!v) return fallback;
-  if (!v->is_int() && !v->is_bool()) return make_error("{} must be an integer, not {}", what, type_name(*v));
+  if (!v->is_int() && !v->is_bool())
+    return make_error("{} must be an integer, not {}", what, type_name(*v));
   return v->as_integral();
 }
 
@@ -47,18 +51,20 @@ Value string_list(std::vector<std::string> parts) {
 Result<bool> affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const std::string& a) {
     if (a.size() > s.size()) return false;
-    return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+    return prefix ? s.compare(0, a.size(), a) == 0
+                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
   };
   if (affix.is_string()) return one(affix.as_string());
   if (affix.is_list()) {
     for (const Value& a : affix.as_list()) {
-      if (!a.is_string()) return make_error("tuple for {} must only contain str", prefix ? "startswith" : "endswith");
+      if (!a.is_string())
+        return make_error("tuple for {} must only contain str", prefix ? "startswith" : "endswith");
       if (one(a.as_string())) return true;
     }
     return false;
   }
-  return make_error("{} arg must be str or a tuple of str, not {}", prefix ? "startswith" : "endswith",
-                    type_name(affix));
+  return make_error("{} arg must be str or a tuple of str, not {}",
+                    prefix ? "startswith" : "endswith", type_name(affix));
 }
 
 template <typename Pred>
@@ -69,7 +75,8 @@ bool all_code_points(const std::string& s, Pred pred) {
 }
 
 // max_bytes bounds any string a method builds (the interpreter's output limit).
-Result<Value> string_method(const std::string& s, std::string_view name, const CallArgs& args, size_t max_bytes) {
+Result<Value> string_method(const std::string& s, std::string_view name, const CallArgs& args,
+                            size_t max_bytes) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     TG_ASSIGN(auto a, bind_args(args, name, {"chars"}));
     TG_ASSIGN(const std::string* chars, optional_string(a[0], "chars"));
@@ -97,7 +104,8 @@ Result<Value> string_method(const std::string& s, std::string_view name, const C
     if (!a[0] || !a[1] || !a[0]->is_string() || !a[1]->is_string())
       return make_error("replace() takes two str arguments");
     TG_ASSIGN(int64_t count, optional_int(a[2], -1, "count"));
-    TG_ASSIGN(std::string out, py_replace(s, a[0]->as_string(), a[1]->as_string(), count, max_bytes));
+    TG_ASSIGN(std::string out,
+              py_replace(s, a[0]->as_string(), a[1]->as_string(), count, max_bytes));
     return Value::string(std::move(out));
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
@@ -119,7 +127,8 @@ Result<Value> string_method(const std::string& s, std::string_view name, const C
     }
     const size_t p = name == "find" ? s.find(sub) : s.rfind(sub);
     if (p == std::string::npos) return Value::integer(-1);
-    return Value::integer(static_cast<int64_t>(count_code_points(std::string_view(s).substr(0, p))));
+    return Value::integer(
+        static_cast<int64_t>(count_code_points(std::string_view(s).substr(0, p))));
   }
   if (name == "join") {
     TG_ASSIGN(auto a, bind_args(args, name, {"iterable"}));
@@ -128,17 +137,21 @@ Result<Value> string_method(const std::string& s, std::string_view name, const C
     std::string out;
     for (size_t i = 0; i < items->size(); ++i) {
       if (!(*items)[i].is_string())
-        return make_error("sequence item {}: expected str instance, {} found", i, type_name((*items)[i]));
+        return make_error("sequence item {}: expected str instance, {} found", i,
+                          type_name((*items)[i]));
       if (i > 0) out += s;
       out += (*items)[i].as_string();
     }
     return Value::string(std::move(out));
   }
   TG_ASSIGN(auto a, bind_args(args, name, {}));
-  if (name == "isdigit") return Value::boolean(all_code_points(s, [](char32_t c) { return c >= '0' && c <= '9'; }));
-  if (name == "isalpha") return Value::boolean(all_code_points(s, [](char32_t c) { return py_is_cased_letter(c); }));
+  if (name == "isdigit")
+    return Value::boolean(all_code_points(s, [](char32_t c) { return c >= '0' && c <= '9'; }));
+  if (name == "isalpha")
+    return Value::boolean(all_code_points(s, [](char32_t c) { return py_is_cased_letter(c); }));
   if (name == "isalnum")
-    return Value::boolean(all_code_points(s, [](char32_t c) { return py_is_cased_letter(c) || (c >= '0' && c <= '9'); }));
+    return Value::boolean(all_code_points(
+        s, [](char32_t c) { return py_is_cased_letter(c) || (c >= '0' && c <= '9'); }));
   if (name == "isspace") return Value::boolean(all_code_points(s, is_py_space));
   // islower/isupper: at least one cased character and none of the other case.
   const std::u32string cps = decode_utf8(s);
@@ -166,17 +179,23 @@ Result<Value> dict_method(const Value& obj, std::string_view name, const CallArg
   List out;
   out.reserve(d.size());
   for (const auto& [key, value] : d.entries()) {
-    if (name == "keys") out.push_back(key);
-    else if (name == "values") out.push_back(value);
-    else out.push_back(Value::list(List{key, value}, Seq::kTuple));
+    if (name == "keys")
+      out.push_back(key);
+    else if (name == "values")
+      out.push_back(value);
+    else
+      out.push_back(Value::list(List{key, value}, Seq::kTuple));
   }
-  const Seq view = name == "keys" ? Seq::kDictKeys : name == "values" ? Seq::kDictValues : Seq::kDictItems;
+  const Seq view = name == "keys"     ? Seq::kDictKeys
+                   : name == "values" ? Seq::kDictValues
+                                      : Seq::kDictItems;
   return Value::list(std::move(out), view);
 }
 
 // Markup's wrapped str methods: string arguments are escaped (except for the split family) and
 // the result is Markup again.
-Result<Value> markup_method(const Value& obj, std::string_view name, const CallArgs& args, size_t max_bytes) {
+Result<Value> markup_method(const Value& obj, std::string_view name, const CallArgs& args,
+                            size_t max_bytes) {
   CallArgs escaped = args;
   const bool splits = name == "split" || name == "rsplit" || name == "splitlines";  // no escaping
   for (Value& v : escaped.positional)
@@ -194,24 +213,29 @@ Result<Value> markup_method(const Value& obj, std::string_view name, const CallA
   return r;
 }
 
-constexpr std::string_view kMarkupPreservingMethods[] = {"strip", "lstrip", "rstrip", "upper", "lower", "title",
-                                                         "capitalize", "replace", "split", "rsplit", "splitlines"};
+constexpr std::string_view kMarkupPreservingMethods[] = {"strip", "lstrip", "rstrip",     "upper",
+                                                         "lower", "title",  "capitalize", "replace",
+                                                         "split", "rsplit", "splitlines"};
 
 }  // namespace
 
 MethodKind method_kind(const Value& obj, std::string_view name) {
-  if (obj.is_string()) return contains(kStringMethods, name) ? MethodKind::kSafe : MethodKind::kNone;
+  if (obj.is_string())
+    return contains(kStringMethods, name) ? MethodKind::kSafe : MethodKind::kNone;
   if (obj.is_dict()) {
     if (contains(kDictMethods, name)) return MethodKind::kSafe;
     return contains(kUnsafeDictMethods, name) ? MethodKind::kUnsafe : MethodKind::kNone;
   }
-  if (obj.is_list()) return contains(kUnsafeListMethods, name) ? MethodKind::kUnsafe : MethodKind::kNone;
+  if (obj.is_list())
+    return contains(kUnsafeListMethods, name) ? MethodKind::kUnsafe : MethodKind::kNone;
   return MethodKind::kNone;
 }
 
-Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name, const CallArgs& args) {
+Result<Value> call_method(Interpreter& in, const Value& obj, std::string_view name,
+                          const CallArgs& args) {
   const size_t max_bytes = in.limits().max_output_bytes;
-  if (obj.is_markup() && contains(kMarkupPreservingMethods, name)) return markup_method(obj, name, args, max_bytes);
+  if (obj.is_markup() && contains(kMarkupPreservingMethods, name))
+    return markup_method(obj, name, args, max_bytes);
   if (obj.is_string()) return string_method(obj.as_string(), name, args, max_bytes);
   if (obj.is_dict()) return dict_method(obj, name, args);
   return make_error("'{}' object has no method '{}'", type_name(obj), name);

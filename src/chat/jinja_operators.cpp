@@ -13,7 +13,8 @@ Error undefined_error(const Value& v) {
 namespace {
 
 Error unsupported(std::string_view op, const Value& a, const Value& b) {
-  return make_error("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b));
+  return make_error("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a),
+                    type_name(b));
 }
 
 Result<Value> repeat(const Value& seq, int64_t times, size_t max_bytes) {
@@ -21,7 +22,8 @@ Result<Value> repeat(const Value& seq, int64_t times, size_t max_bytes) {
   const auto n = static_cast<uint64_t>(times);
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
-    if (!s.empty() && n > max_bytes / s.size()) return make_error("string repetition exceeds the output limit");
+    if (!s.empty() && n > max_bytes / s.size())
+      return make_error("string repetition exceeds the output limit");
     std::string out;
     out.reserve(s.size() * n);
     for (uint64_t i = 0; i < n; ++i) out += s;
@@ -31,8 +33,10 @@ Result<Value> repeat(const Value& seq, int64_t times, size_t max_bytes) {
   // A Value holds its string by value, so each copy of the list copies its strings' bytes too
   // (["a" * 60000000] * 1000 would be 60 GB); nested lists and dicts are shared.
   size_t item_bytes = 0;
-  for (const Value& v : items) item_bytes += sizeof(Value) + (v.is_string() ? v.as_string().size() : 0);
-  if (item_bytes > 0 && n > max_bytes / item_bytes) return make_error("list repetition exceeds the size limit");
+  for (const Value& v : items)
+    item_bytes += sizeof(Value) + (v.is_string() ? v.as_string().size() : 0);
+  if (item_bytes > 0 && n > max_bytes / item_bytes)
+    return make_error("list repetition exceeds the size limit");
   List out;
   out.reserve(items.size() * n);
   for (uint64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
@@ -134,8 +138,10 @@ Result<Value> binary_op(std::string_view op, const Value& a, const Value& b, siz
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_indexable_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_integral(), max_bytes);
-    if ((b.is_string() || b.is_indexable_list()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_integral(), max_bytes);
+    if ((a.is_string() || a.is_indexable_list()) && (b.is_int() || b.is_bool()))
+      return repeat(a, b.as_integral(), max_bytes);
+    if ((b.is_string() || b.is_indexable_list()) && (a.is_int() || a.is_bool()))
+      return repeat(b, a.as_integral(), max_bytes);
   }
   return unsupported(op, a, b);
 }
@@ -163,7 +169,8 @@ Result<bool> compare_op(std::string_view op, const Value& a, const Value& b) {
 
 Result<Value> unary_op(bool negate, const Value& a) {
   if (a.is_undefined()) return undefined_error(a);
-  if (!a.is_number()) return make_error("bad operand type for unary {}: '{}'", negate ? "-" : "+", type_name(a));
+  if (!a.is_number())
+    return make_error("bad operand type for unary {}: '{}'", negate ? "-" : "+", type_name(a));
   if (a.is_float()) return Value::number(negate ? -a.as_float() : a.as_float());
   const int64_t v = a.as_integral();
   if (negate && v == INT64_MIN) return make_error("integer overflow in unary -");

@@ -16,17 +16,27 @@ bool in_list(std::string_view s, std::initializer_list<std::string_view> list) {
 
 std::string describe(const Token& t) {
   switch (t.type) {
-    case TokenType::kData: return "template text";
-    case TokenType::kVariableBegin: return "'{{'";
-    case TokenType::kVariableEnd: return "'}}'";
-    case TokenType::kBlockBegin: return "'{%'";
-    case TokenType::kBlockEnd: return "'%}'";
-    case TokenType::kName: return "'" + t.text + "'";
-    case TokenType::kString: return "string literal";
+    case TokenType::kData:
+      return "template text";
+    case TokenType::kVariableBegin:
+      return "'{{'";
+    case TokenType::kVariableEnd:
+      return "'}}'";
+    case TokenType::kBlockBegin:
+      return "'{%'";
+    case TokenType::kBlockEnd:
+      return "'%}'";
+    case TokenType::kName:
+      return "'" + t.text + "'";
+    case TokenType::kString:
+      return "string literal";
     case TokenType::kInteger:
-    case TokenType::kFloat: return "number " + t.text;
-    case TokenType::kOperator: return "'" + t.text + "'";
-    case TokenType::kEnd: return "end of template";
+    case TokenType::kFloat:
+      return "number " + t.text;
+    case TokenType::kOperator:
+      return "'" + t.text + "'";
+    case TokenType::kEnd:
+      return "end of template";
   }
   return "token";
 }
@@ -58,8 +68,12 @@ class Parser {
   void next() {
     if (pos_ + 1 < toks_.size()) ++pos_;
   }
-  bool is_op(std::string_view op) const { return cur().type == TokenType::kOperator && cur().text == op; }
-  bool is_name(std::string_view n) const { return cur().type == TokenType::kName && cur().text == n; }
+  bool is_op(std::string_view op) const {
+    return cur().type == TokenType::kOperator && cur().text == op;
+  }
+  bool is_name(std::string_view n) const {
+    return cur().type == TokenType::kName && cur().text == n;
+  }
   bool skip_op(std::string_view op) {
     if (!is_op(op)) return false;
     next();
@@ -91,7 +105,8 @@ class Parser {
   }
   Status check_depth() const {
     if (depth_ > kMaxParseDepth)
-      return make_error("line {}: template nested too deeply (limit {})", cur().line, kMaxParseDepth);
+      return make_error("line {}: template nested too deeply (limit {})", cur().line,
+                        kMaxParseDepth);
     return {};
   }
 
@@ -115,7 +130,8 @@ class Parser {
       if (t.type == TokenType::kEnd) {
         if (end_names.size() == 0) return body;
         std::string wanted;
-        for (std::string_view n : end_names) wanted += (wanted.empty() ? "'" : " or '") + std::string(n) + "'";
+        for (std::string_view n : end_names)
+          wanted += (wanted.empty() ? "'" : " or '") + std::string(n) + "'";
         return make_error("line {}: unexpected end of template, expected {}", t.line, wanted);
       }
       if (t.type == TokenType::kData) {
@@ -194,7 +210,8 @@ class Parser {
       return make_error("line {}: the '{{% {} %}}' tag is not supported", line, tag);
     } else if (in_list(tag, {"endif", "elif", "else", "endfor", "endset", "endmacro", "endcall",
                              "endfilter", "endwith", "endgeneration", "endraw", "endblock"})) {
-      return make_error("line {}: unexpected '{{% {} %}}' without a matching opening tag", line, tag);
+      return make_error("line {}: unexpected '{{% {} %}}' without a matching opening tag", line,
+                        tag);
     } else {
       return make_error("line {}: unknown tag '{}'", line, tag);
     }
@@ -232,7 +249,8 @@ class Parser {
     if (skip_name("if")) {
       TG_ASSIGN(node.condition, parse_expression(true));
     }
-    if (is_name("recursive")) return make_error("line {}: recursive for loops are not supported", cur().line);
+    if (is_name("recursive"))
+      return make_error("line {}: recursive for loops are not supported", cur().line);
     TG_TRY(expect_block_end());
     ++loop_depth_;
     std::string found;
@@ -309,7 +327,8 @@ class Parser {
       TG_ASSIGN(node.params, parse_signature());
     }
     TG_ASSIGN(node.call, parse_expression(true));
-    if (node.call->kind != ExprKind::kCall) return make_error("line {}: expected a call after 'call'", node.call->line);
+    if (node.call->kind != ExprKind::kCall)
+      return make_error("line {}: expected a call after 'call'", node.call->line);
     TG_TRY(expect_block_end());
     const int saved_loops = loop_depth_;
     loop_depth_ = 0;
@@ -368,7 +387,8 @@ class Parser {
       next();
       if (!skip_op(",")) break;
       target.unpack = true;
-      if (is_op(")") || is_op("=") || (cur().type == TokenType::kName && in_list(cur().text, end_names)))
+      if (is_op(")") || is_op("=") ||
+          (cur().type == TokenType::kName && in_list(cur().text, end_names)))
         break;
     }
     if (parenthesized) {
@@ -385,7 +405,8 @@ class Parser {
 
   bool at_tuple_end(std::initializer_list<std::string_view> extra_end) const {
     const Token& t = cur();
-    if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd || t.type == TokenType::kEnd)
+    if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd ||
+        t.type == TokenType::kEnd)
       return true;
     if (t.type == TokenType::kOperator && t.text == ")") return true;
     return t.type == TokenType::kName && in_list(t.text, extra_end);
@@ -615,7 +636,8 @@ class Parser {
       case TokenType::kInteger:
       case TokenType::kFloat: {
         ExprPtr node = make(ExprKind::kLiteral, line);
-        node->literal = t.type == TokenType::kInteger ? Value::integer(t.int_value) : Value::number(t.float_value);
+        node->literal = t.type == TokenType::kInteger ? Value::integer(t.int_value)
+                                                      : Value::number(t.float_value);
         next();
         return node;
       }
@@ -629,7 +651,8 @@ class Parser {
         if (t.text == "[") return parse_list();
         if (t.text == "{") return parse_dict();
         break;
-      default: break;
+      default:
+        break;
     }
     return fail("expected an expression");
   }
@@ -765,7 +788,8 @@ class Parser {
       if (is_op(")")) break;
       if (is_op("*") || is_op("**"))
         return make_error("line {}: *args and **kwargs in calls are not supported", cur().line);
-      if (cur().type == TokenType::kName && peek().type == TokenType::kOperator && peek().text == "=") {
+      if (cur().type == TokenType::kName && peek().type == TokenType::kOperator &&
+          peek().text == "=") {
         std::string key = cur().text;
         next();
         next();
@@ -829,9 +853,9 @@ class Parser {
       TG_TRY(parse_call_args(*e));
     } else {
       const Token& t = cur();
-      const bool starts_arg =
-          t.type == TokenType::kName || t.type == TokenType::kString || t.type == TokenType::kInteger ||
-          t.type == TokenType::kFloat || (t.type == TokenType::kOperator && (t.text == "[" || t.text == "{"));
+      const bool starts_arg = t.type == TokenType::kName || t.type == TokenType::kString ||
+                              t.type == TokenType::kInteger || t.type == TokenType::kFloat ||
+                              (t.type == TokenType::kOperator && (t.text == "[" || t.text == "{"));
       if (starts_arg && !is_name("else") && !is_name("or") && !is_name("and")) {
         if (is_name("is")) return make_error("line {}: tests cannot be chained with 'is'", t.line);
         TG_ASSIGN(ExprPtr arg, parse_primary());

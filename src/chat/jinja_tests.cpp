@@ -21,11 +21,11 @@ Result<bool> no_args(const CallArgs& args, std::string_view name) {
   return true;
 }
 
-#define TG_SIMPLE_TEST(fn_name, test_name, expr)                            \
+#define TG_SIMPLE_TEST(fn_name, test_name, expr)                             \
   Result<bool> fn_name(Interpreter&, const Value& v, const CallArgs& args) { \
-    TG_TRY(no_args(args, test_name));                                       \
-    (void)v;                                                                \
-    return (expr);                                                          \
+    TG_TRY(no_args(args, test_name));                                        \
+    (void)v;                                                                 \
+    return (expr);                                                           \
   }
 
 TG_SIMPLE_TEST(t_defined, "defined", !v.is_undefined())
@@ -40,8 +40,10 @@ TG_SIMPLE_TEST(t_number, "number", v.is_number())
 TG_SIMPLE_TEST(t_string, "string", v.is_string())
 TG_SIMPLE_TEST(t_mapping, "mapping", v.is_dict())
 // Undefined iterates (as empty) and has a length, so Jinja counts it as iterable and sequence.
-TG_SIMPLE_TEST(t_iterable, "iterable", v.is_list() || v.is_dict() || v.is_string() || v.is_undefined())
-TG_SIMPLE_TEST(t_sequence, "sequence", v.is_indexable_list() || v.is_dict() || v.is_string() || v.is_undefined())
+TG_SIMPLE_TEST(t_iterable, "iterable",
+               v.is_list() || v.is_dict() || v.is_string() || v.is_undefined())
+TG_SIMPLE_TEST(t_sequence, "sequence",
+               v.is_indexable_list() || v.is_dict() || v.is_string() || v.is_undefined())
 TG_SIMPLE_TEST(t_callable, "callable", v.is_callable())
 TG_SIMPLE_TEST(t_escaped, "escaped", v.is_markup())
 TG_SIMPLE_TEST(t_lower, "lower", [&] {
@@ -86,18 +88,33 @@ Result<bool> t_divisibleby(Interpreter&, const Value& v, const CallArgs& args) {
   return py_equal(r, Value::integer(0));
 }
 
-Result<bool> compare_test(const Value& v, const CallArgs& args, std::string_view name, std::string_view op) {
+Result<bool> compare_test(const Value& v, const CallArgs& args, std::string_view name,
+                          std::string_view op) {
   TG_ASSIGN(Value other, one_arg(args, name));
   return compare_op(op, v, other);
 }
 
-Result<bool> t_eq(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "eq", "=="); }
-Result<bool> t_ne(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "ne", "!="); }
-Result<bool> t_lt(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "lt", "<"); }
-Result<bool> t_le(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "le", "<="); }
-Result<bool> t_gt(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "gt", ">"); }
-Result<bool> t_ge(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "ge", ">="); }
-Result<bool> t_in(Interpreter&, const Value& v, const CallArgs& a) { return compare_test(v, a, "in", "in"); }
+Result<bool> t_eq(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "eq", "==");
+}
+Result<bool> t_ne(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "ne", "!=");
+}
+Result<bool> t_lt(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "lt", "<");
+}
+Result<bool> t_le(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "le", "<=");
+}
+Result<bool> t_gt(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "gt", ">");
+}
+Result<bool> t_ge(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "ge", ">=");
+}
+Result<bool> t_in(Interpreter&, const Value& v, const CallArgs& a) {
+  return compare_test(v, a, "in", "in");
+}
 
 // Python's `is`: identity. Scalars of equal value are identical for the cases templates use
 // (`x is sameas false`, `x is sameas none`).
@@ -105,11 +122,16 @@ Result<bool> t_sameas(Interpreter&, const Value& v, const CallArgs& args) {
   TG_ASSIGN(Value other, one_arg(args, "sameas"));
   if (v.kind() != other.kind()) return false;
   switch (v.kind()) {
-    case Kind::kList: return v.list_ptr() == other.list_ptr();
-    case Kind::kDict: return v.dict_ptr() == other.dict_ptr();
-    case Kind::kObject: return v.as_object().attrs == other.as_object().attrs;
-    case Kind::kCallable: return &v.as_callable() == &other.as_callable();
-    default: return py_equal(v, other);
+    case Kind::kList:
+      return v.list_ptr() == other.list_ptr();
+    case Kind::kDict:
+      return v.dict_ptr() == other.dict_ptr();
+    case Kind::kObject:
+      return v.as_object().attrs == other.as_object().attrs;
+    case Kind::kCallable:
+      return &v.as_callable() == &other.as_callable();
+    default:
+      return py_equal(v, other);
   }
 }
 
@@ -129,19 +151,45 @@ struct TestEntry {
 };
 
 constexpr TestEntry kTests[] = {
-    {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
-    {"boolean", t_boolean},   {"false", t_false},         {"true", t_true},
-    {"integer", t_integer},   {"float", t_float},         {"number", t_number},
-    {"string", t_string},     {"mapping", t_mapping},     {"iterable", t_iterable},
-    {"sequence", t_sequence}, {"callable", t_callable},   {"escaped", t_escaped},
-    {"lower", t_lower},       {"upper", t_upper},         {"even", t_even},
-    {"odd", t_odd},           {"divisibleby", t_divisibleby}, {"eq", t_eq},
-    {"equalto", t_eq},        {"==", t_eq},               {"ne", t_ne},
-    {"!=", t_ne},             {"lt", t_lt},               {"lessthan", t_lt},
-    {"<", t_lt},              {"le", t_le},               {"<=", t_le},
-    {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
-    {"ge", t_ge},             {">=", t_ge},               {"in", t_in},
-    {"sameas", t_sameas},     {"filter", t_filter},       {"test", t_test},
+    {"defined", t_defined},
+    {"undefined", t_undefined},
+    {"none", t_none},
+    {"boolean", t_boolean},
+    {"false", t_false},
+    {"true", t_true},
+    {"integer", t_integer},
+    {"float", t_float},
+    {"number", t_number},
+    {"string", t_string},
+    {"mapping", t_mapping},
+    {"iterable", t_iterable},
+    {"sequence", t_sequence},
+    {"callable", t_callable},
+    {"escaped", t_escaped},
+    {"lower", t_lower},
+    {"upper", t_upper},
+    {"even", t_even},
+    {"odd", t_odd},
+    {"divisibleby", t_divisibleby},
+    {"eq", t_eq},
+    {"equalto", t_eq},
+    {"==", t_eq},
+    {"ne", t_ne},
+    {"!=", t_ne},
+    {"lt", t_lt},
+    {"lessthan", t_lt},
+    {"<", t_lt},
+    {"le", t_le},
+    {"<=", t_le},
+    {"gt", t_gt},
+    {"greaterthan", t_gt},
+    {">", t_gt},
+    {"ge", t_ge},
+    {">=", t_ge},
+    {"in", t_in},
+    {"sameas", t_sameas},
+    {"filter", t_filter},
+    {"test", t_test},
 };
 
 }  // namespace

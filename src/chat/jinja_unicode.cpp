@@ -122,9 +122,24 @@ bool is_py_printable(char32_t c) {
 
 bool is_py_space(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;
@@ -154,7 +169,9 @@ std::string py_strip(std::string_view s, const std::string* chars, bool left, bo
     while (end > begin) {
       // Start of the last code point: back over up to three continuation bytes.
       size_t start = end - 1;
-      while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      while (start > begin && end - start < 4 &&
+             (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+        --start;
       char32_t cp = 0;
       const size_t len = valid_sequence_length(s, start, &cp);
       if (len != end - start) {  // not one valid sequence: the last byte stands alone
@@ -217,7 +234,8 @@ std::vector<std::string> py_rsplit(std::string_view s, const std::string* sep, i
       while (end > 0 && is_py_space(cps[end - 1])) --end;
       if (end == 0) break;
       if (static_cast<int64_t>(reversed.size()) == maxsplit) {
-        reversed.push_back(encode_utf8(std::u32string_view(cps).substr(0, end)));  // the rest, as is
+        reversed.push_back(
+            encode_utf8(std::u32string_view(cps).substr(0, end)));  // the rest, as is
         break;
       }
       size_t begin = end;
@@ -250,11 +268,13 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   return lines;
 }
 
-Result<std::string> py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count,
-                               size_t max_bytes) {
+Result<std::string> py_replace(std::string_view s, std::string_view from, std::string_view to,
+                               int64_t count, size_t max_bytes) {
   std::string out;
   // Checked before each append, so the string never grows past the limit.
-  const auto too_long = [&](size_t more) { return more > max_bytes || out.size() > max_bytes - more; };
+  const auto too_long = [&](size_t more) {
+    return more > max_bytes || out.size() > max_bytes - more;
+  };
   const auto fail = [&] { return make_error("replace() result exceeds {} bytes", max_bytes); };
   if (from.empty()) {
     // Python inserts `to` between code points and at both ends.
@@ -362,7 +382,8 @@ std::string py_title(std::string_view s) {
 
 std::string py_capitalize(std::string_view s) {
   std::u32string cps = decode_utf8(s);
-  for (size_t i = 0; i < cps.size(); ++i) cps[i] = i == 0 ? py_to_upper(cps[i]) : py_to_lower(cps[i]);
+  for (size_t i = 0; i < cps.size(); ++i)
+    cps[i] = i == 0 ? py_to_upper(cps[i]) : py_to_lower(cps[i]);
   return encode_utf8(cps);
 }
 

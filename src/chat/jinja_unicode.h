@@ -37,8 +37,8 @@ std::vector<std::string> py_rsplit(std::string_view s, const std::string* sep, i
 std::vector<std::string> py_splitlines(std::string_view s);
 // str.replace(old, new, count); count < 0 replaces all. A result over max_bytes is an Error: a
 // few replacements of a long string can ask for gigabytes ("a" * 1e5).replace("a", "b" * 1e5).
-Result<std::string> py_replace(std::string_view s, std::string_view from, std::string_view to, int64_t count,
-                               size_t max_bytes);
+Result<std::string> py_replace(std::string_view s, std::string_view from, std::string_view to,
+                               int64_t count, size_t max_bytes);
 
 // Case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (other scripts unchanged).
 char32_t py_to_upper(char32_t cp);

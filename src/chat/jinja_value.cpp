@@ -94,12 +94,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -116,41 +127,61 @@ bool is_hashable_key(const Value& v) {
 
 Result<std::string> json_key(const Value& key) {
   switch (key.kind()) {
-    case Kind::kString: return key.as_string();
-    case Kind::kBool: return std::string(key.as_bool() ? "true" : "false");
-    case Kind::kInt: return std::to_string(key.as_int());
+    case Kind::kString:
+      return key.as_string();
+    case Kind::kBool:
+      return std::string(key.as_bool() ? "true" : "false");
+    case Kind::kInt:
+      return std::to_string(key.as_int());
     case Kind::kFloat: {
       const double d = key.as_float();
       if (std::isnan(d)) return std::string("NaN");
       if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
       return format_py_float(d);
     }
-    case Kind::kNone: return std::string("null");
-    default: return make_error("keys must be str, int, float, bool or None, not {}", type_name(key));
+    case Kind::kNone:
+      return std::string("null");
+    default:
+      return make_error("keys must be str, int, float, bool or None, not {}", type_name(key));
   }
 }
 
 std::string_view type_name(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
     case Kind::kList:
       switch (v.seq()) {
-        case Seq::kList: return "list";
-        case Seq::kTuple: return "tuple";
-        case Seq::kGenerator: return "generator";
-        case Seq::kDictItems: return "dict_items";
-        case Seq::kDictKeys: return "dict_keys";
-        case Seq::kDictValues: return "dict_values";
+        case Seq::kList:
+          return "list";
+        case Seq::kTuple:
+          return "tuple";
+        case Seq::kGenerator:
+          return "generator";
+        case Seq::kDictItems:
+          return "dict_items";
+        case Seq::kDictKeys:
+          return "dict_keys";
+        case Seq::kDictValues:
+          return "dict_values";
       }
       return "list";
-    case Kind::kDict: return "dict";
-    case Kind::kObject: return v.as_object().type_name;
-    case Kind::kCallable: return "function";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kObject:
+      return v.as_object().type_name;
+    case Kind::kCallable:
+      return "function";
   }
   return "object";
 }
@@ -158,15 +189,23 @@ std::string_view type_name(const Value& v) {
 bool truthy(const Value& v) {
   switch (v.kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return v.as_bool();
-    case Kind::kInt: return v.as_int() != 0;
-    case Kind::kFloat: return v.as_float() != 0.0;
-    case Kind::kString: return !v.as_string().empty();
-    case Kind::kList: return v.seq() == Seq::kGenerator || !v.as_list().empty();
-    case Kind::kDict: return !v.as_dict().empty();
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return v.as_bool();
+    case Kind::kInt:
+      return v.as_int() != 0;
+    case Kind::kFloat:
+      return v.as_float() != 0.0;
+    case Kind::kString:
+      return !v.as_string().empty();
+    case Kind::kList:
+      return v.seq() == Seq::kGenerator || !v.as_list().empty();
+    case Kind::kDict:
+      return !v.as_dict().empty();
     case Kind::kObject:
-    case Kind::kCallable: return true;
+    case Kind::kCallable:
+      return true;
   }
   return false;
 }
@@ -245,7 +284,8 @@ std::string repr_string(const std::string& s) {
 std::string to_py_repr(const Value& v) {
   switch (v.kind()) {
     case Kind::kString:
-      return v.is_markup() ? "Markup(" + repr_string(v.as_string()) + ")" : repr_string(v.as_string());
+      return v.is_markup() ? "Markup(" + repr_string(v.as_string()) + ")"
+                           : repr_string(v.as_string());
     case Kind::kList: {
       std::string items;
       bool first = true;
@@ -255,12 +295,18 @@ std::string to_py_repr(const Value& v) {
         items += to_py_repr(item);
       }
       switch (v.seq()) {
-        case Seq::kList: return "[" + items + "]";
-        case Seq::kTuple: return "(" + items + (v.as_list().size() == 1 ? ",)" : ")");
-        case Seq::kGenerator: return "<generator object>";
-        case Seq::kDictItems: return "dict_items([" + items + "])";
-        case Seq::kDictKeys: return "dict_keys([" + items + "])";
-        case Seq::kDictValues: return "dict_values([" + items + "])";
+        case Seq::kList:
+          return "[" + items + "]";
+        case Seq::kTuple:
+          return "(" + items + (v.as_list().size() == 1 ? ",)" : ")");
+        case Seq::kGenerator:
+          return "<generator object>";
+        case Seq::kDictItems:
+          return "dict_items([" + items + "])";
+        case Seq::kDictKeys:
+          return "dict_keys([" + items + "])";
+        case Seq::kDictValues:
+          return "dict_values([" + items + "])";
       }
       return items;
     }
@@ -274,27 +320,37 @@ std::string to_py_repr(const Value& v) {
       }
       return out + "}";
     }
-    case Kind::kUndefined: return "Undefined";
-    default: return to_py_str(v);
+    case Kind::kUndefined:
+      return "Undefined";
+    default:
+      return to_py_str(v);
   }
 }
 
 std::string to_py_str(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return v.as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(v.as_int());
-    case Kind::kFloat: return format_py_float(v.as_float());
-    case Kind::kString: return v.as_string();
+    case Kind::kUndefined:
+      return "";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(v.as_int());
+    case Kind::kFloat:
+      return format_py_float(v.as_float());
+    case Kind::kString:
+      return v.as_string();
     case Kind::kList:
-    case Kind::kDict: return to_py_repr(v);
+    case Kind::kDict:
+      return to_py_repr(v);
     case Kind::kObject: {
       std::string out = "<" + v.as_object().type_name + " ";
       out += to_py_repr(Value::dict(v.as_object().attrs));
       return out + ">";
     }
-    case Kind::kCallable: return "<function " + v.as_callable().name + ">";
+    case Kind::kCallable:
+      return "<function " + v.as_callable().name + ">";
   }
   return "";
 }
@@ -319,8 +375,10 @@ bool py_equal(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return true;
-    case Kind::kString: return a.as_string() == b.as_string();
+    case Kind::kNone:
+      return true;
+    case Kind::kString:
+      return a.as_string() == b.as_string();
     case Kind::kList: {
       if (a.seq() != b.seq()) return false;
       if (a.seq() == Seq::kGenerator) return a.list_ptr() == b.list_ptr();  // identity
@@ -341,9 +399,12 @@ bool py_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::kObject: return a.as_object().attrs == b.as_object().attrs;
-    case Kind::kCallable: return &a.as_callable() == &b.as_callable();
-    default: return false;
+    case Kind::kObject:
+      return a.as_object().attrs == b.as_object().attrs;
+    case Kind::kCallable:
+      return &a.as_callable() == &b.as_callable();
+    default:
+      return false;
   }
 }
 
@@ -368,8 +429,10 @@ Result<bool> py_less(const Value& a, const Value& b) {
 
 Result<ListPtr> iterate(const Value& v) {
   switch (v.kind()) {
-    case Kind::kList: return v.list_ptr();
-    case Kind::kUndefined: return std::make_shared<const List>();
+    case Kind::kList:
+      return v.list_ptr();
+    case Kind::kUndefined:
+      return std::make_shared<const List>();
     case Kind::kDict: {
       List keys;
       keys.reserve(v.as_dict().size());
@@ -385,19 +448,24 @@ Result<ListPtr> iterate(const Value& v) {
       }
       return std::make_shared<const List>(std::move(chars));
     }
-    default: return make_error("'{}' object is not iterable", type_name(v));
+    default:
+      return make_error("'{}' object is not iterable", type_name(v));
   }
 }
 
 Result<int64_t> py_len(const Value& v) {
   switch (v.kind()) {
-    case Kind::kString: return static_cast<int64_t>(count_code_points(v.as_string()));
+    case Kind::kString:
+      return static_cast<int64_t>(count_code_points(v.as_string()));
     case Kind::kList:
       if (v.seq() == Seq::kGenerator) return make_error("object of type 'generator' has no len()");
       return static_cast<int64_t>(v.as_list().size());
-    case Kind::kDict: return static_cast<int64_t>(v.as_dict().size());
-    case Kind::kUndefined: return int64_t{0};
-    default: return make_error("object of type '{}' has no len()", type_name(v));
+    case Kind::kDict:
+      return static_cast<int64_t>(v.as_dict().size());
+    case Kind::kUndefined:
+      return int64_t{0};
+    default:
+      return make_error("object of type '{}' has no len()", type_name(v));
   }
 }
 
@@ -415,8 +483,10 @@ Result<bool> py_contains(const Value& container, const Value& item) {
       if (item.is_undefined()) return false;  // hashable in Python, never a key here
       if (!is_hashable_key(item)) return make_error("unhashable type: '{}'", type_name(item));
       return container.as_dict().find(item) != nullptr;
-    case Kind::kUndefined: return false;
-    default: return make_error("argument of type '{}' is not iterable", type_name(container));
+    case Kind::kUndefined:
+      return false;
+    default:
+      return make_error("argument of type '{}' is not iterable", type_name(container));
   }
 }
 

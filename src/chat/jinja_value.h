@@ -53,7 +53,18 @@ struct Callable {
 };
 using CallablePtr = std::shared_ptr<const Callable>;
 
-enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kObject, kCallable };
+enum class Kind {
+  kUndefined,
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kList,
+  kDict,
+  kObject,
+  kCallable
+};
 
 // What Python type a kList value stands for. They iterate alike but differ where Python's types
 // do: generators (what map/select/... return) are always truthy and have no len(); dict views
@@ -114,7 +125,9 @@ class Value {
   const ListPtr& list_ptr() const { return std::get<ListPtr>(v_); }
   Seq seq() const { return seq_; }
   // A list or tuple: indexable, sliceable, with a length.
-  bool is_indexable_list() const { return is_list() && (seq_ == Seq::kList || seq_ == Seq::kTuple); }
+  bool is_indexable_list() const {
+    return is_list() && (seq_ == Seq::kList || seq_ == Seq::kTuple);
+  }
   const Dict& as_dict() const { return *std::get<DictPtr>(v_); }
   const DictPtr& dict_ptr() const { return std::get<DictPtr>(v_); }
   const Object& as_object() const { return std::get<Object>(v_); }
@@ -126,8 +139,7 @@ class Value {
 
  private:
   template <typename T>
-    requires(!std::is_same_v<std::decay_t<T>, Value>)
-  explicit Value(T v) : v_(std::move(v)) {}
+  requires(!std::is_same_v<std::decay_t<T>, Value>) explicit Value(T v) : v_(std::move(v)) {}
   std::variant<Undefined, None, bool, int64_t, double, std::string, ListPtr, DictPtr, Object,
                CallablePtr>
       v_;

@@ -25,7 +25,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view what) {
+  return s.find(what) != std::string_view::npos;
+}
 
 // The end (one past the closing brace or bracket) of the JSON object or array starting at
 // `pos`, honouring strings and escapes; npos when it does not close.
@@ -35,13 +37,18 @@ size_t json_value_end(std::string_view s, size_t pos) {
   for (size_t i = pos; i < s.size(); ++i) {
     const char c = s[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') ++depth;
-    else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[')
+      ++depth;
+    else if ((c == '}' || c == ']') && --depth == 0)
+      return i + 1;
   }
   return std::string_view::npos;
 }
@@ -54,10 +61,12 @@ std::optional<json> json_or_nothing(std::string_view s) {
 }
 
 // {"name": "...", "<args_key>": {...} or a JSON string of one} as a call.
-std::optional<ParsedToolCall> call_from_object(const json& j, const char* args_key, const char* alt_key) {
+std::optional<ParsedToolCall> call_from_object(const json& j, const char* args_key,
+                                               const char* alt_key) {
   if (!j.is_object()) return std::nullopt;
   auto name = j.find("name");
-  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
+  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+    return std::nullopt;
   auto args = j.find(args_key);
   if (args == j.end() && alt_key != nullptr) args = j.find(alt_key);
   ParsedToolCall call;
@@ -92,11 +101,13 @@ std::optional<ParsedToolCall> qwen_xml_call(std::string_view body) {
   constexpr std::string_view param = "<parameter=", param_end = "</parameter>";
   for (size_t p = rest.find(param); p != std::string_view::npos; p = rest.find(param)) {
     const size_t key_end = rest.find('>', p);
-    const size_t value_end = key_end == std::string_view::npos ? key_end : rest.find(param_end, key_end);
+    const size_t value_end =
+        key_end == std::string_view::npos ? key_end : rest.find(param_end, key_end);
     if (value_end == std::string_view::npos) return std::nullopt;
     const std::string key(trim(rest.substr(p + param.size(), key_end - p - param.size())));
     const std::string_view value = trim(rest.substr(key_end + 1, value_end - key_end - 1));
-    std::optional<json> typed = json_or_nothing(value);  // numbers, booleans, objects keep their type
+    std::optional<json> typed =
+        json_or_nothing(value);  // numbers, booleans, objects keep their type
     args[key] = typed && !typed->is_string() ? *typed : json(std::string(value));
     rest = rest.substr(value_end + param_end.size());
   }
@@ -109,11 +120,13 @@ ParsedReply parse_tagged(std::string_view reply, bool xml) {
   ParsedReply out;
   std::string content;
   size_t pos = 0;
-  for (size_t start = reply.find(kToolCall); start != std::string_view::npos; start = reply.find(kToolCall, pos)) {
+  for (size_t start = reply.find(kToolCall); start != std::string_view::npos;
+       start = reply.find(kToolCall, pos)) {
     content += reply.substr(pos, start - pos);
     const size_t body = start + kToolCall.size();
     size_t end = reply.find(kToolCallEnd, body);
-    const std::string_view inner = reply.substr(body, end == std::string_view::npos ? end : end - body);
+    const std::string_view inner =
+        reply.substr(body, end == std::string_view::npos ? end : end - body);
     std::optional<ParsedToolCall> call;
     if (xml) {
       call = qwen_xml_call(inner);
@@ -136,8 +149,10 @@ ParsedReply parse_llama3(std::string_view reply) {
   ParsedReply out;
   while (!s.empty()) {
     const size_t end = s.front() == '{' ? json_value_end(s, 0) : std::string_view::npos;
-    std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(s.substr(0, end));
-    std::optional<ParsedToolCall> call = j ? call_from_object(*j, "parameters", "arguments") : std::nullopt;
+    std::optional<json> j =
+        end == std::string_view::npos ? std::nullopt : json_or_nothing(s.substr(0, end));
+    std::optional<ParsedToolCall> call =
+        j ? call_from_object(*j, "parameters", "arguments") : std::nullopt;
     if (!call) return ParsedReply{std::string(trim(reply)), {}};
     out.calls.push_back(std::move(*call));
     s = trim(s.substr(end));
@@ -163,15 +178,19 @@ ParsedReply parse_mistral(std::string_view reply, bool args_syntax) {
       ParsedToolCall call;
       call.name = std::string(trim(rest.substr(0, args)));
       rest = trim(rest.substr(args + kMistralArgs.size()));
-      const size_t end = !rest.empty() && rest.front() == '{' ? json_value_end(rest, 0) : std::string_view::npos;
-      std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
+      const size_t end =
+          !rest.empty() && rest.front() == '{' ? json_value_end(rest, 0) : std::string_view::npos;
+      std::optional<json> j =
+          end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
       if (call.name.empty() || !j || !j->is_object()) return as_content;
       call.arguments = j->dump();
       out.calls.push_back(std::move(call));
       rest = rest.substr(end);
     } else {
-      const size_t end = !rest.empty() && rest.front() == '[' ? json_value_end(rest, 0) : std::string_view::npos;
-      std::optional<json> j = end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
+      const size_t end =
+          !rest.empty() && rest.front() == '[' ? json_value_end(rest, 0) : std::string_view::npos;
+      std::optional<json> j =
+          end == std::string_view::npos ? std::nullopt : json_or_nothing(rest.substr(0, end));
       if (!j || !j->is_array() || j->empty()) return as_content;
       for (const json& item : *j) {
         std::optional<ParsedToolCall> call = call_from_object(item, "arguments", "parameters");
@@ -188,11 +207,14 @@ ParsedReply parse_mistral(std::string_view reply, bool args_syntax) {
 std::string_view call_marker(ToolCallSyntax syntax) {
   switch (syntax) {
     case ToolCallSyntax::Hermes:
-    case ToolCallSyntax::QwenXml: return kToolCall;
+    case ToolCallSyntax::QwenXml:
+      return kToolCall;
     case ToolCallSyntax::MistralJson:
-    case ToolCallSyntax::MistralArgs: return kMistralCalls;
+    case ToolCallSyntax::MistralArgs:
+      return kMistralCalls;
     case ToolCallSyntax::Llama3:
-    case ToolCallSyntax::None: break;
+    case ToolCallSyntax::None:
+      break;
   }
   return {};
 }
@@ -209,33 +231,47 @@ std::optional<size_t> marker_or_prefix(std::string_view text, std::string_view m
 
 std::string_view tool_call_syntax_name(ToolCallSyntax s) {
   switch (s) {
-    case ToolCallSyntax::None: return "none";
-    case ToolCallSyntax::Hermes: return "hermes";
-    case ToolCallSyntax::QwenXml: return "qwen-xml";
-    case ToolCallSyntax::Llama3: return "llama3";
-    case ToolCallSyntax::MistralJson: return "mistral";
-    case ToolCallSyntax::MistralArgs: return "mistral-args";
+    case ToolCallSyntax::None:
+      return "none";
+    case ToolCallSyntax::Hermes:
+      return "hermes";
+    case ToolCallSyntax::QwenXml:
+      return "qwen-xml";
+    case ToolCallSyntax::Llama3:
+      return "llama3";
+    case ToolCallSyntax::MistralJson:
+      return "mistral";
+    case ToolCallSyntax::MistralArgs:
+      return "mistral-args";
   }
   return "none";
 }
 
 ToolCallSyntax detect_tool_call_syntax(std::string_view src) {
-  if (contains(src, kMistralCalls)) return contains(src, kMistralArgs) ? ToolCallSyntax::MistralArgs
-                                                                       : ToolCallSyntax::MistralJson;
-  if (contains(src, kToolCall)) return contains(src, "<function=") ? ToolCallSyntax::QwenXml : ToolCallSyntax::Hermes;
-  if (contains(src, "<|start_header_id|>") && (contains(src, kPythonTag) || contains(src, "\"parameters\"")))
+  if (contains(src, kMistralCalls))
+    return contains(src, kMistralArgs) ? ToolCallSyntax::MistralArgs : ToolCallSyntax::MistralJson;
+  if (contains(src, kToolCall))
+    return contains(src, "<function=") ? ToolCallSyntax::QwenXml : ToolCallSyntax::Hermes;
+  if (contains(src, "<|start_header_id|>") &&
+      (contains(src, kPythonTag) || contains(src, "\"parameters\"")))
     return ToolCallSyntax::Llama3;
   return ToolCallSyntax::None;
 }
 
 ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
   switch (syntax) {
-    case ToolCallSyntax::Hermes: return parse_tagged(reply, /*xml=*/false);
-    case ToolCallSyntax::QwenXml: return parse_tagged(reply, /*xml=*/true);
-    case ToolCallSyntax::Llama3: return parse_llama3(reply);
-    case ToolCallSyntax::MistralJson: return parse_mistral(reply, /*args_syntax=*/false);
-    case ToolCallSyntax::MistralArgs: return parse_mistral(reply, /*args_syntax=*/true);
-    case ToolCallSyntax::None: break;
+    case ToolCallSyntax::Hermes:
+      return parse_tagged(reply, /*xml=*/false);
+    case ToolCallSyntax::QwenXml:
+      return parse_tagged(reply, /*xml=*/true);
+    case ToolCallSyntax::Llama3:
+      return parse_llama3(reply);
+    case ToolCallSyntax::MistralJson:
+      return parse_mistral(reply, /*args_syntax=*/false);
+    case ToolCallSyntax::MistralArgs:
+      return parse_mistral(reply, /*args_syntax=*/true);
+    case ToolCallSyntax::None:
+      break;
   }
   return ParsedReply{std::string(reply), {}};
 }
@@ -245,18 +281,21 @@ std::optional<size_t> tool_call_start(ToolCallSyntax syntax, std::string_view te
     case ToolCallSyntax::Hermes:
     case ToolCallSyntax::QwenXml:
     case ToolCallSyntax::MistralJson:
-    case ToolCallSyntax::MistralArgs: return marker_or_prefix(text, call_marker(syntax));
+    case ToolCallSyntax::MistralArgs:
+      return marker_or_prefix(text, call_marker(syntax));
     case ToolCallSyntax::Llama3: {
       // Only a reply that begins as a call is one: a '{' later on is content. Leading
       // whitespace may still be followed by a call.
       const size_t first = text.find_first_not_of(" \n\t\r");
-      if (first == std::string_view::npos) return text.empty() ? std::nullopt : std::optional<size_t>(0);
+      if (first == std::string_view::npos)
+        return text.empty() ? std::nullopt : std::optional<size_t>(0);
       const std::string_view body = text.substr(first);
       const size_t n = std::min(kPythonTag.size(), body.size());
       if (body.front() == '{' || body.substr(0, n) == kPythonTag.substr(0, n)) return 0;
       return std::nullopt;
     }
-    case ToolCallSyntax::None: break;
+    case ToolCallSyntax::None:
+      break;
   }
   return std::nullopt;
 }
@@ -276,7 +315,8 @@ std::optional<size_t> ToolCallStartScanner::append(std::string_view delta) {
   return append_marked(delta, marker);
 }
 
-std::optional<size_t> ToolCallStartScanner::append_marked(std::string_view delta, std::string_view marker) {
+std::optional<size_t> ToolCallStartScanner::append_marked(std::string_view delta,
+                                                          std::string_view marker) {
   // The first marker in the reply, if the text before this delta held none, begins at most
   // (marker length - 1) bytes before it, so it lies in tail + delta; so does any prefix of the
   // marker that ends the reply.

@@ -4,9 +4,10 @@
 // tool_calls (a name and the arguments as JSON text).
 //
 // Syntaxes (from the templates in data/models/chat-templates):
-//   Hermes     Qwen2.5, Qwen3, Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated
-//   QwenXml    Qwen3-Coder: <tool_call><function=NAME><parameter=P>VALUE</parameter>...</function></tool_call>
-//   Llama3     Llama 3.1-3.3: {"name": ..., "parameters": {...}}, optionally after <|python_tag|>,
+//   Hermes     Qwen2.5, Qwen3, Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+//   repeated QwenXml    Qwen3-Coder:
+//   <tool_call><function=NAME><parameter=P>VALUE</parameter>...</function></tool_call> Llama3
+//   Llama 3.1-3.3: {"name": ..., "parameters": {...}}, optionally after <|python_tag|>,
 //              several separated by ';'
 //   MistralJson  Mistral Nemo: [TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}, ...]
 //   MistralArgs  Mistral Small 3.2, Devstral: [TOOL_CALLS]NAME[ARGS]{...}, repeated
@@ -59,12 +60,12 @@ class ToolCallStartScanner {
   std::optional<size_t> append_llama3(std::string_view delta);
 
   ToolCallSyntax syntax_;
-  size_t size_ = 0;                // bytes taken so far
-  bool decided_ = false;           // the answer can no longer change
+  size_t size_ = 0;       // bytes taken so far
+  bool decided_ = false;  // the answer can no longer change
   std::optional<size_t> decided_at_;
-  std::string tail_;               // marker syntaxes: the last bytes taken, one fewer than the marker's
-  std::string head_;               // Llama 3: the first bytes after the leading whitespace (at most
-                                   // <|python_tag|>'s length)
+  std::string tail_;  // marker syntaxes: the last bytes taken, one fewer than the marker's
+  std::string head_;  // Llama 3: the first bytes after the leading whitespace (at most
+                      // <|python_tag|>'s length)
 };
 
 }  // namespace tangram

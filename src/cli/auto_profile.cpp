@@ -28,7 +28,8 @@ namespace {
 constexpr int kAutoSamples = 50;
 constexpr int64_t kAutoSampleTokens = 256;
 
-ProfileOptions auto_profile_options(const EngineFlags& flags, const Model& model, const std::string& model_path) {
+ProfileOptions auto_profile_options(const EngineFlags& flags, const Model& model,
+                                    const std::string& model_path) {
   ProfileOptions p;
   p.model = model_path;
   p.scorer = flags.kv_scorer;
@@ -49,12 +50,12 @@ std::string read_bytes(const fs::path& path) {
   return s.str();
 }
 
-// <cache>/<model fingerprint>/<scorer>-<level>-<hash of the settings and the calibration text>.json:
-// another model, scorer, level, sink, window or calibration text gets another file.
+// <cache>/<model fingerprint>/<scorer>-<level>-<hash of the settings and the calibration
+// text>.json: another model, scorer, level, sink, window or calibration text gets another file.
 fs::path cached_profile_path(const fs::path& cache, const Model& model, const ProfileOptions& p,
                              const std::vector<fs::path>& calibration) {
-  std::string settings = fmt::format("{} {} {} {} {} {} {} {}", p.scorer, p.level, p.ratio, p.sink, p.window,
-                                     p.n_samples, p.sample_tokens, p.turns);
+  std::string settings = fmt::format("{} {} {} {} {} {} {} {}", p.scorer, p.level, p.ratio, p.sink,
+                                     p.window, p.n_samples, p.sample_tokens, p.turns);
   for (const fs::path& f : calibration) settings += f.filename().string() + '\n' + read_bytes(f);
   const uint64_t settings_hash = bytes_fingerprint(settings);
   return cache / fmt::format("{:016x}", model_fingerprint(model.gguf())) /
@@ -67,8 +68,8 @@ bool usable_cached_profile(const fs::path& path, const ModelConfig& cfg) {
   if (!fs::exists(path, ec)) return false;
   auto cached = load_profile(path.string());
   if (cached && cached->n_layers == cfg.n_layers && cached->n_kv_head == cfg.n_kv_head) return true;
-  fmt::print(stderr, "tangram: the cached profile {} is not usable ({}); profiling again\n", path.string(),
-             cached ? "another shape" : cached.message());
+  fmt::print(stderr, "tangram: the cached profile {} is not usable ({}); profiling again\n",
+             path.string(), cached ? "another shape" : cached.message());
   return false;
 }
 
@@ -127,14 +128,15 @@ nlohmann::json profile_source_json(const EngineFlags& flags) {
   return j;
 }
 
-Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model, const Tokenizer& tok,
-                                          const std::string& model_path) {
+Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model,
+                                          const Tokenizer& tok, const std::string& model_path) {
   TG_ASSIGN(std::vector<fs::path> calibration, calibration_files());
   const ProfileOptions p = auto_profile_options(flags, model, model_path);
   const fs::path path = cached_profile_path(profile_cache_dir(flags), model, p, calibration);
   ResolvedProfile out;
   if (usable_cached_profile(path, model.config())) {
-    fmt::print(stderr, "tangram: KV profile {} (reused: made earlier for this model)\n", path.string());
+    fmt::print(stderr, "tangram: KV profile {} (reused: made earlier for this model)\n",
+               path.string());
     out.path = path.string();
     out.origin = "reused";
     return out;
@@ -145,32 +147,39 @@ Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model
              calibration.front().parent_path().string(), p.n_samples, p.sample_tokens);
   std::vector<std::string> files;
   for (const fs::path& f : calibration) files.push_back(f.string());
-  TG_ASSIGN(std::vector<PilotSample> samples, read_pilot_samples(files, tok, p.sample_tokens, p.n_samples));
+  TG_ASSIGN(std::vector<PilotSample> samples,
+            read_pilot_samples(files, tok, p.sample_tokens, p.n_samples));
   const auto start = std::chrono::steady_clock::now();
   TG_ASSIGN(MeasuredProfile measured, measure_profile(model, tok, samples, p));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Status saved = save_profile_atomically(measured.profile, path);
   if (saved) {
-    fmt::print(stderr, "tangram: KV profile {} (made in {:.1f}s, reused by later starts)\n", path.string(), seconds);
+    fmt::print(stderr, "tangram: KV profile {} (made in {:.1f}s, reused by later starts)\n",
+               path.string(), seconds);
     out.path = path.string();
     out.origin = "made";
     return out;
   }
   const fs::path temporary =
-      fs::temp_directory_path() / fmt::format("tangram-profile-{}-{}", ::getpid(), path.filename().string());
+      fs::temp_directory_path() /
+      fmt::format("tangram-profile-{}-{}", ::getpid(), path.filename().string());
   TG_TRY(save_profile(measured.profile, temporary.string()));
-  fmt::print(stderr,
-             "tangram: warning: cannot write the profile cache ({}); the profile (made in {:.1f}s) is used for "
-             "this run only: give a writable folder with --profile-cache DIR or TANGRAM_PROFILE_CACHE\n",
-             saved.message(), seconds);
+  fmt::print(
+      stderr,
+      "tangram: warning: cannot write the profile cache ({}); the profile (made in {:.1f}s) is "
+      "used for "
+      "this run only: give a writable folder with --profile-cache DIR or TANGRAM_PROFILE_CACHE\n",
+      saved.message(), seconds);
   out.path = temporary.string();
   out.origin = "temporary";
   out.temporary = std::make_unique<TemporaryFile>(temporary);
   return out;
 }
 
-Result<ResolvedProfile> resolve_kv_profile(EngineOptions& options, const EngineFlags& flags, Model& model,
-                                           const Tokenizer& tok, const std::string& model_path) {
+Result<ResolvedProfile> resolve_kv_profile(EngineOptions& options, const EngineFlags& flags,
+                                           Model& model, const Tokenizer& tok,
+                                           const std::string& model_path) {
   CompressionOptions& c = options.scheduler.compression;
   if (!wants_auto_profile(flags)) {
     ResolvedProfile given;

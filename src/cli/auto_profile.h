@@ -59,12 +59,13 @@ struct ResolvedProfile {
 // measured now (a progress bar on stderr) and cached; logs one line on stderr naming the file
 // and whether it was made or reused. `model_path` names the model in the profile when it has no
 // name. For a command that runs tangram whatever its flags' policy (bench).
-Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model, const Tokenizer& tok,
-                                          const std::string& model_path);
+Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model,
+                                          const Tokenizer& tok, const std::string& model_path);
 
 // For the tangram policy with no --kv-profile (wants_auto_profile): automatic_profile(), and
 // options' compression profile set to it. Otherwise leaves options as they are.
-Result<ResolvedProfile> resolve_kv_profile(EngineOptions& options, const EngineFlags& flags, Model& model,
-                                           const Tokenizer& tok, const std::string& model_path);
+Result<ResolvedProfile> resolve_kv_profile(EngineOptions& options, const EngineFlags& flags,
+                                           Model& model, const Tokenizer& tok,
+                                           const std::string& model_path);
 
 }  // namespace tangram::cli

@@ -54,8 +54,9 @@ Result<BatchDecodeLevel> steady_window(const std::vector<std::vector<Arrival>>& 
   return lv;
 }
 
-Result<BatchDecodeLevel> measure_level(Engine& engine, int c, const BatchDecodeOptions& opt, int64_t vocab,
-                                       double weight_bytes, double kv_bytes_per_token) {
+Result<BatchDecodeLevel> measure_level(Engine& engine, int c, const BatchDecodeOptions& opt,
+                                       int64_t vocab, double weight_bytes,
+                                       double kv_bytes_per_token) {
   std::mutex mu;
   std::vector<std::vector<Arrival>> arrivals(static_cast<size_t>(c));
   for (auto& a : arrivals) a.reserve(static_cast<size_t>(opt.gen_tokens));
@@ -93,8 +94,8 @@ Result<BatchDecodeLevel> measure_level(Engine& engine, int c, const BatchDecodeO
 
 }  // namespace
 
-Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok, const std::string& label,
-                                         const BatchDecodeOptions& opt) {
+Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok,
+                                         const std::string& label, const BatchDecodeOptions& opt) {
   if (opt.concurrency.empty()) return make_error("--concurrency needs at least one value");
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
@@ -104,12 +105,13 @@ Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok, con
   out.label = label;
   EngineFlags flags;
   flags.threads = opt.threads;
-  out.kv_bytes_per_token = static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) *
-                           (flags.kv_type == "f32" ? 4.0 : 2.0);
+  out.kv_bytes_per_token = static_cast<double>(cfg.n_layers) * cfg.n_kv_head *
+                           (cfg.head_dim + cfg.head_dim_v) * (flags.kv_type == "f32" ? 4.0 : 2.0);
   flags.max_running = std::max(flags.max_running, c_max);
   flags.step_tokens = std::max<int64_t>(flags.step_tokens, c_max);
   // Every sequence's whole conversation resident at once, with a page of slack per group.
-  const double need = c_max * (opt.prompt_tokens + opt.gen_tokens + 2.0 * flags.page_tokens) * out.kv_bytes_per_token * 1.1;
+  const double need = c_max * (opt.prompt_tokens + opt.gen_tokens + 2.0 * flags.page_tokens) *
+                      out.kv_bytes_per_token * 1.1;
   flags.kv_memory = fmt::format("{}", static_cast<uint64_t>(need) + (64u << 20));
   TG_ASSIGN(EngineOptions eo, to_engine_options(flags));
   eo.scheduler.keep_sessions = false;
@@ -118,34 +120,46 @@ Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok, con
   out.threads = engine->threads();
   const double weight_bytes = decode_cost(model).weight_bytes;
   for (int c : opt.concurrency) {
-    TG_ASSIGN(BatchDecodeLevel lv, measure_level(*engine, c, opt, cfg.vocab, weight_bytes, out.kv_bytes_per_token));
+    TG_ASSIGN(BatchDecodeLevel lv,
+              measure_level(*engine, c, opt, cfg.vocab, weight_bytes, out.kv_bytes_per_token));
     out.levels.push_back(lv);
   }
   return out;
 }
 
 void print_batch_decode(const BatchDecode& b, std::FILE* console) {
-  fmt::print(console, "\n{}: continuous batching, KV {} per token, pages of {} tokens, {} threads\n", b.label,
-             format_bytes(b.kv_bytes_per_token), b.page_tokens, b.threads);
-  fmt::print(console, "{:>11} {:>13} {:>9} {:>9} {:>12} {:>12} {:>9} {:>9} {:>12} {:>8}\n", "concurrency",
-             "decode tok/s", "vs c=1", "step ms", "step CPU ms", "weights GB/s", "KV GB/s", "of peak", "e2e tok/s",
-             "preempt");
+  fmt::print(console,
+             "\n{}: continuous batching, KV {} per token, pages of {} tokens, {} threads\n",
+             b.label, format_bytes(b.kv_bytes_per_token), b.page_tokens, b.threads);
+  fmt::print(console, "{:>11} {:>13} {:>9} {:>9} {:>12} {:>12} {:>9} {:>9} {:>12} {:>8}\n",
+             "concurrency", "decode tok/s", "vs c=1", "step ms", "step CPU ms", "weights GB/s",
+             "KV GB/s", "of peak", "e2e tok/s", "preempt");
   if (b.levels.empty()) return;
   const double base = b.levels.front().decode_tok_s / b.levels.front().concurrency;
   for (const BatchDecodeLevel& lv : b.levels)
-    fmt::print(console, "{:>11} {:>13.1f} {:>8.2f}x {:>9.1f} {:>12.1f} {:>12.1f} {:>9.2f} {:>8.0f}% {:>12.1f} {:>8}\n",
-               lv.concurrency, lv.decode_tok_s, lv.decode_tok_s / base, lv.step_ms, lv.step_cpu_ms, lv.weight_gbps,
-               lv.kv_gbps, 100.0 * lv.peak_fraction, lv.e2e_tok_s, lv.preemptions);
+    fmt::print(console,
+               "{:>11} {:>13.1f} {:>8.2f}x {:>9.1f} {:>12.1f} {:>12.1f} {:>9.2f} {:>8.0f}% "
+               "{:>12.1f} {:>8}\n",
+               lv.concurrency, lv.decode_tok_s, lv.decode_tok_s / base, lv.step_ms, lv.step_cpu_ms,
+               lv.weight_gbps, lv.kv_gbps, 100.0 * lv.peak_fraction, lv.e2e_tok_s, lv.preemptions);
 }
 
 nlohmann::json batch_decode_json(const BatchDecode& b) {
-  nlohmann::json j = {{"label", b.label}, {"kv_bytes_per_token", b.kv_bytes_per_token},
-                      {"page_tokens", b.page_tokens}, {"threads", b.threads}, {"levels", nlohmann::json::array()}};
+  nlohmann::json j = {{"label", b.label},
+                      {"kv_bytes_per_token", b.kv_bytes_per_token},
+                      {"page_tokens", b.page_tokens},
+                      {"threads", b.threads},
+                      {"levels", nlohmann::json::array()}};
   for (const BatchDecodeLevel& lv : b.levels)
-    j["levels"].push_back({{"concurrency", lv.concurrency}, {"decode_tok_s", lv.decode_tok_s},
-                           {"e2e_tok_s", lv.e2e_tok_s}, {"step_ms", lv.step_ms},
-                           {"decode_tok_s_cpu", lv.decode_tok_s_cpu}, {"step_cpu_ms", lv.step_cpu_ms}, {"weight_gbps", lv.weight_gbps},
-                           {"kv_gbps", lv.kv_gbps}, {"peak_fraction", lv.peak_fraction},
+    j["levels"].push_back({{"concurrency", lv.concurrency},
+                           {"decode_tok_s", lv.decode_tok_s},
+                           {"e2e_tok_s", lv.e2e_tok_s},
+                           {"step_ms", lv.step_ms},
+                           {"decode_tok_s_cpu", lv.decode_tok_s_cpu},
+                           {"step_cpu_ms", lv.step_cpu_ms},
+                           {"weight_gbps", lv.weight_gbps},
+                           {"kv_gbps", lv.kv_gbps},
+                           {"peak_fraction", lv.peak_fraction},
                            {"preemptions", lv.preemptions}});
   return j;
 }

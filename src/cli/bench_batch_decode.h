@@ -24,20 +24,20 @@ namespace tangram::cli {
 
 struct BatchDecodeLevel {
   int concurrency = 0;
-  double decode_tok_s = 0;   // steady state, all sequences decoding
-  double e2e_tok_s = 0;      // generated tokens / wall time from submission to the last finish
-  double step_ms = 0;        // one decode step (c tokens)
+  double decode_tok_s = 0;      // steady state, all sequences decoding
+  double e2e_tok_s = 0;         // generated tokens / wall time from submission to the last finish
+  double step_ms = 0;           // one decode step (c tokens)
   double decode_tok_s_cpu = 0;  // the window's tokens per CPU-second of the process (all threads)
   double step_cpu_ms = 0;       // CPU time of one decode step, all threads together
-  double weight_gbps = 0;    // weights streamed per second (once per step)
-  double kv_gbps = 0;        // KV read per second (each token reads its sequence's KV)
-  double peak_fraction = 0;  // (weights + KV) / measured read bandwidth
+  double weight_gbps = 0;       // weights streamed per second (once per step)
+  double kv_gbps = 0;           // KV read per second (each token reads its sequence's KV)
+  double peak_fraction = 0;     // (weights + KV) / measured read bandwidth
   int64_t preemptions = 0;
 };
 
 struct BatchDecode {
-  std::string label;                // the model's row label
-  double kv_bytes_per_token = 0;    // f16 KV of all layers
+  std::string label;              // the model's row label
+  double kv_bytes_per_token = 0;  // f16 KV of all layers
   int page_tokens = 0;
   int threads = 0;
   std::vector<BatchDecodeLevel> levels;
@@ -53,8 +53,8 @@ struct BatchDecodeOptions {
 
 // Errors: a concurrency below 1, an engine that cannot be built, a request that fails, or no
 // steady decode window (too few generated tokens).
-Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok, const std::string& label,
-                                         const BatchDecodeOptions& opt);
+Result<BatchDecode> measure_batch_decode(Model& model, const Tokenizer& tok,
+                                         const std::string& label, const BatchDecodeOptions& opt);
 void print_batch_decode(const BatchDecode& b, std::FILE* console);
 nlohmann::json batch_decode_json(const BatchDecode& b);
 // Decode tok/s against concurrency, one series per model.

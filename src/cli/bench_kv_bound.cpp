@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "attention/attention_planner.h"
 #include "common/units.h"
 #include "compress/kv_policy.h"
 #include "evaluation/synthetic_kv.h"
 #include "kernels/memory_bandwidth.h"
-#include "attention/attention_planner.h"
 #include "kv/block_pool.h"
 #include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
@@ -40,8 +40,8 @@ struct FilledBatch {
   std::vector<std::unique_ptr<PagedKvCache>> caches;
 };
 
-Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, KvType type, int c,
-                               int64_t context, int growth, const SyntheticKvOptions& so) {
+Result<FilledBatch> fill_batch(const Model& model, const SyntheticKvLayout& layout, KvType type,
+                               int c, int64_t context, int growth, const SyntheticKvOptions& so) {
   const int p = so.page_tokens;
   const PageGeometry geo = geometry_of(model.config(), p, layout.group_size, type);
   const int64_t grow_pages = int64_t{layout.map->total_groups()} * ((growth + p - 1) / p + 1);
@@ -89,7 +89,8 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
     for (int i = 0; i < c; ++i) {
       tokens[sz(i)] = static_cast<int32_t>((7 * i + k) % vocab);
       PagedKvCache& cache = *b.caches[sz(i)];
-      seqs[sz(i)] = SequenceStep{&cache, &tokens[sz(i)], 1, cache.n_positions(), logits.data() + int64_t{i} * vocab};
+      seqs[sz(i)] = SequenceStep{&cache, &tokens[sz(i)], 1, cache.n_positions(),
+                                 logits.data() + int64_t{i} * vocab};
     }
     return model.forward_step(seqs, pool);
   };
@@ -115,26 +116,30 @@ Status time_steps(Model& model, ThreadPool& pool, FilledBatch& b, int steps, KvB
   run.attention_gbps = attention > 0 ? run.kv_read_bytes * steps / attention / 1e9 : 0;
   run.step_cpu_ms = 1000.0 * cpu / steps;
   run.attention_cpu_ms = 1000.0 * attention_cpu / steps;
-  run.attention_cpu_gbps_per_core = attention_cpu > 0 ? run.kv_read_bytes * steps / attention_cpu / 1e9 : 0;
+  run.attention_cpu_gbps_per_core =
+      attention_cpu > 0 ? run.kv_read_bytes * steps / attention_cpu / 1e9 : 0;
   return Status::Ok();
 }
 
 Status check_options(const Model& model, const KvBoundOptions& opt) {
-  if (opt.concurrency.empty()) return make_error("--context needs --concurrency: the sequences decoded together");
+  if (opt.concurrency.empty())
+    return make_error("--context needs --concurrency: the sequences decoded together");
   if (opt.policies.empty()) return make_error("--policies is empty");
   for (int c : opt.concurrency)
     if (c < 1) return make_error("--concurrency values must be positive, not {}", c);
   if (opt.steps < 1) return make_error("--gen-tokens must be positive");
-  if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
+  if (opt.page_tokens < 1)
+    return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.rounds < 1) return make_error("--rounds must be positive, not {}", opt.rounds);
   if (opt.kv_types.empty()) return make_error("--kv-type is empty");
   for (const KvType t : opt.kv_types)
     TG_TRY(check_kv_row_dims(t, model.config().head_dim, model.config().head_dim_v));
   const int64_t need = opt.context + kWarmupSteps + opt.steps;
   if (need > model.config().context_length)
-    return make_error("--context {} plus {} decode steps is {} positions, past the model's context of {} "
-                      "(a generated model can be made longer: tangram mkmodel --ctx)",
-                      opt.context, kWarmupSteps + opt.steps, need, model.config().context_length);
+    return make_error(
+        "--context {} plus {} decode steps is {} positions, past the model's context of {} "
+        "(a generated model can be made longer: tangram mkmodel --ctx)",
+        opt.context, kWarmupSteps + opt.steps, need, model.config().context_length);
   return Status::Ok();
 }
 
@@ -150,28 +155,30 @@ const ColumnProbe& column_probe_of(const KvBoundDecode& d, const std::string& kv
 std::string column_probes_text(const KvBoundDecode& d) {
   std::string text;
   for (const ColumnProbe& p : d.column_probes)
-    text += fmt::format("{}{} {} {:.1f}", text.empty() ? "" : ", ", p.kv_type, format_bytes(static_cast<double>(p.column_bytes)),
-                        p.cpu_gbps_per_core);
+    text += fmt::format("{}{} {} {:.1f}", text.empty() ? "" : ", ", p.kv_type,
+                        format_bytes(static_cast<double>(p.column_bytes)), p.cpu_gbps_per_core);
   return text;
 }
 
 // One round of one run: c sequences of the layout on `type` pages, filled, then timed.
-Result<KvBoundRun> run_once(Model& model, ThreadPool& pool, const SyntheticKvLayout& layout, KvPolicy policy,
-                            KvType type, int c, double full_bytes, const KvBoundOptions& opt,
-                            const SyntheticKvOptions& so) {
+Result<KvBoundRun> run_once(Model& model, ThreadPool& pool, const SyntheticKvLayout& layout,
+                            KvPolicy policy, KvType type, int c, double full_bytes,
+                            const KvBoundOptions& opt, const SyntheticKvOptions& so) {
   // As the scheduler does: tangram's plans are made ahead of time, the others' at every call.
   model.attention_planner().set_split(policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
                                                                   : AttentionSplit::Runtime);
-  const double page_bytes =
-      static_cast<double>(geometry_of(model.config(), opt.page_tokens, layout.group_size, type).page_bytes());
+  const double page_bytes = static_cast<double>(
+      geometry_of(model.config(), opt.page_tokens, layout.group_size, type).page_bytes());
   KvBoundRun run;
   run.policy = std::string(kv_policy_name(policy));
   run.kv_type = std::string(kv_type_name(type));
   run.concurrency = c;
   run.compressor_ratio = layout.compressor_ratio;
-  TG_ASSIGN(FilledBatch batch, fill_batch(model, layout, type, c, opt.context, kWarmupSteps + opt.steps, so));
+  TG_ASSIGN(FilledBatch batch,
+            fill_batch(model, layout, type, c, opt.context, kWarmupSteps + opt.steps, so));
   run.pages_per_seq = batch.caches.front()->pages_held();
-  run.bytes_per_token = static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
+  run.bytes_per_token =
+      static_cast<double>(run.pages_per_seq) * page_bytes / static_cast<double>(opt.context);
   run.retention_vs_full = static_cast<double>(run.pages_per_seq) * page_bytes / full_bytes;
   TG_TRY(time_steps(model, pool, batch, opt.steps, run));
   return run;
@@ -208,7 +215,8 @@ void set_ratios_to_full(std::vector<KvBoundRun>& runs, std::string_view first_ty
   for (KvBoundRun& r : runs) {
     const KvBoundRun* full = nullptr;
     for (const KvBoundRun& f : runs)
-      if (f.policy == "full" && f.kv_type == first_type && f.concurrency == r.concurrency) full = &f;
+      if (f.policy == "full" && f.kv_type == first_type && f.concurrency == r.concurrency)
+        full = &f;
     if (full == nullptr) continue;
     r.vs_full = ratio_spread(r.round_tok_s, full->round_tok_s);
     r.vs_full_cpu = ratio_spread(full->round_step_cpu_ms, r.round_step_cpu_ms);
@@ -217,8 +225,8 @@ void set_ratios_to_full(std::vector<KvBoundRun>& runs, std::string_view first_ty
 
 }  // namespace
 
-Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
-                                              const KvBoundOptions& opt) {
+Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool,
+                                              const std::string& label, const KvBoundOptions& opt) {
   TG_TRY(check_options(model, opt));
   std::vector<KvPolicy> policies;
   for (const std::string& p : opt.policies) {
@@ -243,20 +251,25 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   out.probe_cpu_gbps_per_core = measure_read_bandwidth(pool, size_t{256} << 20).cpu_gbps_per_core;
   for (const KvType t : opt.kv_types) {
     out.kv_types += fmt::format("{}{}", out.kv_types.empty() ? "" : ",", kv_type_name(t));
-    ColumnProbe probe{std::string(kv_type_name(t)), geometry_of(model.config(), opt.page_tokens, 1, t).column_bytes(), 0};
-    TG_ASSIGN(const BandwidthResult scattered, measure_scattered_read_bandwidth(pool, probe.column_bytes));
+    ColumnProbe probe{std::string(kv_type_name(t)),
+                      geometry_of(model.config(), opt.page_tokens, 1, t).column_bytes(), 0};
+    TG_ASSIGN(const BandwidthResult scattered,
+              measure_scattered_read_bandwidth(pool, probe.column_bytes));
     probe.cpu_gbps_per_core = scattered.cpu_gbps_per_core;
     out.column_probes.push_back(probe);
   }
-  TG_ASSIGN(SyntheticKvLayout full, synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
-  const double full_bytes =
-      static_cast<double>(full.footprint_pages(opt.page_tokens)) *
-      static_cast<double>(geometry_of(model.config(), opt.page_tokens, full.group_size, opt.kv_types.front()).page_bytes());
+  TG_ASSIGN(SyntheticKvLayout full,
+            synthetic_kv_layout(KvPolicy::Full, model.config(), model.rope(), so));
+  const double full_bytes = static_cast<double>(full.footprint_pages(opt.page_tokens)) *
+                            static_cast<double>(geometry_of(model.config(), opt.page_tokens,
+                                                            full.group_size, opt.kv_types.front())
+                                                    .page_bytes());
   const AttentionSplit split_before = model.attention_planner().split();
   // Each policy's layout (tangram's fitted ratio included) is the same on every page type.
   std::vector<SyntheticKvLayout> layouts;
   for (const KvPolicy policy : policies) {
-    TG_ASSIGN(SyntheticKvLayout layout, synthetic_kv_layout(policy, model.config(), model.rope(), so));
+    TG_ASSIGN(SyntheticKvLayout layout,
+              synthetic_kv_layout(policy, model.config(), model.rope(), so));
     layouts.push_back(std::move(layout));
   }
   // Every run once per round, in the same order each round.
@@ -273,16 +286,17 @@ Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, co
   for (int round = 0; round < out.rounds; ++round)
     for (size_t i = 0; i < slots.size(); ++i) {
       const Slot& s = slots[i];
-      TG_ASSIGN(KvBoundRun run, run_once(model, pool, layouts[s.policy], policies[s.policy], s.type, s.concurrency,
-                                         full_bytes, opt, so));
+      TG_ASSIGN(KvBoundRun run, run_once(model, pool, layouts[s.policy], policies[s.policy], s.type,
+                                         s.concurrency, full_bytes, opt, so));
       rounds[i].push_back(std::move(run));
       if (opt.on_run_timed) opt.on_run_timed();
     }
   for (size_t i = 0; i < slots.size(); ++i) {
     KvBoundRun run = median_round(rounds[i]);
     run.bandwidth_fraction = opt.peak_gbps > 0 ? run.attention_gbps / opt.peak_gbps : 0;
-    run.per_core_fraction =
-        out.probe_cpu_gbps_per_core > 0 ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core : 0;
+    run.per_core_fraction = out.probe_cpu_gbps_per_core > 0
+                                ? run.attention_cpu_gbps_per_core / out.probe_cpu_gbps_per_core
+                                : 0;
     const double column_rate = column_probe_of(out, run.kv_type).cpu_gbps_per_core;
     run.column_probe_fraction = column_rate > 0 ? run.attention_cpu_gbps_per_core / column_rate : 0;
     out.runs.push_back(std::move(run));
@@ -297,20 +311,26 @@ namespace {
 // " in each of 5 rounds, run after run (the median round shown)", or nothing for one round.
 std::string rounds_text(const KvBoundDecode& d) {
   if (d.rounds < 2) return "";
-  return fmt::format(" in each of {} rounds, run after run (each run's median round shown; vs full: the median of its "
-                     "per-round ratios, least-most)",
-                     d.rounds);
+  return fmt::format(
+      " in each of {} rounds, run after run (each run's median round shown; vs full: the median of "
+      "its "
+      "per-round ratios, least-most)",
+      d.rounds);
 }
 
 // What every run shared, for the text and the markdown report: "every sequence holds ... GB/s
 // per CPU-second".
 std::string setup_text(const KvBoundDecode& d) {
-  return fmt::format("every sequence holds {} positions of synthetic KV (random rows written straight into the pages, "
-                     "no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; read bandwidth {:.1f} GB/s, "
-                     "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched (attention's "
-                     "pattern): {} GB/s per CPU-second",
-                     d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
-                     d.probe_cpu_gbps_per_core, column_probes_text(d));
+  return fmt::format(
+      "every sequence holds {} positions of synthetic KV (random rows written straight into the "
+      "pages, "
+      "no prefill), {} pages of {} tokens, {} threads, {} steps timed{}; read bandwidth {:.1f} "
+      "GB/s, "
+      "{:.1f} GB/s per CPU-second; over page columns in random order, the next prefetched "
+      "(attention's "
+      "pattern): {} GB/s per CPU-second",
+      d.context, d.kv_types, d.page_tokens, d.threads, d.steps, rounds_text(d), d.peak_gbps,
+      d.probe_cpu_gbps_per_core, column_probes_text(d));
 }
 
 // "3.21x", or with several rounds "3.21x (2.95-3.60)": the median per-round ratio and its range;
@@ -327,49 +347,79 @@ void print_kv_bound(const KvBoundDecode& d, std::FILE* console) {
   fmt::print(console, "\n{}: KV-bound decode, {}\n", d.label, setup_text(d));
   const int vs_width = d.rounds > 1 ? 17 : 11;
   fmt::print(console,
-             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} {:>6} {:>7} {:>{}} {:>8} {:>9} "
+             "{:<8} {:<5} {:>6} {:>6} {:>9} {:>5} {:>10} {:>{}} {:>8} {:>8} {:>6} {:>10} {:>8} "
+             "{:>6} {:>7} {:>{}} {:>8} {:>9} "
              "{:>6} {:>7}\n",
-             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", vs_width, "step ms", "attn ms", "attn%",
-             "KV read", "attn GB/s", "of bw", "CPU ms", "CPU vs full", vs_width, "attn CPU", "GB/s/core", "of cpu", "of cols");
+             "policy", "KV", "ratio", "kept", "KV/token", "seqs", "tok/s", "vs full", vs_width,
+             "step ms", "attn ms", "attn%", "KV read", "attn GB/s", "of bw", "CPU ms",
+             "CPU vs full", vs_width, "attn CPU", "GB/s/core", "of cpu", "of cols");
   for (const KvBoundRun& r : d.runs)
     fmt::print(console,
-               "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>{}} {:>8.1f} {:>8.1f} {:>5.0f}% {:>10} {:>8.1f} "
+               "{:<8} {:<5} {:>6.3f} {:>5.1f}% {:>9} {:>5} {:>10.1f} {:>{}} {:>8.1f} {:>8.1f} "
+               "{:>5.0f}% {:>10} {:>8.1f} "
                "{:>5.0f}% {:>7.1f} {:>{}} {:>8.1f} {:>9.1f} {:>5.0f}% {:>6.0f}%\n",
-               r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full, format_bytes(r.bytes_per_token),
-               r.concurrency, r.decode_tok_s, ratio_text(d, r.vs_full), vs_width, r.step_ms, r.attention_ms, 100.0 * r.attention_share,
-               format_bytes(r.kv_read_bytes), r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms,
-               ratio_text(d, r.vs_full_cpu), vs_width, r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
+               r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
+               format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s,
+               ratio_text(d, r.vs_full), vs_width, r.step_ms, r.attention_ms,
+               100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
+               100.0 * r.bandwidth_fraction, r.step_cpu_ms, ratio_text(d, r.vs_full_cpu), vs_width,
+               r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
                100.0 * r.column_probe_fraction);
-  fmt::print(console,
-             "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); kept: bytes "
-             "per cached token over full's on the first KV type (effective retention; vs full likewise); KV read: K and V rows one step's attention reads; "
-             "attn GB/s: that over attention's time; of bw: that over the read bandwidth; CPU ms, attn CPU: the step's "
-             "and attention's CPU time (all threads); CPU vs full: full's step CPU time over the run's; GB/s/core: KV read per CPU-second of attention; of cpu: that over "
-             "the probe's per CPU-second; of cols: that over the page-column probe's of the same type.\n");
+  fmt::print(
+      console,
+      "ratio: what the Compressor was given (tangram: fitted to hold no more pages than uniform); "
+      "kept: bytes "
+      "per cached token over full's on the first KV type (effective retention; vs full likewise); "
+      "KV read: K and V rows one step's attention reads; "
+      "attn GB/s: that over attention's time; of bw: that over the read bandwidth; CPU ms, attn "
+      "CPU: the step's "
+      "and attention's CPU time (all threads); CPU vs full: full's step CPU time over the run's; "
+      "GB/s/core: KV read per CPU-second of attention; of cpu: that over "
+      "the probe's per CPU-second; of cols: that over the page-column probe's of the same type.\n");
 }
 
 nlohmann::json kv_bound_json(const KvBoundDecode& d) {
-  nlohmann::json j = {{"label", d.label}, {"context", d.context}, {"page_tokens", d.page_tokens},
-                      {"kv_types", d.kv_types}, {"threads", d.threads}, {"steps", d.steps}, {"rounds", d.rounds},
+  nlohmann::json j = {{"label", d.label},
+                      {"context", d.context},
+                      {"page_tokens", d.page_tokens},
+                      {"kv_types", d.kv_types},
+                      {"threads", d.threads},
+                      {"steps", d.steps},
+                      {"rounds", d.rounds},
                       {"bandwidth_gbps", d.peak_gbps},
                       {"probe_cpu_gbps_per_core", d.probe_cpu_gbps_per_core},
                       {"column_probes", nlohmann::json::array()},
-                      {"synthetic_kv", true}, {"runs", nlohmann::json::array()}};
+                      {"synthetic_kv", true},
+                      {"runs", nlohmann::json::array()}};
   for (const ColumnProbe& p : d.column_probes)
-    j["column_probes"].push_back(
-        {{"kv_type", p.kv_type}, {"column_bytes", p.column_bytes}, {"cpu_gbps_per_core", p.cpu_gbps_per_core}});
+    j["column_probes"].push_back({{"kv_type", p.kv_type},
+                                  {"column_bytes", p.column_bytes},
+                                  {"cpu_gbps_per_core", p.cpu_gbps_per_core}});
   for (const KvBoundRun& r : d.runs) {
-    j["runs"].push_back({{"policy", r.policy}, {"kv_type", r.kv_type}, {"concurrency", r.concurrency},
-                         {"compressor_ratio", r.compressor_ratio}, {"pages_per_sequence", r.pages_per_seq},
-                         {"bytes_per_cached_token", r.bytes_per_token}, {"retention_vs_full", r.retention_vs_full},
-                         {"decode_tok_s", r.decode_tok_s}, {"round_tok_s", r.round_tok_s},
-                         {"vs_full", r.vs_full.median}, {"vs_full_min", r.vs_full.least}, {"vs_full_max", r.vs_full.most},
-                         {"round_step_cpu_ms", r.round_step_cpu_ms}, {"vs_full_cpu", r.vs_full_cpu.median},
-                         {"vs_full_cpu_min", r.vs_full_cpu.least}, {"vs_full_cpu_max", r.vs_full_cpu.most},
-                         {"step_ms", r.step_ms}, {"attention_ms", r.attention_ms},
-                         {"attention_share", r.attention_share}, {"kv_read_bytes_per_step", r.kv_read_bytes},
-                         {"attention_gbps", r.attention_gbps}, {"bandwidth_fraction", r.bandwidth_fraction},
-                         {"step_cpu_ms", r.step_cpu_ms}, {"attention_cpu_ms", r.attention_cpu_ms},
+    j["runs"].push_back({{"policy", r.policy},
+                         {"kv_type", r.kv_type},
+                         {"concurrency", r.concurrency},
+                         {"compressor_ratio", r.compressor_ratio},
+                         {"pages_per_sequence", r.pages_per_seq},
+                         {"bytes_per_cached_token", r.bytes_per_token},
+                         {"retention_vs_full", r.retention_vs_full},
+                         {"decode_tok_s", r.decode_tok_s},
+                         {"round_tok_s", r.round_tok_s},
+                         {"vs_full", r.vs_full.median},
+                         {"vs_full_min", r.vs_full.least},
+                         {"vs_full_max", r.vs_full.most},
+                         {"round_step_cpu_ms", r.round_step_cpu_ms},
+                         {"vs_full_cpu", r.vs_full_cpu.median},
+                         {"vs_full_cpu_min", r.vs_full_cpu.least},
+                         {"vs_full_cpu_max", r.vs_full_cpu.most},
+                         {"step_ms", r.step_ms},
+                         {"attention_ms", r.attention_ms},
+                         {"attention_share", r.attention_share},
+                         {"kv_read_bytes_per_step", r.kv_read_bytes},
+                         {"attention_gbps", r.attention_gbps},
+                         {"bandwidth_fraction", r.bandwidth_fraction},
+                         {"step_cpu_ms", r.step_cpu_ms},
+                         {"attention_cpu_ms", r.attention_cpu_ms},
                          {"attention_cpu_gbps_per_core", r.attention_cpu_gbps_per_core},
                          {"per_core_fraction", r.per_core_fraction},
                          {"column_probe_fraction", r.column_probe_fraction}});
@@ -380,21 +430,26 @@ nlohmann::json kv_bound_json(const KvBoundDecode& d) {
 std::string kv_bound_markdown(const KvBoundDecode& d) {
   std::string md = fmt::format(
       "\n## KV-bound decode: {}\n\nIn this run {}.\n\n"
-      "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | step ms | attention ms "
-      "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | step CPU vs full "
+      "| policy | KV | ratio | kept vs full | KV per token | sequences | decode tok/s | vs full | "
+      "step ms | attention ms "
+      "| attention share | KV read per step | attention GB/s | of bandwidth | step CPU ms | step "
+      "CPU vs full "
       "| attention CPU ms | attention GB/s per core | of probe per core | of column probe |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+      "---: | ---: | ---: | ---: "
       "| ---: | ---: | ---: |\n",
       d.label, setup_text(d));
   for (const KvBoundRun& r : d.runs)
-    md += fmt::format("| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | {:.1f} | {:.0f}% "
-                      "| {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
-                      r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
-                      format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, ratio_text(d, r.vs_full), r.step_ms,
-                      r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes), r.attention_gbps,
-                      100.0 * r.bandwidth_fraction, r.step_cpu_ms, ratio_text(d, r.vs_full_cpu), r.attention_cpu_ms,
-                      r.attention_cpu_gbps_per_core,
-                      100.0 * r.per_core_fraction, 100.0 * r.column_probe_fraction);
+    md += fmt::format(
+        "| {} | {} | {:.3f} | {:.1f}% | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {} | "
+        "{:.1f} | {:.0f}% "
+        "| {:.1f} | {} | {:.1f} | {:.1f} | {:.0f}% | {:.0f}% |\n",
+        r.policy, r.kv_type, r.compressor_ratio, 100.0 * r.retention_vs_full,
+        format_bytes(r.bytes_per_token), r.concurrency, r.decode_tok_s, ratio_text(d, r.vs_full),
+        r.step_ms, r.attention_ms, 100.0 * r.attention_share, format_bytes(r.kv_read_bytes),
+        r.attention_gbps, 100.0 * r.bandwidth_fraction, r.step_cpu_ms, ratio_text(d, r.vs_full_cpu),
+        r.attention_cpu_ms, r.attention_cpu_gbps_per_core, 100.0 * r.per_core_fraction,
+        100.0 * r.column_probe_fraction);
   return md;
 }
 

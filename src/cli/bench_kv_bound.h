@@ -31,19 +31,20 @@ namespace tangram::cli {
 
 struct KvBoundOptions {
   std::vector<int> concurrency;
-  int64_t context = 0;                // N: positions each sequence holds before decoding
-  int steps = 0;                      // decode steps timed per run
-  std::vector<std::string> policies;  // full | uniform | dynamic | tangram
+  int64_t context = 0;                        // N: positions each sequence holds before decoding
+  int steps = 0;                              // decode steps timed per run
+  std::vector<std::string> policies;          // full | uniform | dynamic | tangram
   std::vector<KvType> kv_types{KvType::F16};  // page types, each run under every policy
-  int page_tokens = 16;               // P: token slots per page (the engine's default)
+  int page_tokens = 16;                       // P: token slots per page (the engine's default)
   // Every run (page type x policy x concurrency) is filled and timed this many times, round-robin:
   // a slow spell of a shared machine then falls on every run alike, and each run's ratio to full
   // is taken within one round, from runs minutes apart at most.
   int rounds = 1;
-  std::function<void()> on_run_timed;  // called after each run of each round (a progress bar), may be empty
-  double ratio = 0.25;                // retention of the compressing policies
-  std::string profile;                // per-head profile fitted to the model (dynamic, tangram)
-  double peak_gbps = 0;               // the machine's measured read bandwidth
+  std::function<void()>
+      on_run_timed;      // called after each run of each round (a progress bar), may be empty
+  double ratio = 0.25;   // retention of the compressing policies
+  std::string profile;   // per-head profile fitted to the model (dynamic, tangram)
+  double peak_gbps = 0;  // the machine's measured read bandwidth
 };
 
 // A ratio taken once per round: its median (the lower middle of an even count), least and most;
@@ -54,12 +55,12 @@ struct RatioSpread {
 
 struct KvBoundRun {
   std::string policy;
-  std::string kv_type;             // the pages' element type
+  std::string kv_type;  // the pages' element type
   int concurrency = 0;
-  double compressor_ratio = 0;     // the ratio the Compressor was given (tangram: fitted)
-  int64_t pages_per_seq = 0;       // pages one sequence holds after the fill
-  double bytes_per_token = 0;      // pages held x page bytes / context, per sequence
-  double retention_vs_full = 0;    // bytes_per_token / full's on the first type listed
+  double compressor_ratio = 0;   // the ratio the Compressor was given (tangram: fitted)
+  int64_t pages_per_seq = 0;     // pages one sequence holds after the fill
+  double bytes_per_token = 0;    // pages held x page bytes / context, per sequence
+  double retention_vs_full = 0;  // bytes_per_token / full's on the first type listed
   // The figures below are the run's median round (by tok/s; the lower middle for an even count).
   double decode_tok_s = 0;
   std::vector<double> round_tok_s;        // every round's tok/s, in round order
@@ -69,11 +70,11 @@ struct KvBoundRun {
   // a shared machine inflate less).
   RatioSpread vs_full, vs_full_cpu;
   double step_ms = 0;
-  double attention_ms = 0;         // per step, all layers
-  double attention_share = 0;      // attention_ms / step_ms
-  double kv_read_bytes = 0;        // per step: every stored K and V row of every head
-  double attention_gbps = 0;       // kv_read_bytes / attention time
-  double bandwidth_fraction = 0;   // attention_gbps / peak_gbps
+  double attention_ms = 0;        // per step, all layers
+  double attention_share = 0;     // attention_ms / step_ms
+  double kv_read_bytes = 0;       // per step: every stored K and V row of every head
+  double attention_gbps = 0;      // kv_read_bytes / attention time
+  double bandwidth_fraction = 0;  // attention_gbps / peak_gbps
   // The same in CPU time (every thread of the process; unlike wall time, not inflated when other
   // jobs share the cores): per step, all layers, and kv_read_bytes per CPU second of attention
   // (GB/s per busy core) over the probe's (probe_cpu_gbps_per_core).
@@ -103,16 +104,17 @@ struct KvBoundDecode {
   int steps = 0;
   int rounds = 0;
   double peak_gbps = 0;
-  double probe_cpu_gbps_per_core = 0;  // the read probe's bytes per CPU second, taken before the runs
+  double probe_cpu_gbps_per_core =
+      0;  // the read probe's bytes per CPU second, taken before the runs
   std::vector<ColumnProbe> column_probes;  // one per page type, taken before the runs
-  std::vector<KvBoundRun> runs;  // policy after policy, each at every concurrency
+  std::vector<KvBoundRun> runs;            // policy after policy, each at every concurrency
 };
 
 // Errors: no concurrency or policies, an unknown policy, a context that with the decode steps
 // does not fit the model's context length, a profile that does not fit the model, or host memory
 // too small for the pages.
-Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool, const std::string& label,
-                                              const KvBoundOptions& opt);
+Result<KvBoundDecode> measure_kv_bound_decode(Model& model, ThreadPool& pool,
+                                              const std::string& label, const KvBoundOptions& opt);
 void print_kv_bound(const KvBoundDecode& d, std::FILE* console);
 nlohmann::json kv_bound_json(const KvBoundDecode& d);
 std::string kv_bound_markdown(const KvBoundDecode& d);

@@ -31,7 +31,8 @@ struct LoadedModel {
 // on a terminal when the copy is slow).
 Result<LoadedModel> load_model_for_serving(const std::string& path, const std::string& preset,
                                            const std::string& type, int max_layers,
-                                           const std::string& cache_dir, int threads, ModelOptions options);
+                                           const std::string& cache_dir, int threads,
+                                           ModelOptions options);
 
 // A LoadProgress that draws a bar on a terminal once copying the weights of `path` has taken
 // more than a second (a fast load prints nothing).

@@ -41,8 +41,9 @@ struct RunRow {
   WorkloadRun run;
   RunMetrics metrics;
   std::optional<AgreementResult> accuracy;  // greedy agreement and KL against full KV
-  std::optional<PerplexityResult> perplexity;  // the accuracy text read in turns, KL against full KV
-  std::optional<PlantedFactsScore> facts;   // planted-facts exact match (real chat models)
+  std::optional<PerplexityResult>
+      perplexity;                          // the accuracy text read in turns, KL against full KV
+  std::optional<PlantedFactsScore> facts;  // planted-facts exact match (real chat models)
   // What the policy commits in closed form at `retention_context` (Compressor::retention_at;
   // none for dynamic): kept entries with group maxima, each head at its own budget, full KV's.
   std::optional<Compressor::Retention> committed;
@@ -68,15 +69,17 @@ struct MultiturnResults {
   int64_t kv_memory_bytes = 0;
   int threads = 0;
   int facts_per_conversation = 0;
-  double dense_kv_bytes_per_token = 0;       // full KV's bytes per token, no page rounding
+  double dense_kv_bytes_per_token = 0;  // full KV's bytes per token, no page rounding
   std::vector<RunRow> rows;
-  std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram runs only)
+  std::optional<RetentionProfile> profile;  // cut to the model's layers (tangram runs only)
   AccuracyInfo accuracy;
-  std::optional<HostRestoreTiming> restore;  // from the host tier, under the reference tangram run's policy
-  std::vector<HostRestoreTiming> restore_contexts;  // --restore-contexts: host and disk at each length
-  std::string restore_policy;                // the KV policy the restores ran under
-  nlohmann::json oversubscribed;             // --oversubscription (null when not run)
-  std::optional<RateSweep> sweep;            // --rates
+  std::optional<HostRestoreTiming>
+      restore;  // from the host tier, under the reference tangram run's policy
+  std::vector<HostRestoreTiming>
+      restore_contexts;            // --restore-contexts: host and disk at each length
+  std::string restore_policy;      // the KV policy the restores ran under
+  nlohmann::json oversubscribed;   // --oversubscription (null when not run)
+  std::optional<RateSweep> sweep;  // --rates
 };
 
 // The run every comparison is against: full KV (nullptr when not run).
@@ -102,7 +105,8 @@ std::string service_markdown(const MultiturnResults& r);
 nlohmann::json service_json(const MultiturnResults& r);
 // tangram's x dynamic at equal effective retention, as a clause ("" when it cannot be paired).
 std::string equal_retention_verdict(const MultiturnResults& r, const RunRow& tangram);
-// The targets, stated plainly: tangram's throughput against full's and dynamic's, and the rate sweep's.
+// The targets, stated plainly: tangram's throughput against full's and dynamic's, and the rate
+// sweep's.
 std::string multiturn_verdict(const MultiturnResults& r);
 BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies);
 

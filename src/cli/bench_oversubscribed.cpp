@@ -34,15 +34,15 @@ struct Outcome {
   double followup_turns = 0;
   double followup_out_tokens = 0;
   double followup_ttft_sum = 0;
-  int64_t prefill_tokens = 0;   // computed over the whole run (turn 1 included)
-  int64_t cached_tokens = 0;    // reused over turns 2..K
+  int64_t prefill_tokens = 0;  // computed over the whole run (turn 1 included)
+  int64_t cached_tokens = 0;   // reused over turns 2..K
   SessionTierStats tiers;
   int64_t evictions = 0;
 };
 
 // Plays every turn of every conversation through one engine.
-Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo, const OversubscribedOptions& opt,
-                     const std::string& name, ProgressBar& bar) {
+Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo,
+                     const OversubscribedOptions& opt, const std::string& name, ProgressBar& bar) {
   TG_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(model, tok, eo));
   const int64_t vocab = model.config().vocab;
   const auto S = static_cast<size_t>(opt.sessions);
@@ -67,7 +67,8 @@ Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo
       engine->wait_idle();
       for (size_t i = first; i < last; ++i) {
         const RequestResult& res = results[i];
-        if (res.finish == FinishReason::Error) return make_error("{}: turn {} of conv-{}: {}", name, k + 1, i, res.error);
+        if (res.finish == FinishReason::Error)
+          return make_error("{}: turn {} of conv-{}: {}", name, k + 1, i, res.error);
         if (k > 0) {
           out.followup_out_tokens += static_cast<double>(res.usage.completion_tokens);
           out.followup_ttft_sum += res.timing.queue_seconds + res.timing.prefill_seconds;
@@ -91,11 +92,15 @@ Result<Outcome> play(Model& model, const Tokenizer& tok, const EngineOptions& eo
 
 }  // namespace
 
-Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, const EngineFlags& flags,
+Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok,
+                                          const EngineFlags& flags,
                                           const OversubscribedOptions& opt) {
   if (opt.sessions < 2 || opt.turns < 2 || opt.concurrency < 1 || opt.oversubscription < 1)
-    return make_error("--sessions needs at least 2 sessions, 2 turns, concurrency >= 1 and oversubscription >= 1");
-  const int64_t longest = opt.first_tokens + (opt.turns - 1) * (opt.followup_tokens + opt.gen_tokens) + opt.gen_tokens;
+    return make_error(
+        "--sessions needs at least 2 sessions, 2 turns, concurrency >= 1 and oversubscription >= "
+        "1");
+  const int64_t longest =
+      opt.first_tokens + (opt.turns - 1) * (opt.followup_tokens + opt.gen_tokens) + opt.gen_tokens;
   if (longest + 2 > model.config().context_length)
     return make_error("a conversation of {} tokens does not fit the model's context {}", longest,
                       model.config().context_length);
@@ -131,21 +136,28 @@ Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, co
   }
   // The pool: S / oversubscription sessions resident, but never less than the running turns'
   // uncompressed peak (a recomputed history is prefilled whole).
-  const int64_t running_peak = opt.concurrency * groups * ((longest + page_tokens - 1) / page_tokens) + groups;
-  const auto resident_pages = static_cast<int64_t>(static_cast<double>(session_pages) * opt.sessions / opt.oversubscription);
+  const int64_t running_peak =
+      opt.concurrency * groups * ((longest + page_tokens - 1) / page_tokens) + groups;
+  const auto resident_pages = static_cast<int64_t>(static_cast<double>(session_pages) *
+                                                   opt.sessions / opt.oversubscription);
   const int64_t pool_pages = std::max(resident_pages, running_peak);
-  const double fits = static_cast<double>(pool_pages) / static_cast<double>(std::max<int64_t>(session_pages, 1));
+  const double fits =
+      static_cast<double>(pool_pages) / static_cast<double>(std::max<int64_t>(session_pages, 1));
 
   namespace fs = std::filesystem;
-  const fs::path disk = opt.disk_dir.empty() ? fs::temp_directory_path() / fmt::format("tangram-oversub-{}", ::getpid())
+  const fs::path disk = opt.disk_dir.empty() ? fs::temp_directory_path() /
+                                                   fmt::format("tangram-oversub-{}", ::getpid())
                                              : fs::path(opt.disk_dir);
   struct Config {
     const char* name;
     const char* host;
     bool disk;
   };
-  const Config configs[] = {{"no tiers (recompute)", "0", false}, {"host tier", "64GiB", false}, {"disk tier", "0", true}};
-  ProgressBar bar("oversubscribed", static_cast<int64_t>(std::size(configs)) * opt.sessions * opt.turns);
+  const Config configs[] = {{"no tiers (recompute)", "0", false},
+                            {"host tier", "64GiB", false},
+                            {"disk tier", "0", true}};
+  ProgressBar bar("oversubscribed",
+                  static_cast<int64_t>(std::size(configs)) * opt.sessions * opt.turns);
   std::vector<Outcome> outcomes;
   for (const Config& c : configs) {
     EngineFlags f = flags;
@@ -162,13 +174,16 @@ Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, co
   }
   bar.finish();
 
-  fmt::print("\noversubscribed multi-turn: {} conversations x {} turns ({} + {} x ({} + {}) tokens), {} at a time; "
-             "the pool ({}) holds {:.1f} of them ({:.1f}x oversubscribed)\n\n",
-             opt.sessions, opt.turns, opt.first_tokens, opt.turns - 1, opt.followup_tokens, opt.gen_tokens,
-             opt.concurrency, format_bytes(static_cast<double>(pool_pages) * static_cast<double>(page_bytes)), fits,
-             opt.sessions / fits);
-  fmt::print("{:<22} {:>12} {:>10} {:>10} {:>12} {:>14} {:>9} {:>9}\n", "configuration", "turns/s", "x none",
-             "out tok/s", "mean TTFT", "prefill tokens", "restores", "evicted");
+  fmt::print(
+      "\noversubscribed multi-turn: {} conversations x {} turns ({} + {} x ({} + {}) tokens), {} "
+      "at a time; "
+      "the pool ({}) holds {:.1f} of them ({:.1f}x oversubscribed)\n\n",
+      opt.sessions, opt.turns, opt.first_tokens, opt.turns - 1, opt.followup_tokens, opt.gen_tokens,
+      opt.concurrency,
+      format_bytes(static_cast<double>(pool_pages) * static_cast<double>(page_bytes)), fits,
+      opt.sessions / fits);
+  fmt::print("{:<22} {:>12} {:>10} {:>10} {:>12} {:>14} {:>9} {:>9}\n", "configuration", "turns/s",
+             "x none", "out tok/s", "mean TTFT", "prefill tokens", "restores", "evicted");
   nlohmann::json j;
   j["sessions"] = opt.sessions;
   j["turns"] = opt.turns;
@@ -178,19 +193,26 @@ Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, co
   for (const Outcome& o : outcomes) {
     const double rate = o.followup_turns / std::max(o.followup_seconds, 1e-9);
     const double ttft = o.followup_ttft_sum / std::max(o.followup_turns, 1.0);
-    fmt::print("{:<22} {:>12.2f} {:>9.2f}x {:>10.1f} {:>10.0f}ms {:>14} {:>9} {:>9}\n", o.name, rate, rate / base,
-               o.followup_out_tokens / std::max(o.followup_seconds, 1e-9), 1e3 * ttft, o.prefill_tokens,
-               o.tiers.restores, o.evictions);
-    j["configs"].push_back({{"name", o.name}, {"followup_turns_per_s", rate}, {"speedup_vs_none", rate / base},
-                            {"followup_out_tok_s", o.followup_out_tokens / std::max(o.followup_seconds, 1e-9)},
-                            {"followup_mean_ttft_s", ttft}, {"prefill_tokens", o.prefill_tokens},
-                            {"cached_tokens", o.cached_tokens}, {"restores", o.tiers.restores},
-                            {"evictions", o.evictions}, {"offload_s", o.tiers.offload_seconds},
-                            {"restore_s", o.tiers.restore_seconds}});
+    fmt::print("{:<22} {:>12.2f} {:>9.2f}x {:>10.1f} {:>10.0f}ms {:>14} {:>9} {:>9}\n", o.name,
+               rate, rate / base, o.followup_out_tokens / std::max(o.followup_seconds, 1e-9),
+               1e3 * ttft, o.prefill_tokens, o.tiers.restores, o.evictions);
+    j["configs"].push_back(
+        {{"name", o.name},
+         {"followup_turns_per_s", rate},
+         {"speedup_vs_none", rate / base},
+         {"followup_out_tok_s", o.followup_out_tokens / std::max(o.followup_seconds, 1e-9)},
+         {"followup_mean_ttft_s", ttft},
+         {"prefill_tokens", o.prefill_tokens},
+         {"cached_tokens", o.cached_tokens},
+         {"restores", o.tiers.restores},
+         {"evictions", o.evictions},
+         {"offload_s", o.tiers.offload_seconds},
+         {"restore_s", o.tiers.restore_seconds}});
   }
-  fmt::print("\nturns/s, out tok/s and TTFT are over turns 2..{} (turn 1 is the same prefill in every "
-             "configuration); prefill tokens count the whole run.\n",
-             opt.turns);
+  fmt::print(
+      "\nturns/s, out tok/s and TTFT are over turns 2..{} (turn 1 is the same prefill in every "
+      "configuration); prefill tokens count the whole run.\n",
+      opt.turns);
   return j;
 }
 

@@ -17,18 +17,19 @@
 namespace tangram::cli {
 
 struct OversubscribedOptions {
-  int sessions = 0;             // conversations (0: the workload is not run)
+  int sessions = 0;              // conversations (0: the workload is not run)
   double oversubscription = 10;  // sessions per session the pool holds
-  int turns = 3;                // turns per conversation
-  int64_t first_tokens = 512;   // first turn's prompt
-  int64_t followup_tokens = 32; // each later turn's new user text
-  int gen_tokens = 16;          // tokens generated per turn
-  int concurrency = 2;          // turns in flight at once
-  std::string disk_dir;         // disk tier folder (a temp one if empty)
+  int turns = 3;                 // turns per conversation
+  int64_t first_tokens = 512;    // first turn's prompt
+  int64_t followup_tokens = 32;  // each later turn's new user text
+  int gen_tokens = 16;           // tokens generated per turn
+  int concurrency = 2;           // turns in flight at once
+  std::string disk_dir;          // disk tier folder (a temp one if empty)
 };
 
 // Runs the three configurations, prints a table, and returns the figures.
-Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok, const EngineFlags& engine,
+Result<nlohmann::json> run_oversubscribed(Model& model, const Tokenizer& tok,
+                                          const EngineFlags& engine,
                                           const OversubscribedOptions& opt);
 
 }  // namespace tangram::cli

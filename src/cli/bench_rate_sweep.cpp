@@ -11,13 +11,16 @@
 
 namespace tangram::cli {
 
-Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool& pool, const WorkloadSpec& spec,
-                                 std::vector<double> rates,
-                                 const std::vector<std::pair<std::string, SchedulerOptions>>& policies) {
+Result<RateSweep> run_rate_sweep(
+    Model& model, const Tokenizer& tok, ThreadPool& pool, const WorkloadSpec& spec,
+    std::vector<double> rates,
+    const std::vector<std::pair<std::string, SchedulerOptions>>& policies) {
   std::sort(rates.begin(), rates.end());
   rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
   for (double r : rates)
-    if (!(r > 0)) return make_error("--rates: every rate must be a positive number of conversations per second");
+    if (!(r > 0))
+      return make_error(
+          "--rates: every rate must be a positive number of conversations per second");
   // The same conversations (same seed) at every rate: only their arrival times differ.
   std::vector<std::vector<Conversation>> workloads;
   int64_t turns = 0;
@@ -67,12 +70,14 @@ Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool&
     if (t->metrics.ttft_s.p99 < f->metrics.ttft_s.p99) ++below;
   }
   if (saturated == 0)
-    sweep.verdict = "TTFT vs rate: full KV did not saturate at the rates given (its TTFT p99 never doubled); "
-                    "give higher --rates to test the TTFT target";
+    sweep.verdict =
+        "TTFT vs rate: full KV did not saturate at the rates given (its TTFT p99 never doubled); "
+        "give higher --rates to test the TTFT target";
   else
-    sweep.verdict = fmt::format("TTFT vs rate: full KV saturates at {} of {} rates; tangram's TTFT p99 is below full's at "
-                                "{} of them (target: all: {})",
-                                saturated, rates.size(), below, below == saturated ? "met" : "NOT met");
+    sweep.verdict = fmt::format(
+        "TTFT vs rate: full KV saturates at {} of {} rates; tangram's TTFT p99 is below full's at "
+        "{} of them (target: all: {})",
+        saturated, rates.size(), below, below == saturated ? "met" : "NOT met");
   return sweep;
 }
 
@@ -103,12 +108,18 @@ nlohmann::json rate_sweep_json(const RateSweep& sweep) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& p : sweep.points) {
     const RunMetrics& m = p.metrics;
-    j.push_back({{"policy", p.policy}, {"rate", p.rate}, {"saturated", p.saturated}, {"wall_s", m.wall_s},
-                 {"requests", m.requests}, {"requests_per_s", m.requests_per_s},
-                 {"output_tokens_per_s", m.output_tokens_per_s},
-                 {"ttft_s", {{"p50", m.ttft_s.p50}, {"p90", m.ttft_s.p90}, {"p99", m.ttft_s.p99}}},
-                 {"queue_s", {{"p50", m.queue_s.p50}, {"p90", m.queue_s.p90}, {"p99", m.queue_s.p99}}},
-                 {"e2e_s", {{"p50", m.e2e_s.p50}, {"p99", m.e2e_s.p99}}}, {"preemptions", m.preemptions}});
+    j.push_back(
+        {{"policy", p.policy},
+         {"rate", p.rate},
+         {"saturated", p.saturated},
+         {"wall_s", m.wall_s},
+         {"requests", m.requests},
+         {"requests_per_s", m.requests_per_s},
+         {"output_tokens_per_s", m.output_tokens_per_s},
+         {"ttft_s", {{"p50", m.ttft_s.p50}, {"p90", m.ttft_s.p90}, {"p99", m.ttft_s.p99}}},
+         {"queue_s", {{"p50", m.queue_s.p50}, {"p90", m.queue_s.p90}, {"p99", m.queue_s.p99}}},
+         {"e2e_s", {{"p50", m.e2e_s.p50}, {"p99", m.e2e_s.p99}}},
+         {"preemptions", m.preemptions}});
   }
   return j;
 }

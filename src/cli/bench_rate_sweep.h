@@ -23,7 +23,7 @@ namespace tangram::cli {
 
 struct RateSweepPoint {
   std::string policy;
-  double rate = 0;         // offered: new conversations per second
+  double rate = 0;  // offered: new conversations per second
   RunMetrics metrics;
   bool saturated = false;  // TTFT p99 more than twice its value at the lowest rate
 };
@@ -34,9 +34,10 @@ struct RateSweep {
 };
 
 // Runs every (policy, rate). `policies` pairs a name with the scheduler options to run it with.
-Result<RateSweep> run_rate_sweep(Model& model, const Tokenizer& tok, ThreadPool& pool, const WorkloadSpec& spec,
-                                 std::vector<double> rates,
-                                 const std::vector<std::pair<std::string, SchedulerOptions>>& policies);
+Result<RateSweep> run_rate_sweep(
+    Model& model, const Tokenizer& tok, ThreadPool& pool, const WorkloadSpec& spec,
+    std::vector<double> rates,
+    const std::vector<std::pair<std::string, SchedulerOptions>>& policies);
 
 // TTFT p50 and p99 against the rate, one series per policy and percentile.
 LinePlot rate_sweep_plot(const RateSweep& sweep);

@@ -12,7 +12,8 @@ namespace fs = std::filesystem;
 
 std::string fmt_s(double seconds) {
   if (!std::isfinite(seconds)) return "-";
-  return seconds < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * seconds) : fmt::format("{:.2f} s", seconds);
+  return seconds < 1.0 ? fmt::format("{:.0f} ms", 1000.0 * seconds)
+                       : fmt::format("{:.2f} s", seconds);
 }
 
 Status prepare_report_dir(const ReportOutput& out) {

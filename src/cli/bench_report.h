@@ -16,7 +16,8 @@
 
 namespace tangram::cli {
 
-// Seconds for a table cell: "850 ms" under a second, "2.31 s" above; "-" when not finite (not measured).
+// Seconds for a table cell: "850 ms" under a second, "2.31 s" above; "-" when not finite (not
+// measured).
 std::string fmt_s(double seconds);
 
 struct ReportOutput {

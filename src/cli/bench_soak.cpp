@@ -36,8 +36,8 @@ using Clock = std::chrono::steady_clock;
 constexpr double kStartupS = 300;  // a generated model may be written and loaded first
 constexpr double kStopS = 60;      // a SIGTERM'd server that takes longer is hung (then killed)
 constexpr double kSettleS = 30;    // the most the end waits for pages and in-flight to drain
-constexpr int kMaxTokens = 24;     // per answer: many short turns exercise more than a few long ones
-constexpr size_t kExamples = 20;   // failed requests kept verbatim in the report
+constexpr int kMaxTokens = 24;    // per answer: many short turns exercise more than a few long ones
+constexpr size_t kExamples = 20;  // failed requests kept verbatim in the report
 
 struct SoakPlan {
   double duration_s = 0, restart_every_s = 0, sample_every_s = 0;
@@ -57,7 +57,9 @@ Result<double> duration_flag(const std::string& flag, const std::string& text) {
 }  // namespace
 
 Status check_soak_flags(const BenchServeOptions& opt) {
-  auto given = [&](std::string_view f) { return std::find(opt.given.begin(), opt.given.end(), f) != opt.given.end(); };
+  auto given = [&](std::string_view f) {
+    return std::find(opt.given.begin(), opt.given.end(), f) != opt.given.end();
+  };
   if (opt.soak.empty()) {
     for (const char* f : {"--soak-restart-every", "--soak-sample", "--soak-rss-growth"})
       if (given(f)) return make_error("{} needs --soak", f);
@@ -65,8 +67,10 @@ Status check_soak_flags(const BenchServeOptions& opt) {
   }
   for (const char* f : {"--url", "--rates", "--workload", "--quick", "--max-retries"})
     if (given(f))
-      return make_error("{} does not apply to --soak (it starts, restarts and drives its own server; a 429 is "
-                        "counted as an outcome, not retried)", f);
+      return make_error(
+          "{} does not apply to --soak (it starts, restarts and drives its own server; a 429 is "
+          "counted as an outcome, not retried)",
+          f);
   return Status::Ok();
 }
 
@@ -81,7 +85,8 @@ Result<SoakPlan> plan_soak(const BenchServeOptions& opt) {
     TG_ASSIGN(p.restart_every_s, duration_flag("--soak-restart-every", opt.soak_restart_every));
   }
   TG_ASSIGN(p.sample_every_s, duration_flag("--soak-sample", opt.soak_sample));
-  if (p.sample_every_s < 0.1) return make_error("--soak-sample: at least 100ms, got {}", opt.soak_sample);
+  if (p.sample_every_s < 0.1)
+    return make_error("--soak-sample: at least 100ms, got {}", opt.soak_sample);
   auto growth = parse_bytes(opt.soak_rss_growth);
   if (!growth) return make_error("--soak-rss-growth: {}", growth.message());
   p.rss_growth_bytes = static_cast<int64_t>(*growth);
@@ -89,14 +94,16 @@ Result<SoakPlan> plan_soak(const BenchServeOptions& opt) {
   if (opt.turns > 0) p.turns = opt.turns;
   p.model = opt.model;
   if (p.model.empty()) {
-    TG_ASSIGN(p.model, cached_synth_model(opt.preset, opt.type, opt.layers, opt.cache_dir, opt.engine.threads));
+    TG_ASSIGN(p.model, cached_synth_model(opt.preset, opt.type, opt.layers, opt.cache_dir,
+                                          opt.engine.threads));
   }
   p.work_dir = fs::temp_directory_path() / fmt::format("tangram-soak-{}", getpid());
   std::error_code ec;
   fs::remove_all(p.work_dir, ec);
   fs::create_directories(p.work_dir / "kv", ec);
   if (ec) return make_error("cannot create {}: {}", p.work_dir.string(), ec.message());
-  p.server_args = {"-m", p.model, "--log-level", "warn", "--max-queue", std::to_string(opt.max_queue)};
+  p.server_args = {"-m",   p.model,       "--log-level",
+                   "warn", "--max-queue", std::to_string(opt.max_queue)};
   if (std::find(opt.given.begin(), opt.given.end(), "--kv-disk") == opt.given.end())
     p.server_args.insert(p.server_args.end(), {"--kv-disk", (p.work_dir / "kv").string()});
   if (!opt.api_key.empty()) p.server_args.insert(p.server_args.end(), {"--api-key", opt.api_key});
@@ -109,16 +116,20 @@ struct Sample {
   pid_t pid = 0;
   int64_t rss = 0;
   bool metrics = false;  // /metrics answered
-  double pages_used = 0, pages_total = 0, sessions = 0, resident = 0, inflight = 0, running = 0, waiting = 0,
-         disk_sessions = 0;
+  double pages_used = 0, pages_total = 0, sessions = 0, resident = 0, inflight = 0, running = 0,
+         waiting = 0, disk_sessions = 0;
 };
 
 json sample_json(const Sample& s) {
   json j = {{"t_s", s.t_s}, {"pid", s.pid}, {"rss_bytes", s.rss}};
   if (s.metrics)
-    j.update({{"kv_pages_used", s.pages_used}, {"kv_pages_total", s.pages_total}, {"sessions", s.sessions},
-              {"sessions_resident", s.resident}, {"http_requests_inflight", s.inflight},
-              {"requests_running", s.running}, {"requests_waiting", s.waiting},
+    j.update({{"kv_pages_used", s.pages_used},
+              {"kv_pages_total", s.pages_total},
+              {"sessions", s.sessions},
+              {"sessions_resident", s.resident},
+              {"http_requests_inflight", s.inflight},
+              {"requests_running", s.running},
+              {"requests_waiting", s.waiting},
               {"kv_disk_sessions", s.disk_sessions}});
   return j;
 }
@@ -127,7 +138,7 @@ struct Restart {
   double t_s = 0, down_s = 0;
   int signal = 0;
   std::string exit;
-  bool clean = true;  // ended as that signal should end it (SIGTERM: exit 0 in time)
+  bool clean = true;    // ended as that signal should end it (SIGTERM: exit 0 in time)
   bool planned = true;  // false: the server had ended on its own (a crash)
 };
 
@@ -144,8 +155,10 @@ Outcome outcome_of(const SoakRequest& r) {
 
 struct Tally {
   int64_t by[kSoakActions][kOutcomes] = {};
-  int64_t total = 0, stream_broken = 0, stream_broken_outside_restarts = 0, conn_outside_restarts = 0;
-  int64_t unexpected = 0;  // must-fail requests that succeeded, or other outcomes no action may have
+  int64_t total = 0, stream_broken = 0, stream_broken_outside_restarts = 0,
+          conn_outside_restarts = 0;
+  int64_t unexpected =
+      0;  // must-fail requests that succeeded, or other outcomes no action may have
   int64_t turns_completed = 0, output_tokens = 0;
   std::vector<json> examples;
 
@@ -153,16 +166,22 @@ struct Tally {
     const Outcome o = outcome_of(r);
     ++by[static_cast<int>(r.action)][o];
     ++total;
-    if (r.stream_broken) ++stream_broken, stream_broken_outside_restarts += r.around_restart ? 0 : 1;
+    if (r.stream_broken)
+      ++stream_broken, stream_broken_outside_restarts += r.around_restart ? 0 : 1;
     if (o == kConn && !r.around_restart) ++conn_outside_restarts;
     if (!r.expected) ++unexpected;
     const bool turn = r.action == SoakAction::ChatStream || r.action == SoakAction::Chat ||
                       r.action == SoakAction::StreamDeleted;
-    if (turn && o == k2xx && r.error.empty()) ++turns_completed, output_tokens += r.completion_tokens;
-    const bool worth_showing = o == k5xx || !r.expected || (!r.error.empty() && !r.around_restart && o != k4xx);
+    if (turn && o == k2xx && r.error.empty())
+      ++turns_completed, output_tokens += r.completion_tokens;
+    const bool worth_showing =
+        o == k5xx || !r.expected || (!r.error.empty() && !r.around_restart && o != k4xx);
     if (worth_showing && examples.size() < kExamples)
-      examples.push_back({{"action", soak_action_name(r.action)}, {"status", r.status}, {"t_s", r.start_s},
-                          {"around_restart", r.around_restart}, {"error", r.error}});
+      examples.push_back({{"action", soak_action_name(r.action)},
+                          {"status", r.status},
+                          {"t_s", r.start_s},
+                          {"around_restart", r.around_restart},
+                          {"error", r.error}});
   }
   int64_t outcome(Outcome o) const {
     int64_t n = 0;
@@ -177,12 +196,14 @@ class SoakRun {
   SoakRun(const BenchServeOptions& opt, SoakPlan plan) : opt_(opt), plan_(std::move(plan)) {}
 
   Status start() {
-    TG_ASSIGN(server_, ServerProcess::start(plan_.server_args, (plan_.work_dir / "server.log").string(), kStartupS));
+    TG_ASSIGN(server_, ServerProcess::start(plan_.server_args,
+                                            (plan_.work_dir / "server.log").string(), kStartupS));
     endpoint_ = *parse_base_url(fmt::format("http://127.0.0.1:{}", server_->port()));
     TG_ASSIGN(context_, fetch_context_length(endpoint_, opt_.api_key));
     t0_ = Clock::now();
     baseline_ = sample();
-    if (!baseline_.metrics) return make_error("GET /metrics of the new server failed:\n{}", server_->log_tail(2000));
+    if (!baseline_.metrics)
+      return make_error("GET /metrics of the new server failed:\n{}", server_->log_tail(2000));
     return Status::Ok();
   }
   Status run();
@@ -249,8 +270,10 @@ Status SoakRun::restart(int sig, bool planned) {
   if (planned) {
     bool hung = false;
     const ChildExit e = server_->stop(sig, kStopS, hung);
-    r.exit = e.describe() + (hung ? fmt::format(" (still running {:.0f} s after SIGTERM: killed)", kStopS) : "");
-    r.clean = !hung && (sig == SIGKILL ? e.signaled && e.code == SIGKILL : !e.signaled && e.code == 0);
+    r.exit = e.describe() +
+             (hung ? fmt::format(" (still running {:.0f} s after SIGTERM: killed)", kStopS) : "");
+    r.clean =
+        !hung && (sig == SIGKILL ? e.signaled && e.code == SIGKILL : !e.signaled && e.code == 0);
   }
   Status st = server_->restart(kStartupS);
   r.down_s = now_s() - r.t_s;
@@ -285,10 +308,12 @@ Status SoakRun::run() {
   const double last_restart_s = 0.8 * plan_.duration_s;  // the last life is long enough to judge
   int restarts = 0;
   double next_sample = plan_.sample_every_s;
-  double next_restart = plan_.restart_every_s > 0 ? plan_.restart_every_s : std::numeric_limits<double>::infinity();
+  double next_restart =
+      plan_.restart_every_s > 0 ? plan_.restart_every_s : std::numeric_limits<double>::infinity();
   while (failed.ok() && now_s() < plan_.duration_s) {
     const double wake = std::min({next_sample, next_restart, plan_.duration_s});
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, std::min(wake - now_s(), 0.2))));
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(std::max(0.0, std::min(wake - now_s(), 0.2))));
     if (server_->exited()) {
       failed = restart(0, /*planned=*/false);
     } else if (now_s() >= next_restart && next_restart < last_restart_s) {
@@ -320,8 +345,8 @@ Status SoakRun::settle() {
   const auto deadline = Clock::now() + std::chrono::duration<double>(kSettleS);
   for (;;) {
     settled_ = sample(/*keep=*/false);
-    const bool drained = settled_.metrics && settled_.pages_used <= baseline_.pages_used && settled_.inflight == 0 &&
-                         settled_.running == 0;
+    const bool drained = settled_.metrics && settled_.pages_used <= baseline_.pages_used &&
+                         settled_.inflight == 0 && settled_.running == 0;
     if (drained || Clock::now() > deadline) {
       samples_.push_back(settled_);
       break;
@@ -349,15 +374,23 @@ json SoakRun::rss_lifetimes(bool& within) const {
       if (samples_[i].rss <= 0) continue;
       peak = std::max(peak, samples_[i].rss);
       last = samples_[i].rss;
-      if (samples_[i].t_s <= warm_end) warm = std::max(warm, samples_[i].rss);
-      else ++after;
+      if (samples_[i].t_s <= warm_end)
+        warm = std::max(warm, samples_[i].rss);
+      else
+        ++after;
     }
     const bool judged = after >= 4 && warm > 0;  // too short a life says nothing about growth
     const int64_t growth = last - warm;
     if (judged && growth > plan_.rss_growth_bytes) within = false;
-    out.push_back({{"pid", samples_[b].pid}, {"from_s", t_first}, {"to_s", t_last}, {"samples", e - b},
-                   {"rss_after_warmup_bytes", warm}, {"rss_max_bytes", peak}, {"rss_last_bytes", last},
-                   {"growth_bytes", growth}, {"judged", judged}});
+    out.push_back({{"pid", samples_[b].pid},
+                   {"from_s", t_first},
+                   {"to_s", t_last},
+                   {"samples", e - b},
+                   {"rss_after_warmup_bytes", warm},
+                   {"rss_max_bytes", peak},
+                   {"rss_last_bytes", last},
+                   {"growth_bytes", growth},
+                   {"judged", judged}});
     b = e;
   }
   return out;
@@ -373,18 +406,23 @@ std::vector<json> SoakRun::checks() const {
   out.push_back(check("no 5xx", n5xx == 0, fmt::format("{} requests answered 5xx", n5xx)));
   int64_t unclean = 0;
   for (const Restart& r : restarts_) unclean += r.clean ? 0 : 1;
-  out.push_back(check("no crash", unclean == 0 && final_stop_clean_,
-                      fmt::format("{} of {} restarts found the server ended unexpectedly or not cleanly; the final "
-                                  "SIGTERM: {}", unclean, restarts_.size(), final_stop_)));
-  out.push_back(check("must-fail requests refused", tally_.unexpected == 0,
-                      fmt::format("{} requests had an outcome their kind must not have", tally_.unexpected)));
-  out.push_back(check("KV pages back to baseline", settled_.metrics && settled_.pages_used <= baseline_.pages_used,
-                      fmt::format("{:g} pages in use, by {:g} sessions the server still holds, after every session "
-                                  "it listed was deleted (before the load: {:g} pages)",
-                                  settled_.pages_used, settled_.sessions, baseline_.pages_used)));
-  out.push_back(check("nothing in flight", settled_.metrics && settled_.inflight == 0 && settled_.running == 0,
-                      fmt::format("{:g} HTTP requests in flight, {:g} running at the end", settled_.inflight,
-                                  settled_.running)));
+  out.push_back(check(
+      "no crash", unclean == 0 && final_stop_clean_,
+      fmt::format("{} of {} restarts found the server ended unexpectedly or not cleanly; the final "
+                  "SIGTERM: {}",
+                  unclean, restarts_.size(), final_stop_)));
+  out.push_back(
+      check("must-fail requests refused", tally_.unexpected == 0,
+            fmt::format("{} requests had an outcome their kind must not have", tally_.unexpected)));
+  out.push_back(check(
+      "KV pages back to baseline", settled_.metrics && settled_.pages_used <= baseline_.pages_used,
+      fmt::format("{:g} pages in use, by {:g} sessions the server still holds, after every session "
+                  "it listed was deleted (before the load: {:g} pages)",
+                  settled_.pages_used, settled_.sessions, baseline_.pages_used)));
+  out.push_back(check("nothing in flight",
+                      settled_.metrics && settled_.inflight == 0 && settled_.running == 0,
+                      fmt::format("{:g} HTTP requests in flight, {:g} running at the end",
+                                  settled_.inflight, settled_.running)));
   bool within = true;
   (void)rss_lifetimes(within);
   out.push_back(check("RSS growth within bound", within,
@@ -398,46 +436,74 @@ json SoakRun::report() const {
   json j;
   j["tool"] = "tangram bench-serve --soak";
   j["model"] = plan_.model;
-  j["settings"] = {{"duration_s", plan_.duration_s}, {"restart_every_s", plan_.restart_every_s},
-                   {"sample_every_s", plan_.sample_every_s}, {"rss_growth_bound_bytes", plan_.rss_growth_bytes},
-                   {"clients", plan_.clients}, {"turns_per_conversation", plan_.turns},
-                   {"max_tokens", kMaxTokens}, {"seed", opt_.seed}, {"context", context_},
+  j["settings"] = {{"duration_s", plan_.duration_s},
+                   {"restart_every_s", plan_.restart_every_s},
+                   {"sample_every_s", plan_.sample_every_s},
+                   {"rss_growth_bound_bytes", plan_.rss_growth_bytes},
+                   {"clients", plan_.clients},
+                   {"turns_per_conversation", plan_.turns},
+                   {"max_tokens", kMaxTokens},
+                   {"seed", opt_.seed},
+                   {"context", context_},
                    {"server_args", plan_.server_args}};
   json by_outcome, by_action;
-  for (int o = 0; o < kOutcomes; ++o) by_outcome[kOutcomeNames[o]] = tally_.outcome(static_cast<Outcome>(o));
+  for (int o = 0; o < kOutcomes; ++o)
+    by_outcome[kOutcomeNames[o]] = tally_.outcome(static_cast<Outcome>(o));
   for (int a = 0; a < kSoakActions; ++a)
     for (int o = 0; o < kOutcomes; ++o)
-      by_action[std::string(soak_action_name(static_cast<SoakAction>(a)))][kOutcomeNames[o]] = tally_.by[a][o];
-  j["requests"] = {{"total", tally_.total}, {"by_outcome", by_outcome}, {"by_action", by_action},
+      by_action[std::string(soak_action_name(static_cast<SoakAction>(a)))][kOutcomeNames[o]] =
+          tally_.by[a][o];
+  j["requests"] = {{"total", tally_.total},
+                   {"by_outcome", by_outcome},
+                   {"by_action", by_action},
                    {"streams_broken", tally_.stream_broken},
                    {"streams_broken_outside_restarts", tally_.stream_broken_outside_restarts},
                    {"connection_errors_outside_restarts", tally_.conn_outside_restarts},
-                   {"unexpected", tally_.unexpected}, {"examples", tally_.examples}};
-  j["throughput"] = {{"load_s", load_s_}, {"turns_completed", tally_.turns_completed},
-                     {"requests_per_s", load_s_ > 0 ? static_cast<double>(tally_.total) / load_s_ : 0.0},
-                     {"turns_per_s", load_s_ > 0 ? static_cast<double>(tally_.turns_completed) / load_s_ : 0.0},
-                     {"output_tokens_per_s", load_s_ > 0 ? static_cast<double>(tally_.output_tokens) / load_s_ : 0.0}};
+                   {"unexpected", tally_.unexpected},
+                   {"examples", tally_.examples}};
+  j["throughput"] = {
+      {"load_s", load_s_},
+      {"turns_completed", tally_.turns_completed},
+      {"requests_per_s", load_s_ > 0 ? static_cast<double>(tally_.total) / load_s_ : 0.0},
+      {"turns_per_s", load_s_ > 0 ? static_cast<double>(tally_.turns_completed) / load_s_ : 0.0},
+      {"output_tokens_per_s",
+       load_s_ > 0 ? static_cast<double>(tally_.output_tokens) / load_s_ : 0.0}};
   json restarts = json::array();
   for (const Restart& r : restarts_)
-    restarts.push_back({{"t_s", r.t_s}, {"signal", !r.planned ? "none" : r.signal == SIGKILL ? "SIGKILL" : "SIGTERM"},
-                        {"planned", r.planned}, {"exit", r.exit}, {"clean", r.clean}, {"down_s", r.down_s}});
+    restarts.push_back({{"t_s", r.t_s},
+                        {"signal", !r.planned            ? "none"
+                                   : r.signal == SIGKILL ? "SIGKILL"
+                                                         : "SIGTERM"},
+                        {"planned", r.planned},
+                        {"exit", r.exit},
+                        {"clean", r.clean},
+                        {"down_s", r.down_s}});
   j["restarts"] = restarts;
   int64_t rss_max = 0;
   double pages_max = 0;
-  for (const Sample& s : samples_) rss_max = std::max(rss_max, s.rss), pages_max = std::max(pages_max, s.pages_used);
+  for (const Sample& s : samples_)
+    rss_max = std::max(rss_max, s.rss), pages_max = std::max(pages_max, s.pages_used);
   bool within = true;
-  j["rss"] = {{"first_bytes", baseline_.rss}, {"max_bytes", rss_max}, {"last_bytes", settled_.rss},
+  j["rss"] = {{"first_bytes", baseline_.rss},
+              {"max_bytes", rss_max},
+              {"last_bytes", settled_.rss},
               {"lifetimes", rss_lifetimes(within)}};
-  j["kv_pages"] = {{"total", baseline_.pages_total}, {"baseline", baseline_.pages_used}, {"max", pages_max},
-                   {"end_of_load", end_of_load_.pages_used}, {"after_delete", settled_.pages_used}};
-  j["end"] = {{"sessions_deleted", deleted_at_end_}, {"end_of_load", sample_json(end_of_load_)},
-              {"after_delete", sample_json(settled_)}, {"final_stop", final_stop_}};
+  j["kv_pages"] = {{"total", baseline_.pages_total},
+                   {"baseline", baseline_.pages_used},
+                   {"max", pages_max},
+                   {"end_of_load", end_of_load_.pages_used},
+                   {"after_delete", settled_.pages_used}};
+  j["end"] = {{"sessions_deleted", deleted_at_end_},
+              {"end_of_load", sample_json(end_of_load_)},
+              {"after_delete", sample_json(settled_)},
+              {"final_stop", final_stop_}};
   json samples = json::array();
   for (const Sample& s : samples_) samples.push_back(sample_json(s));
   j["samples"] = samples;
   const std::vector<json> cs = checks();
   j["checks"] = cs;
-  const bool pass = std::all_of(cs.begin(), cs.end(), [](const json& c) { return c["pass"].get<bool>(); });
+  const bool pass =
+      std::all_of(cs.begin(), cs.end(), [](const json& c) { return c["pass"].get<bool>(); });
   j["verdict"] = pass ? "PASS" : "FAIL";
   return j;
 }
@@ -448,29 +514,38 @@ void write_markdown(const json& j, const std::string& verdict_line, const fs::pa
   std::ofstream md(path);
   const json& st = j["settings"];
   md << "# tangram bench-serve --soak report\n\n"
-     << fmt::format("Model `{}`; {:.0f} s of load by {} clients (conversations of {} turns, answers up to {} tokens, "
-                    "seed {}), a server restart every {:.0f} s (SIGTERM; every third kill -9), a sample every {:g} s.\n\n",
-                    j["model"].get<std::string>(), st["duration_s"].get<double>(), st["clients"].get<int>(),
-                    st["turns_per_conversation"].get<int>(), st["max_tokens"].get<int>(), st["seed"].get<uint64_t>(),
-                    st["restart_every_s"].get<double>(), st["sample_every_s"].get<double>())
+     << fmt::format(
+            "Model `{}`; {:.0f} s of load by {} clients (conversations of {} turns, answers up to "
+            "{} tokens, "
+            "seed {}), a server restart every {:.0f} s (SIGTERM; every third kill -9), a sample "
+            "every {:g} s.\n\n",
+            j["model"].get<std::string>(), st["duration_s"].get<double>(), st["clients"].get<int>(),
+            st["turns_per_conversation"].get<int>(), st["max_tokens"].get<int>(),
+            st["seed"].get<uint64_t>(), st["restart_every_s"].get<double>(),
+            st["sample_every_s"].get<double>())
      << "**" << verdict_line << "**\n\n| check | result | detail |\n| --- | --- | --- |\n";
   for (const json& c : j["checks"])
-    md << fmt::format("| {} | {} | {} |\n", c["check"].get<std::string>(), c["pass"].get<bool>() ? "pass" : "FAIL",
-                      c["detail"].get<std::string>());
-  md << "\n## Requests by outcome\n\n| kind | 2xx | 4xx | 5xx | connection error |\n| --- | ---: | ---: | ---: | ---: |\n";
+    md << fmt::format("| {} | {} | {} |\n", c["check"].get<std::string>(),
+                      c["pass"].get<bool>() ? "pass" : "FAIL", c["detail"].get<std::string>());
+  md << "\n## Requests by outcome\n\n| kind | 2xx | 4xx | 5xx | connection error |\n| --- | ---: | "
+        "---: | ---: | ---: |\n";
   for (const auto& [name, o] : j["requests"]["by_action"].items())
-    md << fmt::format("| {} | {} | {} | {} | {} |\n", name, o["2xx"].get<int64_t>(), o["4xx"].get<int64_t>(),
-                      o["5xx"].get<int64_t>(), o["connection_error"].get<int64_t>());
+    md << fmt::format("| {} | {} | {} | {} | {} |\n", name, o["2xx"].get<int64_t>(),
+                      o["4xx"].get<int64_t>(), o["5xx"].get<int64_t>(),
+                      o["connection_error"].get<int64_t>());
   const json& o = j["requests"]["by_outcome"];
-  md << fmt::format("| **all** | {} | {} | {} | {} |\n\n", o["2xx"].get<int64_t>(), o["4xx"].get<int64_t>(),
-                    o["5xx"].get<int64_t>(), o["connection_error"].get<int64_t>())
-     << fmt::format("Streams broken: {} ({} outside restarts); connection errors outside restarts: {}. "
-                    "Throughput: {:.2f} requests/s, {:.2f} completed turns/s, {:.1f} output tokens/s.\n\n",
-                    j["requests"]["streams_broken"].get<int64_t>(),
-                    j["requests"]["streams_broken_outside_restarts"].get<int64_t>(),
-                    j["requests"]["connection_errors_outside_restarts"].get<int64_t>(),
-                    j["throughput"]["requests_per_s"].get<double>(), j["throughput"]["turns_per_s"].get<double>(),
-                    j["throughput"]["output_tokens_per_s"].get<double>());
+  md << fmt::format("| **all** | {} | {} | {} | {} |\n\n", o["2xx"].get<int64_t>(),
+                    o["4xx"].get<int64_t>(), o["5xx"].get<int64_t>(),
+                    o["connection_error"].get<int64_t>())
+     << fmt::format(
+            "Streams broken: {} ({} outside restarts); connection errors outside restarts: {}. "
+            "Throughput: {:.2f} requests/s, {:.2f} completed turns/s, {:.1f} output tokens/s.\n\n",
+            j["requests"]["streams_broken"].get<int64_t>(),
+            j["requests"]["streams_broken_outside_restarts"].get<int64_t>(),
+            j["requests"]["connection_errors_outside_restarts"].get<int64_t>(),
+            j["throughput"]["requests_per_s"].get<double>(),
+            j["throughput"]["turns_per_s"].get<double>(),
+            j["throughput"]["output_tokens_per_s"].get<double>());
   const json& r = j["rss"];
   const json& p = j["kv_pages"];
   md << "## Memory\n\n| | first | max | last |\n| --- | ---: | ---: | ---: |\n"
@@ -479,11 +554,14 @@ void write_markdown(const json& j, const std::string& verdict_line, const fs::pa
      << fmt::format("| KV pages used (of {:g}) | {:g} | {:g} | {:g} (end of load {:g}) |\n\n",
                     p["total"].get<double>(), p["baseline"].get<double>(), p["max"].get<double>(),
                     p["after_delete"].get<double>(), p["end_of_load"].get<double>())
-     << "Restarts:\n\n| at (s) | signal | ended | clean | down (s) |\n| ---: | --- | --- | --- | ---: |\n";
+     << "Restarts:\n\n| at (s) | signal | ended | clean | down (s) |\n| ---: | --- | --- | --- | "
+        "---: |\n";
   for (const json& x : j["restarts"])
-    md << fmt::format("| {:.1f} | {} | {} | {} | {:.2f} |\n", x["t_s"].get<double>(), x["signal"].get<std::string>(),
-                      x["exit"].get<std::string>(), x["clean"].get<bool>() ? "yes" : "NO", x["down_s"].get<double>());
-  md << "\nPlot: `soak.svg` (RSS and KV pages over time). Every sample, restart and failed request: `report.json`; "
+    md << fmt::format("| {:.1f} | {} | {} | {} | {:.2f} |\n", x["t_s"].get<double>(),
+                      x["signal"].get<std::string>(), x["exit"].get<std::string>(),
+                      x["clean"].get<bool>() ? "yes" : "NO", x["down_s"].get<double>());
+  md << "\nPlot: `soak.svg` (RSS and KV pages over time). Every sample, restart and failed "
+        "request: `report.json`; "
         "the server's own log: `server.log`.\n";
 }
 
@@ -498,8 +576,10 @@ Status write_plot(const json& j, const fs::path& path) {
   PlotSeries r{"server RSS (MiB)", {}, {}}, u{"KV pages used", {}, {}};
   for (const json& s : j["samples"]) {
     const double t = s["t_s"].get<double>();
-    if (s["rss_bytes"].get<int64_t>() > 0) r.x.push_back(t), r.y.push_back(s["rss_bytes"].get<double>() / 1048576.0);
-    if (s.contains("kv_pages_used")) u.x.push_back(t), u.y.push_back(s["kv_pages_used"].get<double>());
+    if (s["rss_bytes"].get<int64_t>() > 0)
+      r.x.push_back(t), r.y.push_back(s["rss_bytes"].get<double>() / 1048576.0);
+    if (s.contains("kv_pages_used"))
+      u.x.push_back(t), u.y.push_back(s["kv_pages_used"].get<double>());
   }
   rss.series.push_back(std::move(r));
   pages.series.push_back(std::move(u));
@@ -519,35 +599,45 @@ int cmd_bench_soak(const BenchServeOptions& opt) {
   SoakRun soak(opt, std::move(plan).value());
   const fs::path work = soak.plan().work_dir;
   auto finish = [&](int code) {
-    fs::copy_file(work / "server.log", out / "server.log", fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(work / "server.log", out / "server.log", fs::copy_options::overwrite_existing,
+                  ec);
     fs::remove_all(work, ec);
     return code;
   };
   if (Status st = soak.start(); !st) return finish(fail(st.message()));
-  fmt::print("tangram bench-serve --soak: {} for {:.0f} s, {} clients, restarts every {:.0f} s, server {}\n",
-             soak.plan().model, soak.plan().duration_s, soak.plan().clients, soak.plan().restart_every_s,
-             soak.endpoint().origin);
+  fmt::print(
+      "tangram bench-serve --soak: {} for {:.0f} s, {} clients, restarts every {:.0f} s, server "
+      "{}\n",
+      soak.plan().model, soak.plan().duration_s, soak.plan().clients, soak.plan().restart_every_s,
+      soak.endpoint().origin);
   std::fflush(stdout);
-  if (Status st = soak.run(); !st) return finish(fail(fmt::format("{}\n{}", st.message(), soak.log_tail())));
+  if (Status st = soak.run(); !st)
+    return finish(fail(fmt::format("{}\n{}", st.message(), soak.log_tail())));
   if (Status st = soak.settle(); !st) return finish(fail(st.message()));
   const json j = soak.report();
   const std::string verdict = j["verdict"].get<std::string>();
   std::vector<std::string> failed;
   for (const json& c : j["checks"])
-    if (!c["pass"].get<bool>()) failed.push_back(c["check"].get<std::string>() + ": " + c["detail"].get<std::string>());
-  const std::string line = fmt::format("soak verdict: {}{}", verdict, failed.empty() ? "" : " (" + fmt::format("{}", fmt::join(failed, "; ")) + ")");
+    if (!c["pass"].get<bool>())
+      failed.push_back(c["check"].get<std::string>() + ": " + c["detail"].get<std::string>());
+  const std::string line =
+      fmt::format("soak verdict: {}{}", verdict,
+                  failed.empty() ? "" : " (" + fmt::format("{}", fmt::join(failed, "; ")) + ")");
   std::ofstream(out / "report.json") << j.dump(2) << "\n";
   write_markdown(j, line, out / "report.md");
   if (Status st = write_plot(j, out / "soak.svg"); !st) return finish(fail(st.message()));
   const json& o = j["requests"]["by_outcome"];
-  fmt::print("requests: {} (2xx {}, 4xx {}, 5xx {}, connection errors {}); restarts {}; RSS first {} max {} last {}; "
-             "KV pages max {:g}, after deleting everything {:g}\n",
-             j["requests"]["total"].get<int64_t>(), o["2xx"].get<int64_t>(), o["4xx"].get<int64_t>(),
-             o["5xx"].get<int64_t>(), o["connection_error"].get<int64_t>(), j["restarts"].size(),
-             mib(j["rss"]["first_bytes"].get<double>()), mib(j["rss"]["max_bytes"].get<double>()),
-             mib(j["rss"]["last_bytes"].get<double>()), j["kv_pages"]["max"].get<double>(),
-             j["kv_pages"]["after_delete"].get<double>());
-  fmt::print("report: {}/report.md, report.json, soak.svg, server.log\n{}\n", opt.output.out_dir, line);
+  fmt::print(
+      "requests: {} (2xx {}, 4xx {}, 5xx {}, connection errors {}); restarts {}; RSS first {} max "
+      "{} last {}; "
+      "KV pages max {:g}, after deleting everything {:g}\n",
+      j["requests"]["total"].get<int64_t>(), o["2xx"].get<int64_t>(), o["4xx"].get<int64_t>(),
+      o["5xx"].get<int64_t>(), o["connection_error"].get<int64_t>(), j["restarts"].size(),
+      mib(j["rss"]["first_bytes"].get<double>()), mib(j["rss"]["max_bytes"].get<double>()),
+      mib(j["rss"]["last_bytes"].get<double>()), j["kv_pages"]["max"].get<double>(),
+      j["kv_pages"]["after_delete"].get<double>());
+  fmt::print("report: {}/report.md, report.json, soak.svg, server.log\n{}\n", opt.output.out_dir,
+             line);
   return finish(verdict == "PASS" ? 0 : 1);
 }
 

@@ -13,8 +13,9 @@ Result<ChatTemplate> pick_chat_template(const std::string& override_name, const 
     if (builtin) return builtin;
     std::ifstream in(override_name, std::ios::binary);
     if (!in)
-      return make_error("--chat-template '{}' is neither a builtin (chatml, llama3, llama2) nor a readable file",
-                        override_name);
+      return make_error(
+          "--chat-template '{}' is neither a builtin (chatml, llama3, llama2) nor a readable file",
+          override_name);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ChatTemplate::parse(ss.str());
@@ -28,9 +29,10 @@ Result<std::vector<int32_t>> render_chat(const ChatTemplate& tmpl, const Tokeniz
                                          const std::vector<ChatMessage>& messages) {
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
-  TG_ASSIGN(RenderedChat chat,
-            tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts()));
-  return tok.encode(chat.text, /*add_special=*/false, /*parse_special=*/true, chat.protected_ranges);
+  TG_ASSIGN(RenderedChat chat, tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos,
+                                                     eos, tok.parse_special_texts()));
+  return tok.encode(chat.text, /*add_special=*/false, /*parse_special=*/true,
+                    chat.protected_ranges);
 }
 
 ChatMessage chat_message(std::string role, std::string content) {

@@ -8,24 +8,24 @@
 // (greedy agreement and next-token KL on a fixed continuation). The pipeline: set up (workload,
 // model, profile, engine flags), run and measure every plan, then the restore probe and the rate
 // sweep, then the report (bench_multiturn_report.cpp; the output convention of bench_report.h).
-#include <cmath>
-#include <memory>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <memory>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "cli/bench_accuracy.h"
+#include "cli/bench_models.h"
+#include "cli/bench_multiturn.h"
+#include "cli/bench_oversubscribed.h"
+#include "cli/chat_prompt.h"
+#include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/config_json.h"
 #include "cli/data_dir.h"
-#include "cli/bench_accuracy.h"
-#include "cli/bench_models.h"
-#include "cli/bench_oversubscribed.h"
-#include "cli/bench_multiturn.h"
-#include "cli/chat_prompt.h"
-#include "cli/cli_error.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "evaluation/trace.h"
@@ -41,11 +41,11 @@ struct BenchSetup {
   LoadedModel loaded;
   WorkloadSpec spec;
   std::vector<Conversation> conversations;
-  int64_t longest = 0;                       // longest conversation in tokens
-  std::optional<RetentionProfile> profile;   // cut to the model's layers (tangram only)
-  std::string profile_path;                  // where that cut is saved for the engine to load
-  EngineFlags base;                          // the engine flags before each plan's policy is set
-  std::optional<ChatTemplate> chat_template; // planted facts only
+  int64_t longest = 0;                        // longest conversation in tokens
+  std::optional<RetentionProfile> profile;    // cut to the model's layers (tangram only)
+  std::string profile_path;                   // where that cut is saved for the engine to load
+  EngineFlags base;                           // the engine flags before each plan's policy is set
+  std::optional<ChatTemplate> chat_template;  // planted facts only
   int n_facts = 0;
   std::optional<AccuracyWorkload> accuracy;  // text the model knows, cut to its context
   AccuracyInfo accuracy_info;
@@ -70,17 +70,20 @@ Result<WorkloadSpec> workload_spec(const BenchOptions& opt) {
 }
 
 // The trace's conversations (its text turns tokenised) or the generated workload's.
-Result<std::vector<Conversation>> load_conversations(const BenchOptions& opt, WorkloadSpec& spec, const Tokenizer& tok) {
+Result<std::vector<Conversation>> load_conversations(const BenchOptions& opt, WorkloadSpec& spec,
+                                                     const Tokenizer& tok) {
   if (opt.trace.empty()) return generate_workload(spec);
   TG_ASSIGN(std::vector<Conversation> conversations, load_trace(opt.trace));
   for (auto& c : conversations)
     for (auto& turn : c.turns)
       if (turn.user_tokens.empty() && !turn.user_text.empty()) {
         turn.user_tokens = tok.encode(turn.user_text, false, false);
-        if (turn.user_tokens.empty()) return make_error("{}: a turn of {} encodes to no tokens", opt.trace, c.id);
+        if (turn.user_tokens.empty())
+          return make_error("{}: a turn of {} encodes to no tokens", opt.trace, c.id);
       }
   spec.turns = 0;
-  for (const auto& c : conversations) spec.turns = std::max(spec.turns, static_cast<int>(c.turns.size()));
+  for (const auto& c : conversations)
+    spec.turns = std::max(spec.turns, static_cast<int>(c.turns.size()));
   return conversations;
 }
 
@@ -96,21 +99,26 @@ int64_t longest_conversation(const std::vector<Conversation>& conversations) {
 
 // The preset's message lengths scaled down (the same for every policy) so that its longest
 // conversation fits a model with a short context; lengths given on the command line are kept.
-Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vector<Conversation>& conversations,
-                                  int64_t& longest) {
+Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context,
+                                  std::vector<Conversation>& conversations, int64_t& longest) {
   const int64_t outputs = static_cast<int64_t>(spec.turns) * spec.output_tokens;
   const int64_t first = spec.first_turn_tokens, followup = spec.followup_tokens;
   // Message lengths are drawn around their means: scale, regenerate, and again while it overflows.
   for (int attempt = 0; attempt < 4 && longest + 8 > context; ++attempt) {
     const double prompts = static_cast<double>(std::max<int64_t>(longest - outputs, 1));
     const double scale = 0.97 * static_cast<double>(context - 8 - outputs) / prompts;
-    if (scale <= 0) return Status::Ok();  // the outputs alone do not fit: the caller's error says so
-    spec.first_turn_tokens = std::max<int64_t>(8, static_cast<int64_t>(static_cast<double>(spec.first_turn_tokens) * scale));
-    spec.followup_tokens = std::max<int64_t>(4, static_cast<int64_t>(static_cast<double>(spec.followup_tokens) * scale));
+    if (scale <= 0)
+      return Status::Ok();  // the outputs alone do not fit: the caller's error says so
+    spec.first_turn_tokens = std::max<int64_t>(
+        8, static_cast<int64_t>(static_cast<double>(spec.first_turn_tokens) * scale));
+    spec.followup_tokens = std::max<int64_t>(
+        4, static_cast<int64_t>(static_cast<double>(spec.followup_tokens) * scale));
     TG_ASSIGN(conversations, generate_workload(spec));
     longest = longest_conversation(conversations);
   }
-  fmt::print(stderr, "note: messages shortened to fit the model's context of {} tokens: first {} -> {}, later {} -> {}\n",
+  fmt::print(stderr,
+             "note: messages shortened to fit the model's context of {} tokens: first {} -> {}, "
+             "later {} -> {}\n",
              context, first, spec.first_turn_tokens, followup, spec.followup_tokens);
   return Status::Ok();
 }
@@ -118,16 +126,20 @@ Status shrink_messages_to_context(WorkloadSpec& spec, int64_t context, std::vect
 // The per-head profile tangram runs with (`path`, else the shipped real one of --profile-dir and
 // --profile-model), cut to the model's layers and saved under the report folder for the engine
 // to load.
-Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path, const ModelConfig& cfg,
-                                     const std::string& fitted_path) {
-  if (path.empty()) path = (data_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json").string();
+Result<RetentionProfile> fit_profile(const BenchOptions& opt, std::string path,
+                                     const ModelConfig& cfg, const std::string& fitted_path) {
+  if (path.empty())
+    path = (data_dir() / "profiles" / opt.profile_dir / opt.profile_model / "profile_perlayer.json")
+               .string();
   auto profile = load_profile(path);
-  if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
+  if (!profile)
+    return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
   TG_ASSIGN(RetentionProfile fitted, profile_first_layers(*profile, cfg.n_layers));
   if (fitted.n_kv_head != cfg.n_kv_head || fitted.n_layers != cfg.n_layers)
-    return make_error("the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile "
-                      "(`tangram profile` makes one) or leave tangram out of --policies",
-                      path, profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head);
+    return make_error(
+        "the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile "
+        "(`tangram profile` makes one) or leave tangram out of --policies",
+        path, profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head);
   TG_TRY(save_profile(fitted, fitted_path));
   return fitted;
 }
@@ -141,18 +153,21 @@ double dense_kv_bytes_per_token(const ModelConfig& cfg, const std::string& kv_ty
 
 // The engine flags every run starts from: KV memory for `memory_sessions` conversations under
 // full KV unless given, the scorer, compression points and the budget scaling's context.
-EngineFlags base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg, const WorkloadSpec& spec, int64_t longest) {
+EngineFlags base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg,
+                              const WorkloadSpec& spec, int64_t longest) {
   const double kv_token = dense_kv_bytes_per_token(cfg, opt.engine.kv_type);
   EngineFlags base = opt.engine;
   if (base.kv_memory == "auto") {
-    const double bytes = opt.memory_sessions * static_cast<double>(longest + 2 * base.page_tokens) * kv_token;
+    const double bytes =
+        opt.memory_sessions * static_cast<double>(longest + 2 * base.page_tokens) * kv_token;
     base.kv_memory = fmt::format("{}", static_cast<uint64_t>(bytes));
   }
   base.kv_scorer = opt.scorer;
   // Compression points every quarter of the first message (as the reference's 8192-token chunks
   // are to its ~25k-token prompts), so tangram's admitted peak is a fraction of the prompt.
   if (base.kv_chunk <= 0)
-    base.kv_chunk = std::max<int64_t>(2 * base.kv_window + 1, (spec.first_turn_tokens / 4 + 63) / 64 * 64);
+    base.kv_chunk =
+        std::max<int64_t>(2 * base.kv_window + 1, (spec.first_turn_tokens / 4 + 63) / 64 * 64);
   // Tangram's budgets commit --kv-ratio of full KV at the first message's length, the context
   // every conversation is compressed at first.
   if (base.kv_budget_context <= 0) base.kv_budget_context = spec.first_turn_tokens;
@@ -163,22 +178,26 @@ EngineFlags base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg, c
 Result<BenchSetup> set_up(const BenchOptions& opt) {
   BenchSetup s;
   TG_ASSIGN(s.spec, workload_spec(opt));
-  TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0,
-                                             opt.cache_dir, opt.engine.threads, model_options_for(opt.engine)));
+  TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type,
+                                             opt.model.empty() ? opt.layers : 0, opt.cache_dir,
+                                             opt.engine.threads, model_options_for(opt.engine)));
   const ModelConfig& cfg = s.loaded.model->config();
   const Tokenizer& tok = *s.loaded.tokenizer;
   s.spec.vocab = static_cast<int32_t>(std::min<int64_t>(cfg.vocab, tok.n_vocab()));
   TG_ASSIGN(s.conversations, load_conversations(opt, s.spec, tok));
   TG_TRY(check_token_range(s.conversations, static_cast<int32_t>(cfg.vocab)));
   s.longest = longest_conversation(s.conversations);
-  if (s.longest + 8 > cfg.context_length && opt.trace.empty() && opt.first_turn_tokens == 0 && opt.followup_tokens == 0)
+  if (s.longest + 8 > cfg.context_length && opt.trace.empty() && opt.first_turn_tokens == 0 &&
+      opt.followup_tokens == 0)
     TG_TRY(shrink_messages_to_context(s.spec, cfg.context_length, s.conversations, s.longest));
   if (s.longest + 8 > cfg.context_length)
-    return make_error("a conversation reaches {} tokens, past the model's context of {}: shorten the workload",
-                      s.longest, cfg.context_length);
+    return make_error(
+        "a conversation reaches {} tokens, past the model's context of {}: shorten the workload",
+        s.longest, cfg.context_length);
   // The report folder first: the fitted profile goes there.
   TG_TRY(prepare_report_dir(opt.output));
-  const std::string dir = opt.output.out_dir.empty() ? fs::temp_directory_path().string() : opt.output.out_dir;
+  const std::string dir =
+      opt.output.out_dir.empty() ? fs::temp_directory_path().string() : opt.output.out_dir;
   s.profile_path = (fs::path(dir) / "profile.json").string();
   s.base = base_engine_flags(opt, cfg, s.spec, s.longest);
   if (std::find(opt.policies.begin(), opt.policies.end(), "tangram") != opt.policies.end()) {
@@ -188,21 +207,27 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
     if (source.empty() && !opt.model.empty()) {
       ThreadPool pool(s.base.threads);
       TG_ASSIGN(source, profile_from_own_text(opt, s.loaded, s.base, dir, pool));
-      s.accuracy_info.profile_source = fmt::format("`tangram profile` on the model's own text ({})", source);
+      s.accuracy_info.profile_source =
+          fmt::format("`tangram profile` on the model's own text ({})", source);
     }
     TG_ASSIGN(RetentionProfile fitted, fit_profile(opt, source, cfg, s.profile_path));
-    if (s.accuracy_info.profile_source.empty()) s.accuracy_info.profile_source = source.empty() ? "the preset's" : source;
+    if (s.accuracy_info.profile_source.empty())
+      s.accuracy_info.profile_source = source.empty() ? "the preset's" : source;
     s.profile = std::move(fitted);
   }
   if (opt.accuracy) {
-    TG_ASSIGN(AccuracyWorkload w, accuracy_workload_for(opt, tok, cfg.context_length, s.accuracy_info));
+    TG_ASSIGN(AccuracyWorkload w,
+              accuracy_workload_for(opt, tok, cfg.context_length, s.accuracy_info));
     s.accuracy = std::move(w);
   }
   // Planted facts need a model that follows a chat: on by default with -m when the model carries
   // a chat template (a base model such as a story writer has none and cannot answer).
-  s.n_facts = opt.facts >= 0 ? opt.facts : (!opt.model.empty() && !tok.chat_template().empty() ? 4 : 0);
+  s.n_facts =
+      opt.facts >= 0 ? opt.facts : (!opt.model.empty() && !tok.chat_template().empty() ? 4 : 0);
   if (opt.facts < 0 && !opt.model.empty() && s.n_facts == 0)
-    fmt::print(stderr, "note: planted facts off: the model has no chat template (--facts N runs them anyway)\n");
+    fmt::print(
+        stderr,
+        "note: planted facts off: the model has no chat template (--facts N runs them anyway)\n");
   if (s.n_facts > 0) {
     TG_ASSIGN(ChatTemplate t, pick_chat_template("", tok));
     s.chat_template = std::move(t);
@@ -214,13 +239,15 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
 
 std::vector<RunPlan> plan_runs(const BenchOptions& opt) {
   // Dynamic's extra ratios, only when there is another compressing policy to compare with it.
-  const bool bracket = opt.dynamic_bracket > 0 &&
-                       std::any_of(opt.policies.begin(), opt.policies.end(),
-                                   [](const std::string& p) { return p != "full" && p != "dynamic"; });
+  const bool bracket =
+      opt.dynamic_bracket > 0 &&
+      std::any_of(opt.policies.begin(), opt.policies.end(),
+                  [](const std::string& p) { return p != "full" && p != "dynamic"; });
   std::vector<double> dynamic_ratios = opt.ratios;
   if (bracket)
     for (double r : opt.ratios) {
-      const double low = std::round(r * opt.dynamic_bracket * 1000.0) / 1000.0;  // 0.25 x 0.6 prints 0.15
+      const double low =
+          std::round(r * opt.dynamic_bracket * 1000.0) / 1000.0;  // 0.25 x 0.6 prints 0.15
       const bool listed = std::any_of(dynamic_ratios.begin(), dynamic_ratios.end(),
                                       [&](double d) { return std::abs(d - low) < 1e-9; });
       if (low > 0 && !listed) dynamic_ratios.push_back(low);
@@ -252,26 +279,30 @@ EngineFlags plan_flags(const BenchSetup& s, const RunPlan& plan) {
   return f;
 }
 
-void measure_planted_facts(const BenchSetup& s, const BenchOptions& opt, const EngineOptions& eo, RunRow& row) {
+void measure_planted_facts(const BenchSetup& s, const BenchOptions& opt, const EngineOptions& eo,
+                           RunRow& row) {
   PlantedFactsOptions po;
   po.seed = opt.seed;
   po.n_facts = s.n_facts;
   po.filler_words = 300;  // shrunk to fit the context by run_planted_facts
   EngineOptions facts_engine = eo;
   facts_engine.threads = s.base.threads;
-  auto score = run_planted_facts(*s.loaded.model, *s.loaded.tokenizer, *s.chat_template, facts_engine, po);
+  auto score =
+      run_planted_facts(*s.loaded.model, *s.loaded.tokenizer, *s.chat_template, facts_engine, po);
   if (score)
     row.facts = *score;
   else
-    fmt::print(stderr, "note: planted facts of {} at {} not measured: {}\n", row.policy, row.ratio, score.message());
+    fmt::print(stderr, "note: planted facts of {} at {} not measured: {}\n", row.policy, row.ratio,
+               score.message());
 }
 
 // One plan through the scheduler, then its accuracy and planted facts.
-Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunPlan& plan, ThreadPool& pool,
+Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunPlan& plan,
+                        ThreadPool& pool,
                         const std::function<void(int64_t, int64_t)>& on_progress) {
   TG_ASSIGN(EngineOptions eo, to_engine_options(plan_flags(s, plan)));
-  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations, s.spec, on_progress,
-                          eo.sessions);
+  auto run = run_workload(*s.loaded.model, *s.loaded.tokenizer, pool, eo.scheduler, s.conversations,
+                          s.spec, on_progress, eo.sessions);
   if (!run) return make_error("{} at ratio {}: {}", plan.policy, plan.ratio, run.message());
   RunRow row;
   row.policy = plan.policy;
@@ -281,24 +312,27 @@ Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunP
   row.run = std::move(run).value();
   // The closed-form retention of the policy at the context its budgets are scaled at.
   const CompressionOptions& co = eo.scheduler.compression;
-  TG_ASSIGN(auto compressor, Compressor::create(co, s.loaded.model->config(), s.loaded.model->rope(),
-                                                eo.scheduler.page_group_size));
+  TG_ASSIGN(auto compressor,
+            Compressor::create(co, s.loaded.model->config(), s.loaded.model->rope(),
+                               eo.scheduler.page_group_size));
   row.retention_context = co.budget_reference();
   row.committed = compressor->retention_at(row.retention_context);
-  if (s.accuracy) measure_accuracy(*s.loaded.model, *s.loaded.tokenizer, *s.accuracy, eo, pool, row);
+  if (s.accuracy)
+    measure_accuracy(*s.loaded.model, *s.loaded.tokenizer, *s.accuracy, eo, pool, row);
   if (s.chat_template) measure_planted_facts(s, opt, eo, row);
   return row;
 }
 
-Result<std::vector<RunRow>> run_plans(const BenchSetup& s, const BenchOptions& opt, const std::vector<RunPlan>& plans,
-                                      ThreadPool& pool) {
+Result<std::vector<RunRow>> run_plans(const BenchSetup& s, const BenchOptions& opt,
+                                      const std::vector<RunPlan>& plans, ThreadPool& pool) {
   int64_t total_turns = 0;
   for (const auto& c : s.conversations) total_turns += static_cast<int64_t>(c.turns.size());
   ProgressBar bar("benchmark", static_cast<int64_t>(plans.size()) * total_turns);
   std::vector<RunRow> rows;
   int64_t done_before = 0;
   for (const RunPlan& plan : plans) {
-    TG_ASSIGN(RunRow row, run_plan(s, opt, plan, pool, [&](int64_t d, int64_t) { bar.update(done_before + d); }));
+    TG_ASSIGN(RunRow row, run_plan(s, opt, plan, pool,
+                                   [&](int64_t d, int64_t) { bar.update(done_before + d); }));
     done_before += total_turns;
     rows.push_back(std::move(row));
   }
@@ -308,7 +342,8 @@ Result<std::vector<RunRow>> run_plans(const BenchSetup& s, const BenchOptions& o
 // The flags the restore probes and the oversubscribed workload run under: the reference tangram
 // run's, else uniform at 25% (a compressed session, as serving keeps it).
 EngineFlags restore_flags(const BenchSetup& s, const std::vector<RunRow>& rows) {
-  if (const RunRow* t = reference_tangram_run(rows)) return plan_flags(s, {t->policy, t->ratio, t->group_size});
+  if (const RunRow* t = reference_tangram_run(rows))
+    return plan_flags(s, {t->policy, t->ratio, t->group_size});
   return plan_flags(s, {"uniform", 0.25, 0});
 }
 
@@ -320,24 +355,28 @@ Status measure_restores(const BenchSetup& s, const BenchOptions& opt, MultiturnR
   r.restore_policy = fmt::format("{} {:.2f}", flags.kv_policy, flags.kv_ratio);
   if (opt.restore_contexts.empty()) {
     if (!reference_tangram_run(r.rows) || !opt.trace.empty()) return Status::Ok();
-    TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags,
-                                                        s.spec.first_turn_tokens, static_cast<uint32_t>(opt.seed)));
+    TG_ASSIGN(HostRestoreTiming t,
+              measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags,
+                                   s.spec.first_turn_tokens, static_cast<uint32_t>(opt.seed)));
     r.restore = t;
     return Status::Ok();
   }
-  const std::string disk = opt.disk_dir.empty()
-                               ? (fs::temp_directory_path() / fmt::format("tangram-restore-{}", ::getpid())).string()
-                               : opt.disk_dir;
+  const std::string disk =
+      opt.disk_dir.empty()
+          ? (fs::temp_directory_path() / fmt::format("tangram-restore-{}", ::getpid())).string()
+          : opt.disk_dir;
   ProgressBar bar("restore", static_cast<int64_t>(opt.restore_contexts.size()));
   for (const int64_t n : opt.restore_contexts) {
     bar.add();
     if (n + 2 > r.config.context_length) {
-      fmt::print(stderr, "note: restore context {} skipped: the model holds {}\n", n, r.config.context_length);
+      fmt::print(stderr, "note: restore context {} skipped: the model holds {}\n", n,
+                 r.config.context_length);
       continue;
     }
-    TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags, n,
-                                                        static_cast<uint32_t>(n)));
-    TG_TRY(measure_disk_restore(*s.loaded.model, *s.loaded.tokenizer, flags, disk, static_cast<uint32_t>(n), t));
+    TG_ASSIGN(HostRestoreTiming t, measure_host_restore(*s.loaded.model, *s.loaded.tokenizer, flags,
+                                                        n, static_cast<uint32_t>(n)));
+    TG_TRY(measure_disk_restore(*s.loaded.model, *s.loaded.tokenizer, flags, disk,
+                                static_cast<uint32_t>(n), t));
     r.restore_contexts.push_back(t);
   }
   return Status::Ok();
@@ -355,7 +394,8 @@ Status run_oversubscription(const BenchSetup& s, const BenchOptions& opt, Multit
   o.gen_tokens = static_cast<int>(s.spec.output_tokens);
   o.concurrency = s.spec.concurrency;
   o.disk_dir = opt.disk_dir;
-  TG_ASSIGN(r.oversubscribed, run_oversubscribed(*s.loaded.model, *s.loaded.tokenizer, restore_flags(s, r.rows), o));
+  TG_ASSIGN(r.oversubscribed,
+            run_oversubscribed(*s.loaded.model, *s.loaded.tokenizer, restore_flags(s, r.rows), o));
   return Status::Ok();
 }
 
@@ -364,7 +404,9 @@ Result<std::optional<RateSweep>> sweep_rates(const BenchSetup& s, const BenchOpt
                                              const std::vector<RunRow>& rows, ThreadPool& pool) {
   if (opt.rates.empty()) return std::optional<RateSweep>();
   if (!opt.trace.empty()) {
-    fmt::print(stderr, "note: --rates needs a generated workload (a trace has its own arrival times); skipped\n");
+    fmt::print(
+        stderr,
+        "note: --rates needs a generated workload (a trace has its own arrival times); skipped\n");
     return std::optional<RateSweep>();
   }
   const RunRow* full = full_run(rows);
@@ -375,10 +417,12 @@ Result<std::optional<RateSweep>> sweep_rates(const BenchSetup& s, const BenchOpt
   }
   std::vector<std::pair<std::string, SchedulerOptions>> policies;
   for (const RunRow* r : {full, tangram}) {
-    TG_ASSIGN(EngineOptions eo, to_engine_options(plan_flags(s, {r->policy, r->ratio, r->group_size})));
+    TG_ASSIGN(EngineOptions eo,
+              to_engine_options(plan_flags(s, {r->policy, r->ratio, r->group_size})));
     policies.emplace_back(r->policy, eo.scheduler);
   }
-  TG_ASSIGN(RateSweep sweep, run_rate_sweep(*s.loaded.model, *s.loaded.tokenizer, pool, s.spec, opt.rates, policies));
+  TG_ASSIGN(RateSweep sweep, run_rate_sweep(*s.loaded.model, *s.loaded.tokenizer, pool, s.spec,
+                                            opt.rates, policies));
   return std::optional<RateSweep>(std::move(sweep));
 }
 
@@ -388,9 +432,10 @@ std::string arrival_summary(const WorkloadSpec& spec) {
                       ? fmt::format("arriving at {}/s", spec.request_rate)
                       : fmt::format("concurrency {}", spec.concurrency);
   if (spec.think_time_s > 0)
-    a += fmt::format(", think time {}{} s",
-                     spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential ? "exponential, mean " : "",
-                     spec.think_time_s);
+    a += fmt::format(
+        ", think time {}{} s",
+        spec.think_time_dist == WorkloadSpec::ThinkTime::Exponential ? "exponential, mean " : "",
+        spec.think_time_s);
   return a;
 }
 
@@ -408,10 +453,12 @@ Status run_bench(const BenchOptions& opt) {
   r.dense_kv_bytes_per_token = dense_kv_bytes_per_token(cfg, s.base.kv_type);
   r.profile = s.profile;
   r.accuracy = s.accuracy_info;
-  fmt::print(console, "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} turns, first "
+  fmt::print(console,
+             "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} "
+             "turns, first "
              "turn {} tokens, {}), KV memory {}, {} runs\n",
-             r.model_path, cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, s.spec.preset, s.spec.sessions,
-             s.spec.turns, s.spec.first_turn_tokens, arrival_summary(s.spec),
+             r.model_path, cfg.n_layers, cfg.n_head, cfg.n_kv_head, cfg.head_dim, s.spec.preset,
+             s.spec.sessions, s.spec.turns, s.spec.first_turn_tokens, arrival_summary(s.spec),
              format_bytes(static_cast<double>(r.kv_memory_bytes)), plans.size());
   ThreadPool pool(s.base.threads);
   r.threads = pool.size();
@@ -440,14 +487,19 @@ namespace {
 // overwritten, so they are refused with the flag to use instead.
 void refuse_swept_flags(const CLI::App& c) {
   static constexpr std::pair<const char*, const char*> kSwept[] = {
-      {"--kv-policy", "--policies"},   {"--kv-ratio", "--ratios"},  {"--page-group-size", "--group-sizes"},
-      {"--kv-scorer", "--scorer"},     {"--kv-profile", "--profile"}};
+      {"--kv-policy", "--policies"},
+      {"--kv-ratio", "--ratios"},
+      {"--page-group-size", "--group-sizes"},
+      {"--kv-scorer", "--scorer"},
+      {"--kv-profile", "--profile"}};
   for (const auto& [flag, use] : kSwept)
     if (c.count(flag) > 0)
-      throw CLI::ValidationError(flag, fmt::format("bench sets it for each run: use {} (a list) instead", use));
+      throw CLI::ValidationError(
+          flag, fmt::format("bench sets it for each run: use {} (a list) instead", use));
   if (c.count("--profile-cache") > 0)
-    throw CLI::ValidationError("--profile-cache", "bench makes tangram's profile from the model's own text in its -o "
-                                                  "folder (or takes --profile): no cache is read");
+    throw CLI::ValidationError("--profile-cache",
+                               "bench makes tangram's profile from the model's own text in its -o "
+                               "folder (or takes --profile): no cache is read");
 }
 
 }  // namespace
@@ -457,77 +509,133 @@ Command register_bench(CLI::App& app) {
   BenchOptions& bench = *opt;
   bench.engine.kv_memory = "auto";
   bench.engine.kv_chunk = 0;  // auto: a quarter of the first message
-  auto* c_bench = app.add_subcommand(
-      "bench", "Multi-turn serving benchmark: full, uniform, dynamic and tangram KV side by side (the main job)");
-  c_bench->add_option("-m,--model", bench.model, "Benchmark this GGUF instead of the generated default")
+  auto* c_bench = app.add_subcommand("bench",
+                                     "Multi-turn serving benchmark: full, uniform, dynamic and "
+                                     "tangram KV side by side (the main job)");
+  c_bench
+      ->add_option("-m,--model", bench.model,
+                   "Benchmark this GGUF instead of the generated default")
       ->check(CLI::ExistingFile);
-  c_bench->add_option("--preset", bench.preset, "Attention shape of the generated model")->capture_default_str();
-  c_bench->add_option("--type", bench.type, "Weight type of the generated model")->capture_default_str();
+  c_bench->add_option("--preset", bench.preset, "Attention shape of the generated model")
+      ->capture_default_str();
+  c_bench->add_option("--type", bench.type, "Weight type of the generated model")
+      ->capture_default_str();
   c_bench->add_option("--layers", bench.layers, "Layers of the generated model (0: the preset's)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c_bench->add_option("--cache-dir", bench.cache_dir, "Where generated models are kept");
-  c_bench->add_option("--workload", bench.workload, "Preset: service (many conversations arriving over time, "
-                      "idle between turns for seeded think times), scbench (shared long context, follow-up questions), "
-                      "locomo (long chat histories), sharegpt (short chat)")->capture_default_str()
+  c_bench
+      ->add_option("--workload", bench.workload,
+                   "Preset: service (many conversations arriving over time, "
+                   "idle between turns for seeded think times), scbench (shared long context, "
+                   "follow-up questions), "
+                   "locomo (long chat histories), sharegpt (short chat)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"service", "scbench", "locomo", "sharegpt"}));
   c_bench->add_option("--trace", bench.trace, "Replay a JSONL trace of conversations (see README)")
       ->check(CLI::ExistingFile);
-  c_bench->add_option("--conversations", bench.conversations, "Conversations (default: the preset's)")
+  c_bench
+      ->add_option("--conversations", bench.conversations, "Conversations (default: the preset's)")
       ->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--turns", bench.turns, "Turns per conversation")->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--concurrency", bench.concurrency, "Conversations active at once (closed loop)")
+  c_bench->add_option("--turns", bench.turns, "Turns per conversation")
       ->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")->check(CLI::NonNegativeNumber);
+  c_bench
+      ->add_option("--concurrency", bench.concurrency, "Conversations active at once (closed loop)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--first-turn-tokens", bench.first_turn_tokens, "First message length")
+      ->check(CLI::NonNegativeNumber);
   c_bench->add_option("--followup-tokens", bench.followup_tokens, "Length of each later message")
       ->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--gen-tokens", bench.gen_tokens, "Tokens generated per turn")->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")->check(CLI::NonNegativeNumber);
-  c_bench->add_option("--rates", bench.rates,
-                      "Also run full and tangram open loop at each of these rates (new conversations per second): "
-                      "TTFT vs request rate, ttft_vs_rate.svg")
+  c_bench->add_option("--gen-tokens", bench.gen_tokens, "Tokens generated per turn")
+      ->check(CLI::NonNegativeNumber);
+  c_bench->add_option("--rate", bench.rate, "Open loop: new conversations per second (Poisson)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench
+      ->add_option("--rates", bench.rates,
+                   "Also run full and tangram open loop at each of these rates (new conversations "
+                   "per second): "
+                   "TTFT vs request rate, ttft_vs_rate.svg")
       ->delimiter(',');
-  c_bench->add_option("--think-time", bench.think_time,
-                      "Mean seconds a user thinks before each follow-up (service: drawn exponential; default: the "
-                      "preset's)")->check(CLI::NonNegativeNumber);
+  c_bench
+      ->add_option("--think-time", bench.think_time,
+                   "Mean seconds a user thinks before each follow-up (service: drawn exponential; "
+                   "default: the "
+                   "preset's)")
+      ->check(CLI::NonNegativeNumber);
   c_bench->add_option("--seed", bench.seed, "Workload seed")->capture_default_str();
-  c_bench->add_option("--policies", bench.policies, "Policies to run")->capture_default_str()->delimiter(',');
-  c_bench->add_option("--ratios", bench.ratios, "Retention ratios")->capture_default_str()->delimiter(',');
-  c_bench->add_option("--dynamic-bracket", bench.dynamic_bracket,
-                      "Dynamic also runs at each ratio times this, so that its runs bracket the other policies' "
-                      "effective retention and x dynamic at equal retention interpolates (0: off)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")->capture_default_str()
+  c_bench->add_option("--policies", bench.policies, "Policies to run")
+      ->capture_default_str()
       ->delimiter(',');
-  c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")->capture_default_str();
-  c_bench->add_option("--profile", bench.profile, "Per-head profile for tangram (default: with -m, made by `tangram profile` from the model's own text; "
-                      "else the real one of the preset's model)")
+  c_bench->add_option("--ratios", bench.ratios, "Retention ratios")
+      ->capture_default_str()
+      ->delimiter(',');
+  c_bench
+      ->add_option("--dynamic-bracket", bench.dynamic_bracket,
+                   "Dynamic also runs at each ratio times this, so that its runs bracket the other "
+                   "policies' "
+                   "effective retention and x dynamic at equal retention interpolates (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  c_bench->add_option("--group-sizes", bench.group_sizes, "Head-group sizes for tangram")
+      ->capture_default_str()
+      ->delimiter(',');
+  c_bench->add_option("--scorer", bench.scorer, "Scorer of the compressing policies")
+      ->capture_default_str();
+  c_bench
+      ->add_option("--profile", bench.profile,
+                   "Per-head profile for tangram (default: with -m, made by `tangram profile` from "
+                   "the model's own text; "
+                   "else the real one of the preset's model)")
       ->check(CLI::ExistingFile);
-  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of data/profiles")->capture_default_str();
-  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of data/profiles")->capture_default_str();
-  c_bench->add_option("--memory-sessions", bench.memory_sessions,
-                      "With --kv-memory auto: KV for this many conversations under full KV")->capture_default_str()
+  c_bench->add_option("--profile-dir", bench.profile_dir, "Scorer folder of data/profiles")
+      ->capture_default_str();
+  c_bench->add_option("--profile-model", bench.profile_model, "Model folder of data/profiles")
+      ->capture_default_str();
+  c_bench
+      ->add_option("--memory-sessions", bench.memory_sessions,
+                   "With --kv-memory auto: KV for this many conversations under full KV")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c_bench->add_flag("!--no-accuracy", bench.accuracy, "Skip the accuracy comparison against full KV");
-  c_bench->add_option("--accuracy-text", bench.accuracy_text,
-                      "Text the accuracy runs read (default: the built-in short stories, docs/accuracy-text.txt)")
+  c_bench->add_flag("!--no-accuracy", bench.accuracy,
+                    "Skip the accuracy comparison against full KV");
+  c_bench
+      ->add_option("--accuracy-text", bench.accuracy_text,
+                   "Text the accuracy runs read (default: the built-in short stories, "
+                   "docs/accuracy-text.txt)")
       ->check(CLI::ExistingFile);
-  c_bench->add_option("--accuracy-tokens", bench.accuracy_tokens,
-                      "Most tokens of the accuracy text read per policy (also cut to the model's context and -c)")
-      ->capture_default_str()->check(CLI::Range(int64_t{64}, int64_t{1} << 20));
-  c_bench->add_option("--facts", bench.facts,
-                      "Planted facts in a long chat, asked back later and scored by exact match, per policy "
-                      "(needs a real chat model: default 4 with -m when the model has a chat template, else 0 = off)")->check(CLI::Range(-1, 144));
-  c_bench->add_option("--restore-contexts", bench.restore_contexts,
-                      "Time to restore an idle conversation of each length from host memory and disk vs re-prefill")
-      ->delimiter(',')->check(CLI::PositiveNumber);
-  c_bench->add_option("--disk-dir", bench.disk_dir, "Where the disk tier is measured (default: a temp folder)");
-  c_bench->add_option("--oversubscription", bench.oversubscription,
-                      "Also run the conversations in a KV pool holding 1/X of them: no tier, host tier, disk tier")
+  c_bench
+      ->add_option("--accuracy-tokens", bench.accuracy_tokens,
+                   "Most tokens of the accuracy text read per policy (also cut to the model's "
+                   "context and -c)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 20));
+  c_bench
+      ->add_option(
+          "--facts", bench.facts,
+          "Planted facts in a long chat, asked back later and scored by exact match, per policy "
+          "(needs a real chat model: default 4 with -m when the model has a chat template, else 0 "
+          "= off)")
+      ->check(CLI::Range(-1, 144));
+  c_bench
+      ->add_option("--restore-contexts", bench.restore_contexts,
+                   "Time to restore an idle conversation of each length from host memory and disk "
+                   "vs re-prefill")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  c_bench->add_option("--disk-dir", bench.disk_dir,
+                      "Where the disk tier is measured (default: a temp folder)");
+  c_bench
+      ->add_option("--oversubscription", bench.oversubscription,
+                   "Also run the conversations in a KV pool holding 1/X of them: no tier, host "
+                   "tier, disk tier")
       ->check(CLI::NonNegativeNumber);
   c_bench->add_flag("--quick", bench.quick, "A small workload: the whole run in a few minutes");
-  c_bench->add_option("-o,--out", bench.output.out_dir, "Folder for report.json, report.md and the plots")
+  c_bench
+      ->add_option("-o,--out", bench.output.out_dir,
+                   "Folder for report.json, report.md and the plots")
       ->capture_default_str();
-  c_bench->add_flag("--json", bench.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
+  c_bench->add_flag("--json", bench.output.json_stdout,
+                    "Print report.json on stdout (the tables go to stderr)");
   add_engine_options(c_bench, bench.engine);
   c_bench->parse_complete_callback([c_bench] { refuse_swept_flags(*c_bench); });
   return {c_bench, [opt] { return cmd_bench(*opt); }, [opt] { return plan_json(*opt); }};

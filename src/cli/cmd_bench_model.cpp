@@ -10,24 +10,24 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/json_parse.h"
 #include "cli/bench_batch_decode.h"
 #include "cli/bench_kv_bound.h"
-#include "cli/command.h"
-#include "cli/config_json.h"
 #include "cli/bench_models.h"
 #include "cli/bench_report.h"
 #include "cli/cli_error.h"
+#include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/config_json.h"
 #include "cli/data_dir.h"
+#include "common/json_parse.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "compress/kv_policy.h"
@@ -46,7 +46,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 struct ModelFigures {
   std::string label;
@@ -69,7 +71,8 @@ void count_weights(const Model& m, ModelFigures& f) {
 Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, ModelFigures& f) {
   count_weights(model, f);
   const auto& cfg = model.config();
-  const std::vector<int32_t> prompt = random_tokens(opt.prompt_tokens, cfg.vocab, 42);  // [prompt_tokens]
+  const std::vector<int32_t> prompt =
+      random_tokens(opt.prompt_tokens, cfg.vocab, 42);        // [prompt_tokens]
   std::vector<float> logits(static_cast<size_t>(cfg.vocab));  // [vocab]
   const int64_t ctx = opt.prompt_tokens + opt.gen_tokens + 1;
   double best_prefill = 1e30, best_decode = 1e30;
@@ -77,9 +80,11 @@ Status measure(Model& model, const BenchModelOptions& opt, ThreadPool& pool, Mod
     auto cache = model.new_cache(ctx, KvType::F32);
     TG_TRY(cache->reserve(ctx));
     auto t0 = Clock::now();
-    TG_TRY(model.forward(*cache, prompt.data(), static_cast<int64_t>(prompt.size()), 0, logits.data(), pool));
+    TG_TRY(model.forward(*cache, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
+                         logits.data(), pool));
     best_prefill = std::min(best_prefill, since(t0));
-    int32_t tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    int32_t tok =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     t0 = Clock::now();
     for (int i = 0; i < opt.gen_tokens; ++i) {
       TG_TRY(model.forward(*cache, &tok, 1, cache->n_positions(), logits.data(), pool));
@@ -97,14 +102,18 @@ void measure_llama_cpp(const BenchModelOptions& opt, int threads, ModelFigures& 
   const fs::path dir = oracle_dir();
   if (!fs::exists(dir / "node_modules" / "node-llama-cpp")) {
     f.llama_note = fmt::format(
-        "llama.cpp oracle not installed in {} (scripts/oracle-setup.sh, or npm install --ignore-scripts there)",
+        "llama.cpp oracle not installed in {} (scripts/oracle-setup.sh, or npm install "
+        "--ignore-scripts there)",
         dir.string());
     return;
   }
-  const fs::path out = fs::temp_directory_path() / fmt::format("tangram-llama-bench-{}.json", ::getpid());
+  const fs::path out =
+      fs::temp_directory_path() / fmt::format("tangram-llama-bench-{}.json", ::getpid());
   const std::string cmd = fmt::format(
-      "node '{}' bench --model '{}' --prompt-tokens {} --gen-tokens {} --threads {} > '{}' 2>/dev/null",
-      (dir / "oracle.mjs").string(), f.path, opt.prompt_tokens, opt.gen_tokens, threads, out.string());
+      "node '{}' bench --model '{}' --prompt-tokens {} --gen-tokens {} --threads {} > '{}' "
+      "2>/dev/null",
+      (dir / "oracle.mjs").string(), f.path, opt.prompt_tokens, opt.gen_tokens, threads,
+      out.string());
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out);
   std::stringstream text;
@@ -127,7 +136,8 @@ Result<std::vector<std::pair<std::string, std::string>>> model_files(const Bench
     return files;
   }
   for (const auto& type : opt.types) {
-    TG_ASSIGN(std::string path, cached_synth_model(opt.preset, type, opt.quick ? 8 : 0, opt.cache_dir, opt.threads));
+    TG_ASSIGN(std::string path,
+              cached_synth_model(opt.preset, type, opt.quick ? 8 : 0, opt.cache_dir, opt.threads));
     files.emplace_back(fmt::format("{} {}", opt.preset, type), path);
   }
   return files;
@@ -142,8 +152,8 @@ ModelOptions model_options(const BenchModelOptions& opt, const std::string& path
 
 // Prefill and single-sequence decode (and llama.cpp's on the same file), then decode at each
 // --concurrency through the engine.
-Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, ModelFigures& f,
-                    std::vector<BatchDecode>& batches) {
+Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps,
+                    ModelFigures& f, std::vector<BatchDecode>& batches) {
   {
     TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
     TG_TRY(measure(*model, opt, pool, f));
@@ -159,7 +169,8 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
   const int c_max = *std::max_element(opt.concurrency.begin(), opt.concurrency.end());
   ModelOptions mo = model_options(opt, f.path);
   mo.max_batch = std::max<int64_t>(512, c_max);
-  TG_ASSIGN(LoadedModel loaded, load_model_for_serving(f.path, "", "", 0, opt.cache_dir, opt.threads, mo));
+  TG_ASSIGN(LoadedModel loaded,
+            load_model_for_serving(f.path, "", "", 0, opt.cache_dir, opt.threads, mo));
   TG_ASSIGN(BatchDecode b, measure_batch_decode(*loaded.model, *loaded.tokenizer, f.label, bo));
   batches.push_back(std::move(b));
   return Status::Ok();
@@ -168,27 +179,32 @@ Status measure_file(const BenchModelOptions& opt, ThreadPool& pool, double peak_
 // The profile dynamic and tangram run with, cut to the model's layers and saved beside the
 // report (or in a temp folder) for the Compressor to load; empty when neither policy runs.
 Result<std::string> fit_profile(const BenchModelOptions& opt, const ModelConfig& cfg) {
-  const bool needed = std::any_of(opt.policies.begin(), opt.policies.end(),
-                                  [](const std::string& p) { return p == "dynamic" || p == "tangram"; });
+  const bool needed =
+      std::any_of(opt.policies.begin(), opt.policies.end(),
+                  [](const std::string& p) { return p == "dynamic" || p == "tangram"; });
   if (!needed || opt.kv_ratio >= 1.0) return std::string();
-  const std::string path = opt.profile.empty()
-                               ? (data_dir() / "profiles/keydiff/qwen3-4b-instruct-2507/profile_perlayer.json").string()
-                               : opt.profile;
+  const std::string path =
+      opt.profile.empty()
+          ? (data_dir() / "profiles/keydiff/qwen3-4b-instruct-2507/profile_perlayer.json").string()
+          : opt.profile;
   auto profile = load_profile(path);
-  if (!profile) return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
+  if (!profile)
+    return make_error("{} (pass --profile; `tangram profile` makes one)", profile.message());
   TG_ASSIGN(RetentionProfile fitted, profile_first_layers(*profile, cfg.n_layers));
   if (fitted.n_layers != cfg.n_layers || fitted.n_kv_head != cfg.n_kv_head)
-    return make_error("the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile", path,
-                      profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head);
-  const fs::path dir = opt.output.out_dir.empty() ? fs::temp_directory_path() : fs::path(opt.output.out_dir);
+    return make_error(
+        "the profile {} is for {} layers x {} KV heads, the model has {} x {}: pass --profile",
+        path, profile->n_layers, profile->n_kv_head, cfg.n_layers, cfg.n_kv_head);
+  const fs::path dir =
+      opt.output.out_dir.empty() ? fs::temp_directory_path() : fs::path(opt.output.out_dir);
   const std::string out = (dir / fmt::format("kv-bound-profile-{}.json", ::getpid())).string();
   TG_TRY(save_profile(fitted, out));
   return out;
 }
 
 // KV-bound decode of one model file at every --concurrency and policy.
-Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps, const ModelFigures& f,
-                        ProgressBar& bar, std::vector<KvBoundDecode>& out) {
+Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double peak_gbps,
+                        const ModelFigures& f, ProgressBar& bar, std::vector<KvBoundDecode>& out) {
   TG_ASSIGN(std::unique_ptr<Model> model, Model::load(f.path, model_options(opt, f.path)));
   KvBoundOptions ko;
   ko.concurrency = opt.concurrency;
@@ -200,7 +216,8 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
   ko.rounds = rounds_of(opt);
   ko.on_run_timed = [&bar] { bar.add(); };
   ko.kv_types.clear();
-  for (const std::string& t : opt.kv_types) ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
+  for (const std::string& t : opt.kv_types)
+    ko.kv_types.push_back(*parse_kv_type(t));  // checked by the flags
   ko.peak_gbps = peak_gbps;
   TG_ASSIGN(ko.profile, fit_profile(opt, model->config()));
   auto d = measure_kv_bound_decode(*model, pool, f.label, ko);
@@ -211,18 +228,23 @@ Status measure_kv_bound(const BenchModelOptions& opt, ThreadPool& pool, double p
 }
 
 BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_gbps,
-                         const std::vector<ModelFigures>& figures, const std::vector<BatchDecode>& batches,
-                         std::FILE* console) {
+                         const std::vector<ModelFigures>& figures,
+                         const std::vector<BatchDecode>& batches, std::FILE* console) {
   BenchReport report;
   // Figures differ by core: the report names the CPU and the kernel level that produced them.
   const std::string machine = fmt::format("{}; {} kernels", cpu::describe(cpu::features()),
                                           cpu::level_name(cpu::active_level()));
-  fmt::print(console, "\n{}\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read bandwidth {:.1f} GB/s\n\n",
+  fmt::print(console,
+             "\n{}\nprompt {} tokens, decode {} tokens, {} threads, best of {}; peak read "
+             "bandwidth {:.1f} GB/s\n\n",
              machine, opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps);
-  fmt::print(console, "{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model", "weights",
-             "prefill t/s", "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf", "llama.cpp dc");
-  std::string md = "| model | weights | prefill t/s | GFLOP/s | decode t/s | GB/s | of bw | llama.cpp prefill | llama.cpp decode |\n"
-                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  fmt::print(console, "{:<26} {:>10} {:>11} {:>9} {:>10} {:>9} {:>7} | {:>11} {:>10}\n", "model",
+             "weights", "prefill t/s", "GFLOP/s", "decode t/s", "GB/s", "of bw", "llama.cpp pf",
+             "llama.cpp dc");
+  std::string md =
+      "| model | weights | prefill t/s | GFLOP/s | decode t/s | GB/s | of bw | llama.cpp prefill | "
+      "llama.cpp decode |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   nlohmann::json& j = report.json;
   j["cpu"] = cpu::describe(cpu::features());
   j["kernel_level"] = cpu::level_name(cpu::active_level());
@@ -233,31 +255,44 @@ BenchReport model_report(const BenchModelOptions& opt, int threads, double peak_
   for (const auto& f : figures) {
     const double gbps = f.decode_tok_s * f.weight_bytes_per_token / 1e9;
     const double gflops = f.prefill_tok_s * f.matmul_flops_per_token / 1e9;
-    const std::string lp = f.llama_decode_tok_s > 0 ? fmt::format("{:.1f}", f.llama_prefill_tok_s) : "-";
-    const std::string ld = f.llama_decode_tok_s > 0 ? fmt::format("{:.2f}", f.llama_decode_tok_s) : "-";
-    fmt::print(console, "{:<26} {:>10} {:>11.1f} {:>9.1f} {:>10.2f} {:>9.1f} {:>6.0f}% | {:>11} {:>10}\n", f.label,
-               format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops, f.decode_tok_s, gbps,
-               100.0 * gbps / peak_gbps, lp, ld);
+    const std::string lp =
+        f.llama_decode_tok_s > 0 ? fmt::format("{:.1f}", f.llama_prefill_tok_s) : "-";
+    const std::string ld =
+        f.llama_decode_tok_s > 0 ? fmt::format("{:.2f}", f.llama_decode_tok_s) : "-";
+    fmt::print(console,
+               "{:<26} {:>10} {:>11.1f} {:>9.1f} {:>10.2f} {:>9.1f} {:>6.0f}% | {:>11} {:>10}\n",
+               f.label, format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops,
+               f.decode_tok_s, gbps, 100.0 * gbps / peak_gbps, lp, ld);
     if (!f.llama_note.empty()) fmt::print(console, "  ({})\n", f.llama_note);
-    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.0f}% | {} | {} |\n", f.label,
-                      format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops, f.decode_tok_s, gbps,
-                      100.0 * gbps / peak_gbps, lp, ld);
-    j["models"].push_back({{"label", f.label}, {"path", f.path}, {"weight_bytes_per_token", f.weight_bytes_per_token},
-                           {"prefill_tok_s", f.prefill_tok_s}, {"prefill_gflops", gflops},
-                           {"decode_tok_s", f.decode_tok_s}, {"decode_gbps", gbps},
+    md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.0f}% | {} | {} |\n",
+                      f.label, format_bytes(f.weight_bytes_per_token), f.prefill_tok_s, gflops,
+                      f.decode_tok_s, gbps, 100.0 * gbps / peak_gbps, lp, ld);
+    j["models"].push_back({{"label", f.label},
+                           {"path", f.path},
+                           {"weight_bytes_per_token", f.weight_bytes_per_token},
+                           {"prefill_tok_s", f.prefill_tok_s},
+                           {"prefill_gflops", gflops},
+                           {"decode_tok_s", f.decode_tok_s},
+                           {"decode_gbps", gbps},
                            {"decode_fraction_of_bandwidth", gbps / peak_gbps},
                            {"llama_cpp_prefill_tok_s", f.llama_prefill_tok_s},
                            {"llama_cpp_decode_tok_s", f.llama_decode_tok_s}});
   }
-  fmt::print(console, "\nGB/s = decode tok/s x weight bytes per token; 'of bw' is that over the measured read bandwidth.\n");
+  fmt::print(console,
+             "\nGB/s = decode tok/s x weight bytes per token; 'of bw' is that over the measured "
+             "read bandwidth.\n");
   for (const BatchDecode& b : batches) {
     print_batch_decode(b, console);
     j["batch_decode"].push_back(batch_decode_json(b));
   }
-  if (!batches.empty()) report.plots.emplace_back("decode_vs_concurrency.svg", batch_decode_plot(batches));
-  report.markdown = fmt::format("# tangram bench-model report\n\n{}.\n\nPrompt {} tokens, decode {} tokens, {} threads, "
-                                "best of {}; peak read bandwidth {:.1f} GB/s.\n\n",
-                                machine, opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps) + md;
+  if (!batches.empty())
+    report.plots.emplace_back("decode_vs_concurrency.svg", batch_decode_plot(batches));
+  report.markdown =
+      fmt::format(
+          "# tangram bench-model report\n\n{}.\n\nPrompt {} tokens, decode {} tokens, {} threads, "
+          "best of {}; peak read bandwidth {:.1f} GB/s.\n\n",
+          machine, opt.prompt_tokens, opt.gen_tokens, threads, reps_of(opt), peak_gbps) +
+      md;
   return report;
 }
 
@@ -271,14 +306,18 @@ Status check_bench_model_flags(const BenchModelOptions& opt) {
   if (opt.context <= 0 && (opt.policies != defaults.policies || opt.kv_ratio != defaults.kv_ratio ||
                            opt.profile != defaults.profile || opt.kv_types != defaults.kv_types ||
                            opt.page_tokens != defaults.page_tokens || opt.rounds.has_value()))
-    return make_error("--policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds apply to KV-bound runs: "
-                      "give --context too");
+    return make_error(
+        "--policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds apply to "
+        "KV-bound runs: "
+        "give --context too");
   if (rounds_of(opt) < 1) return make_error("--rounds must be positive, not {}", rounds_of(opt));
   if (reps_of(opt) < 1) return make_error("--reps must be positive, not {}", reps_of(opt));
-  if (opt.page_tokens < 1) return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
+  if (opt.page_tokens < 1)
+    return make_error("--page-tokens must be positive, not {}", opt.page_tokens);
   if (opt.context > 0 && opt.concurrency.empty())
     return make_error("--context needs --concurrency: the numbers of sequences decoded together");
-  if (!(opt.kv_ratio > 0.0 && opt.kv_ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", opt.kv_ratio);
+  if (!(opt.kv_ratio > 0.0 && opt.kv_ratio <= 1.0))
+    return make_error("--kv-ratio must be in (0, 1], not {}", opt.kv_ratio);
   if (opt.policies.empty()) return make_error("--policies is empty");
   for (const std::string& p : opt.policies)
     if (auto policy = parse_kv_policy(p); !policy) return policy.error();
@@ -310,7 +349,8 @@ Status run_bench_model(BenchModelOptions opt) {
   std::vector<KvBoundDecode> kv_bound;
   {
     // A step per file's forward-pass figures, and one per KV-bound run of every round.
-    const auto runs_per_round = static_cast<int64_t>(opt.kv_types.size() * opt.policies.size() * opt.concurrency.size());
+    const auto runs_per_round =
+        static_cast<int64_t>(opt.kv_types.size() * opt.policies.size() * opt.concurrency.size());
     const int64_t kv_runs = opt.context > 0 ? int64_t{rounds_of(opt)} * runs_per_round : 0;
     ProgressBar bar("benchmarking", static_cast<int64_t>(files.size()) * (1 + kv_runs));
     for (const auto& [label, path] : files) {
@@ -342,49 +382,75 @@ int cmd_bench_model(const BenchModelOptions& opt) {
 Command register_bench_model(CLI::App& app) {
   auto opt = std::make_shared<BenchModelOptions>();
   BenchModelOptions& bm = *opt;
-  auto* c_bm = app.add_subcommand("bench-model",
-                                  "Prefill and decode tok/s of the forward pass against the memory-bandwidth limit");
-  c_bm->add_option("-m,--model", bm.model, "Benchmark this GGUF instead of generated models")->check(CLI::ExistingFile);
+  auto* c_bm = app.add_subcommand(
+      "bench-model",
+      "Prefill and decode tok/s of the forward pass against the memory-bandwidth limit");
+  c_bm->add_option("-m,--model", bm.model, "Benchmark this GGUF instead of generated models")
+      ->check(CLI::ExistingFile);
   c_bm->add_option("--preset", bm.preset, "Shape of the generated models")->capture_default_str();
-  c_bm->add_option("--types", bm.types, "Weight types of the generated models")->capture_default_str()->delimiter(',');
-  c_bm->add_option("--prompt-tokens", bm.prompt_tokens, "Prompt length for prefill")->capture_default_str()
+  c_bm->add_option("--types", bm.types, "Weight types of the generated models")
+      ->capture_default_str()
+      ->delimiter(',');
+  c_bm->add_option("--prompt-tokens", bm.prompt_tokens, "Prompt length for prefill")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c_bm->add_option("--gen-tokens", bm.gen_tokens, "Tokens to decode")->capture_default_str()->check(CLI::PositiveNumber);
-  c_bm->add_option("-t,--threads", bm.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  c_bm->add_option("--reps", bm.reps, "Repetitions; the best is reported (default 2, 1 with --quick)")
+  c_bm->add_option("--gen-tokens", bm.gen_tokens, "Tokens to decode")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c_bm->add_option("--cache-dir", bm.cache_dir, "Where generated models are kept (default ~/.cache/tangram/models)");
+  c_bm->add_option("-t,--threads", bm.threads, "Threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  c_bm->add_option("--reps", bm.reps,
+                   "Repetitions; the best is reported (default 2, 1 with --quick)")
+      ->check(CLI::PositiveNumber);
+  c_bm->add_option("--cache-dir", bm.cache_dir,
+                   "Where generated models are kept (default ~/.cache/tangram/models)");
   c_bm->add_flag("!--no-llama-cpp", bm.llama_cpp, "Skip the llama.cpp comparison");
   add_mmap_flag(c_bm, bm.mmap);
   c_bm->add_option("--concurrency", bm.concurrency,
-                   "Also decode this many sequences at once through the engine (continuous batching), e.g. 1,2,4,8")
-      ->delimiter(',')->check(CLI::PositiveNumber);
+                   "Also decode this many sequences at once through the engine (continuous "
+                   "batching), e.g. 1,2,4,8")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   c_bm->add_option("--context", bm.context,
-                   "KV-bound decode instead: fill each of the --concurrency sequences to this many positions with "
-                   "synthetic KV written straight into the pages (no prefill) and time --gen-tokens steps per policy")
+                   "KV-bound decode instead: fill each of the --concurrency sequences to this many "
+                   "positions with "
+                   "synthetic KV written straight into the pages (no prefill) and time "
+                   "--gen-tokens steps per policy")
       ->check(CLI::NonNegativeNumber);
-  c_bm->add_option("--policies", bm.policies, "KV policies of the --context runs: full, uniform, dynamic, tangram")
-      ->delimiter(',')->capture_default_str();
+  c_bm->add_option("--policies", bm.policies,
+                   "KV policies of the --context runs: full, uniform, dynamic, tangram")
+      ->delimiter(',')
+      ->capture_default_str();
   c_bm->add_option("--kv-ratio", bm.kv_ratio,
-                   "Retention of the compressing policies in --context runs (tangram fitted to uniform's pages)")
+                   "Retention of the compressing policies in --context runs (tangram fitted to "
+                   "uniform's pages)")
       ->capture_default_str();
   c_bm->add_option("--profile", bm.profile,
-                   "Per-head profile for dynamic and tangram in --context runs (default: the real Qwen3-4B keydiff one, "
+                   "Per-head profile for dynamic and tangram in --context runs (default: the real "
+                   "Qwen3-4B keydiff one, "
                    "cut to the model's layers)");
-  c_bm->add_option("--kv-type", bm.kv_types,
-                   "Page types of the --context runs, each under every policy: f16, f32, q8_0; e.g. f16,q8_0 compares "
-                   "quantized pages with full F16 in one run (\"vs full\" is over full on the first type)")
-      ->delimiter(',')->capture_default_str();
+  c_bm->add_option(
+          "--kv-type", bm.kv_types,
+          "Page types of the --context runs, each under every policy: f16, f32, q8_0; e.g. "
+          "f16,q8_0 compares "
+          "quantized pages with full F16 in one run (\"vs full\" is over full on the first type)")
+      ->delimiter(',')
+      ->capture_default_str();
   c_bm->add_option("--page-tokens", bm.page_tokens,
                    "Token slots per KV page (P) in --context runs, every policy at the same P")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c_bm->add_option("--rounds", bm.rounds,
-                   "Times every --context run is timed, round-robin over policies and page types (each refilled), so "
-                   "a slow spell of a shared machine falls on all of them: the report gives each run's median round "
+                   "Times every --context run is timed, round-robin over policies and page types "
+                   "(each refilled), so "
+                   "a slow spell of a shared machine falls on all of them: the report gives each "
+                   "run's median round "
                    "and the range of its per-round ratio to full (default 3, 1 with --quick)")
       ->check(CLI::PositiveNumber);
-  c_bm->add_option("-o,--out", bm.output.out_dir, "Folder for report.json, report.md and the plots");
-  c_bm->add_flag("--json", bm.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
+  c_bm->add_option("-o,--out", bm.output.out_dir,
+                   "Folder for report.json, report.md and the plots");
+  c_bm->add_flag("--json", bm.output.json_stdout,
+                 "Print report.json on stdout (the tables go to stderr)");
   c_bm->add_flag("--quick", bm.quick, "8 layers, short prompt: a run of well under a minute");
   return {c_bm, [opt] { return cmd_bench_model(*opt); }, [opt] { return plan_json(*opt); }};
 }

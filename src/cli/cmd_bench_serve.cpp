@@ -20,14 +20,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.h"
-#include "cli/config_json.h"
-#include "cli/bench_models.h"
 #include "cli/auto_profile.h"
-#include "cli/bench_soak.h"
+#include "cli/bench_models.h"
 #include "cli/bench_report.h"
+#include "cli/bench_soak.h"
 #include "cli/cli_error.h"
+#include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/config_json.h"
 #include "common/progress.h"
 #include "common/svg_plot.h"
 #include "common/units.h"
@@ -57,12 +57,14 @@ struct ServeRun {
 // 127.0.0.1 and a free port, serving on a background thread until destroyed.
 class InProcessServer {
  public:
-  static Result<std::unique_ptr<InProcessServer>> start(Model& model, const Tokenizer& tok, const EngineOptions& eo,
+  static Result<std::unique_ptr<InProcessServer>> start(Model& model, const Tokenizer& tok,
+                                                        const EngineOptions& eo,
                                                         const BenchServeOptions& opt) {
     auto s = std::unique_ptr<InProcessServer>(new InProcessServer());
     TG_ASSIGN(s->engine_, Engine::create(model, tok, eo));
     // Completions only: the template is never rendered, but the server wants one.
-    auto tmpl = tok.chat_template().empty() ? ChatTemplate::builtin("chatml") : ChatTemplate::parse(tok.chat_template());
+    auto tmpl = tok.chat_template().empty() ? ChatTemplate::builtin("chatml")
+                                            : ChatTemplate::parse(tok.chat_template());
     if (!tmpl) tmpl = ChatTemplate::builtin("chatml");
     if (!tmpl) return tmpl.error();
     server::ServerOptions so;
@@ -96,7 +98,9 @@ class InProcessServer {
 
 std::string fmt_ratio(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
 
-double ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b > 0 ? a / b : std::nan(""); }
+double ratio(double a, double b) {
+  return std::isfinite(a) && std::isfinite(b) && b > 0 ? a / b : std::nan("");
+}
 
 json null_if_nan(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
@@ -117,18 +121,22 @@ json by_turn(const HttpLoadRun& run) {
   }
   json out = json::array();
   for (size_t t = 0; t < n.size(); ++t)
-    out.push_back({{"turn", t}, {"requests", n[t]}, {"prompt_tokens", prompt[t]}, {"cached_tokens", cached[t]}});
+    out.push_back({{"turn", t},
+                   {"requests", n[t]},
+                   {"prompt_tokens", prompt[t]},
+                   {"cached_tokens", cached[t]}});
   return out;
 }
 
 json request_json(const HttpRequestRecord& r) {
   const RequestRecord& q = r.record;
-  json j = {{"conversation", q.session}, {"turn", q.turn}, {"session_id", r.session_id},
-            {"status", r.http_status},   {"rejections_429", r.rejections},
-            {"submit_s", q.submit_s},    {"first_token_s", q.first_token_s},
-            {"finish_s", q.finish_s},    {"retry_wait_s", q.queue_s},
-            {"prompt_tokens", q.prompt_tokens}, {"cached_tokens", q.cached_tokens},
-            {"completion_tokens", q.output_tokens}, {"finish_reason", r.finish_reason}};
+  json j = {{"conversation", q.session},        {"turn", q.turn},
+            {"session_id", r.session_id},       {"status", r.http_status},
+            {"rejections_429", r.rejections},   {"submit_s", q.submit_s},
+            {"first_token_s", q.first_token_s}, {"finish_s", q.finish_s},
+            {"retry_wait_s", q.queue_s},        {"prompt_tokens", q.prompt_tokens},
+            {"cached_tokens", q.cached_tokens}, {"completion_tokens", q.output_tokens},
+            {"finish_reason", r.finish_reason}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
 }
@@ -151,29 +159,32 @@ struct ServeSetup {
   WorkloadSpec spec;
   std::vector<double> rates;
   LoadedModel loaded;
-  std::unique_ptr<GgufFile> vocab_file;       // --url: the model file its tokenizer reads
+  std::unique_ptr<GgufFile> vocab_file;  // --url: the model file its tokenizer reads
   std::unique_ptr<Tokenizer> url_tokenizer;
   const Tokenizer* tok = nullptr;
-  std::unique_ptr<InProcessServer> local;     // no --url
-  int64_t context = 0;                        // the server's context per conversation, when known
+  std::unique_ptr<InProcessServer> local;  // no --url
+  int64_t context = 0;                     // the server's context per conversation, when known
   HttpEndpoint endpoint;
   std::string target;
   HttpLoadOptions load;
-  std::vector<Conversation> first;            // the conversations at the first rate
-  int64_t planned = 0;                        // requests per run
+  std::vector<Conversation> first;  // the conversations at the first rate
+  int64_t planned = 0;              // requests per run
 };
 
 Status resolve_workload(const BenchServeOptions& opt, ServeSetup& s) {
   TG_ASSIGN(s.spec, workload_preset(opt.workload));
-  if (opt.quick && s.spec.preset.find("-quick") == std::string::npos) s.spec = scale_for_quick(s.spec);
+  if (opt.quick && s.spec.preset.find("-quick") == std::string::npos)
+    s.spec = scale_for_quick(s.spec);
   if (opt.conversations > 0) s.spec.sessions = opt.conversations;
   if (opt.turns > 0) s.spec.turns = opt.turns;
   s.spec.seed = opt.seed;
   s.spec.arrival = WorkloadSpec::Arrival::OpenLoop;
   s.rates = opt.rates;
-  if (s.rates.empty()) s.rates = opt.quick ? std::vector<double>{1.0, 4.0} : std::vector<double>{0.5, 1.0, 2.0, 4.0};
+  if (s.rates.empty())
+    s.rates = opt.quick ? std::vector<double>{1.0, 4.0} : std::vector<double>{0.5, 1.0, 2.0, 4.0};
   for (double r : s.rates)
-    if (!(std::isfinite(r) && r > 0)) return make_error("--rates: every rate must be > 0, got {}", r);
+    if (!(std::isfinite(r) && r > 0))
+      return make_error("--rates: every rate must be > 0, got {}", r);
   std::sort(s.rates.begin(), s.rates.end());
   s.rates.erase(std::unique(s.rates.begin(), s.rates.end()), s.rates.end());
   return Status::Ok();
@@ -181,10 +192,12 @@ Status resolve_workload(const BenchServeOptions& opt, ServeSetup& s) {
 
 Status start_local_server(const BenchServeOptions& opt, ServeSetup& s) {
   TG_ASSIGN(EngineOptions eo, to_engine_options(opt.engine));
-  TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type, opt.model.empty() ? opt.layers : 0,
-                                             opt.cache_dir, opt.engine.threads, model_options_for(opt.engine)));
+  TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type,
+                                             opt.model.empty() ? opt.layers : 0, opt.cache_dir,
+                                             opt.engine.threads, model_options_for(opt.engine)));
   s.tok = s.loaded.tokenizer.get();
-  TG_ASSIGN(ResolvedProfile profile, resolve_kv_profile(eo, opt.engine, *s.loaded.model, *s.tok, s.loaded.path));
+  TG_ASSIGN(ResolvedProfile profile,
+            resolve_kv_profile(eo, opt.engine, *s.loaded.model, *s.tok, s.loaded.path));
   TG_ASSIGN(s.local, InProcessServer::start(*s.loaded.model, *s.tok, eo, opt));
   s.context = s.local->engine().context();
   s.target = fmt::format("http://127.0.0.1:{}", s.local->port());
@@ -196,7 +209,8 @@ Status start_local_server(const BenchServeOptions& opt, ServeSetup& s) {
 Status open_url_tokenizer(const BenchServeOptions& opt, ServeSetup& s) {
   std::string path = opt.model;
   if (path.empty()) {
-    TG_ASSIGN(path, cached_synth_model(opt.preset, opt.type, opt.layers, opt.cache_dir, opt.engine.threads));
+    TG_ASSIGN(path, cached_synth_model(opt.preset, opt.type, opt.layers, opt.cache_dir,
+                                       opt.engine.threads));
   }
   TG_ASSIGN(s.vocab_file, GgufFile::open(path));
   TG_ASSIGN(s.url_tokenizer, Tokenizer::from_gguf(*s.vocab_file));
@@ -230,7 +244,9 @@ Status connect(const BenchServeOptions& opt, ServeSetup& s) {
 // The conversations of the first rate decide the sizes (the others differ only in arrivals).
 Status plan_conversations(ServeSetup& s) {
   s.spec.vocab = std::max<int32_t>(4, s.tok->n_vocab());
-  if (s.loaded.model) s.spec.vocab = static_cast<int32_t>(std::min<int64_t>(s.loaded.model->config().vocab, s.spec.vocab));
+  if (s.loaded.model)
+    s.spec.vocab =
+        static_cast<int32_t>(std::min<int64_t>(s.loaded.model->config().vocab, s.spec.vocab));
   s.spec.request_rate = s.rates.front();
   TG_ASSIGN(s.first, generate_workload(s.spec));
   int64_t longest = 0;
@@ -241,8 +257,10 @@ Status plan_conversations(ServeSetup& s) {
     longest = std::max(longest, n);
   }
   if (s.context > 0 && longest + 8 > s.context)
-    return make_error("a conversation reaches {} tokens, past the server's context of {}: shorten the "
-                      "workload (--turns, --workload ...-quick)", longest, s.context);
+    return make_error(
+        "a conversation reaches {} tokens, past the server's context of {}: shorten the "
+        "workload (--turns, --workload ...-quick)",
+        longest, s.context);
   return Status::Ok();
 }
 
@@ -263,8 +281,9 @@ Status warm_up(const BenchServeOptions& opt, const ServeSetup& s) {
 }
 
 // One run at `rate` with `reuse`, measured; the server's conversations are deleted after it.
-Result<ServeRun> run_once(const BenchServeOptions& opt, ServeSetup& s, const std::vector<Conversation>& conversations,
-                          size_t rate_index, SessionReuse reuse, const std::function<void(int64_t)>& progress) {
+Result<ServeRun> run_once(const BenchServeOptions& opt, ServeSetup& s,
+                          const std::vector<Conversation>& conversations, size_t rate_index,
+                          SessionReuse reuse, const std::function<void(int64_t)>& progress) {
   HttpLoadOptions o = s.load;
   o.reuse = reuse;
   o.run_tag = fmt::format("bs{}-r{}-{}", getpid(), rate_index, session_reuse_name(reuse));
@@ -273,12 +292,14 @@ Result<ServeRun> run_once(const BenchServeOptions& opt, ServeSetup& s, const std
     s.local->engine().wait_idle();
     before = s.local->engine().stats();
   }
-  TG_ASSIGN(HttpLoadRun load, run_http_load(o, conversations, [&](int64_t d, int64_t) { progress(d); }));
+  TG_ASSIGN(HttpLoadRun load,
+            run_http_load(o, conversations, [&](int64_t d, int64_t) { progress(d); }));
   ServeRun run;
   run.rate = s.rates[rate_index];
   run.reuse = reuse;
   auto m = compute_run_metrics(request_records(load), load.wall_s);
-  if (!m) return make_error("rate {}, reuse {}: {}", run.rate, session_reuse_name(reuse), m.message());
+  if (!m)
+    return make_error("rate {}, reuse {}: {}", run.rate, session_reuse_name(reuse), m.message());
   run.metrics = *m;
   if (s.local) {
     s.local->engine().wait_idle();
@@ -298,7 +319,8 @@ Result<std::vector<ServeRun>> run_rates(const BenchServeOptions& opt, ServeSetup
     s.spec.request_rate = s.rates[ri];
     TG_ASSIGN(std::vector<Conversation> conversations, generate_workload(s.spec));
     for (SessionReuse reuse : {SessionReuse::Off, SessionReuse::On}) {
-      TG_ASSIGN(ServeRun run, run_once(opt, s, conversations, ri, reuse, [&](int64_t d) { bar.update(done_before + d); }));
+      TG_ASSIGN(ServeRun run, run_once(opt, s, conversations, ri, reuse,
+                                       [&](int64_t d) { bar.update(done_before + d); }));
       done_before += s.planned;
       runs.push_back(std::move(run));
     }
@@ -311,7 +333,8 @@ struct ReuseGain {
   double rate, ttft_p50, ttft_p99, tokens_per_s, requests_per_s;
 };
 
-std::vector<ReuseGain> reuse_gains(const std::vector<double>& rates, const std::vector<ServeRun>& runs) {
+std::vector<ReuseGain> reuse_gains(const std::vector<double>& rates,
+                                   const std::vector<ServeRun>& runs) {
   std::vector<ReuseGain> gains;
   for (double rate : rates) {
     const ServeRun* on = nullptr;
@@ -347,23 +370,32 @@ json run_json(const ServeRun& r) {
   return row;
 }
 
-json report_json(const BenchServeOptions& opt, const ServeSetup& s, const std::vector<ServeRun>& runs,
-                 const std::vector<ReuseGain>& gains) {
+json report_json(const BenchServeOptions& opt, const ServeSetup& s,
+                 const std::vector<ServeRun>& runs, const std::vector<ReuseGain>& gains) {
   const WorkloadSpec& spec = s.spec;
   json j;
   j["tool"] = "tangram bench-serve";
   j["target"] = opt.url.empty() ? "in-process" : opt.url;
   j["model"] = s.loaded.path;
-  j["workload"] = {{"preset", spec.preset}, {"sessions", spec.sessions}, {"turns", spec.turns},
-                   {"first_turn_tokens", spec.first_turn_tokens}, {"followup_tokens", spec.followup_tokens},
-                   {"output_tokens", spec.output_tokens}, {"length_jitter", spec.length_jitter},
-                   {"seed", spec.seed}, {"vocab", spec.vocab}, {"planned_requests_per_run", s.planned}};
+  j["workload"] = {{"preset", spec.preset},
+                   {"sessions", spec.sessions},
+                   {"turns", spec.turns},
+                   {"first_turn_tokens", spec.first_turn_tokens},
+                   {"followup_tokens", spec.followup_tokens},
+                   {"output_tokens", spec.output_tokens},
+                   {"length_jitter", spec.length_jitter},
+                   {"seed", spec.seed},
+                   {"vocab", spec.vocab},
+                   {"planned_requests_per_run", s.planned}};
   j["rates"] = s.rates;
   if (s.local) {
     const SchedulerOptions& so = s.local->engine().options();
-    j["server"] = {{"threads", s.local->engine().threads()}, {"context", s.local->engine().context()},
-                   {"kv_memory_bytes", so.kv_memory}, {"max_running", so.max_running},
-                   {"max_queue", opt.max_queue}, {"kv_policy", std::string(kv_policy_name(so.compression.policy))}};
+    j["server"] = {{"threads", s.local->engine().threads()},
+                   {"context", s.local->engine().context()},
+                   {"kv_memory_bytes", so.kv_memory},
+                   {"max_running", so.max_running},
+                   {"max_queue", opt.max_queue},
+                   {"kv_policy", std::string(kv_policy_name(so.compression.policy))}};
   }
   for (const ServeRun& r : runs) j["runs"].push_back(run_json(r));
   for (const ReuseGain& x : gains)
@@ -378,44 +410,64 @@ json report_json(const BenchServeOptions& opt, const ServeSetup& s, const std::v
 // One row of the runs table, as `pattern` lays it out (console or Markdown).
 std::string run_row(std::string_view pattern, const ServeRun& r) {
   const RunMetrics& m = r.metrics;
-  return fmt::format(fmt::runtime(pattern), r.rate, session_reuse_name(r.reuse), m.requests_per_s, m.output_tokens_per_s,
-                     fmt_s(m.ttft_s.p50), fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50), fmt_s(m.e2e_s.p50),
-                     std::isfinite(m.cached_fraction) ? 100.0 * m.cached_fraction : 0.0,
-                     static_cast<int64_t>(r.load.rejected_429), m.errors + static_cast<size_t>(r.load.skipped));
+  return fmt::format(
+      fmt::runtime(pattern), r.rate, session_reuse_name(r.reuse), m.requests_per_s,
+      m.output_tokens_per_s, fmt_s(m.ttft_s.p50), fmt_s(m.ttft_s.p99), fmt_s(m.tpot_s.p50),
+      fmt_s(m.e2e_s.p50), std::isfinite(m.cached_fraction) ? 100.0 * m.cached_fraction : 0.0,
+      static_cast<int64_t>(r.load.rejected_429), m.errors + static_cast<size_t>(r.load.skipped));
 }
 
-void print_tables(std::FILE* out, const std::vector<ServeRun>& runs, const std::vector<ReuseGain>& gains) {
-  fmt::print(out, "\n{:>6} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>5} {:>6}\n", "rate", "reuse", "req/s",
-             "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p50", "cached", "429s", "errors");
+void print_tables(std::FILE* out, const std::vector<ServeRun>& runs,
+                  const std::vector<ReuseGain>& gains) {
+  fmt::print(out, "\n{:>6} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>5} {:>6}\n", "rate",
+             "reuse", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p50", "cached",
+             "429s", "errors");
   for (const ServeRun& r : runs)
-    fmt::print(out, "{}", run_row("{:>6g} {:>5} {:>8.3f} {:>9.2f} {:>9} {:>9} {:>9} {:>9} {:>6.1f}% {:>5} {:>6}\n", r));
-  fmt::print(out, "\nGain from session reuse (reuse on / reuse off; TTFT below 1 and throughput above 1 favour reuse):\n");
-  fmt::print(out, "{:>6} {:>13} {:>13} {:>15} {:>13}\n", "rate", "TTFT p50", "TTFT p99", "out tok/s", "req/s");
+    fmt::print(
+        out, "{}",
+        run_row("{:>6g} {:>5} {:>8.3f} {:>9.2f} {:>9} {:>9} {:>9} {:>9} {:>6.1f}% {:>5} {:>6}\n",
+                r));
+  fmt::print(out,
+             "\nGain from session reuse (reuse on / reuse off; TTFT below 1 and throughput above 1 "
+             "favour reuse):\n");
+  fmt::print(out, "{:>6} {:>13} {:>13} {:>15} {:>13}\n", "rate", "TTFT p50", "TTFT p99",
+             "out tok/s", "req/s");
   for (const ReuseGain& x : gains)
-    fmt::print(out, "{:>6g} {:>13} {:>13} {:>15} {:>13}\n", x.rate, fmt_ratio(x.ttft_p50), fmt_ratio(x.ttft_p99),
-               fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
+    fmt::print(out, "{:>6g} {:>13} {:>13} {:>15} {:>13}\n", x.rate, fmt_ratio(x.ttft_p50),
+               fmt_ratio(x.ttft_p99), fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
 }
 
-std::string report_markdown(const ServeSetup& s, const std::vector<ServeRun>& runs, const std::vector<ReuseGain>& gains) {
+std::string report_markdown(const ServeSetup& s, const std::vector<ServeRun>& runs,
+                            const std::vector<ReuseGain>& gains) {
   const WorkloadSpec& spec = s.spec;
   std::string md = "# tangram bench-serve report\n\n";
-  md += fmt::format("Server `{}`, model `{}`. Workload `{}`: {} conversations x {} turns per run (first turn {} "
-                    "tokens, follow-ups {}, answers up to {}), open-loop Poisson arrivals; each run once with session "
-                    "reuse off (a fresh X-Session-Id every turn) and once on (one per conversation). Temperature 0. "
-                    "Measured by the client: TTFT = request sent to the first streamed text, TPOT = the rest of "
-                    "the stream per further token, throughput = completed output tokens / run time; cached = "
-                    "prompt tokens the server reports as served from the conversation's resident KV.\n\n",
-                    s.target, s.loaded.path, spec.preset, spec.sessions, spec.turns, spec.first_turn_tokens,
-                    spec.followup_tokens, spec.output_tokens);
-  md += "| rate (conv/s) | reuse | req/s | out tok/s | TTFT p50 | TTFT p99 | TPOT p50 | e2e p50 | cached | 429s | errors |\n"
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  md += fmt::format(
+      "Server `{}`, model `{}`. Workload `{}`: {} conversations x {} turns per run (first turn {} "
+      "tokens, follow-ups {}, answers up to {}), open-loop Poisson arrivals; each run once with "
+      "session "
+      "reuse off (a fresh X-Session-Id every turn) and once on (one per conversation). Temperature "
+      "0. "
+      "Measured by the client: TTFT = request sent to the first streamed text, TPOT = the rest of "
+      "the stream per further token, throughput = completed output tokens / run time; cached = "
+      "prompt tokens the server reports as served from the conversation's resident KV.\n\n",
+      s.target, s.loaded.path, spec.preset, spec.sessions, spec.turns, spec.first_turn_tokens,
+      spec.followup_tokens, spec.output_tokens);
+  md +=
+      "| rate (conv/s) | reuse | req/s | out tok/s | TTFT p50 | TTFT p99 | TPOT p50 | e2e p50 | "
+      "cached | 429s | errors |\n"
+      "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const ServeRun& r : runs)
     md += run_row("| {:g} | {} | {:.3f} | {:.2f} | {} | {} | {} | {} | {:.1f}% | {} | {} |\n", r);
-  md += "\nReuse on / reuse off:\n\n| rate | TTFT p50 | TTFT p99 | out tok/s | req/s |\n| ---: | ---: | ---: | ---: | ---: |\n";
+  md +=
+      "\nReuse on / reuse off:\n\n| rate | TTFT p50 | TTFT p99 | out tok/s | req/s |\n| ---: | "
+      "---: | ---: | ---: | ---: |\n";
   for (const ReuseGain& x : gains)
-    md += fmt::format("| {:g} | {} | {} | {} | {} |\n", x.rate, fmt_ratio(x.ttft_p50), fmt_ratio(x.ttft_p99),
-                      fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
-  md += "\nPlots: `ttft_vs_rate.svg`, `throughput_vs_rate.svg`. Every request's figures: `report.json`.\n";
+    md +=
+        fmt::format("| {:g} | {} | {} | {} | {} |\n", x.rate, fmt_ratio(x.ttft_p50),
+                    fmt_ratio(x.ttft_p99), fmt_ratio(x.tokens_per_s), fmt_ratio(x.requests_per_s));
+  md +=
+      "\nPlots: `ttft_vs_rate.svg`, `throughput_vs_rate.svg`. Every request's figures: "
+      "`report.json`.\n";
   return md;
 }
 
@@ -445,7 +497,8 @@ LinePlot ttft_plot(const std::vector<ServeRun>& runs) {
 }
 
 LinePlot throughput_plot(const std::vector<ServeRun>& runs) {
-  LinePlot p = rate_plot("Output throughput vs request rate, session reuse on and off", "output tokens/s");
+  LinePlot p =
+      rate_plot("Output throughput vs request rate, session reuse on and off", "output tokens/s");
   for (SessionReuse reuse : {SessionReuse::On, SessionReuse::Off}) {
     PlotSeries s{fmt::format("reuse {}", session_reuse_name(reuse)), {}, {}};
     for (const auto& r : runs)
@@ -467,20 +520,26 @@ Status bench_serve(const BenchServeOptions& opt) {
   TG_TRY(plan_conversations(s));
   TG_TRY(warm_up(opt, s));
   std::FILE* console = opt.output.console();
-  fmt::print(console, "tangram bench-serve: {} ({}), workload {} ({} sessions x {} turns, first turn {} tokens, "
-             "follow-ups {}, answers {}), rates {} sessions/s, reuse off and on\n",
-             s.target, s.loaded.path, s.spec.preset, s.spec.sessions, s.spec.turns, s.spec.first_turn_tokens,
-             s.spec.followup_tokens, s.spec.output_tokens, fmt::join(s.rates, ", "));
+  fmt::print(
+      console,
+      "tangram bench-serve: {} ({}), workload {} ({} sessions x {} turns, first turn {} tokens, "
+      "follow-ups {}, answers {}), rates {} sessions/s, reuse off and on\n",
+      s.target, s.loaded.path, s.spec.preset, s.spec.sessions, s.spec.turns,
+      s.spec.first_turn_tokens, s.spec.followup_tokens, s.spec.output_tokens,
+      fmt::join(s.rates, ", "));
   TG_ASSIGN(std::vector<ServeRun> runs, run_rates(opt, s));
 
   const std::vector<ReuseGain> gains = reuse_gains(s.rates, runs);
   print_tables(console, runs, gains);
-  BenchReport report{report_json(opt, s, runs, gains), report_markdown(s, runs, gains),
-                     {{"ttft_vs_rate.svg", ttft_plot(runs)}, {"throughput_vs_rate.svg", throughput_plot(runs)}}};
+  BenchReport report{
+      report_json(opt, s, runs, gains),
+      report_markdown(s, runs, gains),
+      {{"ttft_vs_rate.svg", ttft_plot(runs)}, {"throughput_vs_rate.svg", throughput_plot(runs)}}};
   TG_TRY(write_report(report, opt.output));
   int64_t failed = 0;
   for (const ServeRun& r : runs) failed += static_cast<int64_t>(r.metrics.errors) + r.load.skipped;
-  if (failed > 0) return make_error("{} requests failed or were skipped (see the errors in report.json)", failed);
+  if (failed > 0)
+    return make_error("{} requests failed or were skipped (see the errors in report.json)", failed);
   return Status::Ok();
 }
 
@@ -490,12 +549,15 @@ Status check_bench_serve_flags(const BenchServeOptions& opt) {
   TG_TRY(check_soak_flags(opt));
   if (opt.url.empty()) return Status::Ok();
   // With --url the server is someone else's: the flags that configure the in-process one would
-  // be accepted and ignored. --threads stays: it builds the generated model whose tokenizer is read.
+  // be accepted and ignored. --threads stays: it builds the generated model whose tokenizer is
+  // read.
   if (std::find(opt.given.begin(), opt.given.end(), "--max-queue") != opt.given.end())
-    return make_error("--max-queue sets the in-process server's queue: with --url, start the server with it");
+    return make_error(
+        "--max-queue sets the in-process server's queue: with --url, start the server with it");
   for (const std::string& word : opt.engine_args)
     if (word.rfind("--", 0) == 0 && word != "--threads")
-      return make_error("{} configures the in-process server: with --url, start the server with it", word);
+      return make_error("{} configures the in-process server: with --url, start the server with it",
+                        word);
   return Status::Ok();
 }
 
@@ -511,62 +573,89 @@ Command register_bench_serve(CLI::App& app) {
   auto opt = std::make_shared<BenchServeOptions>();
   BenchServeOptions& bs = *opt;
   bs.engine.max_running = 16;  // as `tangram serve`
-  auto* c_bs = app.add_subcommand(
-      "bench-serve", "HTTP serving benchmark: multi-turn clients at increasing request rates, session reuse on vs off");
-  c_bs->add_option("--url", bs.url,
-                   "Drive this running server (e.g. http://127.0.0.1:8080; start it with the same -m); "
-                   "default: start one in process on a free port");
+  auto* c_bs = app.add_subcommand("bench-serve",
+                                  "HTTP serving benchmark: multi-turn clients at increasing "
+                                  "request rates, session reuse on vs off");
+  c_bs->add_option(
+      "--url", bs.url,
+      "Drive this running server (e.g. http://127.0.0.1:8080; start it with the same -m); "
+      "default: start one in process on a free port");
   c_bs->add_option("--api-key", bs.api_key, "Send 'Authorization: Bearer KEY'");
-  c_bs->add_option("-m,--model", bs.model,
-                   "GGUF model served in process (with --url: the server's model, for its tokenizer); "
-                   "default: the generated model of --preset/--type/--layers")
+  c_bs->add_option(
+          "-m,--model", bs.model,
+          "GGUF model served in process (with --url: the server's model, for its tokenizer); "
+          "default: the generated model of --preset/--type/--layers")
       ->check(CLI::ExistingFile);
-  c_bs->add_option("--preset", bs.preset, "Attention shape of the generated model")->capture_default_str();
+  c_bs->add_option("--preset", bs.preset, "Attention shape of the generated model")
+      ->capture_default_str();
   c_bs->add_option("--type", bs.type, "Weight type of the generated model")->capture_default_str();
-  c_bs->add_option("--layers", bs.layers, "Layers of the generated model (0: the preset's)")->capture_default_str()
+  c_bs->add_option("--layers", bs.layers, "Layers of the generated model (0: the preset's)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c_bs->add_option("--cache-dir", bs.cache_dir, "Where generated models are kept");
-  c_bs->add_option("--workload", bs.workload,
-                   "Preset: sharegpt (short chats), locomo (long histories), scbench (shared context); "
-                   "a -quick suffix shrinks it")->capture_default_str();
-  c_bs->add_option("--conversations", bs.conversations, "Conversations per run (default: the preset's)")
+  c_bs->add_option(
+          "--workload", bs.workload,
+          "Preset: sharegpt (short chats), locomo (long histories), scbench (shared context); "
+          "a -quick suffix shrinks it")
+      ->capture_default_str();
+  c_bs->add_option("--conversations", bs.conversations,
+                   "Conversations per run (default: the preset's)")
       ->check(CLI::NonNegativeNumber);
-  c_bs->add_option("--turns", bs.turns, "Turns per conversation (default: the preset's)")->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--turns", bs.turns, "Turns per conversation (default: the preset's)")
+      ->check(CLI::NonNegativeNumber);
   c_bs->add_option("--seed", bs.seed, "Workload seed")->capture_default_str();
-  c_bs->add_option("--rates", bs.rates,
-                   "New conversations per second (open loop, Poisson), one run per rate and reuse mode "
-                   "(default 0.5,1,2,4; with --quick 1,4)")
-      ->delimiter(',')->check(CLI::PositiveNumber);
-  c_bs->add_option("--max-retries", bs.max_retries, "Retries of a request answered 429 (after its Retry-After)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_bs->add_option("--timeout", bs.timeout_s, "Seconds a request may stall")->capture_default_str()
+  c_bs->add_option(
+          "--rates", bs.rates,
+          "New conversations per second (open loop, Poisson), one run per rate and reuse mode "
+          "(default 0.5,1,2,4; with --quick 1,4)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  c_bs->add_option("--max-retries", bs.max_retries,
+                   "Retries of a request answered 429 (after its Retry-After)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--timeout", bs.timeout_s, "Seconds a request may stall")
+      ->capture_default_str()
       ->check(CLI::Range(1.0, 86400.0));
-  c_bs->add_option("--max-queue", bs.max_queue, "In-process server: requests that may wait; more get 429")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c_bs->add_option("--max-queue", bs.max_queue,
+                   "In-process server: requests that may wait; more get 429")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   c_bs->add_flag("--quick", bs.quick, "The -quick workload at 2 rates: well under a minute");
-  c_bs->add_option("-o,--out", bs.output.out_dir, "Folder for report.json, report.md and the plots")->capture_default_str();
-  c_bs->add_flag("--json", bs.output.json_stdout, "Print report.json on stdout (the tables go to stderr)");
+  c_bs->add_option("-o,--out", bs.output.out_dir, "Folder for report.json, report.md and the plots")
+      ->capture_default_str();
+  c_bs->add_flag("--json", bs.output.json_stdout,
+                 "Print report.json on stdout (the tables go to stderr)");
   c_bs->add_option("--soak", bs.soak,
-                   "Soak mode: start `tangram serve` as a child process (-m, or the generated model; --kv-disk in a "
-                   "temporary folder) and drive it this long (e.g. 90s, 10m) with a seeded mix of multi-turn chats "
-                   "(streamed and not), mid-stream disconnects, session DELETEs (some mid-turn), requests that must "
-                   "fail, and restarts (SIGTERM, some kill -9); samples RSS and /metrics; exits 1 unless the verdict "
-                   "is PASS. --conversations = concurrent clients (default 6), --turns = turns per conversation (default 4); "
+                   "Soak mode: start `tangram serve` as a child process (-m, or the generated "
+                   "model; --kv-disk in a "
+                   "temporary folder) and drive it this long (e.g. 90s, 10m) with a seeded mix of "
+                   "multi-turn chats "
+                   "(streamed and not), mid-stream disconnects, session DELETEs (some mid-turn), "
+                   "requests that must "
+                   "fail, and restarts (SIGTERM, some kill -9); samples RSS and /metrics; exits 1 "
+                   "unless the verdict "
+                   "is PASS. --conversations = concurrent clients (default 6), --turns = turns per "
+                   "conversation (default 4); "
                    "--url, --rates, --workload, --quick and --max-retries do not apply");
-  c_bs->add_option("--soak-restart-every", bs.soak_restart_every,
-                   "With --soak: restart the server this often (every third restart a kill -9); 0 = never "
-                   "(default: an eighth of --soak; none in its last fifth)");
-  c_bs->add_option("--soak-sample", bs.soak_sample, "With --soak: sample the server's RSS and /metrics this often")
+  c_bs->add_option(
+      "--soak-restart-every", bs.soak_restart_every,
+      "With --soak: restart the server this often (every third restart a kill -9); 0 = never "
+      "(default: an eighth of --soak; none in its last fifth)");
+  c_bs->add_option("--soak-sample", bs.soak_sample,
+                   "With --soak: sample the server's RSS and /metrics this often")
       ->capture_default_str();
   c_bs->add_option("--soak-rss-growth", bs.soak_rss_growth,
-                   "With --soak: most RSS one server process may gain after its warm-up (the first quarter of its "
+                   "With --soak: most RSS one server process may gain after its warm-up (the first "
+                   "quarter of its "
                    "life) before the verdict is FAIL")
       ->capture_default_str();
   std::vector<CLI::Option*> engine_options = add_engine_options(c_bs, bs.engine);
   // What was given, for the checks of --soak and the child server's arguments (run and plan alike).
   auto record_given = [opt, c_bs, engine_options] {
     for (const CLI::Option* o : c_bs->get_options())
-      if (o->count() > 0 && !o->get_lnames().empty()) opt->given.push_back("--" + o->get_lnames().front());
+      if (o->count() > 0 && !o->get_lnames().empty())
+        opt->given.push_back("--" + o->get_lnames().front());
     opt->engine_args = given_as_args(engine_options);
   };
   auto run = [opt, record_given] {

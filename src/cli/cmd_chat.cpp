@@ -1,8 +1,8 @@
 // `tangram chat`: an interactive multi-turn conversation. Each turn renders the whole
 // conversation with the chat template and submits it under one session id; the engine finds
 // the previous turns' KV resident and prefills only what is new, which the per-turn line shows.
-#include <memory>
 #include <unistd.h>
+#include <memory>
 
 #include <cstdio>
 #include <iostream>
@@ -10,13 +10,13 @@
 
 #include <fmt/format.h>
 
-#include "cli/command.h"
-#include "cli/config_json.h"
-#include "cli/sampling_flags.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
+#include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/config_json.h"
 #include "cli/local_engine.h"
+#include "cli/sampling_flags.h"
 #include "common/units.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -33,11 +33,12 @@ std::string trim(const std::string& s) {
 }
 
 void print_help() {
-  fmt::print(stderr,
-             "Type a message and press Enter. Commands:\n"
-             "  /reset   start a new conversation (the old one's KV is evicted when memory is needed)\n"
-             "  /stats   KV memory and session figures\n"
-             "  /quit    leave (also Ctrl-D)\n");
+  fmt::print(
+      stderr,
+      "Type a message and press Enter. Commands:\n"
+      "  /reset   start a new conversation (the old one's KV is evicted when memory is needed)\n"
+      "  /stats   KV memory and session figures\n"
+      "  /quit    leave (also Ctrl-D)\n");
 }
 
 void print_stats(const SchedulerStats& st) {
@@ -65,15 +66,16 @@ int cmd_chat(const ChatOptions& opt) {
   const SchedulerStats st0 = engine.stats();
   const SchedulerOptions& so = engine.options();
   if (!opt.quiet) {
-    fmt::print(stderr,
-               "tangram chat: {} ({} layers, {} KV heads), {} threads | KV memory {} = {} pages of "
-               "{} tokens x {} heads ({}) | KV policy {}{}\n",
-               opt.model, c.n_layers, c.n_kv_head, engine.threads(),
-               format_bytes(static_cast<double>(so.kv_memory)), st0.pool.total_pages, so.page_tokens,
-               so.page_group_size, kv_type_name(so.kv_type), kv_policy_name(so.compression.policy),
-               so.compression.compresses()
-                   ? fmt::format(" (ratio {}, scorer {})", so.compression.ratio, so.compression.scorer.name)
-                   : std::string());
+    fmt::print(
+        stderr,
+        "tangram chat: {} ({} layers, {} KV heads), {} threads | KV memory {} = {} pages of "
+        "{} tokens x {} heads ({}) | KV policy {}{}\n",
+        opt.model, c.n_layers, c.n_kv_head, engine.threads(),
+        format_bytes(static_cast<double>(so.kv_memory)), st0.pool.total_pages, so.page_tokens,
+        so.page_group_size, kv_type_name(so.kv_type), kv_policy_name(so.compression.policy),
+        so.compression.compresses() ? fmt::format(" (ratio {}, scorer {})", so.compression.ratio,
+                                                  so.compression.scorer.name)
+                                    : std::string());
     if (interactive) print_help();
   }
 
@@ -139,19 +141,22 @@ int cmd_chat(const ChatOptions& opt) {
       const RequestResult& r = *result;
       const int64_t fresh = r.usage.prompt_tokens - r.usage.cached_tokens;
       const GenerationRates rates = generation_rates(r, fresh);
-      fmt::print(stderr,
-                 "[turn {}: {} prompt tokens, {} reused from the session, {} prefilled in {:.0f} ms "
-                 "({:.1f} tok/s) | {} generated in {:.2f} s ({:.1f} tok/s) | finish: {}]\n",
-                 turn, r.usage.prompt_tokens, r.usage.cached_tokens, fresh,
-                 1000.0 * r.timing.prefill_seconds, rates.prefill_tok_s, r.usage.completion_tokens,
-                 r.timing.decode_seconds, rates.decode_tok_s, finish_reason_name(r.finish));
+      fmt::print(
+          stderr,
+          "[turn {}: {} prompt tokens, {} reused from the session, {} prefilled in {:.0f} ms "
+          "({:.1f} tok/s) | {} generated in {:.2f} s ({:.1f} tok/s) | finish: {}]\n",
+          turn, r.usage.prompt_tokens, r.usage.cached_tokens, fresh,
+          1000.0 * r.timing.prefill_seconds, rates.prefill_tok_s, r.usage.completion_tokens,
+          r.timing.decode_seconds, rates.decode_tok_s, finish_reason_name(r.finish));
       if (r.compression.compressions > 0)
-        fmt::print(stderr, "[KV compressed ({}): {} -> {} entries ({:.0f}% kept), {} pages freed, {:.0f} ms]\n",
-                   kv_policy_name(so.compression.policy), r.compression.entries_before,
-                   r.compression.entries_after,
-                   100.0 * static_cast<double>(r.compression.entries_after) /
-                       static_cast<double>(std::max<int64_t>(r.compression.entries_before, 1)),
-                   r.compression.pages_freed, 1000.0 * r.compression.seconds);
+        fmt::print(
+            stderr,
+            "[KV compressed ({}): {} -> {} entries ({:.0f}% kept), {} pages freed, {:.0f} ms]\n",
+            kv_policy_name(so.compression.policy), r.compression.entries_before,
+            r.compression.entries_after,
+            100.0 * static_cast<double>(r.compression.entries_after) /
+                static_cast<double>(std::max<int64_t>(r.compression.entries_before, 1)),
+            r.compression.pages_freed, 1000.0 * r.compression.seconds);
     }
   }
   return 0;
@@ -165,9 +170,11 @@ Command register_chat(CLI::App& app) {
       "chat", "Interactive multi-turn chat; each turn reuses the conversation's resident KV cache");
   c_chat->add_option("-m,--model", chat.model, "GGUF model")->required()->check(CLI::ExistingFile);
   c_chat->add_option("--system", chat.system, "System message");
-  c_chat->add_option("--chat-template", chat.chat_template,
-                     "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
-  c_chat->add_option("-n,--max-tokens", chat.max_tokens, "Most tokens per answer")->capture_default_str()
+  c_chat->add_option(
+      "--chat-template", chat.chat_template,
+      "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_chat->add_option("-n,--max-tokens", chat.max_tokens, "Most tokens per answer")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c_chat->add_flag("-q,--quiet", chat.quiet, "No banner or per-turn statistics");
   add_engine_options(c_chat, chat.engine);

@@ -1,14 +1,14 @@
 // `tangram info FILE`: metadata, tensor directory and sizes of a GGUF file; `--cpu`: the CPU's
 // SIMD features and which kernel path runs on it.
-#include <memory>
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
-#include "cli/config_json.h"
 #include "cli/commands.h"
+#include "cli/config_json.h"
 #include "common/units.h"
 #include "gguf/gguf_file.h"
 #include "kernels/cpu_features.h"
@@ -49,7 +49,8 @@ int cmd_info(const InfoOptions& opt) {
   const GgufFile& f = **file;
   fmt::print("file:       {}\n", f.path());
   fmt::print("format:     GGUF v{}, {} ({} bytes), alignment {}, data at offset {}\n", f.version(),
-             format_bytes(static_cast<double>(f.file_size())), f.file_size(), f.alignment(), f.data_offset());
+             format_bytes(static_cast<double>(f.file_size())), f.file_size(), f.alignment(),
+             f.data_offset());
 
   fmt::print("\nmetadata ({} keys):\n", f.metadata().size());
   for (const auto& kv : f.metadata()) {
@@ -72,14 +73,16 @@ int cmd_info(const InfoOptions& opt) {
   fmt::print("\ntensors: {} tensors, {} parameters, {}\n", f.tensors().size(), params,
              format_bytes(static_cast<double>(total)));
   for (const auto& [type, e] : by_type)
-    fmt::print("  {:<6} {:>5} tensors {:>12}\n", type, e.first, format_bytes(static_cast<double>(e.second)));
+    fmt::print("  {:<6} {:>5} tensors {:>12}\n", type, e.first,
+               format_bytes(static_cast<double>(e.second)));
 
   const size_t limit = opt.full ? f.tensors().size() : std::min<size_t>(f.tensors().size(), 40);
   fmt::print("\n  {:<36} {:<6} {:<28} {:>12}\n", "name", "type", "shape (ne0 first)", "bytes");
   for (size_t i = 0; i < limit; ++i) {
     const auto& t = f.tensors()[i];
     std::string shape;
-    for (int d = 0; d < t.n_dims; ++d) shape += (d ? " x " : "") + std::to_string(t.ne[static_cast<size_t>(d)]);
+    for (int d = 0; d < t.n_dims; ++d)
+      shape += (d ? " x " : "") + std::to_string(t.ne[static_cast<size_t>(d)]);
     fmt::print("  {:<36} {:<6} {:<28} {:>12}\n", t.name, ggml_type_name(t.type), shape, t.nbytes);
   }
   if (limit < f.tensors().size())
@@ -90,8 +93,10 @@ int cmd_info(const InfoOptions& opt) {
 Command register_info(CLI::App& app) {
   auto opt = std::make_shared<InfoOptions>();
   InfoOptions& info = *opt;
-  auto* c_info = app.add_subcommand("info", "Show a GGUF file's metadata, tensors and sizes, or the CPU's kernel path");
-  c_info->add_option("model", info.model, "GGUF file (optional with --cpu)")->check(CLI::ExistingFile);
+  auto* c_info = app.add_subcommand(
+      "info", "Show a GGUF file's metadata, tensors and sizes, or the CPU's kernel path");
+  c_info->add_option("model", info.model, "GGUF file (optional with --cpu)")
+      ->check(CLI::ExistingFile);
   c_info->add_flag("--full", info.full, "List every tensor and full metadata values");
   c_info->add_flag("--cpu", info.cpu,
                    "Show the CPU's SIMD features and the kernel path in use (avx2 or avx512; "

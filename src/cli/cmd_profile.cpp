@@ -39,13 +39,14 @@ std::vector<double> mean_over(const std::vector<std::vector<double>>& rows) {
 
 // Prints whether the static premise holds: spread of each head over samples, and how stable the
 // ordering of heads is across samples, turns and kinds of text.
-void print_stability(const RetentionProfile& prof, const ProfileOptions& opt, const TurnRetention& turns,
-                     const std::vector<PilotSample>& samples) {
+void print_stability(const RetentionProfile& prof, const ProfileOptions& opt,
+                     const TurnRetention& turns, const std::vector<PilotSample>& samples) {
   const ProfileStability stab = profile_stability(prof);
-  fmt::print("\nprofile of {} ({} layers x {} KV heads), scorer {}, ratio {}, level {}, {} samples, "
-             "sink {} window {}: written to {}\n",
-             prof.model, prof.n_layers, prof.n_kv_head, opt.scorer, opt.ratio, prof.level, prof.n_samples, opt.sink,
-             opt.window, opt.out);
+  fmt::print(
+      "\nprofile of {} ({} layers x {} KV heads), scorer {}, ratio {}, level {}, {} samples, "
+      "sink {} window {}: written to {}\n",
+      prof.model, prof.n_layers, prof.n_kv_head, opt.scorer, opt.ratio, prof.level, prof.n_samples,
+      opt.sink, opt.window, opt.out);
   double lo = 1, hi = 0, avg = 0;
   for (float m : prof.mean) {
     lo = std::min<double>(lo, m);
@@ -53,14 +54,18 @@ void print_stability(const RetentionProfile& prof, const ProfileOptions& opt, co
     avg += static_cast<double>(m);
   }
   avg /= static_cast<double>(prof.mean.size());
-  fmt::print("per-head retention (mean over samples): min {:.3f}, mean {:.3f}, max {:.3f}\n", lo, avg, hi);
-  fmt::print("spread over samples: std mean {:.3f} max {:.3f}; p90 - median mean {:.3f} max {:.3f}; "
-             "{:.0f}% of heads with std < 0.05\n",
-             stab.mean_std, stab.max_std, stab.mean_p90_gap, stab.max_p90_gap, 100.0 * stab.intrinsic_coverage);
-  fmt::print("head ordering across samples (Spearman vs the mean ordering): all heads mean {:.3f} min "
-             "{:.3f}; within layers mean {:.3f} min {:.3f}\n",
-             stab.global_spearman_mean, stab.global_spearman_min, stab.per_layer_spearman_mean,
-             stab.per_layer_spearman_min);
+  fmt::print("per-head retention (mean over samples): min {:.3f}, mean {:.3f}, max {:.3f}\n", lo,
+             avg, hi);
+  fmt::print(
+      "spread over samples: std mean {:.3f} max {:.3f}; p90 - median mean {:.3f} max {:.3f}; "
+      "{:.0f}% of heads with std < 0.05\n",
+      stab.mean_std, stab.max_std, stab.mean_p90_gap, stab.max_p90_gap,
+      100.0 * stab.intrinsic_coverage);
+  fmt::print(
+      "head ordering across samples (Spearman vs the mean ordering): all heads mean {:.3f} min "
+      "{:.3f}; within layers mean {:.3f} min {:.3f}\n",
+      stab.global_spearman_mean, stab.global_spearman_min, stab.per_layer_spearman_mean,
+      stab.per_layer_spearman_min);
   if (opt.turns > 1) {
     const auto a = mean_over(turns.first_turn), b = mean_over(turns.last_turn);
     const auto rho = spearman(a, b);
@@ -110,30 +115,49 @@ int cmd_profile(const ProfileOptions& opt) {
 Command register_profile(CLI::App& app) {
   auto opt = std::make_shared<ProfileOptions>();
   ProfileOptions& prof = *opt;
-  auto* c_prof = app.add_subcommand(
-      "profile", "Measure per-head KV retention on pilot samples and write a profile (for --kv-policy tangram)");
+  auto* c_prof = app.add_subcommand("profile",
+                                    "Measure per-head KV retention on pilot samples and write a "
+                                    "profile (for --kv-policy tangram)");
   c_prof->add_option("-m,--model", prof.model, "GGUF model")->required()->check(CLI::ExistingFile);
   add_mmap_flag(c_prof, prof.mmap);
-  c_prof->add_option("--samples", prof.samples,
-                     "Pilot text: a file of JSON lines {\"text\": ...} or plain text split at lines '---' "
-                     "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "
-                     "Default: the calibration text shipped with tangram (narrative, dialogue, technical, code, "
-                     "instructions)")
+  c_prof
+      ->add_option(
+          "--samples", prof.samples,
+          "Pilot text: a file of JSON lines {\"text\": ...} or plain text split at lines '---' "
+          "(long text is cut into --sample-tokens pieces); repeat for each kind of text. "
+          "Default: the calibration text shipped with tangram (narrative, dialogue, technical, "
+          "code, "
+          "instructions)")
       ->check(CLI::ExistingFile);
-  c_prof->add_option("--kv-scorer", prof.scorer, "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
+  c_prof
+      ->add_option("--kv-scorer", prof.scorer,
+                   "Scorer: keydiff, kvzip, snapkv, tova, expected_attention, streamingllm")
       ->capture_default_str();
-  c_prof->add_option("--kv-ratio", prof.ratio, "Retention ratio profiled")->capture_default_str()->check(CLI::Range(0.01, 1.0));
-  c_prof->add_option("--kv-level", prof.level, "Budget spread: per-layer or cross-layer")->capture_default_str()
+  c_prof->add_option("--kv-ratio", prof.ratio, "Retention ratio profiled")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  c_prof->add_option("--kv-level", prof.level, "Budget spread: per-layer or cross-layer")
+      ->capture_default_str()
       ->check(CLI::IsMember({"per-layer", "cross-layer"}));
-  c_prof->add_option("-n,--n-samples", prof.n_samples, "Most samples used")->capture_default_str()
+  c_prof->add_option("-n,--n-samples", prof.n_samples, "Most samples used")
+      ->capture_default_str()
       ->check(CLI::Range(2, 100000));
-  c_prof->add_option("--sample-tokens", prof.sample_tokens, "Longest sample in tokens")->capture_default_str()
+  c_prof->add_option("--sample-tokens", prof.sample_tokens, "Longest sample in tokens")
+      ->capture_default_str()
       ->check(CLI::Range(16, 1 << 20));
-  c_prof->add_option("--turns", prof.turns, "Turns per sample (growing prefixes), compressed every turn")
-      ->capture_default_str()->check(CLI::Range(1, 16));
-  c_prof->add_option("--kv-sink", prof.sink, "First tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_prof->add_option("--kv-window", prof.window, "Recent tokens always kept")->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c_prof
+      ->add_option("--turns", prof.turns,
+                   "Turns per sample (growing prefixes), compressed every turn")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  c_prof->add_option("--kv-sink", prof.sink, "First tokens always kept")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_prof->add_option("--kv-window", prof.window, "Recent tokens always kept")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_prof->add_option("-t,--threads", prof.threads, "Threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   c_prof->add_option("-o,--out", prof.out, "Profile JSON to write")->capture_default_str();
   return {c_prof, [opt] { return cmd_profile(*opt); }, [opt] { return plan_json(*opt); }};
 }

@@ -31,11 +31,13 @@ Result<std::vector<int32_t>> encode_prompt(const RunOptions& opt, const Tokenize
 
 void print_run_stats(const RequestResult& r, int threads) {
   const GenerationRates rates = generation_rates(r, r.usage.prompt_tokens);
-  fmt::print(stderr,
-             "\n[{} prompt tokens in {:.3f}s ({:.1f} tok/s) | {} generated in {:.3f}s ({:.1f} tok/s) | "
-             "finish: {} | seed {} | {} threads]\n",
-             r.usage.prompt_tokens, r.timing.prefill_seconds, rates.prefill_tok_s, r.usage.completion_tokens,
-             r.timing.decode_seconds, rates.decode_tok_s, finish_reason_name(r.finish), r.seed, threads);
+  fmt::print(
+      stderr,
+      "\n[{} prompt tokens in {:.3f}s ({:.1f} tok/s) | {} generated in {:.3f}s ({:.1f} tok/s) | "
+      "finish: {} | seed {} | {} threads]\n",
+      r.usage.prompt_tokens, r.timing.prefill_seconds, rates.prefill_tok_s,
+      r.usage.completion_tokens, r.timing.decode_seconds, rates.decode_tok_s,
+      finish_reason_name(r.finish), r.seed, threads);
 }
 
 }  // namespace
@@ -72,14 +74,18 @@ Command register_run(CLI::App& app) {
   run.sampling.temperature = 0.8f;
   auto* c_run = app.add_subcommand("run", "Generate text from a prompt, streaming to the terminal");
   c_run->add_option("-m,--model", run.model, "GGUF model")->required()->check(CLI::ExistingFile);
-  c_run->add_option("-p,--prompt", run.prompt, "Prompt text (with --chat: the user message)")->required();
+  c_run->add_option("-p,--prompt", run.prompt, "Prompt text (with --chat: the user message)")
+      ->required();
   auto* chat = c_run->add_flag("--chat", run.chat, "Wrap the prompt in the model's chat template");
   // Without --chat there is no template to put them in: refused rather than ignored.
   c_run->add_option("--system", run.system, "System message (needs --chat)")->needs(chat);
-  c_run->add_option("--chat-template", run.chat_template,
-                    "Template to use with --chat: chatml, llama3, llama2, or a Jinja file (needs --chat)")
+  c_run
+      ->add_option(
+          "--chat-template", run.chat_template,
+          "Template to use with --chat: chatml, llama3, llama2, or a Jinja file (needs --chat)")
       ->needs(chat);
-  c_run->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")->capture_default_str()
+  c_run->add_option("-n,--max-tokens", run.max_tokens, "Tokens to generate at most")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c_run->add_flag("-q,--quiet", run.quiet, "Print only the generated text");
   add_engine_options(c_run, run.engine);

@@ -1,24 +1,24 @@
 // `tangram serve`: loads a model, starts the engine and the OpenAI-compatible HTTP server, and
 // serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it
 // accepts connections (scripts wait for that line; with --port 0 it gives the port chosen).
-#include <memory>
+#include <pthread.h>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <pthread.h>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "cli/auto_profile.h"
-#include "cli/command.h"
-#include "cli/config_json.h"
-#include "cli/sampling_flags.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
+#include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/config_json.h"
+#include "cli/sampling_flags.h"
 #include "common/units.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -34,7 +34,8 @@ Result<std::vector<std::string>> read_key_file(const std::string& path) {
   std::vector<std::string> keys;
   std::string line;
   while (std::getline(in, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
     const auto b = line.find_first_not_of(" \t");
     if (b == std::string::npos || line[b] == '#') continue;
     keys.push_back(line.substr(b));
@@ -61,7 +62,8 @@ int cmd_serve(const ServeOptions& opt) {
   so.max_body_bytes = static_cast<size_t>(*body);
   if (!opt.max_body_in_flight.empty()) {
     auto in_flight = parse_bytes(opt.max_body_in_flight);
-    if (!in_flight || *in_flight < *body) return fail("--max-body-in-flight: give at least --max-body");
+    if (!in_flight || *in_flight < *body)
+      return fail("--max-body-in-flight: give at least --max-body");
     so.max_body_in_flight = static_cast<size_t>(*in_flight);
   }
   so.max_queue = opt.max_queue;
@@ -80,11 +82,13 @@ int cmd_serve(const ServeOptions& opt) {
   so.log_level = *level;
   so.defaults = opt.sampling;
   if (Status st = so.defaults.validate(); !st.ok()) return fail(st.message());
-  so.model_name = opt.model_name.empty() ? std::filesystem::path(opt.model).stem().string() : opt.model_name;
+  so.model_name =
+      opt.model_name.empty() ? std::filesystem::path(opt.model).stem().string() : opt.model_name;
 
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads, model_options_for(opt.engine));
+  auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads,
+                                       model_options_for(opt.engine));
   if (!loaded) return fail(loaded.message());
   Model& model = *loaded->model;
   const Tokenizer& tok = *loaded->tokenizer;
@@ -112,7 +116,8 @@ int cmd_serve(const ServeOptions& opt) {
   const SchedulerOptions& sched = (*engine)->options();
   const SchedulerStats st = (*engine)->stats();
   fmt::print(stderr,
-             "tangram serve: {} as '{}' | {} threads | context {} | KV memory {} ({} pages), policy {} | up to {} "
+             "tangram serve: {} as '{}' | {} threads | context {} | KV memory {} ({} pages), "
+             "policy {} | up to {} "
              "running + {} queued | {}\n",
              opt.model, so.model_name, (*engine)->threads(), (*engine)->context(),
              format_bytes(static_cast<double>(sched.kv_memory)), st.pool.total_pages,
@@ -126,7 +131,8 @@ int cmd_serve(const ServeOptions& opt) {
   std::thread signal_waiter([raw, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
-    fmt::print(stderr, "tangram serve: {} received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fmt::print(stderr, "tangram serve: {} received, stopping\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
     raw->stop();
   });
   Status served = (*server)->serve();
@@ -144,53 +150,91 @@ Command register_serve(CLI::App& app) {
   serve.sampling.temperature = 1.0f;  // OpenAI's default
   serve.sampling.top_p = 1.0f;
   serve.engine.max_running = 16;
-  auto* c_serve = app.add_subcommand(
-      "serve",
-      "OpenAI-compatible HTTP server: chat, completions and responses with streaming, tools and logprobs; "
-      "multi-turn KV reuse; metrics");
-  c_serve->add_option("-m,--model", serve.model, "GGUF model")->required()->check(CLI::ExistingFile);
-  c_serve->add_option("--chat-template", serve.chat_template,
-                      "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
-  c_serve->add_option("--model-name", serve.model_name, "Model id in /v1/models (default: the file's name)");
-  c_serve->add_option("--host", serve.host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
-  c_serve->add_option("--port", serve.port, "Port; 0 picks a free one (printed)")->capture_default_str()
+  auto* c_serve = app.add_subcommand("serve",
+                                     "OpenAI-compatible HTTP server: chat, completions and "
+                                     "responses with streaming, tools and logprobs; "
+                                     "multi-turn KV reuse; metrics");
+  c_serve->add_option("-m,--model", serve.model, "GGUF model")
+      ->required()
+      ->check(CLI::ExistingFile);
+  c_serve->add_option(
+      "--chat-template", serve.chat_template,
+      "Template: chatml, llama3, llama2, or a Jinja file (default: the model's own)");
+  c_serve->add_option("--model-name", serve.model_name,
+                      "Model id in /v1/models (default: the file's name)");
+  c_serve->add_option("--host", serve.host, "Address to listen on (0.0.0.0: every interface)")
+      ->capture_default_str();
+  c_serve->add_option("--port", serve.port, "Port; 0 picks a free one (printed)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  c_serve->add_option("--api-key", serve.api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  c_serve->add_option("--api-key", serve.api_keys,
+                      "Require 'Authorization: Bearer KEY' (repeatable)");
   c_serve->add_option("--api-key-file", serve.api_key_file, "File of API keys, one per line")
       ->check(CLI::ExistingFile);
-  c_serve->add_option("--allowed-host", serve.allowed_hosts,
-                      "A host name clients may reach the server by (repeatable; '*' allows any). IP addresses, "
-                      "localhost and --host are always allowed; a request naming another Host gets 403, which keeps "
-                      "web pages from driving the server through DNS rebinding");
-  c_serve->add_option("--max-queue", serve.max_queue, "Requests that may wait beyond the running ones; more get 429")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_serve->add_option("--http-threads", serve.http_threads,
-                      "Connection workers (0: max running + max queue + 16); each open stream holds one")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c_serve->add_option("--max-body", serve.max_body,
-                      "Largest request body, counted after chunked and gzip/deflate decoding (413 beyond)")
+  c_serve->add_option(
+      "--allowed-host", serve.allowed_hosts,
+      "A host name clients may reach the server by (repeatable; '*' allows any). IP addresses, "
+      "localhost and --host are always allowed; a request naming another Host gets 403, which "
+      "keeps "
+      "web pages from driving the server through DNS rebinding");
+  c_serve
+      ->add_option("--max-queue", serve.max_queue,
+                   "Requests that may wait beyond the running ones; more get 429")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_serve
+      ->add_option(
+          "--http-threads", serve.http_threads,
+          "Connection workers (0: max running + max queue + 16); each open stream holds one")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c_serve
+      ->add_option(
+          "--max-body", serve.max_body,
+          "Largest request body, counted after chunked and gzip/deflate decoding (413 beyond)")
       ->capture_default_str();
-  c_serve->add_option("--max-body-in-flight", serve.max_body_in_flight,
-                      "Request bodies held at once over all connections, while read and handled; a request past "
-                      "it gets 503 with Retry-After (default: 32 x --max-body)");
-  c_serve->add_option("--max-headers", serve.max_headers, "Most header fields in a request (431 beyond)")
-      ->capture_default_str()->check(CLI::Range(8, 10000));
-  c_serve->add_option("--max-header-bytes", serve.max_header_bytes, "Largest header block of a request (431 beyond)")
+  c_serve->add_option(
+      "--max-body-in-flight", serve.max_body_in_flight,
+      "Request bodies held at once over all connections, while read and handled; a request past "
+      "it gets 503 with Retry-After (default: 32 x --max-body)");
+  c_serve
+      ->add_option("--max-headers", serve.max_headers,
+                   "Most header fields in a request (431 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 10000));
+  c_serve
+      ->add_option("--max-header-bytes", serve.max_header_bytes,
+                   "Largest header block of a request (431 beyond)")
       ->capture_default_str();
-  c_serve->add_option("--read-timeout", serve.read_timeout_s,
-                      "Seconds a whole request (headers and body) may take to arrive, from its first byte (408 beyond)")
-      ->capture_default_str()->check(CLI::Range(1, 3600));
-  c_serve->add_option("--write-timeout", serve.write_timeout_s, "Seconds a write to a client may stall")
-      ->capture_default_str()->check(CLI::Range(1, 3600));
-  c_serve->add_option("--max-connections", serve.max_connections,
-                      "Open connections at once (503 beyond; also kept below the file descriptor limit)")
-      ->capture_default_str()->check(CLI::Range(1, 1000000));
-  c_serve->add_option("--max-connections-per-ip", serve.max_connections_per_ip,
-                      "Open connections at once from one client address (503 beyond)")
-      ->capture_default_str()->check(CLI::Range(1, 1000000));
-  c_serve->add_option("--max-conversations", serve.max_conversations,
-                      "Conversation records kept for reuse per API key (its least recently used dropped, with its KV)")->capture_default_str();
-  c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")->capture_default_str()
+  c_serve
+      ->add_option("--read-timeout", serve.read_timeout_s,
+                   "Seconds a whole request (headers and body) may take to arrive, from its first "
+                   "byte (408 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  c_serve
+      ->add_option("--write-timeout", serve.write_timeout_s,
+                   "Seconds a write to a client may stall")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  c_serve
+      ->add_option(
+          "--max-connections", serve.max_connections,
+          "Open connections at once (503 beyond; also kept below the file descriptor limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  c_serve
+      ->add_option("--max-connections-per-ip", serve.max_connections_per_ip,
+                   "Open connections at once from one client address (503 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  c_serve
+      ->add_option("--max-conversations", serve.max_conversations,
+                   "Conversation records kept for reuse per API key (its least recently used "
+                   "dropped, with its KV)")
+      ->capture_default_str();
+  c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")
+      ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
   add_engine_options(c_serve, serve.engine);
   add_sampling_options(c_serve, serve.sampling);

@@ -13,8 +13,8 @@
 namespace tangram::cli {
 
 struct Command {
-  CLI::App* app = nullptr;             // the subcommand, owned by the parent CLI::App
-  std::function<int()> run;            // runs it with the parsed options; the process exit code
+  CLI::App* app = nullptr;   // the subcommand, owned by the parent CLI::App
+  std::function<int()> run;  // runs it with the parsed options; the process exit code
   // The resolved configuration with nothing loaded, printed by --dry-run (config_json.h); an
   // error is the one the command would stop with. Empty: the command cannot describe it yet.
   std::function<Result<nlohmann::json>()> plan;

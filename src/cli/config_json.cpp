@@ -15,28 +15,47 @@ namespace {
 std::string attention_split_name(const std::optional<AttentionSplit>& split) {
   if (!split) return "auto";
   switch (*split) {
-    case AttentionSplit::Runtime: return "runtime";
-    case AttentionSplit::Naive: return "naive";
-    case AttentionSplit::AheadOfTime: return "aot";
+    case AttentionSplit::Runtime:
+      return "runtime";
+    case AttentionSplit::Naive:
+      return "naive";
+    case AttentionSplit::AheadOfTime:
+      return "aot";
   }
   return "auto";
 }
 
 json compression_json(const CompressionOptions& c) {
   const ScorerOptions& s = c.scorer;
-  return {{"policy", kv_policy_name(c.policy)}, {"ratio", c.ratio}, {"level", budget_level_name(c.level)},
-          {"alpha", c.alpha}, {"budget_scaling", budget_scaling_name(c.budget_scaling)},
-          {"budget_context", c.budget_context}, {"sink", c.sink}, {"window", c.window}, {"chunk", c.chunk},
-          {"first_turn_only", c.first_turn_only}, {"profile", c.profile}, {"cluster_map", c.cluster_map},
+  return {{"policy", kv_policy_name(c.policy)},
+          {"ratio", c.ratio},
+          {"level", budget_level_name(c.level)},
+          {"alpha", c.alpha},
+          {"budget_scaling", budget_scaling_name(c.budget_scaling)},
+          {"budget_context", c.budget_context},
+          {"sink", c.sink},
+          {"window", c.window},
+          {"chunk", c.chunk},
+          {"first_turn_only", c.first_turn_only},
+          {"profile", c.profile},
+          {"cluster_map", c.cluster_map},
           {"group_scope", c.per_layer_groups ? "per-layer" : "global"},
           {"reconstruction_tokens", c.reconstruction_tokens},
-          {"scorer", {{"name", s.name}, {"snap_window", s.snap_window}, {"snap_kernel", s.snap_kernel},
-                      {"ea_queries", s.ea_queries}, {"ea_skip", s.ea_skip}, {"ea_future", s.ea_future},
-                      {"ea_epsilon", s.ea_epsilon}, {"ea_covariance", s.ea_covariance},
-                      {"ea_value_norm", s.ea_value_norm}}}};
+          {"scorer",
+           {{"name", s.name},
+            {"snap_window", s.snap_window},
+            {"snap_kernel", s.snap_kernel},
+            {"ea_queries", s.ea_queries},
+            {"ea_skip", s.ea_skip},
+            {"ea_future", s.ea_future},
+            {"ea_epsilon", s.ea_epsilon},
+            {"ea_covariance", s.ea_covariance},
+            {"ea_value_norm", s.ea_value_norm}}}};
 }
 
-json report_output_json(const ReportOutput& out) { return {{"out", out.out_dir}, {"json", out.json_stdout}}; }
+json report_output_json(const ReportOutput& out) {
+  return {{"out", out.out_dir}, {"json", out.json_stdout}};
+}
 
 }  // namespace
 
@@ -66,11 +85,18 @@ json engine_options_json(const EngineOptions& o) {
 }
 
 json sampling_json(const SamplingParams& s) {
-  return {{"temperature", s.temperature}, {"top_k", s.top_k}, {"top_p", s.top_p}, {"min_p", s.min_p},
-          {"repetition_penalty", s.repetition_penalty}, {"presence_penalty", s.presence_penalty},
-          {"frequency_penalty", s.frequency_penalty}, {"penalty_last_n", s.penalty_last_n},
-          {"seed", s.seed_set ? json(s.seed) : json("random")}, {"max_tokens", s.max_tokens},
-          {"stop", s.stop}, {"ignore_eos", s.ignore_eos}};
+  return {{"temperature", s.temperature},
+          {"top_k", s.top_k},
+          {"top_p", s.top_p},
+          {"min_p", s.min_p},
+          {"repetition_penalty", s.repetition_penalty},
+          {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty},
+          {"penalty_last_n", s.penalty_last_n},
+          {"seed", s.seed_set ? json(s.seed) : json("random")},
+          {"max_tokens", s.max_tokens},
+          {"stop", s.stop},
+          {"ignore_eos", s.ignore_eos}};
 }
 
 Result<json> engine_flags_json(const EngineFlags& flags) {
@@ -86,35 +112,54 @@ Result<json> plan_json(const InfoOptions& o) {
 }
 
 Result<json> plan_json(const TokenizeOptions& o) {
-  return json{{"model", o.model}, {"flavor", o.flavor}, {"text", o.text}, {"file", o.file},
-              {"add_special", o.add_special}, {"parse_special", o.parse_special}, {"ids_only", o.ids_only}};
+  return json{
+      {"model", o.model},      {"flavor", o.flavor},           {"text", o.text},
+      {"file", o.file},        {"add_special", o.add_special}, {"parse_special", o.parse_special},
+      {"ids_only", o.ids_only}};
 }
 
 Result<json> plan_json(const RunOptions& o) {
-  json j{{"model", o.model}, {"prompt", o.prompt}, {"system", o.system}, {"chat", o.chat},
-         {"chat_template", o.chat_template}, {"max_tokens", o.max_tokens}, {"quiet", o.quiet},
+  json j{{"model", o.model},
+         {"prompt", o.prompt},
+         {"system", o.system},
+         {"chat", o.chat},
+         {"chat_template", o.chat_template},
+         {"max_tokens", o.max_tokens},
+         {"quiet", o.quiet},
          {"sampling", sampling_json(o.sampling)}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
   return j;
 }
 
 Result<json> plan_json(const ChatOptions& o) {
-  json j{{"model", o.model}, {"system", o.system}, {"chat_template", o.chat_template},
-         {"max_tokens", o.max_tokens}, {"quiet", o.quiet}, {"sampling", sampling_json(o.sampling)}};
+  json j{
+      {"model", o.model},           {"system", o.system}, {"chat_template", o.chat_template},
+      {"max_tokens", o.max_tokens}, {"quiet", o.quiet},   {"sampling", sampling_json(o.sampling)}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
   return j;
 }
 
 Result<json> plan_json(const ServeOptions& o) {
-  json j{{"model", o.model}, {"chat_template", o.chat_template}, {"model_name", o.model_name},
-         {"host", o.host}, {"port", o.port}, {"api_keys", o.api_keys.size()}, {"api_key_file", o.api_key_file},
+  json j{{"model", o.model},
+         {"chat_template", o.chat_template},
+         {"model_name", o.model_name},
+         {"host", o.host},
+         {"port", o.port},
+         {"api_keys", o.api_keys.size()},
+         {"api_key_file", o.api_key_file},
          {"allowed_hosts", o.allowed_hosts},
-         {"max_queue", o.max_queue}, {"http_threads", o.http_threads}, {"max_body", o.max_body},
+         {"max_queue", o.max_queue},
+         {"http_threads", o.http_threads},
+         {"max_body", o.max_body},
          {"max_body_in_flight", o.max_body_in_flight},
-         {"read_timeout_s", o.read_timeout_s}, {"write_timeout_s", o.write_timeout_s},
-         {"max_connections", o.max_connections}, {"max_connections_per_ip", o.max_connections_per_ip},
-         {"max_headers", o.max_headers}, {"max_header_bytes", o.max_header_bytes},
-         {"max_conversations", o.max_conversations}, {"log_level", o.log_level},
+         {"read_timeout_s", o.read_timeout_s},
+         {"write_timeout_s", o.write_timeout_s},
+         {"max_connections", o.max_connections},
+         {"max_connections_per_ip", o.max_connections_per_ip},
+         {"max_headers", o.max_headers},
+         {"max_header_bytes", o.max_header_bytes},
+         {"max_conversations", o.max_conversations},
+         {"log_level", o.log_level},
          {"sampling", sampling_json(o.sampling)}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
   return j;
@@ -127,22 +172,45 @@ Result<json> plan_json(const ProfileOptions& o) {
     TG_ASSIGN(std::vector<std::filesystem::path> shipped, calibration_files());
     for (const auto& f : shipped) samples.push_back(f.string());
   }
-  return json{{"model", o.model}, {"samples", samples}, {"scorer", o.scorer}, {"ratio", o.ratio},
-              {"level", o.level}, {"n_samples", o.n_samples}, {"sample_tokens", o.sample_tokens},
-              {"turns", o.turns}, {"sink", o.sink}, {"window", o.window}, {"threads", o.threads}, {"out", o.out},
+  return json{{"model", o.model},
+              {"samples", samples},
+              {"scorer", o.scorer},
+              {"ratio", o.ratio},
+              {"level", o.level},
+              {"n_samples", o.n_samples},
+              {"sample_tokens", o.sample_tokens},
+              {"turns", o.turns},
+              {"sink", o.sink},
+              {"window", o.window},
+              {"threads", o.threads},
+              {"out", o.out},
               {"weights", weights_memory_name(o.mmap)}};
 }
 
 Result<json> plan_json(const MkmodelOptions& o) {
-  return json{{"preset", o.preset}, {"arch", o.arch}, {"layers", o.n_layers}, {"embd", o.n_embd},
-              {"ff", o.n_ff}, {"heads", o.n_head}, {"kv_heads", o.n_kv_head}, {"head_dim", o.head_dim},
-              {"vocab", o.vocab}, {"ctx", o.ctx}, {"type", o.type}, {"seed", o.seed}, {"tied", o.tied},
-              {"llama3_rope", o.llama3_rope}, {"tokenizer", o.tokenizer}, {"flavor", o.flavor},
-              {"out", o.out}, {"threads", o.threads}};
+  return json{{"preset", o.preset},
+              {"arch", o.arch},
+              {"layers", o.n_layers},
+              {"embd", o.n_embd},
+              {"ff", o.n_ff},
+              {"heads", o.n_head},
+              {"kv_heads", o.n_kv_head},
+              {"head_dim", o.head_dim},
+              {"vocab", o.vocab},
+              {"ctx", o.ctx},
+              {"type", o.type},
+              {"seed", o.seed},
+              {"tied", o.tied},
+              {"llama3_rope", o.llama3_rope},
+              {"tokenizer", o.tokenizer},
+              {"flavor", o.flavor},
+              {"out", o.out},
+              {"threads", o.threads}};
 }
 
 Result<json> plan_json(const ClusterOptions& o) {
-  return json{{"profile", o.profile}, {"group_size", o.group_size}, {"scope", o.scope}, {"out", o.out}};
+  return json{
+      {"profile", o.profile}, {"group_size", o.group_size}, {"scope", o.scope}, {"out", o.out}};
 }
 
 Result<json> plan_json(const PerplexityCmdOptions& o) {
@@ -160,21 +228,44 @@ Result<json> plan_json(const BenchOptions& o) {
   if (auto_memory) engine.kv_memory = "0";
   const bool auto_chunk = engine.kv_chunk <= 0;
   if (auto_chunk) engine.kv_chunk = 2 * static_cast<int64_t>(engine.kv_window) + 1;
-  json j{{"model", o.model}, {"preset", o.preset}, {"type", o.type}, {"layers", o.layers},
-         {"cache_dir", o.cache_dir}, {"workload", o.workload}, {"trace", o.trace},
-         {"conversations", o.conversations}, {"turns", o.turns}, {"concurrency", o.concurrency},
-         {"first_turn_tokens", o.first_turn_tokens}, {"followup_tokens", o.followup_tokens},
-         {"gen_tokens", o.gen_tokens}, {"rate", o.rate}, {"rates", o.rates}, {"think_time", o.think_time},
+  json j{{"model", o.model},
+         {"preset", o.preset},
+         {"type", o.type},
+         {"layers", o.layers},
+         {"cache_dir", o.cache_dir},
+         {"workload", o.workload},
+         {"trace", o.trace},
+         {"conversations", o.conversations},
+         {"turns", o.turns},
+         {"concurrency", o.concurrency},
+         {"first_turn_tokens", o.first_turn_tokens},
+         {"followup_tokens", o.followup_tokens},
+         {"gen_tokens", o.gen_tokens},
+         {"rate", o.rate},
+         {"rates", o.rates},
+         {"think_time", o.think_time},
          {"seed", o.seed},
-         {"policies", o.policies}, {"ratios", o.ratios}, {"dynamic_bracket", o.dynamic_bracket},
-         {"group_sizes", o.group_sizes}, {"scorer", o.scorer},
-         {"profile", o.profile}, {"profile_dir", o.profile_dir}, {"profile_model", o.profile_model},
-         {"memory_sessions", o.memory_sessions}, {"accuracy", o.accuracy}, {"facts", o.facts},
-         {"accuracy_text", o.accuracy_text}, {"accuracy_tokens", o.accuracy_tokens},
-         {"restore_contexts", o.restore_contexts}, {"disk_dir", o.disk_dir},
-         {"oversubscription", o.oversubscription}, {"quick", o.quick}, {"report", report_output_json(o.output)}};
+         {"policies", o.policies},
+         {"ratios", o.ratios},
+         {"dynamic_bracket", o.dynamic_bracket},
+         {"group_sizes", o.group_sizes},
+         {"scorer", o.scorer},
+         {"profile", o.profile},
+         {"profile_dir", o.profile_dir},
+         {"profile_model", o.profile_model},
+         {"memory_sessions", o.memory_sessions},
+         {"accuracy", o.accuracy},
+         {"facts", o.facts},
+         {"accuracy_text", o.accuracy_text},
+         {"accuracy_tokens", o.accuracy_tokens},
+         {"restore_contexts", o.restore_contexts},
+         {"disk_dir", o.disk_dir},
+         {"oversubscription", o.oversubscription},
+         {"quick", o.quick},
+         {"report", report_output_json(o.output)}};
   for (const RunPlan& plan : plan_runs(o))
-    j["runs"].push_back({{"policy", plan.policy}, {"ratio", plan.ratio}, {"group_size", plan.group_size}});
+    j["runs"].push_back(
+        {{"policy", plan.policy}, {"ratio", plan.ratio}, {"group_size", plan.group_size}});
   TG_ASSIGN(j["engine"], engine_flags_json(engine));
   if (auto_memory) j["engine"]["kv_memory"] = "auto";
   if (auto_chunk) j["engine"]["compression"]["chunk"] = "auto";
@@ -184,24 +275,52 @@ Result<json> plan_json(const BenchOptions& o) {
 
 Result<json> plan_json(const BenchModelOptions& o) {
   TG_TRY(check_bench_model_flags(o));
-  return json{{"model", o.model}, {"preset", o.preset}, {"types", o.types}, {"prompt_tokens", o.prompt_tokens},
-              {"gen_tokens", o.gen_tokens}, {"threads", o.threads}, {"reps", reps_of(o)}, {"cache_dir", o.cache_dir},
-              {"llama_cpp", o.llama_cpp}, {"concurrency", o.concurrency}, {"quick", o.quick},
-              {"context", o.context}, {"policies", o.policies}, {"kv_ratio", o.kv_ratio}, {"profile", o.profile},
-              {"kv_types", o.kv_types}, {"page_tokens", o.page_tokens}, {"rounds", rounds_of(o)},
+  return json{{"model", o.model},
+              {"preset", o.preset},
+              {"types", o.types},
+              {"prompt_tokens", o.prompt_tokens},
+              {"gen_tokens", o.gen_tokens},
+              {"threads", o.threads},
+              {"reps", reps_of(o)},
+              {"cache_dir", o.cache_dir},
+              {"llama_cpp", o.llama_cpp},
+              {"concurrency", o.concurrency},
+              {"quick", o.quick},
+              {"context", o.context},
+              {"policies", o.policies},
+              {"kv_ratio", o.kv_ratio},
+              {"profile", o.profile},
+              {"kv_types", o.kv_types},
+              {"page_tokens", o.page_tokens},
+              {"rounds", rounds_of(o)},
               {"weights", weights_memory_name(o.mmap)},
               {"report", report_output_json(o.output)}};
 }
 
 Result<json> plan_json(const BenchServeOptions& o) {
   TG_TRY(check_bench_serve_flags(o));
-  json j{{"url", o.url}, {"api_key", !o.api_key.empty()}, {"model", o.model}, {"preset", o.preset},
-         {"type", o.type}, {"layers", o.layers}, {"cache_dir", o.cache_dir}, {"workload", o.workload},
-         {"conversations", o.conversations}, {"turns", o.turns}, {"seed", o.seed}, {"rates", o.rates},
-         {"max_retries", o.max_retries}, {"timeout_s", o.timeout_s}, {"max_queue", o.max_queue},
-         {"quick", o.quick}, {"report", report_output_json(o.output)},
-         {"soak", {{"duration", o.soak}, {"restart_every", o.soak_restart_every}, {"sample", o.soak_sample},
-                   {"rss_growth", o.soak_rss_growth}}}};
+  json j{{"url", o.url},
+         {"api_key", !o.api_key.empty()},
+         {"model", o.model},
+         {"preset", o.preset},
+         {"type", o.type},
+         {"layers", o.layers},
+         {"cache_dir", o.cache_dir},
+         {"workload", o.workload},
+         {"conversations", o.conversations},
+         {"turns", o.turns},
+         {"seed", o.seed},
+         {"rates", o.rates},
+         {"max_retries", o.max_retries},
+         {"timeout_s", o.timeout_s},
+         {"max_queue", o.max_queue},
+         {"quick", o.quick},
+         {"report", report_output_json(o.output)},
+         {"soak",
+          {{"duration", o.soak},
+           {"restart_every", o.soak_restart_every},
+           {"sample", o.soak_sample},
+           {"rss_growth", o.soak_rss_growth}}}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
   return j;
 }

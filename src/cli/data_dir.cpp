@@ -34,7 +34,8 @@ fs::path data_dir() {
 
 fs::path oracle_dir() {
   if (const char* e = std::getenv("TANGRAM_ORACLE_DIR"); e && *e) return e;
-  const fs::path candidates[] = {data_dir() / "oracle", fs::path(TANGRAM_SOURCE_DIR) / "tools" / "oracle"};
+  const fs::path candidates[] = {data_dir() / "oracle",
+                                 fs::path(TANGRAM_SOURCE_DIR) / "tools" / "oracle"};
   std::error_code ec;
   for (const fs::path& dir : candidates)
     if (fs::is_directory(dir / "node_modules" / "node-llama-cpp", ec)) return dir;

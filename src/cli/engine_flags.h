@@ -18,7 +18,7 @@ class Option;
 namespace tangram::cli {
 
 struct EngineFlags {
-  std::string kv_memory = "1GiB";  // size of the KV page arena
+  std::string kv_memory = "1GiB";    // size of the KV page arena
   std::string kv_host_memory = "0";  // host spill area for idle sessions' KV (0: none)
   std::string kv_disk;               // directory of the disk tier ("" = none)
   std::string kv_disk_max = "8GiB";  // its size cap
@@ -26,13 +26,13 @@ struct EngineFlags {
   std::string kv_redis_prefix;       // its key prefix ("" = derived from the fingerprints)
   int64_t kv_redis_ttl = 0;          // expiry of a stored session, seconds (0 = none)
   double kv_idle_offload = 0;        // seconds idle before a session leaves the pool (0 = off)
-  int page_tokens = 16;            // P
-  int page_group_size = -1;        // G; 0 = all KV heads of a layer (unified); -1 = the policy's
-  std::string kv_type = "f16";     // f16 | f32 | q8_0
+  int page_tokens = 16;              // P
+  int page_group_size = -1;          // G; 0 = all KV heads of a layer (unified); -1 = the policy's
+  std::string kv_type = "f16";       // f16 | f32 | q8_0
   int64_t prefill_chunk = 512;
-  int64_t step_tokens = 512;       // tokens per scheduler step
+  int64_t step_tokens = 512;  // tokens per scheduler step
   int max_running = 64;
-  int64_t ctx = 0;                 // positions per conversation; 0 = the model's context
+  int64_t ctx = 0;  // positions per conversation; 0 = the model's context
   int threads = 0;
   // KV compression.
   std::string kv_policy = "full";  // full | uniform | dynamic | tangram
@@ -45,8 +45,9 @@ struct EngineFlags {
   int kv_sink = 4;
   int kv_window = 32;
   int64_t kv_chunk = 2048;
-  std::string kv_profile;           // "" with tangram: the model's cached profile (auto_profile.h)
-  std::string profile_cache;        // folder of cached profiles ("" = $TANGRAM_PROFILE_CACHE or ~/.cache/tangram/profiles)
+  std::string kv_profile;     // "" with tangram: the model's cached profile (auto_profile.h)
+  std::string profile_cache;  // folder of cached profiles ("" = $TANGRAM_PROFILE_CACHE or
+                              // ~/.cache/tangram/profiles)
   std::string kv_cluster_map;
   std::string kv_group_scope = "global";  // global | per-layer
   bool kv_first_turn_only = false;
@@ -58,7 +59,8 @@ struct EngineFlags {
   bool ea_no_covariance = false;
   bool ea_no_value_norm = false;
   std::string attention_split = "auto";  // auto | runtime | naive | aot
-  bool mmap = false;  // weights read through the file's memory map instead of copied into huge pages
+  bool mmap =
+      false;  // weights read through the file's memory map instead of copied into huge pages
 };
 
 // Binds the engine flags (KV memory, page geometry, batching limits, KV compression) to `e`; its

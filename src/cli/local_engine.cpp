@@ -9,10 +9,11 @@ namespace tangram::cli {
 Result<LocalEngine> start_local_engine(const std::string& model_path, const EngineFlags& flags) {
   TG_ASSIGN(EngineOptions engine_opts, to_engine_options(flags));
   LocalEngine out;
-  TG_ASSIGN(out.loaded, load_model_for_serving(model_path, "", "", 0, "", flags.threads, model_options_for(flags)));
+  TG_ASSIGN(out.loaded, load_model_for_serving(model_path, "", "", 0, "", flags.threads,
+                                               model_options_for(flags)));
   // The engine reads the profile while it is created: a temporary one may go afterwards.
-  TG_ASSIGN(ResolvedProfile profile,
-            resolve_kv_profile(engine_opts, flags, *out.loaded.model, *out.loaded.tokenizer, model_path));
+  TG_ASSIGN(ResolvedProfile profile, resolve_kv_profile(engine_opts, flags, *out.loaded.model,
+                                                        *out.loaded.tokenizer, model_path));
   TG_ASSIGN(out.engine, Engine::create(*out.loaded.model, *out.loaded.tokenizer, engine_opts));
   return out;
 }

@@ -14,7 +14,7 @@
 namespace tangram::cli {
 
 struct LocalEngine {
-  LoadedModel loaded;              // declared first: the engine refers to its model and tokenizer
+  LoadedModel loaded;  // declared first: the engine refers to its model and tokenizer
   std::unique_ptr<Engine> engine;
 };
 

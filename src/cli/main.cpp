@@ -16,7 +16,9 @@ namespace {
 
 // --dry-run: the command's resolved configuration as JSON on stdout, nothing loaded or run.
 int print_plan(const Command& command) {
-  if (!command.plan) return fail(fmt::format("--dry-run is not supported by `tangram {}` yet", command.app->get_name()));
+  if (!command.plan)
+    return fail(
+        fmt::format("--dry-run is not supported by `tangram {}` yet", command.app->get_name()));
   auto plan = command.plan();
   if (!plan) return fail(plan.message());
   nlohmann::json out{{"command", command.app->get_name()}, {"config", std::move(plan).value()}};
@@ -32,15 +34,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tangram 0.1.0");
 
   const std::vector<Command> commands = {
-      register_info(app),          register_tokenize(app),    register_run(app),
-      register_chat(app),          register_serve(app),       register_bench(app),
-      register_bench_serve(app),   register_profile(app),     register_mkmodel(app),
-      register_bench_model(app),   register_cluster(app),     register_perplexity(app),
+      register_info(app),        register_tokenize(app), register_run(app),
+      register_chat(app),        register_serve(app),    register_bench(app),
+      register_bench_serve(app), register_profile(app),  register_mkmodel(app),
+      register_bench_model(app), register_cluster(app),  register_perplexity(app),
   };
 
   bool dry_run = false;
   for (const Command& command : commands)
-    command.app->add_flag("--dry-run", dry_run, "Print the resolved configuration as JSON and exit; nothing is loaded");
+    command.app->add_flag("--dry-run", dry_run,
+                          "Print the resolved configuration as JSON and exit; nothing is loaded");
 
   try {
     app.parse(argc, argv);

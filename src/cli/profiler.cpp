@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 
 // Samples of one file: JSON lines ({"text": ...}) or plain text split at lines "---"; text
 // without separators is cut into pieces of sample_tokens tokens.
-Result<std::vector<PilotSample>> read_sample_file(const std::string& path, int kind, const Tokenizer& tok,
-                                                  int64_t sample_tokens) {
+Result<std::vector<PilotSample>> read_sample_file(const std::string& path, int kind,
+                                                  const Tokenizer& tok, int64_t sample_tokens) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("cannot read the samples file {}", path);
   std::vector<std::string> texts;
@@ -41,7 +41,8 @@ Result<std::vector<PilotSample>> read_sample_file(const std::string& path, int k
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const auto j = parse_json_or_discarded(line);
       if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string())
-        return make_error("{} line {}: expected a JSON object with a \"text\" string", path, line_no);
+        return make_error("{} line {}: expected a JSON object with a \"text\" string", path,
+                          line_no);
       texts.push_back(j["text"].get<std::string>());
     } else if (line == "---" || line == "---\r") {
       if (!current.empty()) texts.push_back(std::move(current));
@@ -56,12 +57,15 @@ Result<std::vector<PilotSample>> read_sample_file(const std::string& path, int k
   for (const std::string& t : texts) {
     std::vector<int32_t> ids = tok.encode(t, /*add_special=*/true, /*parse_special=*/false);
     if (texts.size() == 1 && static_cast<int64_t>(ids.size()) > sample_tokens) {
-      for (size_t b = 0; b + static_cast<size_t>(sample_tokens) <= ids.size(); b += static_cast<size_t>(sample_tokens))
-        out.push_back(PilotSample{std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(b),
-                                                       ids.begin() + static_cast<std::ptrdiff_t>(b) + sample_tokens),
-                                  kind});
+      for (size_t b = 0; b + static_cast<size_t>(sample_tokens) <= ids.size();
+           b += static_cast<size_t>(sample_tokens))
+        out.push_back(PilotSample{
+            std::vector<int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(b),
+                                 ids.begin() + static_cast<std::ptrdiff_t>(b) + sample_tokens),
+            kind});
     } else if (!ids.empty()) {
-      if (static_cast<int64_t>(ids.size()) > sample_tokens) ids.resize(static_cast<size_t>(sample_tokens));
+      if (static_cast<int64_t>(ids.size()) > sample_tokens)
+        ids.resize(static_cast<size_t>(sample_tokens));
       out.push_back(PilotSample{std::move(ids), kind});
     }
   }
@@ -100,7 +104,8 @@ std::vector<PilotSample> interleave_kinds(std::vector<PilotSample> samples) {
 
 // A scheduler that compresses every turn in one shot with the dynamic policy, each head its own
 // page group so that kept lengths are exact.
-SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const Model& model, BudgetLevel level) {
+SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const Model& model,
+                                             BudgetLevel level) {
   const ModelConfig& cfg = model.config();
   const int64_t ctx_limit = std::min<int64_t>(cfg.context_length, opt.sample_tokens + 8);
   SchedulerOptions so;
@@ -108,11 +113,14 @@ SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const Mo
   so.page_tokens = 16;
   so.kv_type = KvType::F16;
   so.prefault = false;
-  so.step_tokens = std::min<int64_t>(so.step_tokens, model.max_batch());  // the model serving may have a smaller batch
+  so.step_tokens = std::min<int64_t>(
+      so.step_tokens, model.max_batch());  // the model serving may have a smaller batch
   so.prefill_chunk = std::min(so.prefill_chunk, so.step_tokens);
   so.max_context = ctx_limit;
-  const double kv_per_token = static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) * 2.0;
-  so.kv_memory = static_cast<size_t>(kv_per_token * static_cast<double>(ctx_limit + 64) * 1.3) + (16u << 20);
+  const double kv_per_token =
+      static_cast<double>(cfg.n_layers) * cfg.n_kv_head * (cfg.head_dim + cfg.head_dim_v) * 2.0;
+  so.kv_memory =
+      static_cast<size_t>(kv_per_token * static_cast<double>(ctx_limit + 64) * 1.3) + (16u << 20);
   CompressionOptions& co = so.compression;
   co.policy = KvPolicy::Dynamic;
   co.ratio = opt.ratio;
@@ -143,8 +151,8 @@ RetentionProfile empty_profile(const ProfileOptions& opt, const Model& model, Bu
 
 // Runs every sample as a conversation of opt.turns growing prefixes and records each head's kept
 // length after the first and the last turn; the last turn's figures also go into prof's raw data.
-Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples, const ProfileOptions& opt,
-                       RetentionProfile& prof, TurnRetention& turns) {
+Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples,
+                       const ProfileOptions& opt, RetentionProfile& prof, TurnRetention& turns) {
   const int L = prof.n_layers, H = prof.n_kv_head;
   const size_t heads = static_cast<size_t>(L) * static_cast<size_t>(H);
   ProgressBar bar("profiling", static_cast<int64_t>(samples.size()));
@@ -152,7 +160,8 @@ Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples
     const PilotSample& smp = samples[i];
     const std::string sid = fmt::format("profile-{}", i);
     for (int t = 0; t < opt.turns; ++t) {
-      const size_t len = smp.tokens.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(opt.turns);
+      const size_t len =
+          smp.tokens.size() * static_cast<size_t>(t + 1) / static_cast<size_t>(opt.turns);
       if (len < 2) continue;
       Request r;
       r.prompt.assign(smp.tokens.begin(), smp.tokens.begin() + static_cast<std::ptrdiff_t>(len));
@@ -182,8 +191,9 @@ Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples
         turns.last_turn.push_back(ret);
         prof.raw_ratio.insert(prof.raw_ratio.end(), ret.begin(), ret.end());
         prof.raw_kept.insert(prof.raw_kept.end(), kept.begin(), kept.end());
-        prof.sample_meta.insert(prof.sample_meta.end(), {static_cast<int32_t>(total - opt.sink), opt.sink,
-                                                         static_cast<int32_t>(total), opt.window});
+        prof.sample_meta.insert(prof.sample_meta.end(),
+                                {static_cast<int32_t>(total - opt.sink), opt.sink,
+                                 static_cast<int32_t>(total), opt.window});
       }
     }
     sched.drop_session(sid);
@@ -193,7 +203,8 @@ Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples
 }
 
 // Median, p90, mean and standard deviation over samples of each head's retention.
-void set_head_statistics(RetentionProfile& prof, const std::vector<std::vector<double>>& last_turn) {
+void set_head_statistics(RetentionProfile& prof,
+                         const std::vector<std::vector<double>>& last_turn) {
   const size_t heads = static_cast<size_t>(prof.n_layers) * static_cast<size_t>(prof.n_kv_head);
   prof.median.resize(heads);
   prof.p90.resize(heads);
@@ -224,26 +235,31 @@ void set_head_statistics(RetentionProfile& prof, const std::vector<std::vector<d
 }  // namespace
 
 Result<std::vector<fs::path>> calibration_files() {
-  const fs::path candidates[] = {data_dir() / "calibration", fs::path(TANGRAM_SOURCE_DIR) / "data" / "calibration"};
+  const fs::path candidates[] = {data_dir() / "calibration",
+                                 fs::path(TANGRAM_SOURCE_DIR) / "data" / "calibration"};
   for (const fs::path& dir : candidates) {
     std::error_code ec;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.is_regular_file(ec) && entry.path().extension() == ".txt") files.push_back(entry.path());
+      if (entry.is_regular_file(ec) && entry.path().extension() == ".txt")
+        files.push_back(entry.path());
     if (ec || files.empty()) continue;
     std::sort(files.begin(), files.end());
     return files;
   }
-  return make_error("tangram's calibration text is missing (looked in {} and {}): pass --samples FILE (or "
-                    "--kv-profile FILE to serve)",
-                    candidates[0].string(), candidates[1].string());
+  return make_error(
+      "tangram's calibration text is missing (looked in {} and {}): pass --samples FILE (or "
+      "--kv-profile FILE to serve)",
+      candidates[0].string(), candidates[1].string());
 }
 
-Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::string>& files, const Tokenizer& tok,
-                                                    int64_t sample_tokens, int n_samples) {
+Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::string>& files,
+                                                    const Tokenizer& tok, int64_t sample_tokens,
+                                                    int n_samples) {
   std::vector<PilotSample> samples;
   for (size_t f = 0; f < files.size(); ++f) {
-    TG_ASSIGN(std::vector<PilotSample> got, read_sample_file(files[f], static_cast<int>(f), tok, sample_tokens));
+    TG_ASSIGN(std::vector<PilotSample> got,
+              read_sample_file(files[f], static_cast<int>(f), tok, sample_tokens));
     samples.insert(samples.end(), got.begin(), got.end());
   }
   samples = interleave_kinds(std::move(samples));
@@ -251,7 +267,8 @@ Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::strin
   return samples;
 }
 
-Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok, const std::vector<PilotSample>& samples,
+Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok,
+                                        const std::vector<PilotSample>& samples,
                                         const ProfileOptions& opt) {
   if (opt.turns < 1) return make_error("--turns must be at least 1");
   TG_ASSIGN(BudgetLevel level, parse_budget_level(opt.level));
@@ -262,7 +279,8 @@ Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok, cons
   out.profile = empty_profile(opt, model, level);
   TG_TRY(measure_samples(*sched, samples, opt, out.profile, out.turns));
   out.profile.n_samples = static_cast<int>(out.turns.last_turn.size());
-  if (out.profile.n_samples < 2) return make_error("profiling needs at least 2 samples; give more text or --samples files");
+  if (out.profile.n_samples < 2)
+    return make_error("profiling needs at least 2 samples; give more text or --samples files");
   set_head_statistics(out.profile, out.turns.last_turn);
   return out;
 }

@@ -29,8 +29,9 @@ Result<std::vector<std::filesystem::path>> calibration_files();
 // The pilot samples of `files` (one kind of text each: JSON lines {"text": ...} or plain text
 // split at lines "---"; one long text is cut into sample_tokens pieces), at most sample_tokens
 // each, the kinds interleaved and capped at n_samples.
-Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::string>& files, const Tokenizer& tok,
-                                                    int64_t sample_tokens, int n_samples);
+Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::string>& files,
+                                                    const Tokenizer& tok, int64_t sample_tokens,
+                                                    int n_samples);
 
 // Per-head retention [sample][layer * n_kv_head + head] after the first and after the last turn.
 struct TurnRetention {
@@ -45,7 +46,8 @@ struct MeasuredProfile {
 // Runs every sample as a conversation of opt.turns growing prefixes through the dynamic policy
 // (opt's scorer, ratio, level, sink, window; at most the model's batch limit per step), with a
 // progress bar, and returns the profile of the last turns. Needs at least 2 samples.
-Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok, const std::vector<PilotSample>& samples,
+Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok,
+                                        const std::vector<PilotSample>& samples,
                                         const ProfileOptions& opt);
 
 }  // namespace tangram::cli

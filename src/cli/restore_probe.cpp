@@ -7,7 +7,8 @@
 
 namespace tangram::cli {
 
-Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, const std::string& session) {
+Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt,
+                                     const std::string& session) {
   Request r;
   r.prompt = std::move(prompt);
   r.session_id = session;
@@ -19,8 +20,9 @@ Result<RequestResult> one_token_turn(Engine& e, std::vector<int32_t> prompt, con
   return out;
 }
 
-Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
-                                               int64_t n_tokens, uint32_t seed) {
+Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok,
+                                               const EngineFlags& flags, int64_t n_tokens,
+                                               uint32_t seed) {
   // The first message, and one more token for the next turn.
   std::vector<int32_t> prompt = random_tokens(n_tokens + 1, model.config().vocab, seed);
   const int32_t next_token = prompt.back();
@@ -42,28 +44,32 @@ Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& to
   const SessionTierStats before = engine->stats().tiers;
   t.offload_s = before.offload_seconds;
   t.session_bytes = before.host_bytes;
-  TG_ASSIGN(RequestResult again, one_token_turn(*engine, next, "fresh"));  // no session: all recomputed
+  TG_ASSIGN(RequestResult again,
+            one_token_turn(*engine, next, "fresh"));  // no session: all recomputed
   t.reprefill_s = again.timing.prefill_seconds;
   TG_ASSIGN(RequestResult t2, one_token_turn(*engine, next, "s"));
   engine->wait_idle();  // the stats snapshot then includes the last step
   const SessionTierStats after = engine->stats().tiers;
   if (after.restores != 1 || t2.usage.cached_tokens != n_tokens)
-    return make_error("context {}: the host tier did not restore the session (restores {}, cached {})", n_tokens,
-                      after.restores, t2.usage.cached_tokens);
+    return make_error(
+        "context {}: the host tier did not restore the session (restores {}, cached {})", n_tokens,
+        after.restores, t2.usage.cached_tokens);
   t.host_restore_s = after.restore_seconds - before.restore_seconds;
   t.host_ttft_s = t2.timing.prefill_seconds;
   return t;
 }
 
-Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags, const std::string& disk_dir,
-                            uint32_t seed, HostRestoreTiming& t) {
-  std::vector<int32_t> prompt = random_tokens(t.context + 1, model.config().vocab, seed);  // as measure_host_restore
+Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
+                            const std::string& disk_dir, uint32_t seed, HostRestoreTiming& t) {
+  std::vector<int32_t> prompt =
+      random_tokens(t.context + 1, model.config().vocab, seed);  // as measure_host_restore
   const int32_t next_token = prompt.back();
   prompt.pop_back();
   std::error_code ec;
   std::filesystem::remove_all(disk_dir, ec);
   EngineFlags f = flags;
-  f.kv_host_memory = std::string(1, '0');  // no host tier (a literal here trips a GCC 12 -Wrestrict false positive)
+  f.kv_host_memory = std::string(
+      1, '0');  // no host tier (a literal here trips a GCC 12 -Wrestrict false positive)
   f.kv_disk = disk_dir;
   f.kv_disk_max = "64GiB";
   f.kv_redis.clear();
@@ -81,8 +87,9 @@ Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlag
   const SessionTierStats st = engine->stats().tiers;
   std::filesystem::remove_all(disk_dir, ec);
   if (st.restores != 1 || t2.usage.cached_tokens != t.context)
-    return make_error("context {}: the disk tier did not restore the session (restores {}, cached {})", t.context,
-                      st.restores, t2.usage.cached_tokens);
+    return make_error(
+        "context {}: the disk tier did not restore the session (restores {}, cached {})", t.context,
+        st.restores, t2.usage.cached_tokens);
   t.disk_restore_s = st.restore_seconds;
   t.disk_ttft_s = t2.timing.prefill_seconds;
   return Status::Ok();

@@ -28,17 +28,19 @@ struct HostRestoreTiming {
 
 // One greedy token of `prompt` as a turn of `session` (a session's next turn, timed by the
 // scheduler). Errors: the request failed.
-Result<RequestResult> one_token_turn(Engine& engine, std::vector<int32_t> prompt, const std::string& session);
+Result<RequestResult> one_token_turn(Engine& engine, std::vector<int32_t> prompt,
+                                     const std::string& session);
 
 // Errors: the engine cannot be built from the flags, a turn fails, or the next turn did not
 // restore the whole session.
-Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
-                                               int64_t n_tokens, uint32_t seed);
+Result<HostRestoreTiming> measure_host_restore(Model& model, const Tokenizer& tok,
+                                               const EngineFlags& flags, int64_t n_tokens,
+                                               uint32_t seed);
 
 // The same session written to the disk tier in `disk_dir` (emptied before and after), the engine
 // restarted on that folder, and the next turn restoring it from disk: fills t.disk_*.
 // Errors: as measure_host_restore, or the disk tier did not restore the whole session.
-Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags, const std::string& disk_dir,
-                            uint32_t seed, HostRestoreTiming& t);
+Status measure_disk_restore(Model& model, const Tokenizer& tok, const EngineFlags& flags,
+                            const std::string& disk_dir, uint32_t seed, HostRestoreTiming& t);
 
 }  // namespace tangram::cli

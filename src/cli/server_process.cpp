@@ -76,10 +76,12 @@ int listening_port(const std::string& log) {
 }  // namespace
 
 std::string ChildExit::describe() const {
-  return signaled ? fmt::format("signal {} ({})", code, ::strsignal(code)) : fmt::format("exit {}", code);
+  return signaled ? fmt::format("signal {} ({})", code, ::strsignal(code))
+                  : fmt::format("exit {}", code);
 }
 
-Result<std::unique_ptr<ServerProcess>> ServerProcess::start(std::vector<std::string> args, std::string log_path,
+Result<std::unique_ptr<ServerProcess>> ServerProcess::start(std::vector<std::string> args,
+                                                            std::string log_path,
                                                             double startup_s) {
   auto p = std::unique_ptr<ServerProcess>(new ServerProcess(std::move(args), std::move(log_path)));
   if (Status st = p->spawn(startup_s); !st) return Error{st.message()};
@@ -98,16 +100,20 @@ Status ServerProcess::spawn(double startup_s) {
   if (ec) return make_error("cannot find this binary (/proc/self/exe): {}", ec.message());
   std::vector<std::string> words = {exe.string(), "serve"};
   words.insert(words.end(), args_.begin(), args_.end());
-  for (const std::string& w : {std::string("--host"), std::string("127.0.0.1"), std::string("--port")}) words.push_back(w);
+  for (const std::string& w :
+       {std::string("--host"), std::string("127.0.0.1"), std::string("--port")})
+    words.push_back(w);
   words.push_back(std::to_string(port_));
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
 
-  const int64_t offset = file_size(log_path_);  // the log is shared by every start: read only this one's
+  const int64_t offset =
+      file_size(log_path_);  // the log is shared by every start: read only this one's
   const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (log_fd < 0 || null_fd < 0) return make_error("cannot open the server log {}: {}", log_path_, std::strerror(errno));
+  if (log_fd < 0 || null_fd < 0)
+    return make_error("cannot open the server log {}: {}", log_path_, std::strerror(errno));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) exec_child(log_fd, null_fd, parent, argv.data());
@@ -116,18 +122,21 @@ Status ServerProcess::spawn(double startup_s) {
   if (pid < 0) return make_error("fork: {}", std::strerror(errno));
   pid_ = pid;
 
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(startup_s));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(startup_s));
   for (;;) {
     if (const int port = listening_port(read_from(log_path_, offset)); port > 0) {
       port_ = port;
       return Status::Ok();
     }
     if (auto e = exited())
-      return make_error("`tangram serve` ended before listening ({}):\n{}", e->describe(), log_tail(2000));
+      return make_error("`tangram serve` ended before listening ({}):\n{}", e->describe(),
+                        log_tail(2000));
     if (Clock::now() > deadline) {
       bool hung = false;
       stop(SIGKILL, 5, hung);
-      return make_error("`tangram serve` did not listen within {:.0f} s:\n{}", startup_s, log_tail(2000));
+      return make_error("`tangram serve` did not listen within {:.0f} s:\n{}", startup_s,
+                        log_tail(2000));
     }
     std::this_thread::sleep_for(kPoll);
   }
@@ -137,7 +146,8 @@ ChildExit ServerProcess::stop(int sig, double stop_s, bool& hung) {
   hung = false;
   if (pid_ <= 0) return {};
   ::kill(pid_, sig);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_s));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(stop_s));
   int status = 0;
   while (::waitpid(pid_, &status, WNOHANG) == 0) {
     if (Clock::now() > deadline && !hung) {
@@ -165,7 +175,8 @@ int64_t ServerProcess::rss_bytes() const {
   std::ifstream in(fmt::format("/proc/{}/status", pid_));
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // "VmRSS:  1234 kB"
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::atoll(line.c_str() + 6) * 1024;  // "VmRSS:  1234 kB"
   return 0;
 }
 

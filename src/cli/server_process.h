@@ -31,8 +31,8 @@ class ServerProcess {
   // Starts `<this binary> serve ARGS --host 127.0.0.1 --port PORT` (port 0: a free one, kept for
   // restarts) and waits up to startup_s for it to listen. Errors: it exited or did not listen
   // in time (the log's tail is in the message).
-  static Result<std::unique_ptr<ServerProcess>> start(std::vector<std::string> args, std::string log_path,
-                                                      double startup_s);
+  static Result<std::unique_ptr<ServerProcess>> start(std::vector<std::string> args,
+                                                      std::string log_path, double startup_s);
   ~ServerProcess();  // SIGKILL and reap, if still running
 
   // Sends `sig` and reaps the child (SIGKILL after stop_s if it is still there; then

@@ -35,11 +35,15 @@ Result<Vocab> load_vocab_file(const std::string& path, const std::string& flavor
   } else if (flavor.empty()) {
     size_t lines = 0;
     for (char c : text) lines += c == '\n';
-    if (lines == 128000) f = TiktokenFlavor::kLlama3;
-    else if (lines == 151643) f = TiktokenFlavor::kQwen2;
+    if (lines == 128000)
+      f = TiktokenFlavor::kLlama3;
+    else if (lines == 151643)
+      f = TiktokenFlavor::kQwen2;
     else
-      return make_error("{}: looks like a tiktoken rank file with {} ranks; say which family it is with --flavor llama3|qwen2",
-                        path, lines);
+      return make_error(
+          "{}: looks like a tiktoken rank file with {} ranks; say which family it is with --flavor "
+          "llama3|qwen2",
+          path, lines);
   } else {
     return make_error("unknown tokenizer flavour '{}': use llama3 or qwen2", flavor);
   }

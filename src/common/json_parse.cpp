@@ -19,13 +19,16 @@ class LimitedDomBuilder {
   using string_t = typename Json::string_t;
   using binary_t = typename Json::binary_t;
 
-  LimitedDomBuilder(Json& root, const JsonLimits& limits) : dom_(root, /*allow_exceptions=*/false), limits_(limits) {}
+  LimitedDomBuilder(Json& root, const JsonLimits& limits)
+      : dom_(root, /*allow_exceptions=*/false), limits_(limits) {}
 
   bool null() { return value() && dom_.null(); }
   bool boolean(bool v) { return value() && dom_.boolean(v); }
   bool number_integer(number_integer_t v) { return value() && dom_.number_integer(v); }
   bool number_unsigned(number_unsigned_t v) { return value() && dom_.number_unsigned(v); }
-  bool number_float(number_float_t v, const string_t& s) { return value() && dom_.number_float(v, s); }
+  bool number_float(number_float_t v, const string_t& s) {
+    return value() && dom_.number_float(v, s);
+  }
   bool string(string_t& s) { return value() && dom_.string(s); }
   bool binary(binary_t& b) { return value() && dom_.binary(b); }
   bool start_object(std::size_t n) { return open() && dom_.start_object(n); }
@@ -39,7 +42,8 @@ class LimitedDomBuilder {
     --depth_;
     return dom_.end_array();
   }
-  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const nlohmann::detail::exception& ex) {
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& ex) {
     // out_of_range (a number like 1e400) comes here too; its text names the byte position.
     if (error_.empty()) error_ = ex.what();
     return false;
@@ -50,13 +54,15 @@ class LimitedDomBuilder {
  private:
   bool value() {
     if (++values_ <= limits_.max_values) return true;
-    if (error_.empty()) error_ = fmt::format("the JSON holds more than {} values", limits_.max_values);
+    if (error_.empty())
+      error_ = fmt::format("the JSON holds more than {} values", limits_.max_values);
     return false;
   }
   bool open() {
     if (!value()) return false;
     if (++depth_ <= limits_.max_depth) return true;
-    if (error_.empty()) error_ = fmt::format("the JSON nests deeper than {} levels", limits_.max_depth);
+    if (error_.empty())
+      error_ = fmt::format("the JSON nests deeper than {} levels", limits_.max_depth);
     return false;
   }
 
@@ -75,7 +81,8 @@ Result<Json> parse_limited(std::string_view text, const JsonLimits& limits) {
     const bool ok = Json::sax_parse(text.begin(), text.end(), &builder);
     if (!ok) {
       std::string why = builder.error().empty() ? std::string("not valid JSON") : builder.error();
-      return Error{std::move(why)};  // `root` (a partial tree, within the limits) goes with this frame
+      return Error{
+          std::move(why)};  // `root` (a partial tree, within the limits) goes with this frame
     }
   }
   return root;

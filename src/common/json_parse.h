@@ -30,7 +30,8 @@ struct JsonLimits {
 // The value, or why the text is not JSON or exceeds the limits ("nests deeper than 64 levels",
 // "holds more than 524288 values", or nlohmann's syntax message with its byte position).
 Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits = {});
-Result<nlohmann::ordered_json> parse_ordered_json(std::string_view text, const JsonLimits& limits = {});
+Result<nlohmann::ordered_json> parse_ordered_json(std::string_view text,
+                                                  const JsonLimits& limits = {});
 // The same, for callers that only test the value: a discarded value (is_discarded()) on failure.
 nlohmann::json parse_json_or_discarded(std::string_view text, const JsonLimits& limits = {});
 

@@ -24,7 +24,7 @@ Error make_error(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -61,19 +61,18 @@ class [[nodiscard]] Status {
 };
 
 // Propagate an error from an expression returning Status or Result<T>.
-#define TG_TRY(expr)                                   \
-  do {                                                 \
-    auto&& tg_try_r_ = (expr);                         \
-    if (!tg_try_r_.ok()) return tg_try_r_.error();     \
+#define TG_TRY(expr)                               \
+  do {                                             \
+    auto&& tg_try_r_ = (expr);                     \
+    if (!tg_try_r_.ok()) return tg_try_r_.error(); \
   } while (0)
 
 #define TG_CONCAT_INNER_(a, b) a##b
 #define TG_CONCAT_(a, b) TG_CONCAT_INNER_(a, b)
 // TG_ASSIGN(auto x, f()) declares x from a Result, or returns its error.
-#define TG_ASSIGN(decl, expr)                                        \
-  auto TG_CONCAT_(tg_assign_r_, __LINE__) = (expr);                   \
-  if (!TG_CONCAT_(tg_assign_r_, __LINE__).ok())                       \
-    return TG_CONCAT_(tg_assign_r_, __LINE__).error();                \
+#define TG_ASSIGN(decl, expr)                                                                      \
+  auto TG_CONCAT_(tg_assign_r_, __LINE__) = (expr);                                                \
+  if (!TG_CONCAT_(tg_assign_r_, __LINE__).ok()) return TG_CONCAT_(tg_assign_r_, __LINE__).error(); \
   decl = std::move(TG_CONCAT_(tg_assign_r_, __LINE__)).value()
 
 }  // namespace tangram

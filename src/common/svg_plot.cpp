@@ -15,11 +15,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -46,7 +55,8 @@ void wrap_caption_line(const std::string& line, std::vector<std::string>& lines)
   size_t begin = 0;
   while (line.size() - begin > kCaptionChars) {
     const size_t cut = line.rfind(' ', begin + kCaptionChars);
-    const size_t end = cut != std::string::npos && cut > begin ? cut : line.find(' ', begin + kCaptionChars);
+    const size_t end =
+        cut != std::string::npos && cut > begin ? cut : line.find(' ', begin + kCaptionChars);
     if (end == std::string::npos) break;
     lines.push_back((begin > 0 ? "  " : "") + line.substr(begin, end - begin));
     begin = end + 1;
@@ -81,7 +91,8 @@ std::vector<double> x_ticks(const LinePlot& plot, double x0, double x1) {
   if (plot.log2_x || (shared && xt.size() <= 10)) return xt;
   xt.clear();
   const double xstep = nice_step(x1 - x0, 6);
-  for (double x = std::ceil(x0 / xstep) * xstep; x <= x1 + xstep * 1e-9; x += xstep) xt.push_back(x);
+  for (double x = std::ceil(x0 / xstep) * xstep; x <= x1 + xstep * 1e-9; x += xstep)
+    xt.push_back(x);
   return xt;
 }
 
@@ -115,25 +126,31 @@ std::string render_svg(const LinePlot& plot) {
   auto py = [&](double y) { return H - B - y / y1 * (H - T - B); };
 
   std::string o = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" "
       "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       W, plot_height(plot));
   o += fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
                    (L + W - R) / 2, escape(plot.title));
   // Grid and y ticks.
   for (double y = 0; y <= y1 + ystep / 2; y += ystep) {
-    o += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", L, py(y),
-                     W - R, py(y));
-    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", L - 6, py(y) + 4, y);
+    o += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", L,
+                     py(y), W - R, py(y));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", L - 6,
+                     py(y) + 4, y);
   }
   for (double x : x_ticks(plot, x0, x1))
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", px(x), H - B + 18, x);
-  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
-  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, T, L, H - B);
-  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (L + W - R) / 2, H - 12,
-                   escape(plot.x_label));
-  o += fmt::format("<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{}</text>\n",
-                   (T + H - B) / 2, (T + H - B) / 2, escape(plot.y_label));
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", px(x),
+                     H - B + 18, x);
+  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, H - B,
+                   W - R, H - B);
+  o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", L, T, L,
+                   H - B);
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", (L + W - R) / 2,
+                   H - 12, escape(plot.x_label));
+  o += fmt::format(
+      "<text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{}</text>\n",
+      (T + H - B) / 2, (T + H - B) / 2, escape(plot.y_label));
   size_t k = 0;
   for (const auto& s : plot.series) {
     const size_t n = std::min(s.x.size(), s.y.size());
@@ -141,12 +158,15 @@ std::string render_svg(const LinePlot& plot) {
     const char* color = colors[k % std::size(colors)];
     std::string pts;
     for (size_t i = 0; i < n; ++i) pts += fmt::format("{:.1f},{:.1f} ", px(s.x[i]), py(s.y[i]));
-    o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", color, pts);
+    o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
+                     color, pts);
     for (size_t i = 0; i < n; ++i)
-      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(s.x[i]), py(s.y[i]), color);
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(s.x[i]),
+                       py(s.y[i]), color);
     const double ly = T + 10 + 20.0 * static_cast<double>(k);
-    o += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
-                     W - R + 10, ly, W - R + 30, ly, color);
+    o += fmt::format(
+        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+        W - R + 10, ly, W - R + 30, ly, color);
     o += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", W - R + 35, ly + 4, escape(s.name));
     ++k;
   }
@@ -158,12 +178,15 @@ std::string render_svg(const LinePlot& plot) {
   return o;
 }
 
-Status write_svg(const LinePlot& plot, const std::string& path) { return write_text(render_svg(plot), path); }
+Status write_svg(const LinePlot& plot, const std::string& path) {
+  return write_text(render_svg(plot), path);
+}
 
 std::string render_svg_panels(const std::vector<LinePlot>& plots) {
   double height = 0;
   for (const LinePlot& p : plots) height += plot_height(p);
-  std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n", W, height);
+  std::string o = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n", W, height);
   double y = 0;
   for (const LinePlot& p : plots) {
     std::string panel = render_svg(p);

@@ -19,7 +19,7 @@ struct LinePlot {
   std::string title;
   std::string x_label;
   std::string y_label;
-  bool log2_x = false;  // x axis in powers of two (e.g. concurrency 1, 2, 4, ...)
+  bool log2_x = false;       // x axis in powers of two (e.g. concurrency 1, 2, 4, ...)
   bool x_from_zero = false;  // x axis from 0 (e.g. a fraction kept), not from the smallest x
   // Under the chart, one line per '\n': what was run (model, workload, memory), so a plot read on
   // its own says what it measured.

@@ -43,10 +43,12 @@ bool spin_until(Ready ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0)
+    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  worker_clocks_.reserve(static_cast<size_t>(n_threads_ - 1));  // no allocation may throw past the threads' start
+  worker_clocks_.reserve(
+      static_cast<size_t>(n_threads_ - 1));  // no allocation may throw past the threads' start
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   for (auto& t : workers_) {
     clockid_t clock{};

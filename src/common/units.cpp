@@ -12,7 +12,8 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   double value = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
   if (ec != std::errc() || value < 0 || !std::isfinite(value))
-    return make_error("'{}' is not a size: use a number with an optional unit, e.g. 2GiB or 512MB", text);
+    return make_error("'{}' is not a size: use a number with an optional unit, e.g. 2GiB or 512MB",
+                      text);
   std::string unit(end, t.data() + t.size());
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
@@ -20,12 +21,18 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   if (binary) unit.pop_back();
   const double base = binary ? 1024.0 : 1000.0;
   double mult = 1;
-  if (unit.empty()) mult = 1;
-  else if (unit == "K") mult = base;
-  else if (unit == "M") mult = base * base;
-  else if (unit == "G") mult = base * base * base;
-  else if (unit == "T") mult = base * base * base * base;
-  else return make_error("'{}': unknown unit (use B, KB, KiB, MB, MiB, GB, GiB, TB, TiB)", text);
+  if (unit.empty())
+    mult = 1;
+  else if (unit == "K")
+    mult = base;
+  else if (unit == "M")
+    mult = base * base;
+  else if (unit == "G")
+    mult = base * base * base;
+  else if (unit == "T")
+    mult = base * base * base * base;
+  else
+    return make_error("'{}': unknown unit (use B, KB, KiB, MB, MiB, GB, GiB, TB, TiB)", text);
   const double bytes = value * mult;
   if (bytes > 1.8e19) return make_error("'{}' is too large", text);
   return static_cast<uint64_t>(bytes);
@@ -37,7 +44,8 @@ Result<double> parse_duration(std::string_view text) {
   double value = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
   if (ec != std::errc() || value < 0 || !std::isfinite(value))
-    return make_error("'{}' is not a duration: use a number with an optional unit, e.g. 90s, 10m or 1h", text);
+    return make_error(
+        "'{}' is not a duration: use a number with an optional unit, e.g. 90s, 10m or 1h", text);
   const std::string_view unit(end, static_cast<size_t>(t.data() + t.size() - end));
   if (unit.empty() || unit == "s") return value;
   if (unit == "ms") return value / 1000.0;

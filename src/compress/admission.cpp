@@ -9,7 +9,9 @@ namespace {
 
 class FullKvAdmission final : public AdmissionRule {
  public:
-  int64_t target(const AdmissionView& s, int64_t chunk) const override { return s.cache->n_positions() + chunk; }
+  int64_t target(const AdmissionView& s, int64_t chunk) const override {
+    return s.cache->n_positions() + chunk;
+  }
 };
 
 class WholePromptAdmission final : public AdmissionRule {
@@ -40,12 +42,14 @@ class TangramAdmission final : public AdmissionRule {
     const int64_t pos = cache.n_positions();
     const bool compressing = s.next_point >= 0;
     int64_t peak = cache.pages_held();
-    // Prefill intervals: the first grows what the cache holds now, later ones the compressed length.
+    // Prefill intervals: the first grows what the cache holds now, later ones the compressed
+    // length.
     if (compressing) {
       for (int64_t p = s.compress_base, first = 1; p < s.end; first = 0) {
         const int64_t next = std::min(s.end, p + chunk);
         const int64_t added = next - std::max(p, pos);
-        if (added > 0) peak = std::max(peak, pages(first ? now : compressor_.target_lengths(p), added));
+        if (added > 0)
+          peak = std::max(peak, pages(first ? now : compressor_.target_lengths(p), added));
         p = next;
       }
     }
@@ -72,10 +76,12 @@ class TangramAdmission final : public AdmissionRule {
 
 }  // namespace
 
-std::unique_ptr<AdmissionRule> AdmissionRule::for_policy(const Compressor& compressor, int64_t page_tokens) {
+std::unique_ptr<AdmissionRule> AdmissionRule::for_policy(const Compressor& compressor,
+                                                         int64_t page_tokens) {
   const CompressionOptions& co = compressor.options();
   if (!co.compresses()) return std::make_unique<FullKvAdmission>();
-  if (co.policy == KvPolicy::Tangram) return std::make_unique<TangramAdmission>(compressor, page_tokens);
+  if (co.policy == KvPolicy::Tangram)
+    return std::make_unique<TangramAdmission>(compressor, page_tokens);
   return std::make_unique<WholePromptAdmission>();
 }
 
@@ -90,8 +96,10 @@ int64_t AdmissionRule::pages_to_admit(const AdmissionView& candidate, int64_t ch
   if (commit - cache.pages_held() > total_pages) return reserve;
   int64_t outstanding = 0;
   for (const AdmissionView& r : running)
-    if (const int64_t c = committed_pages(r); c >= 0) outstanding += std::max<int64_t>(0, c - r.cache->pages_held());
-  return std::max(reserve + (running.empty() ? 0 : watermark), outstanding + commit - cache.pages_held());
+    if (const int64_t c = committed_pages(r); c >= 0)
+      outstanding += std::max<int64_t>(0, c - r.cache->pages_held());
+  return std::max(reserve + (running.empty() ? 0 : watermark),
+                  outstanding + commit - cache.pages_held());
 }
 
 }  // namespace tangram

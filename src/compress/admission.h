@@ -32,7 +32,8 @@ struct AdmissionView {
 class AdmissionRule {
  public:
   // The compressor must outlive the rule; pages hold `page_tokens` positions.
-  static std::unique_ptr<AdmissionRule> for_policy(const Compressor& compressor, int64_t page_tokens);
+  static std::unique_ptr<AdmissionRule> for_policy(const Compressor& compressor,
+                                                   int64_t page_tokens);
   virtual ~AdmissionRule() = default;
 
   // Positions a request reserves when admitted for its first `chunk` tokens.
@@ -45,8 +46,9 @@ class AdmissionRule {
   }
   // Pages that must be free to admit `candidate` for `chunk` tokens beside `running`, in a pool
   // of `total_pages`, keeping `watermark` pages for the others' growth.
-  int64_t pages_to_admit(const AdmissionView& candidate, int64_t chunk, std::span<const AdmissionView> running,
-                         int64_t watermark, int64_t total_pages) const;
+  int64_t pages_to_admit(const AdmissionView& candidate, int64_t chunk,
+                         std::span<const AdmissionView> running, int64_t watermark,
+                         int64_t total_pages) const;
 };
 
 }  // namespace tangram

@@ -22,8 +22,9 @@ int64_t uniform_length(double ratio, int64_t total, int sink, int window) {
   return std::min(total, std::max(kept, static_cast<int64_t>(sink) + window));
 }
 
-int64_t committed_entries(std::span<const float> fractions, std::span<const std::vector<int>> groups,
-                          int64_t total, int sink, int window) {
+int64_t committed_entries(std::span<const float> fractions,
+                          std::span<const std::vector<int>> groups, int64_t total, int sink,
+                          int window) {
   int64_t entries = 0;
   for (const std::vector<int>& group : groups) {
     float most = 0.0f;
@@ -33,10 +34,13 @@ int64_t committed_entries(std::span<const float> fractions, std::span<const std:
   return entries;
 }
 
-Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score, std::span<const std::vector<int>> groups,
-                                             double ratio, int64_t total, int sink, int window) {
-  if (!(ratio > 0.0 && ratio <= 1.0)) return make_error("budget scaling: the ratio must be in (0, 1], not {}", ratio);
-  if (total < 1) return make_error("budget scaling: the reference context must be positive, not {}", total);
+Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score,
+                                             std::span<const std::vector<int>> groups, double ratio,
+                                             int64_t total, int sink, int window) {
+  if (!(ratio > 0.0 && ratio <= 1.0))
+    return make_error("budget scaling: the ratio must be in (0, 1], not {}", ratio);
+  if (total < 1)
+    return make_error("budget scaling: the reference context must be positive, not {}", total);
   std::vector<int> seen(score.size(), 0);
   for (const std::vector<int>& group : groups)
     for (int i : group) {
@@ -46,9 +50,11 @@ Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score, std::
     }
   float smallest = 0.0f;  // smallest positive score: at 1/smallest every budget is clipped to 1
   for (size_t i = 0; i < score.size(); ++i) {
-    if (seen[i] != 1) return make_error("budget scaling: head {} is in {} groups, not one", i, seen[i]);
+    if (seen[i] != 1)
+      return make_error("budget scaling: head {} is in {} groups, not one", i, seen[i]);
     if (!(score[i] >= 0.0f) || !std::isfinite(score[i]))
-      return make_error("budget scaling: score {} of head {} is not a finite non-negative value", score[i], i);
+      return make_error("budget scaling: score {} of head {} is not a finite non-negative value",
+                        score[i], i);
     if (score[i] > 0.0f && (smallest == 0.0f || score[i] < smallest)) smallest = score[i];
   }
   ScaledBudgets out;
@@ -117,9 +123,9 @@ void select_keep(std::span<const float> scores, std::span<const int32_t> positio
     if (kept[static_cast<size_t>(i)] != 0) keep.push_back(i);
 }
 
-std::vector<int64_t> dynamic_lengths(std::span<const HeadScores> heads, int n_layers,
-                                     int n_kv_head, int64_t total, double ratio, int sink,
-                                     int window, BudgetLevel level) {
+std::vector<int64_t> dynamic_lengths(std::span<const HeadScores> heads, int n_layers, int n_kv_head,
+                                     int64_t total, double ratio, int sink, int window,
+                                     BudgetLevel level) {
   const size_t n_heads = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_head);
   std::vector<int64_t> lengths(n_heads, 0);
   const int64_t uni = uniform_length(ratio, total, sink, window);
@@ -155,7 +161,8 @@ std::vector<int64_t> dynamic_lengths(std::span<const HeadScores> heads, int n_la
       return a.score > b.score || (a.score == b.score && a.head < b.head);
     };
     std::nth_element(cells.begin(), cells.begin() + budget, cells.end(), better);
-    for (int64_t c = 0; c < budget; ++c) ++lengths[static_cast<size_t>(cells[static_cast<size_t>(c)].head)];
+    for (int64_t c = 0; c < budget; ++c)
+      ++lengths[static_cast<size_t>(cells[static_cast<size_t>(c)].head)];
   }
   return lengths;
 }

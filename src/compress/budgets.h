@@ -28,8 +28,9 @@ int64_t uniform_length(double ratio, int64_t total, int sink, int window);
 // Entries a grouping commits for a context of `total` tokens: every head keeps
 // budget_length(max of its group's fractions, ...). fractions: [n_heads] flat (l·H + h);
 // groups: the flat head indices of each group (ClusterMap::members(), per-layer or global).
-int64_t committed_entries(std::span<const float> fractions, std::span<const std::vector<int>> groups,
-                          int64_t total, int sink, int window);
+int64_t committed_entries(std::span<const float> fractions,
+                          std::span<const std::vector<int>> groups, int64_t total, int sink,
+                          int window);
 
 // Budgets scaled so that their committed footprint is `ratio` of full KV's.
 struct ScaledBudgets {
@@ -45,8 +46,9 @@ struct ScaledBudgets {
 // window alone) exceed the target, s is 0; when full budgets do not reach it, every head of a
 // positive score keeps 1.
 // score: [n_heads] non-negative (budget_scores); every head must be in exactly one group.
-Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score, std::span<const std::vector<int>> groups,
-                                             double ratio, int64_t total, int sink, int window);
+Result<ScaledBudgets> scale_budgets_to_ratio(std::span<const float> score,
+                                             std::span<const std::vector<int>> groups, double ratio,
+                                             int64_t total, int sink, int window);
 
 // Entries of one head to keep, ascending: every entry at a position < sink or >= total - window,
 // then the highest-scoring others (ties: the earlier entry) until `length` entries in all (or all

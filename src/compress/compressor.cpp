@@ -29,9 +29,9 @@ void read_rows(const uint8_t* src, int64_t count, int dim, KvType type, float* d
 // Per-thread buffers for reading a head back and gathering its GQA group's queries.
 struct Scratch {
   std::vector<uint8_t> key_rows;  // [n][key row bytes]: the stored keys as plain rows (kv_row.h)
-  std::vector<float> keys;     // [n][head_dim]
-  std::vector<float> values;   // [n][head_dim_v]
-  std::vector<float> queries;  // [n_queries][q_per_kv][head_dim]
+  std::vector<float> keys;        // [n][head_dim]
+  std::vector<float> values;      // [n][head_dim_v]
+  std::vector<float> queries;     // [n_queries][q_per_kv][head_dim]
   std::vector<int32_t> query_positions;  // [n_queries]
 };
 
@@ -52,25 +52,31 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
   const bool tangram = options.policy == KvPolicy::Tangram;
   // group_size > 0: that many heads per page; 0: all of a layer's (unified); < 0: the policy's
   // layout (tangram 4, the others unified).
-  const int G = group_size > 0 ? std::min(group_size, H) : (group_size < 0 && tangram ? std::min(4, H) : H);
+  const int G =
+      group_size > 0 ? std::min(group_size, H) : (group_size < 0 && tangram ? std::min(4, H) : H);
   c->group_size_ = G;
 
   if (tangram && options.compresses()) {
     TG_ASSIGN(RetentionProfile profile, load_profile(options.profile));
     if (profile.n_kv_head != H || profile.n_layers != L)
-      return make_error("the profile {} covers {} layers x {} KV heads, the model has {} x {}: "
-                        "profile this model with `tangram profile`",
-                        options.profile, profile.n_layers, profile.n_kv_head, L, H);
+      return make_error(
+          "the profile {} covers {} layers x {} KV heads, the model has {} x {}: "
+          "profile this model with `tangram profile`",
+          options.profile, profile.n_layers, profile.n_kv_head, L, H);
     const std::vector<float> fractions = budget_fractions(profile, options.ratio, options.alpha);
     const std::vector<float> scores = budget_scores(profile, options.alpha);
     // Profiled layer i is physical layer layer_ids[i].
     c->fractions_.assign(static_cast<size_t>(L) * static_cast<size_t>(H), 0.0f);
     std::vector<float> physical_scores(c->fractions_.size());  // [L][H] mu + alpha·sigma
     for (int i = 0; i < L; ++i) {
-      const int64_t phys = i < static_cast<int>(profile.layer_ids.size()) ? profile.layer_ids[static_cast<size_t>(i)] : i;
-      if (phys < 0 || phys >= L) return make_error("the profile names layer {}, the model has {}", phys, L);
+      const int64_t phys = i < static_cast<int>(profile.layer_ids.size())
+                               ? profile.layer_ids[static_cast<size_t>(i)]
+                               : i;
+      if (phys < 0 || phys >= L)
+        return make_error("the profile names layer {}, the model has {}", phys, L);
       for (int h = 0; h < H; ++h) {
-        c->fractions_[static_cast<size_t>(phys * H + h)] = fractions[static_cast<size_t>(i * H + h)];
+        c->fractions_[static_cast<size_t>(phys * H + h)] =
+            fractions[static_cast<size_t>(i * H + h)];
         physical_scores[static_cast<size_t>(phys * H + h)] = scores[static_cast<size_t>(i * H + h)];
       }
     }
@@ -81,8 +87,9 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
         return make_error("the cluster map {} groups {} heads per page, --page-group-size is {}",
                           options.cluster_map, cm.group_size, G);
       if (cm.global && options.per_layer_groups)
-        return make_error("the cluster map {} groups heads across layers, --kv-group-scope is per-layer",
-                          options.cluster_map);
+        return make_error(
+            "the cluster map {} groups heads across layers, --kv-group-scope is per-layer",
+            options.cluster_map);
     } else {
       TG_ASSIGN(cm, cluster_heads(c->fractions_, L, H, G, /*global=*/!options.per_layer_groups));
     }
@@ -90,8 +97,9 @@ Result<std::unique_ptr<Compressor>> Compressor::create(const CompressionOptions&
       // Once per (profile, map, ratio): one factor on every mu + alpha·sigma so that what the
       // groups commit at the reference context (group maxima, sink, window) is `ratio` of full KV.
       const std::vector<std::vector<int>> groups = cm.members();
-      TG_ASSIGN(ScaledBudgets scaled, scale_budgets_to_ratio(physical_scores, groups, options.ratio,
-                                                             options.budget_reference(), options.sink, options.window));
+      TG_ASSIGN(ScaledBudgets scaled,
+                scale_budgets_to_ratio(physical_scores, groups, options.ratio,
+                                       options.budget_reference(), options.sink, options.window));
       c->fractions_ = std::move(scaled.fractions);
     }
     std::vector<int64_t> ids(static_cast<size_t>(L));
@@ -167,7 +175,8 @@ std::optional<Compressor::Retention> Compressor::retention_at(int64_t total) con
   Retention r;
   for (size_t i = 0; i < kept.size(); ++i) {
     r.kept += kept[i];
-    r.own += own_budgets ? budget_length(fractions_[i], total, options_.sink, options_.window) : kept[i];
+    r.own +=
+        own_budgets ? budget_length(fractions_[i], total, options_.sink, options_.window) : kept[i];
   }
   r.full = static_cast<int64_t>(kept.size()) * total;
   return r;
@@ -195,59 +204,69 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
 
   // 1. Score every head, in parallel over heads.
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::vector<float>> scores(n_heads);        // [L*H][n]
-  std::vector<std::vector<int32_t>> positions(n_heads);   // [L*H][n]
+  std::vector<std::vector<float>> scores(n_heads);       // [L*H][n]
+  std::vector<std::vector<int32_t>> positions(n_heads);  // [L*H][n]
   std::vector<Scratch> scratch(static_cast<size_t>(pool.size()));
   std::vector<Status> errors(static_cast<size_t>(pool.size()));
-  pool.parallel_for(static_cast<int64_t>(n_heads), [&](int64_t b, int64_t e, int tid) {
-    Scratch& s = scratch[static_cast<size_t>(tid)];
-    for (int64_t i = b; i < e && errors[static_cast<size_t>(tid)].ok(); ++i) {
-      const int l = static_cast<int>(i / H), h = static_cast<int>(i % H);
-      const KvHeadView v = cache.head_view(l, h);
-      const int64_t n = v.length;
-      auto& sc = scores[static_cast<size_t>(i)];
-      auto& pos = positions[static_cast<size_t>(i)];
-      sc.resize(static_cast<size_t>(n));
-      pos.resize(static_cast<size_t>(n));
-      s.keys.resize(static_cast<size_t>(n) * static_cast<size_t>(hd));
-      s.values.resize(static_cast<size_t>(n) * static_cast<size_t>(hdv));
-      s.key_rows.resize(static_cast<size_t>(n) * v.k_row_bytes);
-      v.copy_keys(0, n, s.key_rows.data());
-      if (n > 0) read_rows(s.key_rows.data(), n, hd, cache.type(), s.keys.data());  // (no rows: no pointers)
-      v.for_each_run(0, n, [&](int64_t first, const uint8_t*, const uint8_t* val, int64_t count) {
-        read_rows(val, count, hdv, cache.type(), s.values.data() + first * hdv);
-      });
-      for (int64_t j = 0; j < n; ++j)
-        pos[static_cast<size_t>(j)] = static_cast<int32_t>(j < v.n_kept ? v.kept_pos[j] : v.tail_pos0 + (j - v.n_kept));
-      HeadScoreInput in;
-      in.layer = l;
-      in.kv_head = h;
-      in.head_dim = hd;
-      in.head_dim_v = hdv;
-      in.n = n;
-      in.keys = s.keys.data();
-      in.values = s.values.data();
-      in.positions = pos.data();
-      in.q_per_kv = qpk;
-      in.rope = rope_;
-      in.next_position = total;
-      if (queries != nullptr && n_queries > 0) {
-        const size_t row = static_cast<size_t>(qpk) * static_cast<size_t>(hd);
-        s.queries.resize(static_cast<size_t>(n_queries) * row);
-        s.query_positions.resize(static_cast<size_t>(n_queries));
-        for (int64_t r = 0; r < n_queries; ++r) {
-          const float* src = queries + ((static_cast<int64_t>(l) * n_queries + r) * config_.n_head +
-                                        static_cast<int64_t>(h) * qpk) * hd;
-          std::copy_n(src, row, s.queries.data() + static_cast<size_t>(r) * row);
-          s.query_positions[static_cast<size_t>(r)] = static_cast<int32_t>(query_pos0 + r);
+  pool.parallel_for(
+      static_cast<int64_t>(n_heads),
+      [&](int64_t b, int64_t e, int tid) {
+        Scratch& s = scratch[static_cast<size_t>(tid)];
+        for (int64_t i = b; i < e && errors[static_cast<size_t>(tid)].ok(); ++i) {
+          const int l = static_cast<int>(i / H), h = static_cast<int>(i % H);
+          const KvHeadView v = cache.head_view(l, h);
+          const int64_t n = v.length;
+          auto& sc = scores[static_cast<size_t>(i)];
+          auto& pos = positions[static_cast<size_t>(i)];
+          sc.resize(static_cast<size_t>(n));
+          pos.resize(static_cast<size_t>(n));
+          s.keys.resize(static_cast<size_t>(n) * static_cast<size_t>(hd));
+          s.values.resize(static_cast<size_t>(n) * static_cast<size_t>(hdv));
+          s.key_rows.resize(static_cast<size_t>(n) * v.k_row_bytes);
+          v.copy_keys(0, n, s.key_rows.data());
+          if (n > 0)
+            read_rows(s.key_rows.data(), n, hd, cache.type(),
+                      s.keys.data());  // (no rows: no pointers)
+          v.for_each_run(0, n,
+                         [&](int64_t first, const uint8_t*, const uint8_t* val, int64_t count) {
+                           read_rows(val, count, hdv, cache.type(), s.values.data() + first * hdv);
+                         });
+          for (int64_t j = 0; j < n; ++j)
+            pos[static_cast<size_t>(j)] =
+                static_cast<int32_t>(j < v.n_kept ? v.kept_pos[j] : v.tail_pos0 + (j - v.n_kept));
+          HeadScoreInput in;
+          in.layer = l;
+          in.kv_head = h;
+          in.head_dim = hd;
+          in.head_dim_v = hdv;
+          in.n = n;
+          in.keys = s.keys.data();
+          in.values = s.values.data();
+          in.positions = pos.data();
+          in.q_per_kv = qpk;
+          in.rope = rope_;
+          in.next_position = total;
+          if (queries != nullptr && n_queries > 0) {
+            const size_t row = static_cast<size_t>(qpk) * static_cast<size_t>(hd);
+            s.queries.resize(static_cast<size_t>(n_queries) * row);
+            s.query_positions.resize(static_cast<size_t>(n_queries));
+            for (int64_t r = 0; r < n_queries; ++r) {
+              const float* src =
+                  queries + ((static_cast<int64_t>(l) * n_queries + r) * config_.n_head +
+                             static_cast<int64_t>(h) * qpk) *
+                                hd;
+              std::copy_n(src, row, s.queries.data() + static_cast<size_t>(r) * row);
+              s.query_positions[static_cast<size_t>(r)] = static_cast<int32_t>(query_pos0 + r);
+            }
+            in.n_queries = n_queries;
+            in.queries = s.queries.data();
+            in.query_positions = s.query_positions.data();
+          }
+          if (Status st = scorer_->score(in, sc.data()); !st.ok())
+            errors[static_cast<size_t>(tid)] = st;
         }
-        in.n_queries = n_queries;
-        in.queries = s.queries.data();
-        in.query_positions = s.query_positions.data();
-      }
-      if (Status st = scorer_->score(in, sc.data()); !st.ok()) errors[static_cast<size_t>(tid)] = st;
-    }
-  }, 1);
+      },
+      1);
   for (const Status& st : errors) TG_TRY(st);
   rep.score_seconds = seconds_since(t0);
 
@@ -257,13 +276,15 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
   for (size_t i = 0; i < n_heads; ++i) views[i] = HeadScores{scores[i], positions[i]};
   std::vector<int64_t> lengths;
   if (options_.policy == KvPolicy::Dynamic) {
-    lengths = dynamic_lengths(views, L, H, total, options_.ratio, options_.sink, options_.window, options_.level);
+    lengths = dynamic_lengths(views, L, H, total, options_.ratio, options_.sink, options_.window,
+                              options_.level);
   } else {
     lengths = target_lengths(total);
     if (options_.policy == KvPolicy::Tangram) {
       // Budget pressure: would the run-time spread have given a head more than its budget?
-      const std::vector<int64_t> wanted = dynamic_lengths(views, L, H, total, options_.ratio, options_.sink,
-                                                          options_.window, BudgetLevel::PerLayer);
+      const std::vector<int64_t> wanted =
+          dynamic_lengths(views, L, H, total, options_.ratio, options_.sink, options_.window,
+                          BudgetLevel::PerLayer);
       for (size_t i = 0; i < n_heads; ++i) rep.pressured_heads += wanted[i] > lengths[i] ? 1 : 0;
     }
   }
@@ -271,7 +292,8 @@ Result<CompressionReport> Compressor::compress(PagedKvCache& cache, const float*
   // 3. Keep, compact, release whole pages.
   std::vector<int64_t> keep;
   for (size_t i = 0; i < n_heads; ++i) {
-    const int l = static_cast<int>(i / static_cast<size_t>(H)), h = static_cast<int>(i % static_cast<size_t>(H));
+    const int l = static_cast<int>(i / static_cast<size_t>(H)),
+              h = static_cast<int>(i % static_cast<size_t>(H));
     const auto n = static_cast<int64_t>(scores[i].size());
     if (lengths[i] >= n) continue;
     select_keep(scores[i], positions[i], total, options_.sink, options_.window, lengths[i], keep);

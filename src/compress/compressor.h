@@ -96,9 +96,9 @@ class Compressor {
   std::unique_ptr<Scorer> scorer_;
   std::shared_ptr<const HeadGroupMap> map_;
   int group_size_ = 0;
-  std::vector<float> fractions_;        // [n_layers][n_kv_head] tangram head budgets (scaled per
-                                        // options_.budget_scaling)
-  std::vector<float> group_fraction_;   // [n_layers][n_kv_head] max over the head's group
+  std::vector<float> fractions_;       // [n_layers][n_kv_head] tangram head budgets (scaled per
+                                       // options_.budget_scaling)
+  std::vector<float> group_fraction_;  // [n_layers][n_kv_head] max over the head's group
 };
 
 }  // namespace tangram

@@ -29,8 +29,8 @@ namespace {
 
 // k'ᵀ Σ k' for one query head, as `m` dot products of length d.
 struct QuadraticForm {
-  bool low_rank = false;  // rows are centred queries / sqrt(n_obs): value = sum_r (row_r·k)²
-  int m = 0;              // rows: n_obs (low rank) or d (the covariance matrix itself)
+  bool low_rank = false;    // rows are centred queries / sqrt(n_obs): value = sum_r (row_r·k)²
+  int m = 0;                // rows: n_obs (low rank) or d (the covariance matrix itself)
   std::vector<float> rows;  // [m][head_dim]
 
   float eval(const float* k, int d) const {
@@ -71,7 +71,8 @@ class ExpectedAttentionScorer final : public Scorer {
     std::vector<float> mean(static_cast<size_t>(group) * static_cast<size_t>(d));  // [G][d]
     std::vector<QuadraticForm> quad(static_cast<size_t>(group));
     for (int g = 0; g < group; ++g) {
-      head_statistics(pre, n_obs, group, g, d, mean.data() + static_cast<size_t>(g) * static_cast<size_t>(d),
+      head_statistics(pre, n_obs, group, g, d,
+                      mean.data() + static_cast<size_t>(g) * static_cast<size_t>(d),
                       opt_.ea_covariance ? &quad[static_cast<size_t>(g)] : nullptr);
     }
 
@@ -84,13 +85,15 @@ class ExpectedAttentionScorer final : public Scorer {
     const size_t n = static_cast<size_t>(in.n);
     std::vector<float> logits(static_cast<size_t>(group) * n);  // [G][n]
     constexpr int64_t kBlock = 256;
-    std::vector<float> rotated(static_cast<size_t>(kBlock) * static_cast<size_t>(d));  // [kBlock][d]
+    std::vector<float> rotated(static_cast<size_t>(kBlock) *
+                               static_cast<size_t>(d));  // [kBlock][d]
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     const auto half_inv_d = static_cast<float>(0.5 / static_cast<double>(d));
     for (int64_t j0 = 0; j0 < in.n; j0 += kBlock) {
       const int64_t len = std::min(kBlock, in.n - j0);
       std::copy(in.keys + j0 * d, in.keys + (j0 + len) * d, rotated.begin());
-      in.rope->apply(rotated.data(), 1, static_cast<int>(len), d, cos_mean.data(), neg_sin_mean.data());
+      in.rope->apply(rotated.data(), 1, static_cast<int>(len), d, cos_mean.data(),
+                     neg_sin_mean.data());
       for (int g = 0; g < group; ++g) {
         const float* mu = mean.data() + static_cast<size_t>(g) * static_cast<size_t>(d);
         float* z = logits.data() + static_cast<size_t>(g) * n + static_cast<size_t>(j0);
@@ -167,14 +170,16 @@ class ExpectedAttentionScorer final : public Scorer {
     std::vector<double> cov(du * du, 0.0);  // [d][d]
     std::vector<double> centred(du);        // [d]
     for (int64_t r = 0; r < n_obs; ++r) {
-      for (int c = 0; c < d; ++c) centred[static_cast<size_t>(c)] = at(r, c) - mu[static_cast<size_t>(c)];
+      for (int c = 0; c < d; ++c)
+        centred[static_cast<size_t>(c)] = at(r, c) - mu[static_cast<size_t>(c)];
       for (size_t a = 0; a < du; ++a)
         for (size_t b = 0; b < du; ++b) cov[a * du + b] += centred[a] * centred[b];
     }
     quad->low_rank = false;
     quad->m = d;
     quad->rows.resize(du * du);
-    for (size_t i = 0; i < du * du; ++i) quad->rows[i] = static_cast<float>(cov[i] / static_cast<double>(n_obs));
+    for (size_t i = 0; i < du * du; ++i)
+      quad->rows[i] = static_cast<float>(cov[i] / static_cast<double>(n_obs));
   }
 
   // cos and -sin of the rotation averaged over the ea_future positions after the context.
@@ -183,7 +188,8 @@ class ExpectedAttentionScorer final : public Scorer {
     const auto half = static_cast<size_t>(rope.half());
     std::vector<double> cos_sum(half, 0.0), sin_sum(half, 0.0);  // [rope_dim / 2]
     constexpr int64_t kChunk = 256;  // positions per tables() call: bounded scratch
-    std::vector<float> cos(static_cast<size_t>(kChunk) * half), sin(static_cast<size_t>(kChunk) * half);
+    std::vector<float> cos(static_cast<size_t>(kChunk) * half),
+        sin(static_cast<size_t>(kChunk) * half);
     for (int64_t t0 = 0; t0 < opt_.ea_future; t0 += kChunk) {
       const int64_t len = std::min<int64_t>(kChunk, opt_.ea_future - t0);
       rope.tables(next_position + t0, len, cos.data(), sin.data());

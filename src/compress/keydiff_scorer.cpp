@@ -23,14 +23,15 @@ class KeyDiffScorer final : public Scorer {
     TG_TRY(scorer_math::validate_input(in, scores, name(), {.keys = true}));
     if (in.n == 0) return Status::Ok();
     const int d = in.head_dim;
-    std::vector<float> key_norm(static_cast<size_t>(in.n));  // [n]
+    std::vector<float> key_norm(static_cast<size_t>(in.n));       // [n]
     std::vector<double> anchor_sum(static_cast<size_t>(d), 0.0);  // [head_dim]
     for (int64_t j = 0; j < in.n; ++j) {
       const float* k = in.keys + j * d;
       const double norm = std::sqrt(static_cast<double>(dot_f32(k, k, d)));
       key_norm[static_cast<size_t>(j)] = static_cast<float>(norm);
       const double inv = 1.0 / std::max(norm, 1e-12);
-      for (int c = 0; c < d; ++c) anchor_sum[static_cast<size_t>(c)] += static_cast<double>(k[c]) * inv;
+      for (int c = 0; c < d; ++c)
+        anchor_sum[static_cast<size_t>(c)] += static_cast<double>(k[c]) * inv;
     }
     std::vector<float> anchor(static_cast<size_t>(d));  // [head_dim]
     double anchor_sq = 0.0;
@@ -42,7 +43,8 @@ class KeyDiffScorer final : public Scorer {
     const double anchor_norm = std::sqrt(anchor_sq);
     for (int64_t j = 0; j < in.n; ++j) {
       const double dot = static_cast<double>(dot_f32(in.keys + j * d, anchor.data(), d));
-      const double denom = std::max(static_cast<double>(key_norm[static_cast<size_t>(j)]) * anchor_norm, 1e-8);
+      const double denom =
+          std::max(static_cast<double>(key_norm[static_cast<size_t>(j)]) * anchor_norm, 1e-8);
       scores[j] = static_cast<float>(-dot / denom);
     }
     return Status::Ok();

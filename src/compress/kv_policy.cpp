@@ -6,10 +6,14 @@ namespace tangram {
 
 std::string_view kv_policy_name(KvPolicy p) {
   switch (p) {
-    case KvPolicy::Full: return "full";
-    case KvPolicy::Uniform: return "uniform";
-    case KvPolicy::Dynamic: return "dynamic";
-    case KvPolicy::Tangram: return "tangram";
+    case KvPolicy::Full:
+      return "full";
+    case KvPolicy::Uniform:
+      return "uniform";
+    case KvPolicy::Dynamic:
+      return "dynamic";
+    case KvPolicy::Tangram:
+      return "tangram";
   }
   return "full";
 }
@@ -22,9 +26,12 @@ Result<KvPolicy> parse_kv_policy(std::string_view name) {
 
 std::string_view budget_level_name(BudgetLevel l) {
   switch (l) {
-    case BudgetLevel::Uniform: return "uniform";
-    case BudgetLevel::PerLayer: return "per-layer";
-    case BudgetLevel::CrossLayer: return "cross-layer";
+    case BudgetLevel::Uniform:
+      return "uniform";
+    case BudgetLevel::PerLayer:
+      return "per-layer";
+    case BudgetLevel::CrossLayer:
+      return "cross-layer";
   }
   return "per-layer";
 }
@@ -35,7 +42,9 @@ Result<BudgetLevel> parse_budget_level(std::string_view name) {
   return make_error("unknown KV budget level '{}': choose uniform, per-layer or cross-layer", name);
 }
 
-std::string_view budget_scaling_name(BudgetScaling s) { return s == BudgetScaling::None ? "none" : "footprint"; }
+std::string_view budget_scaling_name(BudgetScaling s) {
+  return s == BudgetScaling::None ? "none" : "footprint";
+}
 
 Result<BudgetScaling> parse_budget_scaling(std::string_view name) {
   for (BudgetScaling s : {BudgetScaling::Footprint, BudgetScaling::None})
@@ -44,17 +53,23 @@ Result<BudgetScaling> parse_budget_scaling(std::string_view name) {
 }
 
 Status CompressionOptions::validate() const {
-  if (!(ratio > 0.0 && ratio <= 1.0)) return make_error("--kv-ratio must be in (0, 1], not {}", ratio);
-  if (!(alpha >= 0.0) || !std::isfinite(alpha)) return make_error("--kv-alpha must be >= 0, not {}", alpha);
+  if (!(ratio > 0.0 && ratio <= 1.0))
+    return make_error("--kv-ratio must be in (0, 1], not {}", ratio);
+  if (!(alpha >= 0.0) || !std::isfinite(alpha))
+    return make_error("--kv-alpha must be >= 0, not {}", alpha);
   if (sink < 0) return make_error("--kv-sink must be >= 0, not {}", sink);
   if (window < 0) return make_error("--kv-window must be >= 0, not {}", window);
   if (chunk <= window)
-    return make_error("--kv-chunk ({}) must exceed the recent window --kv-window ({})", chunk, window);
-  if (budget_context < 0) return make_error("--kv-budget-context must be >= 0, not {}", budget_context);
-  if (reconstruction_tokens < 1) return make_error("the reconstruction pass needs at least one token");
+    return make_error("--kv-chunk ({}) must exceed the recent window --kv-window ({})", chunk,
+                      window);
+  if (budget_context < 0)
+    return make_error("--kv-budget-context must be >= 0, not {}", budget_context);
+  if (reconstruction_tokens < 1)
+    return make_error("the reconstruction pass needs at least one token");
   if (policy == KvPolicy::Tangram && ratio < 1.0 && profile.empty())
-    return make_error("the tangram policy needs a per-head profile: pass --kv-profile FILE (`tangram profile` "
-                      "makes one; tangram serve, chat and run make and cache one when it is left out)");
+    return make_error(
+        "the tangram policy needs a per-head profile: pass --kv-profile FILE (`tangram profile` "
+        "makes one; tangram serve, chat and run make and cache one when it is left out)");
   return Status::Ok();
 }
 

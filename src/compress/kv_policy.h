@@ -43,21 +43,21 @@ Result<BudgetScaling> parse_budget_scaling(std::string_view name);
 
 struct CompressionOptions {
   KvPolicy policy = KvPolicy::Full;
-  double ratio = 1.0;                       // kept fraction of the context beyond the sink
+  double ratio = 1.0;  // kept fraction of the context beyond the sink
   BudgetLevel level = BudgetLevel::PerLayer;
-  double alpha = 2.0;                       // safety coefficient of deterministic budgets
+  double alpha = 2.0;  // safety coefficient of deterministic budgets
   BudgetScaling budget_scaling = BudgetScaling::Footprint;
-  int64_t budget_context = 0;               // reference context of the footprint scaling (0: chunk)
-  int sink = 4;                             // first tokens always kept
-  int window = 32;                          // most recent tokens always kept
-  int64_t chunk = 2048;                     // long prompts are compressed every `chunk` tokens
-  bool first_turn_only = false;             // compress only a conversation's first prefill
+  int64_t budget_context = 0;    // reference context of the footprint scaling (0: chunk)
+  int sink = 4;                  // first tokens always kept
+  int window = 32;               // most recent tokens always kept
+  int64_t chunk = 2048;          // long prompts are compressed every `chunk` tokens
+  bool first_turn_only = false;  // compress only a conversation's first prefill
   ScorerOptions scorer;
-  std::string profile;                      // tangram: per-head retention profile (JSON)
-  std::string cluster_map;                  // tangram: head groups (JSON); default: cluster the profile
-  bool per_layer_groups = false;            // tangram: cluster each layer's heads apart (--kv-group-scope
-                                            // per-layer) instead of all heads together (global)
-  int64_t reconstruction_tokens = 2048;     // kvzip: most context tokens repeated for scoring
+  std::string profile;            // tangram: per-head retention profile (JSON)
+  std::string cluster_map;        // tangram: head groups (JSON); default: cluster the profile
+  bool per_layer_groups = false;  // tangram: cluster each layer's heads apart (--kv-group-scope
+                                  // per-layer) instead of all heads together (global)
+  int64_t reconstruction_tokens = 2048;  // kvzip: most context tokens repeated for scoring
 
   bool compresses() const { return policy != KvPolicy::Full && ratio < 1.0; }
   // The context at which tangram's budgets are scaled to the ratio.

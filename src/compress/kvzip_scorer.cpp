@@ -24,10 +24,11 @@ class KvzipScorer final : public Scorer {
                                        {.keys = true, .positions = true, .queries = true}));
     if (in.n == 0) return Status::Ok();
     std::fill(scores, scores + in.n, 0.0f);
-    scorer_math::for_each_attention_row(
-        in, 0, in.n_queries, [&](int64_t, int, const float* p, int64_t n_visible) {
-          for (int64_t j = 0; j < n_visible; ++j) scores[j] = std::max(scores[j], p[j]);
-        });
+    scorer_math::for_each_attention_row(in, 0, in.n_queries,
+                                        [&](int64_t, int, const float* p, int64_t n_visible) {
+                                          for (int64_t j = 0; j < n_visible; ++j)
+                                            scores[j] = std::max(scores[j], p[j]);
+                                        });
     return Status::Ok();
   }
 };

@@ -21,16 +21,20 @@ constexpr float kStableStd = 0.05f;
 Result<std::string> level_from_meta(const json& meta, const std::string& path) {
   const auto it = meta.find("level");
   if (it == meta.end() || !it->is_string())
-    return make_error("{}: meta.level is missing (it says whether the profile is cross-layer or per-layer)",
-                      path);
+    return make_error(
+        "{}: meta.level is missing (it says whether the profile is cross-layer or per-layer)",
+        path);
   const std::string l = it->get<std::string>();
-  if (l == "non_uniform" || l == "crosslayer_head" || l == "crosslayer_cluster" || l == "cross-layer")
+  if (l == "non_uniform" || l == "crosslayer_head" || l == "crosslayer_cluster" ||
+      l == "cross-layer")
     return std::string("cross-layer");
-  if (l == "non_uniform_per_layer" || l == "perlayer_head" || l == "perlayer_cluster" || l == "per-layer")
+  if (l == "non_uniform_per_layer" || l == "perlayer_head" || l == "perlayer_cluster" ||
+      l == "per-layer")
     return std::string("per-layer");
-  return make_error("{}: meta.level '{}' is not a known profiling level (non_uniform, crosslayer_head, "
-                    "non_uniform_per_layer, perlayer_head)",
-                    path, l);
+  return make_error(
+      "{}: meta.level '{}' is not a known profiling level (non_uniform, crosslayer_head, "
+      "non_uniform_per_layer, perlayer_head)",
+      path, l);
 }
 
 template <typename T>
@@ -71,8 +75,8 @@ double spearman_or_zero(std::span<const double> a, std::span<const double> b, in
 
 Status validate_profile(const RetentionProfile& p) {
   if (p.n_layers < 1 || p.n_kv_head < 1 || p.n_samples < 1)
-    return make_error("profile: layers ({}), KV heads ({}) and samples ({}) must be positive", p.n_layers,
-                      p.n_kv_head, p.n_samples);
+    return make_error("profile: layers ({}), KV heads ({}) and samples ({}) must be positive",
+                      p.n_layers, p.n_kv_head, p.n_samples);
   if (p.level != "cross-layer" && p.level != "per-layer")
     return make_error("profile: level '{}' is neither 'cross-layer' nor 'per-layer'", p.level);
   const size_t heads = static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_head);
@@ -94,7 +98,8 @@ Status validate_profile(const RetentionProfile& p) {
   if (!all_in_unit_range(p.median) || !all_in_unit_range(p.p90) || !all_in_unit_range(p.std_dev) ||
       !all_in_unit_range(p.mean))
     return make_error("profile: a per-head statistic is outside [0, 1] (or NaN)");
-  if (!std::all_of(p.raw_ratio.begin(), p.raw_ratio.end(), [](double x) { return x >= 0.0 && x <= 1.0; }))
+  if (!std::all_of(p.raw_ratio.begin(), p.raw_ratio.end(),
+                   [](double x) { return x >= 0.0 && x <= 1.0; }))
     return make_error("profile: a raw_ratio value is outside [0, 1] (or NaN)");
   if (!std::all_of(p.raw_kept.begin(), p.raw_kept.end(), [](int32_t x) { return x >= 0; }))
     return make_error("profile: a raw_kept value is negative");
@@ -107,9 +112,10 @@ Status validate_profile(const RetentionProfile& p) {
   for (int s = 0; s < p.n_samples; ++s) {
     const int32_t* m = p.sample_meta.data() + static_cast<size_t>(s) * 4;
     if (m[1] < 0 || m[3] < 0 || m[2] < m[1] || m[0] != m[2] - m[1])
-      return make_error("profile: sample {} has inconsistent sample_meta [{}, {}, {}, {}] (want [total - sink, "
-                        "sink, total, window] with 0 <= sink <= total, window >= 0)",
-                        s, m[0], m[1], m[2], m[3]);
+      return make_error(
+          "profile: sample {} has inconsistent sample_meta [{}, {}, {}, {}] (want [total - sink, "
+          "sink, total, window] with 0 <= sink <= total, window >= 0)",
+          s, m[0], m[1], m[2], m[3]);
   }
   return Status::Ok();
 }
@@ -141,7 +147,8 @@ Result<RetentionProfile> load_profile(const std::string& path) {
   p.n_layers = static_cast<int>(L);
   p.n_kv_head = static_cast<int>(H);
   p.n_samples = static_cast<int>(S);
-  if (const auto it = doc.meta.find("num_hidden_layers"); it != doc.meta.end() && it->is_number_integer())
+  if (const auto it = doc.meta.find("num_hidden_layers");
+      it != doc.meta.end() && it->is_number_integer())
     p.n_physical_layers = static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, 1 << 20));
   const size_t heads = static_cast<size_t>(L * H);
   const size_t raw_count = static_cast<size_t>(S) * heads;
@@ -190,7 +197,8 @@ Status save_profile(const RetentionProfile& p, const std::string& path) {
   arrays.emplace_back("ratio_std_per_head", json_array_f32({1, L, H}, p.std_dev));
   arrays.emplace_back("base_ratios", json_array_f32({1}, {static_cast<float>(p.base_ratio)}));
   arrays.emplace_back("static_layer_ids", json_array_i64({L}, p.layer_ids));
-  if (!p.raw_kept.empty()) arrays.emplace_back("raw_kept", json_array_i32({1, S, L, H}, p.raw_kept));
+  if (!p.raw_kept.empty())
+    arrays.emplace_back("raw_kept", json_array_i32({1, S, L, H}, p.raw_kept));
   arrays.emplace_back("raw_ratio", json_array_f64({1, S, L, H}, p.raw_ratio));
   arrays.emplace_back("sample_meta", json_array_i32({S, 4}, p.sample_meta));
   return write_profile_json(path, doc, arrays);
@@ -251,18 +259,22 @@ ProfileStability profile_stability(const RetentionProfile& p) {
   st.global_spearman_min = std::numeric_limits<double>::infinity();
   st.per_layer_spearman.assign(static_cast<size_t>(p.n_layers), 0.0);
   for (int s = 0; s < p.n_samples; ++s) {
-    const std::span<const double> sample(p.raw_ratio.data() + static_cast<size_t>(s) * heads, heads);
+    const std::span<const double> sample(p.raw_ratio.data() + static_cast<size_t>(s) * heads,
+                                         heads);
     const double r = spearman_or_zero(sample, mean, st.global_undefined);
     st.global_spearman_mean += r / n_samples;
     st.global_spearman_min = std::min(st.global_spearman_min, r);
     for (size_t l = 0; l < static_cast<size_t>(p.n_layers); ++l)
       st.per_layer_spearman[l] += spearman_or_zero(sample.subspan(l * H, H),
                                                    std::span<const double>(mean).subspan(l * H, H),
-                                                   st.per_layer_undefined) / n_samples;
+                                                   st.per_layer_undefined) /
+                                  n_samples;
   }
-  st.per_layer_spearman_mean = std::accumulate(st.per_layer_spearman.begin(), st.per_layer_spearman.end(), 0.0) /
-                               static_cast<double>(p.n_layers);
-  st.per_layer_spearman_min = *std::min_element(st.per_layer_spearman.begin(), st.per_layer_spearman.end());
+  st.per_layer_spearman_mean =
+      std::accumulate(st.per_layer_spearman.begin(), st.per_layer_spearman.end(), 0.0) /
+      static_cast<double>(p.n_layers);
+  st.per_layer_spearman_min =
+      *std::min_element(st.per_layer_spearman.begin(), st.per_layer_spearman.end());
   return st;
 }
 
@@ -305,14 +317,16 @@ double budget_score(const RetentionProfile& p, size_t i, double alpha) {
 
 std::vector<float> budget_scores(const RetentionProfile& p, double alpha) {
   std::vector<float> score(p.median.size());  // [L][H]
-  for (size_t i = 0; i < score.size(); ++i) score[i] = static_cast<float>(budget_score(p, i, alpha));
+  for (size_t i = 0; i < score.size(); ++i)
+    score[i] = static_cast<float>(budget_score(p, i, alpha));
   return score;
 }
 
 std::vector<float> budget_fractions(const RetentionProfile& p, double ratio, double alpha) {
   const double scale = p.base_ratio > 0.0 ? std::max(ratio, 0.0) / p.base_ratio : 1.0;
   std::vector<float> b(p.median.size());  // [L][H]
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(std::min(budget_score(p, i, alpha) * scale, 1.0));
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<float>(std::min(budget_score(p, i, alpha) * scale, 1.0));
   return b;
 }
 

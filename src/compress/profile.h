@@ -24,17 +24,18 @@ namespace tangram {
 
 struct RetentionProfile {
   std::string scorer, model;
-  std::string level;  // "cross-layer" | "per-layer": the threshold scope the profile was measured at
-  int n_layers = 0;   // L: profiled layers (full-attention layers of a hybrid model)
-  int n_kv_head = 0;  // H: KV heads per layer (per tensor-parallel rank)
-  int n_samples = 0;  // S: pilot samples
-  int n_physical_layers = 0;     // the model's layer count (meta.num_hidden_layers); 0 if unknown
+  std::string
+      level;         // "cross-layer" | "per-layer": the threshold scope the profile was measured at
+  int n_layers = 0;  // L: profiled layers (full-attention layers of a hybrid model)
+  int n_kv_head = 0;               // H: KV heads per layer (per tensor-parallel rank)
+  int n_samples = 0;               // S: pilot samples
+  int n_physical_layers = 0;       // the model's layer count (meta.num_hidden_layers); 0 if unknown
   std::vector<int64_t> layer_ids;  // [L] physical layer of each profiled layer
   double base_ratio = 0;           // the compression ratio the profile was measured at
   int sink = 0, window = 0;        // of sample 0 (per-sample values are in sample_meta)
   std::vector<float> median, p90, std_dev, mean;  // [L][H] context-only retention over samples
   std::vector<double> raw_ratio;                  // [S][L][H] per-sample retention
-  std::vector<int32_t> raw_kept;  // [S][L][H] kept tokens incl. sink and window; may be empty
+  std::vector<int32_t> raw_kept;     // [S][L][H] kept tokens incl. sink and window; may be empty
   std::vector<int32_t> sample_meta;  // [S][4] = total - sink, sink, total, window
 
   size_t head_index(int l, int h) const {
@@ -72,11 +73,11 @@ std::optional<double> spearman(std::span<const double> a, std::span<const double
 
 // How stable a profile's per-head retentions are across samples.
 struct ProfileStability {
-  std::vector<float> spread_std;  // [L][H] std of retention over samples (= std_dev)
-  std::vector<float> spread_p90;  // [L][H] p90 - median
+  std::vector<float> spread_std;     // [L][H] std of retention over samples (= std_dev)
+  std::vector<float> spread_p90;     // [L][H] p90 - median
   double mean_std = 0, max_std = 0;  // over heads
   double mean_p90_gap = 0, max_p90_gap = 0;
-  double intrinsic_coverage = 0;     // fraction of heads with std < 0.05 (upstream's coverage)
+  double intrinsic_coverage = 0;  // fraction of heads with std < 0.05 (upstream's coverage)
   // Spearman of each sample's head ordering against the ordering of the per-head mean
   // retention. Global: one value per sample over all L·H heads; mean and min over samples.
   // Per layer: the layer's heads only; each layer's value is its mean over samples
@@ -85,7 +86,7 @@ struct ProfileStability {
   // whose heads all keep nothing) counts as 0; the *_undefined counts say how often that happened.
   double global_spearman_mean = 0, global_spearman_min = 0;
   double per_layer_spearman_mean = 0, per_layer_spearman_min = 0;
-  std::vector<double> per_layer_spearman;  // [L]
+  std::vector<double> per_layer_spearman;             // [L]
   int global_undefined = 0, per_layer_undefined = 0;  // (sample) and (sample, layer) pairs
 };
 ProfileStability profile_stability(const RetentionProfile& p);

@@ -42,7 +42,8 @@ Result<double> element_value(const json& v, std::string_view dtype) {
     x = static_cast<double>(u);
   } else if (v.is_number_integer()) {
     const int64_t i = v.get<int64_t>();
-    if (std::fabs(static_cast<double>(i)) > kMaxExactInteger) return make_error("integer {} is too large", i);
+    if (std::fabs(static_cast<double>(i)) > kMaxExactInteger)
+      return make_error("integer {} is too large", i);
     x = static_cast<double>(i);
   } else {
     x = v.get<double>();
@@ -62,24 +63,29 @@ Result<JsonArray> parse_array(const json& j, const std::string& name, const std:
     return make_error("{}: array '{}' has no string 'dtype'", path, name);
   a.dtype = dt->get<std::string>();
   if (!is_known_dtype(a.dtype))
-    return make_error("{}: array '{}' has unsupported dtype '{}' (float32, float64, int32, int64)", path,
-                      name, a.dtype);
+    return make_error("{}: array '{}' has unsupported dtype '{}' (float32, float64, int32, int64)",
+                      path, name, a.dtype);
   const auto sh = j.find("shape");
-  if (sh == j.end() || !sh->is_array()) return make_error("{}: array '{}' has no 'shape' list", path, name);
+  if (sh == j.end() || !sh->is_array())
+    return make_error("{}: array '{}' has no 'shape' list", path, name);
   int64_t count = 1;
   for (const json& d : *sh) {
     if (!d.is_number_integer())
-      return make_error("{}: array '{}' has a non-integer extent ({}) in its shape", path, name, d.type_name());
+      return make_error("{}: array '{}' has a non-integer extent ({}) in its shape", path, name,
+                        d.type_name());
     if (d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxElements)
-      return make_error("{}: array '{}' has a bad extent {} in its shape", path, name, d.get<int64_t>());
+      return make_error("{}: array '{}' has a bad extent {} in its shape", path, name,
+                        d.get<int64_t>());
     const int64_t e = d.get<int64_t>();
     a.shape.push_back(e);
     count = e == 0 ? 0 : count * e;
     if (count > kMaxElements)
-      return make_error("{}: array '{}' is implausibly large ({} elements so far)", path, name, count);
+      return make_error("{}: array '{}' is implausibly large ({} elements so far)", path, name,
+                        count);
   }
   const auto data = j.find("data");
-  if (data == j.end() || !data->is_array()) return make_error("{}: array '{}' has no 'data' list", path, name);
+  if (data == j.end() || !data->is_array())
+    return make_error("{}: array '{}' has no 'data' list", path, name);
   if (static_cast<int64_t>(data->size()) != count)
     return make_error("{}: array '{}' has shape {} ({} elements) but {} data values", path, name,
                       shape_string(a.shape), count, data->size());
@@ -87,7 +93,8 @@ Result<JsonArray> parse_array(const json& j, const std::string& name, const std:
   size_t i = 0;
   for (const json& v : *data) {
     auto x = element_value(v, a.dtype);
-    if (!x) return make_error("{}: array '{}' ({}) element {}: {}", path, name, a.dtype, i, x.message());
+    if (!x)
+      return make_error("{}: array '{}' ({}) element {}: {}", path, name, a.dtype, i, x.message());
     a.data.push_back(*x);
     ++i;
   }
@@ -144,22 +151,25 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-Result<const JsonArray*> ProfileJsonDoc::array(const std::string& array_name, std::string_view want_dtype,
+Result<const JsonArray*> ProfileJsonDoc::array(const std::string& array_name,
+                                               std::string_view want_dtype,
                                                const std::vector<int64_t>& want_shape) const {
   const auto it = arrays.find(array_name);
   if (it == arrays.end()) return make_error("{}: missing array '{}'", path, array_name);
   const JsonArray& a = it->second;
   if (a.dtype != want_dtype)
-    return make_error("{}: array '{}' has dtype {}, expected {}", path, array_name, a.dtype, want_dtype);
+    return make_error("{}: array '{}' has dtype {}, expected {}", path, array_name, a.dtype,
+                      want_dtype);
   bool same = a.shape.size() == want_shape.size();
   for (size_t i = 0; same && i < want_shape.size(); ++i)
     same = want_shape[i] < 0 || want_shape[i] == a.shape[i];
   if (!same) {
     std::string want = "[";
     for (size_t i = 0; i < want_shape.size(); ++i)
-      want += (i ? ", " : "") + (want_shape[i] < 0 ? std::string("*") : std::to_string(want_shape[i]));
-    return make_error("{}: array '{}' has shape {}, expected {}", path, array_name, shape_string(a.shape),
-                      want + "]");
+      want +=
+          (i ? ", " : "") + (want_shape[i] < 0 ? std::string("*") : std::to_string(want_shape[i]));
+    return make_error("{}: array '{}' has shape {}, expected {}", path, array_name,
+                      shape_string(a.shape), want + "]");
   }
   return &a;
 }
@@ -175,7 +185,8 @@ Result<ProfileJsonDoc> read_profile_json(const std::string& path, std::string_vi
   ProfileJsonDoc doc;
   doc.path = path;
   doc.kind = string_field(root, "kind");
-  if (doc.kind != want_kind) return make_error("{}: kind is '{}', expected '{}'", path, doc.kind, want_kind);
+  if (doc.kind != want_kind)
+    return make_error("{}: kind is '{}', expected '{}'", path, doc.kind, want_kind);
   doc.scorer = string_field(root, "scorer");
   doc.model = string_field(root, "model");
   doc.name = string_field(root, "name");
@@ -184,7 +195,8 @@ Result<ProfileJsonDoc> read_profile_json(const std::string& path, std::string_vi
     if (m->is_object()) doc.meta = *m;
   }
   const auto arrays = root.find("arrays");
-  if (arrays == root.end() || !arrays->is_object()) return make_error("{}: no 'arrays' object", path);
+  if (arrays == root.end() || !arrays->is_object())
+    return make_error("{}: no 'arrays' object", path);
   for (const auto& [name, value] : arrays->items()) {
     TG_ASSIGN(JsonArray a, parse_array(value, name, path));
     doc.arrays.emplace(name, std::move(a));
@@ -228,8 +240,8 @@ Status write_profile_json(const std::string& path, const ProfileJsonDoc& doc,
   json out_arrays = json::object();
   for (const auto& [name, a] : arrays) {
     if (shape_count(a.shape) != static_cast<int64_t>(a.data.size()))
-      return make_error("{}: array '{}' has shape {} but {} values", path, name, shape_string(a.shape),
-                        a.data.size());
+      return make_error("{}: array '{}' has shape {} but {} values", path, name,
+                        shape_string(a.shape), a.data.size());
     out_arrays[name] = array_to_json(a);
   }
   root["arrays"] = std::move(out_arrays);

@@ -42,13 +42,14 @@ struct HeadScoreInput {
   int64_t n_queries = 0;               // query rows given (0 for query-free scorers)
   const float* queries = nullptr;      // [n_queries][q_per_kv][head_dim] after RoPE (and q-norm)
   const int32_t* query_positions = nullptr;  // [n_queries] ascending
-  const Rope* rope = nullptr;          // the model's rotary embedding (ExpectedAttention)
-  int64_t next_position = 0;           // first position after the scored context
+  const Rope* rope = nullptr;                // the model's rotary embedding (ExpectedAttention)
+  int64_t next_position = 0;                 // first position after the scored context
 };
 
 // Every scorer's parameters, with the published defaults.
 struct ScorerOptions {
-  std::string name = "keydiff";  // snapkv | tova | keydiff | streamingllm | expected_attention | kvzip
+  std::string name =
+      "keydiff";  // snapkv | tova | keydiff | streamingllm | expected_attention | kvzip
   // SnapKV: observation window (queries) and max-pool kernel (odd).
   int snap_window = 32;
   int snap_kernel = 7;

@@ -9,9 +9,12 @@ namespace tangram::scorer_math {
 Status validate_input(const HeadScoreInput& in, const float* scores, std::string_view scorer,
                       Needs needs) {
   if (in.n < 0) return make_error("{} scorer: negative entry count {}", scorer, in.n);
-  if (in.head_dim <= 0) return make_error("{} scorer: head_dim must be > 0, got {}", scorer, in.head_dim);
-  if (in.q_per_kv < 1) return make_error("{} scorer: q_per_kv must be >= 1, got {}", scorer, in.q_per_kv);
-  if (in.n_queries < 0) return make_error("{} scorer: negative query count {}", scorer, in.n_queries);
+  if (in.head_dim <= 0)
+    return make_error("{} scorer: head_dim must be > 0, got {}", scorer, in.head_dim);
+  if (in.q_per_kv < 1)
+    return make_error("{} scorer: q_per_kv must be >= 1, got {}", scorer, in.q_per_kv);
+  if (in.n_queries < 0)
+    return make_error("{} scorer: negative query count {}", scorer, in.n_queries);
   if (needs.values && in.head_dim_v <= 0)
     return make_error("{} scorer: head_dim_v must be > 0, got {}", scorer, in.head_dim_v);
   if (needs.queries) {

@@ -39,8 +39,7 @@ class SnapKvScorer final : public Scorer {
     int64_t group_visible = 0;               // entries the current row sees
     const int last_head = in.q_per_kv - 1;
     scorer_math::for_each_attention_row(
-        in, first_row, in.n_queries,
-        [&](int64_t, int head, const float* p, int64_t n_visible) {
+        in, first_row, in.n_queries, [&](int64_t, int head, const float* p, int64_t n_visible) {
           if (head == 0) {
             std::copy(p, p + n_visible, group_max.begin());
             group_visible = n_visible;
@@ -50,7 +49,8 @@ class SnapKvScorer final : public Scorer {
           }
           if (head == last_head) {
             for (int64_t j = 0; j < group_visible; ++j)
-              window_sum[static_cast<size_t>(j)] += static_cast<double>(group_max[static_cast<size_t>(j)]);
+              window_sum[static_cast<size_t>(j)] +=
+                  static_cast<double>(group_max[static_cast<size_t>(j)]);
           }
         });
     // Pool the window mean into scores: out[j] = max over the clipped kernel around j.
@@ -60,7 +60,8 @@ class SnapKvScorer final : public Scorer {
       const int64_t lo = std::max<int64_t>(0, j - radius);
       const int64_t hi = std::min<int64_t>(in.n - 1, j + radius);
       double best = window_sum[static_cast<size_t>(lo)];
-      for (int64_t k = lo + 1; k <= hi; ++k) best = std::max(best, window_sum[static_cast<size_t>(k)]);
+      for (int64_t k = lo + 1; k <= hi; ++k)
+        best = std::max(best, window_sum[static_cast<size_t>(k)]);
       scores[j] = static_cast<float>(best * inv_rows);
     }
     return Status::Ok();

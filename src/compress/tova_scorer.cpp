@@ -24,10 +24,11 @@ class TovaScorer final : public Scorer {
     if (in.n == 0) return Status::Ok();
     std::fill(scores, scores + in.n, 0.0f);
     const float inv_group = 1.0f / static_cast<float>(in.q_per_kv);
-    scorer_math::for_each_attention_row(
-        in, in.n_queries - 1, in.n_queries, [&](int64_t, int, const float* p, int64_t n_visible) {
-          for (int64_t j = 0; j < n_visible; ++j) scores[j] += p[j] * inv_group;
-        });
+    scorer_math::for_each_attention_row(in, in.n_queries - 1, in.n_queries,
+                                        [&](int64_t, int, const float* p, int64_t n_visible) {
+                                          for (int64_t j = 0; j < n_visible; ++j)
+                                            scores[j] += p[j] * inv_group;
+                                        });
     return Status::Ok();
   }
 };

@@ -7,7 +7,8 @@ namespace tangram {
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine(options.threads));
-  TG_ASSIGN(e->scheduler_, Scheduler::create(model, tokenizer, e->pool_, options.scheduler, options.sessions));
+  TG_ASSIGN(e->scheduler_,
+            Scheduler::create(model, tokenizer, e->pool_, options.scheduler, options.sessions));
   e->stats_ = e->scheduler_->stats();
   e->worker_ = std::thread([raw = e.get()] { raw->loop(); });
   return e;
@@ -64,7 +65,9 @@ void Engine::cancel(RequestId id) {
 
 Result<RequestResult> Engine::generate(Request request) {
   if (request.n != 1)
-    return make_error("generate() returns one result: submit a request of n = {} choices with an on_finish", request.n);
+    return make_error(
+        "generate() returns one result: submit a request of n = {} choices with an on_finish",
+        request.n);
   auto done = std::make_shared<std::promise<RequestResult>>();
   std::future<RequestResult> result = done->get_future();
   auto user_finish = std::move(request.on_finish);
@@ -132,7 +135,8 @@ void Engine::loop() {
     {
       std::unique_lock lock(mu_);
       auto ready = [&] {
-        return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !scheduler_->idle();
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() ||
+               !scheduler_->idle();
       };
       // With tiers, wake up now and then to move idle sessions down a tier and refresh stats_.
       if (const auto period = scheduler_->sessions().housekeeping_period())

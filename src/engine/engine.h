@@ -13,11 +13,11 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
-#include <string>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>

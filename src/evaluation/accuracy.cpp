@@ -56,10 +56,12 @@ Status teacher_forced_kl(Model& model, KvCache& full, KvCache& policy,
 // token where they differ.
 Status greedy_agreement(Model& model, KvCache& full, KvCache& policy,
                         std::span<const float> full_prefill_logits,
-                        std::span<const float> policy_prefill_logits, int64_t pos0,
-                        int n_generate, ThreadPool& pool, AgreementResult& out) {
-  std::vector<float> full_logits(full_prefill_logits.begin(), full_prefill_logits.end());      // [vocab]
-  std::vector<float> policy_logits(policy_prefill_logits.begin(), policy_prefill_logits.end());  // [vocab]
+                        std::span<const float> policy_prefill_logits, int64_t pos0, int n_generate,
+                        ThreadPool& pool, AgreementResult& out) {
+  std::vector<float> full_logits(full_prefill_logits.begin(),
+                                 full_prefill_logits.end());  // [vocab]
+  std::vector<float> policy_logits(policy_prefill_logits.begin(),
+                                   policy_prefill_logits.end());  // [vocab]
   int64_t matched = 0;
   out.first_divergence = -1;
   for (int64_t i = 0; i < n_generate; ++i) {
@@ -85,8 +87,8 @@ Status greedy_agreement(Model& model, KvCache& full, KvCache& policy,
 }  // namespace
 
 Status run_capturing(Model& model, KvCache& cache, std::span<const int32_t> tokens, int64_t pos0,
-                     float* logits, float* capture_q, int64_t capture_from,
-                     int64_t capture_rows, ThreadPool& pool, bool all_logits, int64_t max_step) {
+                     float* logits, float* capture_q, int64_t capture_from, int64_t capture_rows,
+                     ThreadPool& pool, bool all_logits, int64_t max_step) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t step_max = max_step > 0 ? std::min(max_step, model.max_batch()) : model.max_batch();
   const int64_t vocab = model.config().vocab;
@@ -113,8 +115,8 @@ Status run_capturing(Model& model, KvCache& cache, std::span<const int32_t> toke
 }
 
 Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const int32_t> context,
-                           std::span<const int32_t> instruction, int64_t n_rows,
-                           ScorerQueries& q, ThreadPool& pool) {
+                           std::span<const int32_t> instruction, int64_t n_rows, ScorerQueries& q,
+                           ThreadPool& pool) {
   const auto n_ctx = static_cast<int64_t>(context.size());
   std::vector<int32_t> pass(instruction.begin(), instruction.end());  // [instruction + n_rows]
   pass.insert(pass.end(), context.end() - n_rows, context.end());
@@ -124,8 +126,8 @@ Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const in
   q.rows.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(n_rows) *
                     static_cast<size_t>(c.q_dim()),
                 0.0f);
-  const Status st = run_capturing(model, cache, pass, n_ctx, nullptr, q.rows.data(), q.pos0,
-                                  n_rows, pool);
+  const Status st =
+      run_capturing(model, cache, pass, n_ctx, nullptr, q.rows.data(), q.pos0, n_rows, pool);
   cache.truncate(n_ctx);  // the pass leaves nothing behind
   return st;
 }
@@ -159,8 +161,9 @@ Result<AgreementResult> policy_agreement(Model& model, const CompressionOptions&
   const int64_t extra = std::max({n_cont, int64_t{n_generate} - 1, recon_extra});
   const int64_t capacity = n_ctx + extra;
   if (capacity > cfg.context_length)
-    return make_error("accuracy: context {} plus {} more positions exceeds the model's context of {}",
-                      n_ctx, extra, cfg.context_length);
+    return make_error(
+        "accuracy: context {} plus {} more positions exceeds the model's context of {}", n_ctx,
+        extra, cfg.context_length);
 
   // The reference: a contiguous F32 cache, nothing evicted.
   std::unique_ptr<KvCache> full = model.new_cache(capacity, KvType::F32);
@@ -169,12 +172,14 @@ Result<AgreementResult> policy_agreement(Model& model, const CompressionOptions&
 
   // The policy: a paged F32 cache in a pool large enough for the uncompressed sequence.
   const int groups = comp->group_map()->total_groups();
-  const PageGeometry geo{page_tokens, comp->group_size(), cfg.head_dim, cfg.head_dim_v, KvType::F32};
+  const PageGeometry geo{page_tokens, comp->group_size(), cfg.head_dim, cfg.head_dim_v,
+                         KvType::F32};
   TG_TRY(geo.validate());
   const int64_t pages = int64_t{groups} * ((capacity + page_tokens - 1) / page_tokens + 1);
   TG_ASSIGN(auto block_pool, BlockPool::create(geo, static_cast<size_t>(pages) * geo.page_bytes(),
                                                /*prefault=*/false));
-  TG_ASSIGN(auto paged, PagedKvCache::create(model.kv_shape(), capacity, *block_pool, comp->group_map()));
+  TG_ASSIGN(auto paged,
+            PagedKvCache::create(model.kv_shape(), capacity, *block_pool, comp->group_map()));
   std::vector<float> policy_prefill(static_cast<size_t>(cfg.vocab));  // [vocab]
   ScorerQueries q;
   if (source == QuerySource::Observation && n_q > 0) {
@@ -190,8 +195,9 @@ Result<AgreementResult> policy_agreement(Model& model, const CompressionOptions&
     TG_TRY(reconstruction_pass(model, *paged, context, instruction, n_q, q, pool));
 
   AgreementResult out;
-  TG_ASSIGN(const CompressionReport rep,
-            comp->compress(*paged, q.rows.empty() ? nullptr : q.rows.data(), q.n_rows, q.pos0, pool));
+  TG_ASSIGN(
+      const CompressionReport rep,
+      comp->compress(*paged, q.rows.empty() ? nullptr : q.rows.data(), q.n_rows, q.pos0, pool));
   out.kept_entries = rep.entries_after;
   out.total_entries = rep.entries_before;
   if (!all_finite(full_prefill) || !all_finite(policy_prefill))

@@ -78,8 +78,8 @@ struct ScorerQueries {
 // context (which the cache holds, context.size() positions); their queries go to q and the
 // cache is cut back to the context.
 Status reconstruction_pass(Model& model, PagedKvCache& cache, std::span<const int32_t> context,
-                           std::span<const int32_t> instruction, int64_t n_rows,
-                           ScorerQueries& q, ThreadPool& pool);
+                           std::span<const int32_t> instruction, int64_t n_rows, ScorerQueries& q,
+                           ThreadPool& pool);
 
 // The instruction the KVzip-style pass repeats the context after (the scheduler's text).
 inline constexpr std::string_view kRepeatInstruction = "\n\nRepeat the previous context exactly.\n";

@@ -7,13 +7,15 @@ namespace tangram {
 Result<AccuracyWorkload> choose_accuracy_workload(std::span<const int32_t> tokens, int64_t context,
                                                   int64_t max_tokens) {
   if (context < kMinAccuracyWindow)
-    return make_error("the model's context of {} tokens is below the {} an accuracy window needs", context,
-                      kMinAccuracyWindow);
+    return make_error("the model's context of {} tokens is below the {} an accuracy window needs",
+                      context, kMinAccuracyWindow);
   if (max_tokens < kMinAccuracyWindow)
-    return make_error("an accuracy window of {} tokens is below the {} it needs", max_tokens, kMinAccuracyWindow);
+    return make_error("an accuracy window of {} tokens is below the {} it needs", max_tokens,
+                      kMinAccuracyWindow);
   const auto n = static_cast<int64_t>(tokens.size());
   if (n < kMinAccuracyWindow)
-    return make_error("the accuracy text is {} tokens, shorter than the {} a window needs", n, kMinAccuracyWindow);
+    return make_error("the accuracy text is {} tokens, shorter than the {} a window needs", n,
+                      kMinAccuracyWindow);
   const int64_t window = std::min({n, context, max_tokens});
   AccuracyWorkload w;
   w.text_tokens = n;
@@ -27,15 +29,18 @@ Result<AccuracyWorkload> choose_accuracy_workload(std::span<const int32_t> token
   return w;
 }
 
-double effective_retention(double bytes_per_token, double full_bytes_per_token, double measured_fallback) {
-  if (bytes_per_token > 0 && full_bytes_per_token > 0) return bytes_per_token / full_bytes_per_token;
+double effective_retention(double bytes_per_token, double full_bytes_per_token,
+                           double measured_fallback) {
+  if (bytes_per_token > 0 && full_bytes_per_token > 0)
+    return bytes_per_token / full_bytes_per_token;
   return measured_fallback;
 }
 
 std::vector<PlotSeries> retention_series(const std::vector<AccuracyPoint>& points) {
   std::vector<PlotSeries> out;
   for (const AccuracyPoint& p : points) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const PlotSeries& s) { return s.name == p.series; });
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const PlotSeries& s) { return s.name == p.series; });
     if (it == out.end()) it = out.insert(out.end(), PlotSeries{p.series, {}, {}});
     it->x.push_back(p.retention);
     it->y.push_back(p.mean_kl);
@@ -43,7 +48,8 @@ std::vector<PlotSeries> retention_series(const std::vector<AccuracyPoint>& point
   for (PlotSeries& s : out) {
     std::vector<size_t> order(s.x.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s.x[a] < s.x[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return s.x[a] < s.x[b]; });
     PlotSeries sorted{s.name, {}, {}};
     for (size_t i : order) {
       sorted.x.push_back(s.x[i]);

@@ -26,9 +26,9 @@ namespace tangram {
 std::string_view default_accuracy_text();
 
 struct AccuracyWorkload {
-  std::vector<int32_t> text;          // the window read teacher-forced (BOS first when the text has one)
-  int64_t chunk = 0;                  // tokens per turn of that read (about a quarter of the window)
-  std::vector<int32_t> context;       // greedy agreement: prefilled, then compressed once
+  std::vector<int32_t> text;     // the window read teacher-forced (BOS first when the text has one)
+  int64_t chunk = 0;             // tokens per turn of that read (about a quarter of the window)
+  std::vector<int32_t> context;  // greedy agreement: prefilled, then compressed once
   std::vector<int32_t> continuation;  // teacher-forced after the context for its KL
   int n_generate = 0;                 // greedy tokens compared after the context
   int64_t text_tokens = 0;            // tokens of the whole text before the cut
@@ -55,10 +55,12 @@ struct AccuracyPoint {
 // A policy's effective retention: its bytes per cached token over full KV's when both were
 // measured (> 0) in the serving run, else `measured_fallback` (the bytes the accuracy run's cache
 // held over full's).
-double effective_retention(double bytes_per_token, double full_bytes_per_token, double measured_fallback);
+double effective_retention(double bytes_per_token, double full_bytes_per_token,
+                           double measured_fallback);
 
 // One series per point series, in order of first appearance, each sorted by retention, so a
-// line joins a policy's ratios from the least kept to the most (the caller places full KV at (1, 0)).
+// line joins a policy's ratios from the least kept to the most (the caller places full KV at (1,
+// 0)).
 std::vector<PlotSeries> retention_series(const std::vector<AccuracyPoint>& points);
 
 }  // namespace tangram

@@ -17,22 +17,24 @@ namespace tangram {
 // One run as the pairing sees it.
 struct RetentionPoint {
   std::string policy;
-  double ratio = 1.0;           // nominal retention ratio (--kv-ratio)
-  double retention = 1.0;       // effective: KV bytes per cached token / full KV's
-  double tokens_per_s = 0.0;    // output tokens/s
+  double ratio = 1.0;         // nominal retention ratio (--kv-ratio)
+  double retention = 1.0;     // effective: KV bytes per cached token / full KV's
+  double tokens_per_s = 0.0;  // output tokens/s
 };
 
 // A run against another policy at (or nearest to) its effective retention.
 struct EqualRetentionPair {
   std::string other_policy;
-  double retention = 0.0;           // the run's effective retention
-  double other_retention = 0.0;     // where the other policy's figure is from (== retention when interpolated)
+  double retention = 0.0;  // the run's effective retention
+  double other_retention =
+      0.0;  // where the other policy's figure is from (== retention when interpolated)
   double other_tokens_per_s = 0.0;  // the other policy's output tokens/s there
   bool interpolated = false;        // between two of its runs that bracket `retention`
   // The two runs interpolated between (interpolated only; both the nearest run otherwise).
   RetentionPoint below, above;
-  double speedup = 0.0;             // run's tokens/s over other_tokens_per_s (0 when that is 0)
-  // True when the other figure is at the run's retention: interpolated, or a run within `tolerance`.
+  double speedup = 0.0;  // run's tokens/s over other_tokens_per_s (0 when that is 0)
+  // True when the other figure is at the run's retention: interpolated, or a run within
+  // `tolerance`.
   bool equal_memory(double tolerance = 0.02) const;
 };
 

@@ -25,8 +25,8 @@ using nlohmann::json;
 constexpr size_t kMaxErrorBody = 4096;  // bytes of a non-200 body kept for the error message
 
 bool session_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-         c == ':' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
 }
 
 httplib::Headers base_headers(const std::string& api_key) {
@@ -58,7 +58,7 @@ class ConversationClient {
   }
 
   int64_t rejections = 0;  // 429 answers this client got
-  bool gave_up = false;     // a turn was still rejected after the retries
+  bool gave_up = false;    // a turn was still rejected after the retries
 
   // Runs the turns; hands each finished turn to `done` (a record) and then the count of turns
   // skipped after a failure to `skipped`.
@@ -88,8 +88,8 @@ class ConversationClient {
  private:
   double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
-  HttpRequestRecord send_turn(const std::string& conversation, int turn, const std::vector<int32_t>& prompt,
-                              int64_t max_tokens) {
+  HttpRequestRecord send_turn(const std::string& conversation, int turn,
+                              const std::vector<int32_t>& prompt, int64_t max_tokens) {
     HttpRequestRecord out;
     out.record.session = conversation;
     out.record.turn = turn;
@@ -124,10 +124,12 @@ class ConversationClient {
       };
       req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
         if (status != 200) {
-          error_body.append(data, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
+          error_body.append(
+              data, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
           return true;
         }
-        if (reader.feed(std::string_view(data, n)) > 0 && first_token_s < 0) first_token_s = now_s();
+        if (reader.feed(std::string_view(data, n)) > 0 && first_token_s < 0)
+          first_token_s = now_s();
         return true;
       };
       const httplib::Result res = http_.send(req);
@@ -208,7 +210,8 @@ Result<HttpEndpoint> parse_base_url(std::string_view url) {
   std::string port_text;
   if (!authority.empty() && authority.front() == '[') {  // [IPv6]:port
     const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return make_error("the URL '{}' has an unclosed '[' in its host", url);
+    if (close == std::string_view::npos)
+      return make_error("the URL '{}' has an unclosed '[' in its host", url);
     host = authority.substr(0, close + 1);
     const std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
@@ -224,7 +227,8 @@ Result<HttpEndpoint> parse_base_url(std::string_view url) {
     return make_error("the URL '{}' must not carry credentials (use --api-key)", url);
   int port = scheme == "https" ? 443 : 80;
   if (!port_text.empty() || authority.back() == ':') {
-    const auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    const auto [p, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (ec != std::errc() || p != port_text.data() + port_text.size() || port < 1 || port > 65535)
       return make_error("the URL '{}' has an invalid port '{}' (1 to 65535)", url, port_text);
   }
@@ -234,7 +238,9 @@ Result<HttpEndpoint> parse_base_url(std::string_view url) {
   return e;
 }
 
-std::string_view session_reuse_name(SessionReuse reuse) { return reuse == SessionReuse::On ? "on" : "off"; }
+std::string_view session_reuse_name(SessionReuse reuse) {
+  return reuse == SessionReuse::On ? "on" : "off";
+}
 
 std::string turn_session_id(std::string_view run_tag, std::string_view conversation_id, int turn,
                             SessionReuse reuse) {
@@ -257,19 +263,23 @@ double retry_wait_s(std::string_view retry_after, double fallback_s, double max_
   while (!retry_after.empty() && retry_after.front() == ' ') retry_after.remove_prefix(1);
   while (!retry_after.empty() && retry_after.back() == ' ') retry_after.remove_suffix(1);
   double v = 0;
-  const auto [p, ec] = std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), v);
-  if (!retry_after.empty() && ec == std::errc() && p == retry_after.data() + retry_after.size() && std::isfinite(v) &&
-      v >= 0)
+  const auto [p, ec] =
+      std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), v);
+  if (!retry_after.empty() && ec == std::errc() && p == retry_after.data() + retry_after.size() &&
+      std::isfinite(v) && v >= 0)
     wait = v;
   return std::clamp(wait, 0.0, std::max(0.0, max_wait_s));
 }
 
-Result<HttpLoadRun> run_http_load(const HttpLoadOptions& opt, const std::vector<Conversation>& conversations,
+Result<HttpLoadRun> run_http_load(const HttpLoadOptions& opt,
+                                  const std::vector<Conversation>& conversations,
                                   const std::function<void(int64_t, int64_t)>& on_progress) {
   if (!opt.encode_reply) return make_error("http load: encode_reply is required");
-  if (opt.concurrency < 0) return make_error("http load: concurrency must be >= 0, got {}", opt.concurrency);
+  if (opt.concurrency < 0)
+    return make_error("http load: concurrency must be >= 0, got {}", opt.concurrency);
   if (opt.max_429_retries < 0) return make_error("http load: max_429_retries must be >= 0");
-  if (!(opt.timeout_s > 0 && opt.timeout_s <= 86400)) return make_error("http load: timeout_s must be in (0, 86400]");
+  if (!(opt.timeout_s > 0 && opt.timeout_s <= 86400))
+    return make_error("http load: timeout_s must be in (0, 86400]");
   if (!(opt.max_retry_wait_s >= 0) || !(opt.fallback_retry_s >= 0))
     return make_error("http load: retry waits must be >= 0");
   if (opt.endpoint.origin.empty()) return make_error("http load: no endpoint (parse_base_url)");
@@ -277,7 +287,8 @@ Result<HttpLoadRun> run_http_load(const HttpLoadOptions& opt, const std::vector<
   for (const Conversation& c : conversations) {
     for (const Turn& t : c.turns)
       if (t.user_tokens.empty())
-        return make_error("http load: a turn of {} has no user tokens (tokenise text turns first)", c.id);
+        return make_error("http load: a turn of {} has no user tokens (tokenise text turns first)",
+                          c.id);
     run.planned += static_cast<int64_t>(c.turns.size());
   }
 
@@ -317,8 +328,9 @@ Result<HttpLoadRun> run_http_load(const HttpLoadOptions& opt, const std::vector<
   } else {
     for (const Conversation& c : conversations)
       threads.emplace_back([&, conversation = &c] {
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                                               std::max(0.0, conversation->arrival_s))));
+        std::this_thread::sleep_until(
+            t0 + std::chrono::duration_cast<Clock::duration>(
+                     std::chrono::duration<double>(std::max(0.0, conversation->arrival_s))));
         serve_one(*conversation);
       });
     for (auto& t : threads) t.join();
@@ -335,14 +347,17 @@ std::vector<RequestRecord> request_records(const HttpLoadRun& run) {
   return out;
 }
 
-Result<int64_t> delete_all_sessions(const HttpEndpoint& endpoint, const std::string& api_key, double timeout_s) {
+Result<int64_t> delete_all_sessions(const HttpEndpoint& endpoint, const std::string& api_key,
+                                    double timeout_s) {
   httplib::Client http(endpoint.origin);
   set_client_timeouts(http, timeout_s);
   const httplib::Headers headers = base_headers(api_key);
   auto listed = http.Get(endpoint.base_path + "/v1/sessions", headers);
   if (!listed) return make_error("GET /v1/sessions: {}", httplib::to_string(listed.error()));
-  if (listed->status == 404) return int64_t{0};  // a server without Tangram's session API keeps nothing to delete
-  if (listed->status != 200) return make_error("GET /v1/sessions: {}", error_message(listed->status, listed->body));
+  if (listed->status == 404)
+    return int64_t{0};  // a server without Tangram's session API keeps nothing to delete
+  if (listed->status != 200)
+    return make_error("GET /v1/sessions: {}", error_message(listed->status, listed->body));
   const json j = parse_json_or_discarded(listed->body);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return make_error("GET /v1/sessions: not a list of sessions: {}", listed->body.substr(0, 200));

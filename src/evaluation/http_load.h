@@ -73,8 +73,8 @@ std::vector<int32_t> encode_continuation(const Tokenizer& tok, std::string_view 
 
 struct HttpLoadOptions {
   HttpEndpoint endpoint;
-  std::string api_key;           // "" = no Authorization header
-  std::string model;             // the request's "model"; "" = left out (the server's model)
+  std::string api_key;  // "" = no Authorization header
+  std::string model;    // the request's "model"; "" = left out (the server's model)
   SessionReuse reuse = SessionReuse::On;
   std::string run_tag = "load";  // session-id prefix: unique per run, so runs never share KV
   int concurrency = 0;           // > 0: closed loop, this many conversations at once; 0: open loop
@@ -86,28 +86,29 @@ struct HttpLoadOptions {
 };
 
 struct HttpRequestRecord {
-  RequestRecord record;     // queue_s: time spent waiting out 429s
-  std::string session_id;   // the X-Session-Id sent
-  int http_status = 0;      // of the last attempt; 0 = no response (connection failed)
-  int rejections = 0;       // 429 answers before the last attempt
+  RequestRecord record;       // queue_s: time spent waiting out 429s
+  std::string session_id;     // the X-Session-Id sent
+  int http_status = 0;        // of the last attempt; 0 = no response (connection failed)
+  int rejections = 0;         // 429 answers before the last attempt
   std::string finish_reason;  // "stop" | "length" from the stream
-  std::string error;        // "" when the turn completed
+  std::string error;          // "" when the turn completed
 };
 
 struct HttpLoadRun {
   std::vector<HttpRequestRecord> requests;  // one per turn sent, in finishing order
-  double wall_s = 0;          // run start to the last turn's end
-  int64_t planned = 0;        // turns in the workload
-  int64_t skipped = 0;        // turns not sent: an earlier turn of their conversation failed
-  int64_t rejected_429 = 0;   // 429 answers in all (retried or not)
-  int64_t gave_up_429 = 0;    // turns still answered 429 after max_429_retries
+  double wall_s = 0;                        // run start to the last turn's end
+  int64_t planned = 0;                      // turns in the workload
+  int64_t skipped = 0;       // turns not sent: an earlier turn of their conversation failed
+  int64_t rejected_429 = 0;  // 429 answers in all (retried or not)
+  int64_t gave_up_429 = 0;   // turns still answered 429 after max_429_retries
 };
 
 // Runs every conversation to its end (or its first failed turn). on_progress(done, planned) is
 // called, serialised, as turns end (sent or skipped). Errors: invalid options (no encoder,
 // negative concurrency or retries, a bad timeout) or a conversation with a turn of no tokens;
 // failed requests are records, not errors.
-Result<HttpLoadRun> run_http_load(const HttpLoadOptions& options, const std::vector<Conversation>& conversations,
+Result<HttpLoadRun> run_http_load(const HttpLoadOptions& options,
+                                  const std::vector<Conversation>& conversations,
                                   const std::function<void(int64_t, int64_t)>& on_progress = {});
 
 // The run's RequestRecords (a failed turn has error set), for compute_run_metrics.

@@ -45,8 +45,7 @@ Status check_record(const RequestRecord& r) {
       r.recomputed_tokens < 0 || r.restored_tokens < 0 || r.preemptions < 0)
     return make_error("negative token or preemption count");
   if (r.cached_tokens > r.prompt_tokens)
-    return make_error("cached_tokens {} exceed prompt_tokens {}", r.cached_tokens,
-                      r.prompt_tokens);
+    return make_error("cached_tokens {} exceed prompt_tokens {}", r.cached_tokens, r.prompt_tokens);
   if (r.restored_tokens > r.cached_tokens)
     return make_error("restored_tokens {} exceed cached_tokens {}", r.restored_tokens,
                       r.cached_tokens);
@@ -170,7 +169,7 @@ TimeSeries downsample(const TimeSeries& series, size_t max_points, Downsample mo
 // nlohmann dumps non-finite doubles as null, which is what an empty summary should read as.
 void to_json(nlohmann::json& j, const LatencySummary& s) {
   j = nlohmann::json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
-                     {"p99", s.p99}, {"max", s.max}, {"n", s.n}};
+                     {"p99", s.p99},   {"max", s.max}, {"n", s.n}};
 }
 
 void to_json(nlohmann::json& j, const RunMetrics& m) {
@@ -195,8 +194,11 @@ void to_json(nlohmann::json& j, const RunMetrics& m) {
 }
 
 void to_json(nlohmann::json& j, const FollowupSources& f) {
-  j = nlohmann::json{{"resident", f.resident}, {"restored", f.restored}, {"recomputed", f.recomputed},
-                     {"resident_share", f.share(f.resident)}, {"restored_share", f.share(f.restored)},
+  j = nlohmann::json{{"resident", f.resident},
+                     {"restored", f.restored},
+                     {"recomputed", f.recomputed},
+                     {"resident_share", f.share(f.resident)},
+                     {"restored_share", f.share(f.restored)},
                      {"recomputed_share", f.share(f.recomputed)}};
 }
 

@@ -3,8 +3,8 @@
 //
 // Conventions (stated once, relied on by the report):
 //  - percentile: linear interpolation between closest ranks over the sorted values (numpy's
-//    default, "type 7"): rank = p / 100 x (n - 1), value = v[floor] + frac(rank) x (v[ceil] - v[floor]).
-//    For {1, ..., 10}: p50 = 5.5, p90 = 9.1, p99 = 9.91.
+//    default, "type 7"): rank = p / 100 x (n - 1), value = v[floor] + frac(rank) x (v[ceil] -
+//    v[floor]). For {1, ..., 10}: p50 = 5.5, p90 = 9.1, p99 = 9.91.
 //  - Statistics of nothing are NaN (written as null in JSON), never 0, so an empty set cannot pass
 //    for a fast one. NaN inputs are ignored.
 //  - All times are seconds.
@@ -39,8 +39,8 @@ struct RequestRecord {
   double first_token_s = 0.0;  // first output token available
   double finish_s = 0.0;       // last output token available
   double queue_s = 0.0;        // waiting for admission (part of submit..first_token)
-  int64_t prompt_tokens = 0;      // tokens of context the request needed (history + new message)
-  int64_t cached_tokens = 0;      // of prompt_tokens, served from a kept session (not prefilled)
+  int64_t prompt_tokens = 0;   // tokens of context the request needed (history + new message)
+  int64_t cached_tokens = 0;   // of prompt_tokens, served from a kept session (not prefilled)
   int64_t output_tokens = 0;
   int64_t recomputed_tokens = 0;  // prefilled again after eviction or preemption
   int preemptions = 0;
@@ -68,7 +68,7 @@ struct RunMetrics {
   size_t errors = 0;
   double requests_per_s = 0.0;       // completed / wall_s
   double output_tokens_per_s = 0.0;  // output tokens of completed requests / wall_s
-  LatencySummary ttft_s;  // first_token - submit, requests with output_tokens >= 1
+  LatencySummary ttft_s;             // first_token - submit, requests with output_tokens >= 1
   LatencySummary tpot_s;  // (finish - first_token) / (output_tokens - 1), output_tokens >= 2
   LatencySummary e2e_s;   // finish - submit
   LatencySummary queue_s;

@@ -35,11 +35,14 @@ Result<Track> make_track(Model& model, const CompressionOptions& policy, const P
   int64_t capacity = window;
   if (policy.compresses() && t.comp->scorer().query_source() == QuerySource::Reconstruction) {
     if (o.repeat_instruction.empty())
-      return make_error("perplexity: the {} scorer needs the repeat instruction's tokens", policy.scorer.name);
-    capacity = std::min(cfg.context_length, window + static_cast<int64_t>(o.repeat_instruction.size()) +
-                                                policy.reconstruction_tokens);
+      return make_error("perplexity: the {} scorer needs the repeat instruction's tokens",
+                        policy.scorer.name);
+    capacity =
+        std::min(cfg.context_length, window + static_cast<int64_t>(o.repeat_instruction.size()) +
+                                         policy.reconstruction_tokens);
   }
-  const PageGeometry geo{o.page_tokens, t.comp->group_size(), cfg.head_dim, cfg.head_dim_v, o.kv_type};
+  const PageGeometry geo{o.page_tokens, t.comp->group_size(), cfg.head_dim, cfg.head_dim_v,
+                         o.kv_type};
   TG_TRY(geo.validate());
   const int64_t per_group = (capacity + o.page_tokens - 1) / o.page_tokens + 1;
   const int64_t n_pages = int64_t{t.comp->group_map()->total_groups()} * per_group;
@@ -52,7 +55,8 @@ Result<Track> make_track(Model& model, const CompressionOptions& policy, const P
 // A fresh, empty cache for the next window (the old one's pages go back first).
 Status reset_track(Model& model, Track& t) {
   t.cache.reset();
-  TG_ASSIGN(t.cache, PagedKvCache::create(model.kv_shape(), t.capacity, *t.pages, t.comp->group_map()));
+  TG_ASSIGN(t.cache,
+            PagedKvCache::create(model.kv_shape(), t.capacity, *t.pages, t.comp->group_map()));
   t.compress_base = 0;
   return Status::Ok();
 }
@@ -110,10 +114,12 @@ Status run_turn(Model& model, Track& t, std::span<const int32_t> win, int64_t fr
     const int64_t point = compresses ? std::min(to, t.compress_base + co.chunk) : to;
     ScorerQueries q = compresses ? observation_rows(model, t, point) : ScorerQueries{};
     float* capture = q.rows.empty() ? nullptr : q.rows.data();
-    TG_TRY(run_capturing(model, *t.cache, win.subspan(static_cast<size_t>(pos), static_cast<size_t>(point - pos)),
+    TG_TRY(run_capturing(model, *t.cache,
+                         win.subspan(static_cast<size_t>(pos), static_cast<size_t>(point - pos)),
                          pos, logits + (pos - from) * vocab, capture, q.pos0, q.n_rows, pool,
                          /*all_logits=*/true, o.max_step));
-    if (compresses) TG_TRY(compress_track(model, t, win.first(static_cast<size_t>(point)), q, o, pool));
+    if (compresses)
+      TG_TRY(compress_track(model, t, win.first(static_cast<size_t>(point)), q, o, pool));
     pos = point;
   }
   return Status::Ok();
@@ -136,7 +142,8 @@ Status score_turn(std::span<const int32_t> win, int64_t from, int64_t to, const 
   std::vector<double> lp(static_cast<size_t>(vocab));  // [vocab] log-probabilities
   for (int64_t r = from; r < to && r + 1 < static_cast<int64_t>(win.size()); ++r) {
     const std::span<const float> row(logits + (r - from) * vocab, static_cast<size_t>(vocab));
-    if (!all_finite(row)) return make_error("perplexity: non-finite logits at window position {}", r);
+    if (!all_finite(row))
+      return make_error("perplexity: non-finite logits at window position {}", r);
     log_softmax(row, lp);
     const double nll = -lp[static_cast<size_t>(win[static_cast<size_t>(r + 1)])];
     tally.nll += nll;
@@ -144,7 +151,8 @@ Status score_turn(std::span<const int32_t> win, int64_t from, int64_t to, const 
     ++tally.n;
     if (full_logits == nullptr) continue;
     const std::span<const float> ref(full_logits + (r - from) * vocab, static_cast<size_t>(vocab));
-    if (!all_finite(ref)) return make_error("perplexity: non-finite full-KV logits at window position {}", r);
+    if (!all_finite(ref))
+      return make_error("perplexity: non-finite full-KV logits at window position {}", r);
     const double kl = kl_divergence(ref, row);
     tally.kl += kl;
     tally.kl_max = std::max(tally.kl_max, kl);
@@ -166,17 +174,21 @@ void add_retention(const Track& policy, const Track& full, Tally& tally) {
   ++tally.turns;
 }
 
-double running_ppl(const Tally& t) { return t.n > 0 ? std::exp(t.nll / static_cast<double>(t.n)) : 0.0; }
+double running_ppl(const Tally& t) {
+  return t.n > 0 ? std::exp(t.nll / static_cast<double>(t.n)) : 0.0;
+}
 
 // One window, turn by turn, on the policy track and (when given) the full-KV reference.
 Status evaluate_window(Model& model, std::span<const int32_t> win, Track& policy, Track* full,
                        const PerplexityOptions& o, ThreadPool& pool, PerplexityProgress progress,
-                       const std::function<void(const PerplexityProgress&)>& on_turn, Tally& tally) {
+                       const std::function<void(const PerplexityProgress&)>& on_turn,
+                       Tally& tally) {
   const int64_t vocab = model.config().vocab;
   const auto n = static_cast<int64_t>(win.size());
   const int64_t rows = std::min(o.chunk, n);
-  std::vector<float> logits(static_cast<size_t>(rows * vocab));                         // [rows][vocab]
-  std::vector<float> full_logits(full != nullptr ? static_cast<size_t>(rows * vocab) : 0);  // [rows][vocab]
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));  // [rows][vocab]
+  std::vector<float> full_logits(full != nullptr ? static_cast<size_t>(rows * vocab)
+                                                 : 0);  // [rows][vocab]
   TG_TRY(reset_track(model, policy));
   if (full != nullptr) TG_TRY(reset_track(model, *full));
   for (int64_t from = 0, turn = 0; from < n; from += o.chunk, ++turn) {
@@ -198,23 +210,29 @@ Status evaluate_window(Model& model, std::span<const int32_t> win, Track& policy
   return Status::Ok();
 }
 
-Status check_inputs(const Model& model, std::span<const int32_t> tokens, const PerplexityOptions& o) {
+Status check_inputs(const Model& model, std::span<const int32_t> tokens,
+                    const PerplexityOptions& o) {
   const ModelConfig& cfg = model.config();
   if (tokens.size() < 2)
-    return make_error("perplexity: the text has {} token(s); at least two are needed (one to predict from)",
-                      tokens.size());
-  if (o.chunk < 1) return make_error("perplexity: the chunk must be at least 1 token, got {}", o.chunk);
+    return make_error(
+        "perplexity: the text has {} token(s); at least two are needed (one to predict from)",
+        tokens.size());
+  if (o.chunk < 1)
+    return make_error("perplexity: the chunk must be at least 1 token, got {}", o.chunk);
   if (o.window < 0 || o.window == 1)
-    return make_error("perplexity: the window (context) must be at least 2 tokens, got {}", o.window);
+    return make_error("perplexity: the window (context) must be at least 2 tokens, got {}",
+                      o.window);
   if (o.window > cfg.context_length)
-    return make_error("perplexity: the window of {} tokens exceeds the model's context of {}", o.window,
-                      cfg.context_length);
-  if (o.page_tokens < 1) return make_error("perplexity: page_tokens must be >= 1, got {}", o.page_tokens);
+    return make_error("perplexity: the window of {} tokens exceeds the model's context of {}",
+                      o.window, cfg.context_length);
+  if (o.page_tokens < 1)
+    return make_error("perplexity: page_tokens must be >= 1, got {}", o.page_tokens);
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg.vocab)
-      return make_error("perplexity: token id {} at index {} is outside the vocabulary [0, {})", tokens[i], i,
-                        cfg.vocab);
-  if (o.bos >= cfg.vocab) return make_error("perplexity: BOS id {} is outside the vocabulary", o.bos);
+      return make_error("perplexity: token id {} at index {} is outside the vocabulary [0, {})",
+                        tokens[i], i, cfg.vocab);
+  if (o.bos >= cfg.vocab)
+    return make_error("perplexity: BOS id {} is outside the vocabulary", o.bos);
   return o.policy.validate();
 }
 
@@ -240,9 +258,9 @@ void finish(const Tally& t, const Track& policy, PerplexityResult& r) {
 
 }  // namespace
 
-Result<PerplexityResult> evaluate_perplexity(Model& model, std::span<const int32_t> tokens,
-                                             const PerplexityOptions& o, ThreadPool& pool,
-                                             const std::function<void(const PerplexityProgress&)>& on_turn) {
+Result<PerplexityResult> evaluate_perplexity(
+    Model& model, std::span<const int32_t> tokens, const PerplexityOptions& o, ThreadPool& pool,
+    const std::function<void(const PerplexityProgress&)>& on_turn) {
   TG_TRY(check_inputs(model, tokens, o));
   const ModelConfig& cfg = model.config();
   PerplexityResult r;
@@ -268,7 +286,8 @@ Result<PerplexityResult> evaluate_perplexity(Model& model, std::span<const int32
     PerplexityProgress p;
     p.window = w;
     p.n_windows = r.n_windows;
-    TG_TRY(evaluate_window(model, win, policy, r.compared ? &full : nullptr, o, pool, p, on_turn, tally));
+    TG_TRY(evaluate_window(model, win, policy, r.compared ? &full : nullptr, o, pool, p, on_turn,
+                           tally));
   }
   finish(tally, policy, r);
   return r;

@@ -38,41 +38,43 @@ struct PerplexityOptions {
   // q8_0 against f16) is compared with full KV on this one, so quantisation's cost shows even
   // without compression.
   std::optional<KvType> reference_kv_type;
-  int64_t chunk = 128;        // tokens per turn
-  int64_t window = 0;         // tokens per window; 0: the model's context
-  int64_t max_step = 0;       // most tokens per forward step; 0: the model's max batch
-  int32_t bos = -1;           // put at the start of every window after the first; -1: none
+  int64_t chunk = 128;   // tokens per turn
+  int64_t window = 0;    // tokens per window; 0: the model's context
+  int64_t max_step = 0;  // most tokens per forward step; 0: the model's max batch
+  int32_t bos = -1;      // put at the start of every window after the first; -1: none
   // The KVzip-style pass's instruction tokens (needed only by a reconstruction scorer).
   std::span<const int32_t> repeat_instruction;
 };
 
 // The reference a run on `type` is measured against: quantized pages against F16 (the cost of
 // quantising shows), float pages against themselves (the cost of the policy alone).
-inline KvType reference_kv_type_for(KvType type) { return type == KvType::Q8_0 ? KvType::F16 : type; }
+inline KvType reference_kv_type_for(KvType type) {
+  return type == KvType::Q8_0 ? KvType::F16 : type;
+}
 
 // After each turn: where the run is and the perplexity so far.
 struct PerplexityProgress {
-  int64_t window = 0;        // 0-based
+  int64_t window = 0;  // 0-based
   int64_t n_windows = 0;
-  int64_t turn = 0;          // 0-based, inside the window
-  int64_t positions = 0;     // tokens of this window read so far
-  int64_t scored = 0;        // predictions scored so far, over all windows
-  double ppl = 0;            // running perplexity
-  double mean_kl = 0;        // running mean KL (compressing policies)
+  int64_t turn = 0;       // 0-based, inside the window
+  int64_t positions = 0;  // tokens of this window read so far
+  int64_t scored = 0;     // predictions scored so far, over all windows
+  double ppl = 0;         // running perplexity
+  double mean_kl = 0;     // running mean KL (compressing policies)
 };
 
 struct PerplexityResult {
-  int64_t n_tokens = 0;       // tokens of the text
-  int64_t window = 0;         // tokens per window
+  int64_t n_tokens = 0;  // tokens of the text
+  int64_t window = 0;    // tokens per window
   int64_t n_windows = 0;
-  int64_t skipped_tokens = 0; // the remainder after the last whole window
-  int64_t scored = 0;         // predictions scored: n_windows * (window - 1)
-  double mean_nll = 0;        // nats
-  double nll_stderr = 0;      // standard error of the mean NLL
-  double ppl = 0;             // exp(mean_nll)
-  double ppl_stderr = 0;      // ppl * nll_stderr (first-order propagation)
-  bool compared = false;      // a full-KV reference ran (compressing policy or other KV type)
-  double mean_kl = 0;         // KL(p_full || p_policy), nats, over the scored positions
+  int64_t skipped_tokens = 0;  // the remainder after the last whole window
+  int64_t scored = 0;          // predictions scored: n_windows * (window - 1)
+  double mean_nll = 0;         // nats
+  double nll_stderr = 0;       // standard error of the mean NLL
+  double ppl = 0;              // exp(mean_nll)
+  double ppl_stderr = 0;       // ppl * nll_stderr (first-order propagation)
+  bool compared = false;       // a full-KV reference ran (compressing policy or other KV type)
+  double mean_kl = 0;          // KL(p_full || p_policy), nats, over the scored positions
   double max_kl = 0;
   double top1_agreement = 1;  // share of scored positions where both argmax tokens agree
   // Mean over turns of (bytes of KV pages the policy holds) / (bytes full KV holds for the

@@ -4,18 +4,22 @@
 
 namespace tangram {
 
-Result<PlantedFactsScore> run_planted_facts(Model& model, const Tokenizer& tok, const ChatTemplate& tmpl,
-                                            const EngineOptions& engine_options, const PlantedFactsOptions& opt) {
+Result<PlantedFactsScore> run_planted_facts(Model& model, const Tokenizer& tok,
+                                            const ChatTemplate& tmpl,
+                                            const EngineOptions& engine_options,
+                                            const PlantedFactsOptions& opt) {
   // Shrinks the filler until the whole chat (turns, answers, a template's overhead per message)
   // fits 90% of the context: tokens per word differ a lot between vocabularies.
-  const auto context = static_cast<double>(engine_options.scheduler.max_context > 0 ? engine_options.scheduler.max_context
-                                                                                     : model.config().context_length);
+  const auto context = static_cast<double>(engine_options.scheduler.max_context > 0
+                                               ? engine_options.scheduler.max_context
+                                               : model.config().context_length);
   int filler = opt.filler_words;
   PlantedConversation conv = make_planted_conversation(opt.seed, opt.n_facts, filler);
   for (int attempt = 0; attempt < 8; ++attempt) {
     double tokens = 0;
     for (const std::string& u : conv.user_turns)
-      tokens += static_cast<double>(tok.encode(u, false, false).size()) + opt.max_answer_tokens + 16;
+      tokens +=
+          static_cast<double>(tok.encode(u, false, false).size()) + opt.max_answer_tokens + 16;
     if (tokens <= 0.9 * context || filler == 0) break;
     filler = static_cast<int>(filler * 0.85 * context / tokens);
     conv = make_planted_conversation(opt.seed, opt.n_facts, filler);
@@ -39,7 +43,8 @@ Result<PlantedFactsScore> run_planted_facts(Model& model, const Tokenizer& tok, 
     score.conversation_tokens = static_cast<int64_t>(r.prompt.size());
     TG_ASSIGN(RequestResult done, engine->generate(std::move(r)));
     if (done.finish == FinishReason::Error)
-      return make_error("planted facts, turn {} of {}: {}", t + 1, conv.user_turns.size(), done.error);
+      return make_error("planted facts, turn {} of {}: {}", t + 1, conv.user_turns.size(),
+                        done.error);
     if (!conv.expected_answers[t].empty()) {
       ++score.questions;
       score.correct += exact_match(done.text, conv.expected_answers[t]) ? 1 : 0;

@@ -19,21 +19,25 @@ namespace tangram {
 struct PlantedFactsOptions {
   uint64_t seed = 1;
   int n_facts = 4;
-  int filler_words = 300;       // filler words before each fact
-  int max_answer_tokens = 32;   // per turn
+  int filler_words = 300;      // filler words before each fact
+  int max_answer_tokens = 32;  // per turn
 };
 
 struct PlantedFactsScore {
   int64_t questions = 0;
   int64_t correct = 0;
-  int64_t conversation_tokens = 0;  // prompt tokens of the last turn
+  int64_t conversation_tokens = 0;    // prompt tokens of the last turn
   std::vector<std::string> expected;  // [questions]
   std::vector<std::string> answers;   // [questions]
-  double accuracy() const { return questions > 0 ? static_cast<double>(correct) / static_cast<double>(questions) : 0.0; }
+  double accuracy() const {
+    return questions > 0 ? static_cast<double>(correct) / static_cast<double>(questions) : 0.0;
+  }
 };
 
 // Errors: the template fails, the conversation outgrows the context, the engine fails a turn.
-Result<PlantedFactsScore> run_planted_facts(Model& model, const Tokenizer& tokenizer, const ChatTemplate& tmpl,
-                                            const EngineOptions& engine_options, const PlantedFactsOptions& options);
+Result<PlantedFactsScore> run_planted_facts(Model& model, const Tokenizer& tokenizer,
+                                            const ChatTemplate& tmpl,
+                                            const EngineOptions& engine_options,
+                                            const PlantedFactsOptions& options);
 
 }  // namespace tangram

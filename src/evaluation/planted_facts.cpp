@@ -1,9 +1,9 @@
 #include "evaluation/planted_facts.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace tangram {
 
@@ -23,7 +23,9 @@ class FactRng {
   // Uniform in [0, n) for n >= 1 (modulo bias below 2^-50 for the sizes used here).
   size_t below(size_t n) { return static_cast<size_t>(next() % static_cast<uint64_t>(n)); }
   template <typename T, size_t N>
-  const T& pick(const std::array<T, N>& a) { return a[below(N)]; }
+  const T& pick(const std::array<T, N>& a) {
+    return a[below(N)];
+  }
 
  private:
   uint64_t state_;
@@ -39,45 +41,55 @@ std::vector<size_t> shuffled(size_t n, FactRng& rng) {
 
 // --- Filler: storybook sentences. None of these words is a fact subject, name or place. ---
 constexpr std::array<std::string_view, 12> kFillerSubjects = {
-    "the old miller",   "a small grey cat", "the village baker",      "an old sailor",
-    "the tired farmer", "a young shepherd", "the quiet weaver",       "the schoolmaster",
-    "a travelling tinker", "the ferryman",  "the parson's daughter",  "a flock of geese"};
+    "the old miller",      "a small grey cat", "the village baker",     "an old sailor",
+    "the tired farmer",    "a young shepherd", "the quiet weaver",      "the schoolmaster",
+    "a travelling tinker", "the ferryman",     "the parson's daughter", "a flock of geese"};
 constexpr std::array<std::string_view, 12> kFillerVerbs = {
-    "walked slowly along", "looked out across", "rested for a while beside", "sang softly near",
-    "waited patiently by", "wandered through",  "told a long story about",   "swept the path to",
-    "carried a basket past", "dreamed once more of", "hurried home across",  "stopped to admire"};
+    "walked slowly along",     "looked out across",   "rested for a while beside",
+    "sang softly near",        "waited patiently by", "wandered through",
+    "told a long story about", "swept the path to",   "carried a basket past",
+    "dreamed once more of",    "hurried home across", "stopped to admire"};
 constexpr std::array<std::string_view, 12> kFillerPlaces = {
-    "the stone bridge", "the windmill on the hill", "the muddy lane",       "the apple orchard",
-    "the frozen pond",  "the harbour wall",         "the little chapel",    "the meadow of clover",
-    "the dark wood",    "the market square",        "the river meadows",    "the churchyard elms"};
-constexpr std::array<std::string_view, 10> kFillerTimes = {
-    "at dawn",           "before supper",       "in the pouring rain", "while the bells rang",
-    "as the sun went down", "on a windy morning", "late in the autumn", "after the harvest",
-    "when the snow came", "in the long summer evenings"};
+    "the stone bridge", "the windmill on the hill", "the muddy lane",    "the apple orchard",
+    "the frozen pond",  "the harbour wall",         "the little chapel", "the meadow of clover",
+    "the dark wood",    "the market square",        "the river meadows", "the churchyard elms"};
+constexpr std::array<std::string_view, 10> kFillerTimes = {"at dawn",
+                                                           "before supper",
+                                                           "in the pouring rain",
+                                                           "while the bells rang",
+                                                           "as the sun went down",
+                                                           "on a windy morning",
+                                                           "late in the autumn",
+                                                           "after the harvest",
+                                                           "when the snow came",
+                                                           "in the long summer evenings"};
 constexpr std::array<std::string_view, 8> kFillerLooks = {
     "bright", "peaceful", "lonely", "busy", "green", "still", "cheerful", "grand"};
-constexpr std::array<std::string_view, 4> kFillerSeasons = {"winter", "spring", "summer", "harvest"};
-constexpr std::array<std::string_view, 6> kFillerWeathers = {"mild", "wet", "long", "merry", "cold", "dry"};
+constexpr std::array<std::string_view, 4> kFillerSeasons = {"winter", "spring", "summer",
+                                                            "harvest"};
+constexpr std::array<std::string_view, 6> kFillerWeathers = {"mild",  "wet",  "long",
+                                                             "merry", "cold", "dry"};
 
 // --- Fact material ---
 constexpr std::array<std::string_view, 12> kSubjectAdjectives = {
-    "blue", "copper", "silver", "crimson", "iron", "amber",
-    "ivory", "jade", "scarlet", "golden", "oaken", "marble"};
+    "blue",  "copper", "silver",  "crimson", "iron",  "amber",
+    "ivory", "jade",   "scarlet", "golden",  "oaken", "marble"};
 constexpr std::array<std::string_view, 12> kSubjectThings = {
-    "lantern", "gate", "key", "chest", "bell", "compass",
-    "clock", "ledger", "kettle", "banner", "door", "tower"};
+    "lantern", "gate",   "key",    "chest",  "bell", "compass",
+    "clock",   "ledger", "kettle", "banner", "door", "tower"};
 static_assert(kSubjectAdjectives.size() * kSubjectThings.size() == kMaxPlantedFacts);
 constexpr std::array<std::string_view, 16> kFirstNames = {
-    "Marigold", "Tobias",  "Rosalind", "Ambrose", "Winifred", "Cedric",   "Eleanor", "Jasper",
-    "Philippa", "Barnaby", "Octavia",  "Percival", "Henrietta", "Silas", "Beatrix", "Leopold"};
+    "Marigold", "Tobias",  "Rosalind", "Ambrose",  "Winifred",  "Cedric", "Eleanor", "Jasper",
+    "Philippa", "Barnaby", "Octavia",  "Percival", "Henrietta", "Silas",  "Beatrix", "Leopold"};
 constexpr std::array<std::string_view, 16> kLastNames = {
-    "Thornby",  "Ashcombe", "Pennyworth", "Blackmore", "Fairweather", "Hollis",  "Wexley", "Drummond",
-    "Kettleby", "Marlowe",  "Quillon",    "Radcliffe", "Stanhope",    "Tillman", "Underhill", "Yardley"};
+    "Thornby",  "Ashcombe", "Pennyworth", "Blackmore", "Fairweather", "Hollis",
+    "Wexley",   "Drummond", "Kettleby",   "Marlowe",   "Quillon",     "Radcliffe",
+    "Stanhope", "Tillman",  "Underhill",  "Yardley"};
 constexpr std::array<std::string_view, 16> kPlaceStarts = {
-    "Eld", "Brack", "Corr", "Dun", "Fen", "Gild", "Harl", "Ivel",
-    "Kes", "Lorn",  "Mir",  "Norl", "Pell", "Ros", "Stav", "Wyn"};
-constexpr std::array<std::string_view, 10> kPlaceEnds = {
-    "moor", "wick", "haven", "stead", "ford", "mere", "holt", "combe", "bury", "dale"};
+    "Eld", "Brack", "Corr", "Dun",  "Fen",  "Gild", "Harl", "Ivel",
+    "Kes", "Lorn",  "Mir",  "Norl", "Pell", "Ros",  "Stav", "Wyn"};
+constexpr std::array<std::string_view, 10> kPlaceEnds = {"moor", "wick", "haven", "stead", "ford",
+                                                         "mere", "holt", "combe", "bury",  "dale"};
 static_assert(kFirstNames.size() * kLastNames.size() >= kMaxPlantedFacts);
 static_assert(kPlaceStarts.size() * kPlaceEnds.size() >= kMaxPlantedFacts);
 
@@ -108,14 +120,16 @@ int64_t count_words(std::string_view s) {
 std::string filler_sentence(FactRng& rng) {
   switch (rng.below(3)) {
     case 0:
-      return capitalized(fmt::format("{} {} {} {}.", rng.pick(kFillerSubjects), rng.pick(kFillerVerbs),
-                                     rng.pick(kFillerPlaces), rng.pick(kFillerTimes)));
+      return capitalized(fmt::format("{} {} {} {}.", rng.pick(kFillerSubjects),
+                                     rng.pick(kFillerVerbs), rng.pick(kFillerPlaces),
+                                     rng.pick(kFillerTimes)));
     case 1:
-      return capitalized(fmt::format("{} said that {} had never looked so {}.", rng.pick(kFillerSubjects),
-                                     rng.pick(kFillerPlaces), rng.pick(kFillerLooks)));
+      return capitalized(fmt::format("{} said that {} had never looked so {}.",
+                                     rng.pick(kFillerSubjects), rng.pick(kFillerPlaces),
+                                     rng.pick(kFillerLooks)));
     default:
-      return fmt::format("Nobody in the parish could remember a {} so {}.", rng.pick(kFillerSeasons),
-                         rng.pick(kFillerWeathers));
+      return fmt::format("Nobody in the parish could remember a {} so {}.",
+                         rng.pick(kFillerSeasons), rng.pick(kFillerWeathers));
   }
 }
 
@@ -135,11 +149,14 @@ std::string filler(FactRng& rng, int words) {
 std::string fact_sentence(const Fact& f) {
   switch (f.kind) {
     case FactKind::Name:
-      return fmt::format("Please remember this: the keeper of the {} is named {}.", f.subject, f.value);
+      return fmt::format("Please remember this: the keeper of the {} is named {}.", f.subject,
+                         f.value);
     case FactKind::Number:
-      return fmt::format("Please remember this: the number painted on the {} is {}.", f.subject, f.value);
+      return fmt::format("Please remember this: the number painted on the {} is {}.", f.subject,
+                         f.value);
     case FactKind::Place:
-      return fmt::format("Please remember this: the {} was made in a town called {}.", f.subject, f.value);
+      return fmt::format("Please remember this: the {} was made in a town called {}.", f.subject,
+                         f.value);
   }
   return {};
 }
@@ -147,11 +164,14 @@ std::string fact_sentence(const Fact& f) {
 std::string question(const Fact& f) {
   switch (f.kind) {
     case FactKind::Name:
-      return fmt::format("What is the name of the keeper of the {}? Answer with the name only.", f.subject);
+      return fmt::format("What is the name of the keeper of the {}? Answer with the name only.",
+                         f.subject);
     case FactKind::Number:
-      return fmt::format("What number is painted on the {}? Answer with the number only.", f.subject);
+      return fmt::format("What number is painted on the {}? Answer with the number only.",
+                         f.subject);
     case FactKind::Place:
-      return fmt::format("In which town was the {} made? Answer with the name of the town only.", f.subject);
+      return fmt::format("In which town was the {} made? Answer with the name of the town only.",
+                         f.subject);
   }
   return {};
 }
@@ -172,18 +192,21 @@ std::vector<Fact> make_facts(FactRng& rng, int n) {
     switch (f.kind) {
       case FactKind::Name: {
         const size_t k = names[next_name++];
-        f.value = fmt::format("{} {}", kFirstNames[k / kLastNames.size()], kLastNames[k % kLastNames.size()]);
+        f.value = fmt::format("{} {}", kFirstNames[k / kLastNames.size()],
+                              kLastNames[k % kLastNames.size()]);
         break;
       }
       case FactKind::Number:
         do {
           f.value = std::to_string(1000 + rng.below(99000));  // 1000 .. 99999
-        } while (std::find(numbers_used.begin(), numbers_used.end(), f.value) != numbers_used.end());
+        } while (std::find(numbers_used.begin(), numbers_used.end(), f.value) !=
+                 numbers_used.end());
         numbers_used.push_back(f.value);
         break;
       case FactKind::Place: {
         const size_t k = places[next_place++];
-        f.value = fmt::format("{}{}", kPlaceStarts[k / kPlaceEnds.size()], kPlaceEnds[k % kPlaceEnds.size()]);
+        f.value = fmt::format("{}{}", kPlaceStarts[k / kPlaceEnds.size()],
+                              kPlaceEnds[k % kPlaceEnds.size()]);
         break;
       }
     }
@@ -201,7 +224,8 @@ int64_t PlantedConversation::n_questions() const {
                        [](const std::string& e) { return !e.empty(); });
 }
 
-PlantedConversation make_planted_conversation(uint64_t seed, int n_facts, int filler_words_between) {
+PlantedConversation make_planted_conversation(uint64_t seed, int n_facts,
+                                              int filler_words_between) {
   PlantedConversation conv;
   const int n = std::min(n_facts, kMaxPlantedFacts);
   if (n <= 0) return conv;
@@ -246,7 +270,8 @@ std::string normalize_for_match(std::string_view text) {
     }
     // "4,817", "3.5" and "Lily's" stay one word.
     const bool joiner = c == ',' || c == '.' || c == '\'';
-    if (joiner && i > 0 && i + 1 < text.size() && is_word_char(static_cast<unsigned char>(text[i - 1])) &&
+    if (joiner && i > 0 && i + 1 < text.size() &&
+        is_word_char(static_cast<unsigned char>(text[i - 1])) &&
         is_word_char(static_cast<unsigned char>(text[i + 1])))
       continue;
     if (!out.empty() && out.back() != ' ') out += ' ';

@@ -12,9 +12,9 @@ using Clock = std::chrono::steady_clock;
 // One conversation in flight.
 struct Live {
   const Conversation* conv = nullptr;
-  size_t next_turn = 0;           // turn to submit next
-  std::vector<int32_t> history;   // every token so far (prompts and answers)
-  double ready_at = 0;            // when the next turn may be submitted
+  size_t next_turn = 0;          // turn to submit next
+  std::vector<int32_t> history;  // every token so far (prompts and answers)
+  double ready_at = 0;           // when the next turn may be submitted
   bool in_flight = false;
   bool started = false;
   bool done = false;
@@ -24,8 +24,8 @@ struct Live {
 // each turn when it is due, records every request and samples the KV pool after every step.
 class WorkloadDriver {
  public:
-  WorkloadDriver(Scheduler& sched, const std::vector<Conversation>& conversations, const WorkloadSpec& spec,
-                 const std::function<void(int64_t, int64_t)>& on_progress)
+  WorkloadDriver(Scheduler& sched, const std::vector<Conversation>& conversations,
+                 const WorkloadSpec& spec, const std::function<void(int64_t, int64_t)>& on_progress)
       : sched_(sched),
         spec_(spec),
         on_progress_(on_progress),
@@ -68,7 +68,8 @@ class WorkloadDriver {
     run_.stats = sched_.stats();
     run_.mean_waste_fraction = waste_n_ > 0 ? waste_sum_ / static_cast<double>(waste_n_) : 0.0;
     for (size_t t = 0; t < kv_sum_.size(); ++t)
-      run_.session_kv_bytes_by_turn.push_back(kv_n_[t] > 0 ? kv_sum_[t] / static_cast<double>(kv_n_[t]) : 0.0);
+      run_.session_kv_bytes_by_turn.push_back(
+          kv_n_[t] > 0 ? kv_sum_[t] / static_cast<double>(kv_n_[t]) : 0.0);
     // KV bytes per cached token: the resident caches' bytes over the positions they cover, taken
     // at each turn's end (what a session costs to keep per token of its history).
     double bytes = 0, positions = 0;
@@ -82,7 +83,9 @@ class WorkloadDriver {
   static constexpr double kNever = 1e300;
 
   // The run's clock: wall time since the start plus the idle gaps skipped.
-  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count() + skipped_s_; }
+  double now() const {
+    return std::chrono::duration<double>(Clock::now() - t0_).count() + skipped_s_;
+  }
 
   // Closed loop: conversations start in order, `concurrency` at a time; open loop: at arrival.
   void start_conversations(double t) {
@@ -113,8 +116,10 @@ class WorkloadDriver {
         if (!l.started && !closed) next_event = std::min(next_event, l.conv->arrival_s);
         continue;
       }
-      if (l.ready_at <= t) submit_turn(i);
-      else next_event = std::min(next_event, l.ready_at);
+      if (l.ready_at <= t)
+        submit_turn(i);
+      else
+        next_event = std::min(next_event, l.ready_at);
     }
     return next_event;
   }
@@ -219,7 +224,8 @@ Result<WorkloadRun> run_workload(Model& model, const Tokenizer& tokenizer, Threa
                                  const WorkloadSpec& spec,
                                  const std::function<void(int64_t, int64_t)>& on_progress,
                                  const SessionKeeperOptions& sessions) {
-  TG_ASSIGN(std::unique_ptr<Scheduler> sched, Scheduler::create(model, tokenizer, pool, options, sessions));
+  TG_ASSIGN(std::unique_ptr<Scheduler> sched,
+            Scheduler::create(model, tokenizer, pool, options, sessions));
   model.attention_planner().reset_stats();
   WorkloadDriver driver(*sched, conversations, spec, on_progress);
   TG_TRY(driver.run());

@@ -8,9 +8,10 @@
 // latency is wall time, and a run's length is what it would be in real time.
 //
 // Closed loop: `concurrency` conversations are active at once; when one ends the next starts.
-// Open loop: conversations start at their arrival times. Within a conversation, each turn is submitted after the previous answer plus the turn's think time,
-// with the whole conversation so far as the prompt and the conversation's id as session id, so
-// the scheduler reuses the resident KV exactly as it would for a chat client.
+// Open loop: conversations start at their arrival times. Within a conversation, each turn is
+// submitted after the previous answer plus the turn's think time, with the whole conversation so
+// far as the prompt and the conversation's id as session id, so the scheduler reuses the resident
+// KV exactly as it would for a chat client.
 #pragma once
 
 #include <cstdint>
@@ -29,20 +30,22 @@
 namespace tangram {
 
 struct WorkloadRun {
-  std::vector<RequestRecord> records;   // [requests] one per turn, in finishing order
-  double wall_s = 0;                    // the run's clock at the end (idle gaps included)
-  double busy_s = 0;                    // wall time the engine spent in scheduler steps
-  double idle_skipped_s = 0;            // idle time the clock jumped over (part of wall_s)
-  SchedulerStats stats;                 // scheduler counters at the end
-  TimeSeries kv_used_bytes;             // pool bytes in use over time
-  TimeSeries kv_wasted_slots;           // allocated but empty slots over time
-  TimeSeries running;                   // sequences running over time
+  std::vector<RequestRecord> records;  // [requests] one per turn, in finishing order
+  double wall_s = 0;                   // the run's clock at the end (idle gaps included)
+  double busy_s = 0;                   // wall time the engine spent in scheduler steps
+  double idle_skipped_s = 0;           // idle time the clock jumped over (part of wall_s)
+  SchedulerStats stats;                // scheduler counters at the end
+  TimeSeries kv_used_bytes;            // pool bytes in use over time
+  TimeSeries kv_wasted_slots;          // allocated but empty slots over time
+  TimeSeries running;                  // sequences running over time
   int64_t peak_running = 0;
   double peak_kv_bytes = 0;
-  double mean_waste_fraction = 0;  // allocated-but-empty share of the pool's used slots, mean over steps
-  std::vector<double> session_kv_bytes_by_turn;  // [turns] mean resident KV of a session after turn t
-  double kv_bytes_per_cached_token = 0;           // resident KV bytes / positions they cover, at the end
-  double attention_imbalance = 0;                 // mean predicted slowest-thread / mean, per plan
+  double mean_waste_fraction =
+      0;  // allocated-but-empty share of the pool's used slots, mean over steps
+  std::vector<double>
+      session_kv_bytes_by_turn;          // [turns] mean resident KV of a session after turn t
+  double kv_bytes_per_cached_token = 0;  // resident KV bytes / positions they cover, at the end
+  double attention_imbalance = 0;        // mean predicted slowest-thread / mean, per plan
 };
 
 // Runs every conversation to its end. on_progress(done_turns, total_turns) is called as turns

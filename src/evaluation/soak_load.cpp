@@ -25,18 +25,18 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // Plain words the story models of the project know: user turns are a few of them.
-constexpr std::string_view kWords[] = {"once",  "upon", "a",     "time",  "there", "was",   "little", "girl",
-                                       "named", "lily", "she",   "liked", "to",    "play",  "with",   "her",
-                                       "dog",   "in",   "the",   "park",  "one",   "day",   "they",   "saw",
-                                       "big",   "red",  "ball",  "and",   "happy", "sun",   "tree",   "went"};
+constexpr std::string_view kWords[] = {
+    "once",  "upon", "a",    "time", "there", "was", "little", "girl", "named", "lily", "she",
+    "liked", "to",   "play", "with", "her",   "dog", "in",     "the",  "park",  "one",  "day",
+    "they",  "saw",  "big",  "red",  "ball",  "and", "happy",  "sun",  "tree",  "went"};
 
 // Cumulative weights of the actions a step picks (StreamDeleted comes with DeleteMidTurn).
 struct Weighted {
   SoakAction action;
   double weight;
 };
-constexpr Weighted kMix[] = {{SoakAction::ChatStream, 0.40}, {SoakAction::Chat, 0.22},
-                             {SoakAction::Disconnect, 0.10}, {SoakAction::StreamDeleted, 0.08},
+constexpr Weighted kMix[] = {{SoakAction::ChatStream, 0.40},    {SoakAction::Chat, 0.22},
+                             {SoakAction::Disconnect, 0.10},    {SoakAction::StreamDeleted, 0.08},
                              {SoakAction::DeleteSession, 0.06}, {SoakAction::TooLong, 0.07},
                              {SoakAction::Malformed, 0.07}};
 
@@ -49,8 +49,12 @@ struct Message {
 class SoakClient {
  public:
   SoakClient(const SoakClientOptions& opt, int client, Clock::time_point t0)
-      : opt_(opt), client_(client), t0_(t0), rng_(opt.seed, static_cast<uint64_t>(client)),
-        http_(opt.endpoint.origin), side_(opt.endpoint.origin) {
+      : opt_(opt),
+        client_(client),
+        t0_(t0),
+        rng_(opt.seed, static_cast<uint64_t>(client)),
+        http_(opt.endpoint.origin),
+        side_(opt.endpoint.origin) {
     for (httplib::Client* c : {&http_, &side_}) {
       set_client_timeouts(*c, opt.timeout_s);
       c->set_keep_alive(true);
@@ -68,7 +72,8 @@ class SoakClient {
       return;
     }
     if (a == SoakAction::TooLong || a == SoakAction::Malformed) return record(must_fail(a));
-    if (history_full()) {  // the next turn would not fit the context: start over (or leave it behind)
+    if (history_full()) {  // the next turn would not fit the context: start over (or leave it
+                           // behind)
       if (rng_.uniform01() < 0.75) record(delete_session(SoakAction::DeleteSession));
       new_conversation();
     }
@@ -112,7 +117,8 @@ class SoakClient {
   // Bytes bound tokens from above (every token stands for at least one byte), so a history whose
   // bytes, template overhead and answer fit the context fits it in tokens too.
   bool history_full() const {
-    int64_t bytes = 64 + opt_.max_tokens + 48;  // the template's frame, the answer, the next user turn
+    int64_t bytes =
+        64 + opt_.max_tokens + 48;  // the template's frame, the answer, the next user turn
     for (const Message& m : history_) bytes += 32 + static_cast<int64_t>(m.content.size());
     return opt_.context > 0 && bytes > opt_.context;
   }
@@ -140,7 +146,10 @@ class SoakClient {
     json msgs = json::array();
     for (const Message& m : history_) msgs.push_back({{"role", m.role}, {"content", m.content}});
     msgs.push_back({{"role", "user"}, {"content", user}});
-    json body = {{"messages", msgs}, {"max_tokens", opt_.max_tokens}, {"temperature", 0}, {"stream", stream}};
+    json body = {{"messages", msgs},
+                 {"max_tokens", opt_.max_tokens},
+                 {"temperature", 0},
+                 {"stream", stream}};
     if (stream) body["stream_options"] = {{"include_usage", true}};
     return body.dump();
   }
@@ -176,12 +185,14 @@ void SoakClient::chat_turn(SoakAction a, const std::function<void(SoakRequest)>&
   const std::string body = chat_body(user, stream);
   std::string reply;
   std::optional<SoakRequest> deleted;
-  SoakRequest r = stream ? stream_turn(a, body, reply, a == SoakAction::StreamDeleted ? &deleted : nullptr)
-                         : plain_turn(body, reply);
+  SoakRequest r =
+      stream ? stream_turn(a, body, reply, a == SoakAction::StreamDeleted ? &deleted : nullptr)
+             : plain_turn(body, reply);
   const bool completed = r.status == 200 && r.error.empty() && a != SoakAction::Disconnect;
   record(std::move(r));
   if (a == SoakAction::StreamDeleted) {
-    if (!deleted) deleted = delete_session(SoakAction::DeleteMidTurn);  // no text came: delete after it
+    if (!deleted)
+      deleted = delete_session(SoakAction::DeleteMidTurn);  // no text came: delete after it
     record(std::move(*deleted));
     new_conversation();
     return;
@@ -234,8 +245,8 @@ SoakRequest SoakClient::stream_turn(SoakAction a, const std::string& body, std::
   } else if (!res || !reader.error().empty() || !reader.done()) {
     r.stream_broken = true;
     r.error = !reader.error().empty() ? reader.error()
-              : !res                  ? fmt::format("the stream broke: {}", httplib::to_string(res.error()))
-                                      : "the stream ended before [DONE]";
+              : !res ? fmt::format("the stream broke: {}", httplib::to_string(res.error()))
+                     : "the stream ended before [DONE]";
   }
   reply = reader.text();
   return r;
@@ -260,7 +271,8 @@ SoakRequest SoakClient::plain_turn(const std::string& body, std::string& reply) 
     r.error = "a 200 answer that is not a chat completion: " + res->body.substr(0, 200);
   } else {
     reply = j["choices"][0]["message"].value("content", "");
-    if (j.contains("usage") && j["usage"].is_object()) r.completion_tokens = j["usage"].value("completion_tokens", 0);
+    if (j.contains("usage") && j["usage"].is_object())
+      r.completion_tokens = j["usage"].value("completion_tokens", 0);
   }
   return r;
 }
@@ -268,15 +280,18 @@ SoakRequest SoakClient::plain_turn(const std::string& body, std::string& reply) 
 SoakRequest SoakClient::delete_session(SoakAction a) {
   SoakRequest r = begin(a);
   httplib::Client& c = a == SoakAction::DeleteMidTurn ? side_ : http_;
-  const httplib::Result res = c.Delete(opt_.endpoint.base_path + "/v1/sessions/" + session_, headers(false));
+  const httplib::Result res =
+      c.Delete(opt_.endpoint.base_path + "/v1/sessions/" + session_, headers(false));
   end(r);
   if (!res) {
     no_response(r, res);
     return r;
   }
   r.status = res->status;
-  // 404: the server never kept it (its first turn failed) or a restart lost it before the disk wrote it.
-  if (r.status != 200 && r.status != 404) r.error = fmt::format("HTTP {}: {}", r.status, res->body.substr(0, 200));
+  // 404: the server never kept it (its first turn failed) or a restart lost it before the disk
+  // wrote it.
+  if (r.status != 200 && r.status != 404)
+    r.error = fmt::format("HTTP {}: {}", r.status, res->body.substr(0, 200));
   return r;
 }
 
@@ -286,14 +301,15 @@ SoakRequest SoakClient::must_fail(SoakAction a) {
     // More words than the context has tokens: at least one token each.
     const int64_t n = std::max<int64_t>(opt_.context, 64) + 16;
     std::string text;
-    for (int64_t i = 0; i < n; ++i) text += kWords[static_cast<size_t>(i) % std::size(kWords)], text += ' ';
+    for (int64_t i = 0; i < n; ++i)
+      text += kWords[static_cast<size_t>(i) % std::size(kWords)], text += ' ';
     body = json{{"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", 4}}.dump();
   } else {
     body = "{\"messages\": [{\"role\": \"user\", \"content\": \"unfinished";  // not JSON
   }
   SoakRequest r = begin(a);
-  const httplib::Result res =
-      http_.Post(opt_.endpoint.base_path + "/v1/chat/completions", headers(false), body, "application/json");
+  const httplib::Result res = http_.Post(opt_.endpoint.base_path + "/v1/chat/completions",
+                                         headers(false), body, "application/json");
   end(r);
   if (!res) {
     no_response(r, res);
@@ -302,7 +318,8 @@ SoakRequest SoakClient::must_fail(SoakAction a) {
   r.status = res->status;
   if (r.status < 400 || r.status >= 500) {
     r.expected = false;
-    r.error = fmt::format("a request that must fail got HTTP {}: {}", r.status, res->body.substr(0, 200));
+    r.error =
+        fmt::format("a request that must fail got HTTP {}: {}", r.status, res->body.substr(0, 200));
   }
   return r;
 }
@@ -311,25 +328,35 @@ SoakRequest SoakClient::must_fail(SoakAction a) {
 
 std::string_view soak_action_name(SoakAction a) {
   switch (a) {
-    case SoakAction::ChatStream: return "chat_stream";
-    case SoakAction::Chat: return "chat";
-    case SoakAction::Disconnect: return "disconnect_mid_stream";
-    case SoakAction::StreamDeleted: return "stream_deleted_mid_turn";
-    case SoakAction::DeleteMidTurn: return "delete_mid_turn";
-    case SoakAction::DeleteSession: return "delete_session";
-    case SoakAction::TooLong: return "too_long_prompt";
-    case SoakAction::Malformed: return "malformed_body";
+    case SoakAction::ChatStream:
+      return "chat_stream";
+    case SoakAction::Chat:
+      return "chat";
+    case SoakAction::Disconnect:
+      return "disconnect_mid_stream";
+    case SoakAction::StreamDeleted:
+      return "stream_deleted_mid_turn";
+    case SoakAction::DeleteMidTurn:
+      return "delete_mid_turn";
+    case SoakAction::DeleteSession:
+      return "delete_session";
+    case SoakAction::TooLong:
+      return "too_long_prompt";
+    case SoakAction::Malformed:
+      return "malformed_body";
   }
   return "?";
 }
 
-void run_soak_client(const SoakClientOptions& opt, int client, Clock::time_point t0, const std::atomic<bool>& stop,
+void run_soak_client(const SoakClientOptions& opt, int client, Clock::time_point t0,
+                     const std::atomic<bool>& stop,
                      const std::function<void(SoakRequest)>& record) {
   SoakClient c(opt, client, t0);
   auto rec = [&](SoakRequest r) {
     const bool no_server = r.status == 0;
     record(std::move(r));
-    if (no_server && !stop.load()) std::this_thread::sleep_for(std::chrono::duration<double>(kBackoffS));
+    if (no_server && !stop.load())
+      std::this_thread::sleep_for(std::chrono::duration<double>(kBackoffS));
   };
   while (!stop.load()) c.step(rec);
 }
@@ -346,7 +373,8 @@ std::map<std::string, double> parse_prometheus_text(std::string_view text) {
     const size_t sp = line.find(' ', close == std::string_view::npos ? 0 : close);
     if (sp == std::string_view::npos) continue;
     std::string_view v = line.substr(sp + 1);
-    if (const size_t ts = v.find(' '); ts != std::string_view::npos) v = v.substr(0, ts);  // a timestamp
+    if (const size_t ts = v.find(' '); ts != std::string_view::npos)
+      v = v.substr(0, ts);  // a timestamp
     double value = 0;
     const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
     if (ec != std::errc() || p != v.data() + v.size()) continue;
@@ -355,8 +383,8 @@ std::map<std::string, double> parse_prometheus_text(std::string_view text) {
   return out;
 }
 
-Result<std::map<std::string, double>> fetch_metrics(const HttpEndpoint& endpoint, const std::string& api_key,
-                                                    double timeout_s) {
+Result<std::map<std::string, double>> fetch_metrics(const HttpEndpoint& endpoint,
+                                                    const std::string& api_key, double timeout_s) {
   httplib::Client http(endpoint.origin);
   set_client_timeouts(http, timeout_s);
   httplib::Headers h;
@@ -367,7 +395,8 @@ Result<std::map<std::string, double>> fetch_metrics(const HttpEndpoint& endpoint
   return parse_prometheus_text(r->body);
 }
 
-Result<int64_t> fetch_context_length(const HttpEndpoint& endpoint, const std::string& api_key, double timeout_s) {
+Result<int64_t> fetch_context_length(const HttpEndpoint& endpoint, const std::string& api_key,
+                                     double timeout_s) {
   httplib::Client http(endpoint.origin);
   set_client_timeouts(http, timeout_s);
   httplib::Headers h;
@@ -377,7 +406,8 @@ Result<int64_t> fetch_context_length(const HttpEndpoint& endpoint, const std::st
   if (r->status != 200) return make_error("GET /v1/models: HTTP {}", r->status);
   const json j = parse_json_or_discarded(r->body);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
-      !j["data"][0].contains("context_length") || !j["data"][0]["context_length"].is_number_integer())
+      !j["data"][0].contains("context_length") ||
+      !j["data"][0]["context_length"].is_number_integer())
     return make_error("GET /v1/models names no context_length: {}", r->body.substr(0, 200));
   return j["data"][0]["context_length"].get<int64_t>();
 }

@@ -58,7 +58,8 @@ void SseParser::line(std::string_view l, std::vector<std::string>& out) {
   const size_t colon = l.find(':');
   const std::string_view field = l.substr(0, colon);
   if (field != "data") return;  // event:, id:, retry: and unknown fields do not matter here
-  std::string_view value = colon == std::string_view::npos ? std::string_view() : l.substr(colon + 1);
+  std::string_view value =
+      colon == std::string_view::npos ? std::string_view() : l.substr(colon + 1);
   if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   if (has_data_) data_.push_back('\n');
   data_.append(value);
@@ -122,7 +123,8 @@ int64_t CompletionStreamReader::event(const std::string& data) {
         ++pieces;
       }
     }
-    if (auto f = c.find("finish_reason"); f != c.end() && f->is_string()) finish_reason_ = f->get<std::string>();
+    if (auto f = c.find("finish_reason"); f != c.end() && f->is_string())
+      finish_reason_ = f->get<std::string>();
   }
   text_pieces_ += pieces;
   return pieces;

@@ -14,8 +14,9 @@ namespace {
 
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
-Result<std::unique_ptr<Compressor>> make_compressor(KvPolicy policy, double ratio, const ModelConfig& config,
-                                                    const Rope& rope, const SyntheticKvOptions& o, int group) {
+Result<std::unique_ptr<Compressor>> make_compressor(KvPolicy policy, double ratio,
+                                                    const ModelConfig& config, const Rope& rope,
+                                                    const SyntheticKvOptions& o, int group) {
   CompressionOptions c;
   c.policy = policy;
   c.ratio = ratio;
@@ -27,8 +28,9 @@ Result<std::unique_ptr<Compressor>> make_compressor(KvPolicy policy, double rati
 }
 
 // The Compressor's lengths and map for a length-deterministic policy at `ratio`.
-Result<SyntheticKvLayout> compressor_layout(KvPolicy policy, double ratio, const ModelConfig& config,
-                                            const Rope& rope, const SyntheticKvOptions& o, int group) {
+Result<SyntheticKvLayout> compressor_layout(KvPolicy policy, double ratio,
+                                            const ModelConfig& config, const Rope& rope,
+                                            const SyntheticKvOptions& o, int group) {
   TG_ASSIGN(std::unique_ptr<Compressor> c, make_compressor(policy, ratio, config, rope, o, group));
   SyntheticKvLayout out;
   out.policy = policy;
@@ -40,16 +42,18 @@ Result<SyntheticKvLayout> compressor_layout(KvPolicy policy, double ratio, const
 }
 
 // Tangram at the largest ratio (to 1e-3) whose footprint fits in `slots` head-token slots.
-Result<SyntheticKvLayout> fitted_tangram_layout(int64_t slots, const ModelConfig& config, const Rope& rope,
-                                                const SyntheticKvOptions& o) {
+Result<SyntheticKvLayout> fitted_tangram_layout(int64_t slots, const ModelConfig& config,
+                                                const Rope& rope, const SyntheticKvOptions& o) {
   const int group = std::min(o.tangram_group_size, config.n_kv_head);
-  TG_ASSIGN(SyntheticKvLayout best, compressor_layout(KvPolicy::Tangram, 1.0, config, rope, o, group));
+  TG_ASSIGN(SyntheticKvLayout best,
+            compressor_layout(KvPolicy::Tangram, 1.0, config, rope, o, group));
   if (best.footprint_slots(o.page_tokens) <= slots) return best;
   double lo = 0.0, hi = 1.0;  // footprint(lo) fits (or lo = 0), footprint(hi) does not
   bool found = false;
   while (hi - lo > 1e-3) {
     const double mid = (lo + hi) / 2;
-    TG_ASSIGN(SyntheticKvLayout l, compressor_layout(KvPolicy::Tangram, mid, config, rope, o, group));
+    TG_ASSIGN(SyntheticKvLayout l,
+              compressor_layout(KvPolicy::Tangram, mid, config, rope, o, group));
     if (l.footprint_slots(o.page_tokens) <= slots) {
       lo = mid;
       best = std::move(l);
@@ -71,8 +75,8 @@ Result<SyntheticKvLayout> dynamic_layout(const ModelConfig& config, const Synthe
   TG_ASSIGN(RetentionProfile profile, load_profile(o.profile));
   const int L = config.n_layers, H = config.n_kv_head;
   if (profile.n_layers != L || profile.n_kv_head != H)
-    return make_error("the profile {} covers {} layers x {} KV heads, the model has {} x {}", o.profile,
-                      profile.n_layers, profile.n_kv_head, L, H);
+    return make_error("the profile {} covers {} layers x {} KV heads, the model has {} x {}",
+                      o.profile, profile.n_layers, profile.n_kv_head, L, H);
   const std::vector<float> budget = budget_fractions(profile, o.ratio, o.alpha);
   const int64_t n = o.context;
   std::vector<int32_t> positions(sz(n));
@@ -96,8 +100,8 @@ Result<SyntheticKvLayout> dynamic_layout(const ModelConfig& config, const Synthe
 
 // Positions a head of `length` entries keeps out of `context`: its sink, then entries spread
 // evenly over the evicted middle (kept_pos), then its recent window (the tail from tail_pos0).
-void kept_positions(int64_t length, int64_t context, int sink, int window, std::vector<int32_t>& kept,
-                    int64_t& tail_pos0) {
+void kept_positions(int64_t length, int64_t context, int sink, int window,
+                    std::vector<int32_t>& kept, int64_t& tail_pos0) {
   kept.clear();
   if (length >= context) {
     tail_pos0 = 0;
@@ -109,7 +113,8 @@ void kept_positions(int64_t length, int64_t context, int sink, int window, std::
   const int64_t sinks = std::min<int64_t>(middle, sink);
   for (int64_t p = 0; p < sinks; ++p) kept.push_back(static_cast<int32_t>(p));
   const int64_t spread = middle - sinks, span = tail_pos0 - sinks;  // spread <= span
-  for (int64_t i = 0; i < spread; ++i) kept.push_back(static_cast<int32_t>(sinks + i * span / spread));
+  for (int64_t i = 0; i < spread; ++i)
+    kept.push_back(static_cast<int32_t>(sinks + i * span / spread));
 }
 
 // n rows of `dim` random values in [-1, 1], stored as `type`: [n][row bytes].
@@ -147,12 +152,14 @@ int64_t SyntheticKvLayout::total_entries() const {
   return n;
 }
 
-Result<SyntheticKvLayout> synthetic_kv_layout(KvPolicy policy, const ModelConfig& config, const Rope& rope,
-                                              const SyntheticKvOptions& options) {
-  if (options.context < 1) return make_error("a synthetic context needs at least 1 position, not {}", options.context);
+Result<SyntheticKvLayout> synthetic_kv_layout(KvPolicy policy, const ModelConfig& config,
+                                              const Rope& rope, const SyntheticKvOptions& options) {
+  if (options.context < 1)
+    return make_error("a synthetic context needs at least 1 position, not {}", options.context);
   if (!(options.ratio > 0.0 && options.ratio <= 1.0))
     return make_error("the retention ratio must be in (0, 1], not {}", options.ratio);
-  if (options.page_tokens < 1) return make_error("pages must hold at least 1 token, not {}", options.page_tokens);
+  if (options.page_tokens < 1)
+    return make_error("pages must hold at least 1 token, not {}", options.page_tokens);
   const int unified = config.n_kv_head;
   switch (policy) {
     case KvPolicy::Full:
@@ -161,15 +168,17 @@ Result<SyntheticKvLayout> synthetic_kv_layout(KvPolicy policy, const ModelConfig
       return compressor_layout(KvPolicy::Uniform, options.ratio, config, rope, options, unified);
     case KvPolicy::Dynamic:
       if (options.ratio >= 1.0) {
-        TG_ASSIGN(SyntheticKvLayout l, compressor_layout(KvPolicy::Full, 1.0, config, rope, options, unified));
+        TG_ASSIGN(SyntheticKvLayout l,
+                  compressor_layout(KvPolicy::Full, 1.0, config, rope, options, unified));
         l.policy = KvPolicy::Dynamic;
         return l;
       }
       return dynamic_layout(config, options);
     case KvPolicy::Tangram: {
-      TG_ASSIGN(SyntheticKvLayout uniform,
-                compressor_layout(KvPolicy::Uniform, options.ratio, config, rope, options, unified));
-      return fitted_tangram_layout(uniform.footprint_slots(options.page_tokens), config, rope, options);
+      TG_ASSIGN(SyntheticKvLayout uniform, compressor_layout(KvPolicy::Uniform, options.ratio,
+                                                             config, rope, options, unified));
+      return fitted_tangram_layout(uniform.footprint_slots(options.page_tokens), config, rope,
+                                   options);
     }
   }
   return make_error("unknown KV policy");
@@ -179,8 +188,10 @@ Status fill_synthetic_kv(PagedKvCache& cache, const SyntheticKvLayout& layout, i
                          const SyntheticKvOptions& options, uint32_t seed) {
   const KvShape& shape = cache.shape();
   const size_t n_heads = sz(int64_t{shape.n_layers} * shape.n_kv_head);
-  if (layout.lengths.size() != n_heads) return make_error("synthetic KV: the layout is for another model");
-  if (layout.map.get() != &cache.head_groups()) return make_error("synthetic KV: the cache pages its heads by another map");
+  if (layout.lengths.size() != n_heads)
+    return make_error("synthetic KV: the layout is for another model");
+  if (layout.map.get() != &cache.head_groups())
+    return make_error("synthetic KV: the cache pages its heads by another map");
   const int64_t longest = *std::max_element(layout.lengths.begin(), layout.lengths.end());
   const PageGeometry& geo = cache.pool().geometry();
   // Every head restores from the same rows: [longest][row], keys and values.

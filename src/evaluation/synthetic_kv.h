@@ -39,11 +39,11 @@ namespace tangram {
 class Rope;
 
 struct SyntheticKvOptions {
-  int64_t context = 0;       // N: positions every sequence has seen
-  double ratio = 0.25;       // retention the compressing policies are held to
-  std::string profile;       // per-head profile matching the model's layers (dynamic, tangram)
+  int64_t context = 0;  // N: positions every sequence has seen
+  double ratio = 0.25;  // retention the compressing policies are held to
+  std::string profile;  // per-head profile matching the model's layers (dynamic, tangram)
   int tangram_group_size = 4;
-  int page_tokens = 16;      // P of the pages the footprints are counted in
+  int page_tokens = 16;  // P of the pages the footprints are counted in
   int sink = CompressionOptions{}.sink;
   int window = CompressionOptions{}.window;
   double alpha = CompressionOptions{}.alpha;
@@ -55,7 +55,7 @@ struct SyntheticKvLayout {
   double compressor_ratio = 1.0;  // the ratio the Compressor was given (tangram: fitted)
   std::vector<int64_t> lengths;   // [n_layers][n_kv_head] entries per head
   std::shared_ptr<const HeadGroupMap> map;
-  int group_size = 0;             // KV heads per page
+  int group_size = 0;  // KV heads per page
 
   // Pages one sequence of this layout holds: each group's longest head, in pages of P tokens.
   int64_t footprint_pages(int page_tokens) const;
@@ -67,8 +67,8 @@ struct SyntheticKvLayout {
 
 // The lengths and page layout of a policy. Errors: a context below 1, a ratio outside (0, 1],
 // a profile that cannot be read or does not match the model (dynamic, tangram).
-Result<SyntheticKvLayout> synthetic_kv_layout(KvPolicy policy, const ModelConfig& config, const Rope& rope,
-                                              const SyntheticKvOptions& options);
+Result<SyntheticKvLayout> synthetic_kv_layout(KvPolicy policy, const ModelConfig& config,
+                                              const Rope& rope, const SyntheticKvOptions& options);
 
 // Writes the layout into an empty cache of the model's shape whose map is layout.map: every head
 // its length of random rows (seeded) at the positions compression would have kept, the cache at

@@ -59,15 +59,16 @@ Result<Turn> parse_turn(const json& j, size_t index) {
       turn.user_text = value.get<std::string>();
       has_text = true;
     } else if (key == "output_tokens") {
-      TG_ASSIGN(turn.output_tokens,
-                read_integer(value, where + ": \"output_tokens\"", 1,
-                             std::numeric_limits<int64_t>::max()));
+      TG_ASSIGN(turn.output_tokens, read_integer(value, where + ": \"output_tokens\"", 1,
+                                                 std::numeric_limits<int64_t>::max()));
       has_output = true;
     } else if (key == "think_time_s") {
       TG_ASSIGN(turn.think_time_s, read_seconds(value, where + ": \"think_time_s\""));
     } else {
-      return make_error("{}: unknown key \"{}\" (expected user, user_text, output_tokens, "
-                        "think_time_s)", where, key);
+      return make_error(
+          "{}: unknown key \"{}\" (expected user, user_text, output_tokens, "
+          "think_time_s)",
+          where, key);
     }
   }
   if (has_user == has_text)

@@ -11,10 +11,10 @@
 namespace tangram {
 namespace {
 
-constexpr int64_t kMaxLength = int64_t{1} << 24;         // one message or answer, in tokens
+constexpr int64_t kMaxLength = int64_t{1} << 24;           // one message or answer, in tokens
 constexpr double kMaxWorkloadTokens = 64.0 * 1024 * 1024;  // all user tokens, worst case (256 MiB)
 constexpr double kMaxJitter = 4.0;
-constexpr double kClipFactor = 4.0;  // lengths are clipped to [1, kClipFactor x mean]
+constexpr double kClipFactor = 4.0;         // lengths are clipped to [1, kClipFactor x mean]
 constexpr int32_t kFirstOrdinaryToken = 3;  // ids 0..2 are usually BOS / EOS / padding
 
 // Stream ids: each conversation, the shared context and the arrival process draw independently.
@@ -91,7 +91,9 @@ bool finite_non_negative(double v) { return std::isfinite(v) && v >= 0.0; }
 
 }  // namespace
 
-std::vector<std::string> workload_preset_names() { return {"scbench", "locomo", "sharegpt", "service"}; }
+std::vector<std::string> workload_preset_names() {
+  return {"scbench", "locomo", "sharegpt", "service"};
+}
 
 Result<WorkloadSpec> workload_preset(std::string_view name) {
   constexpr std::string_view kQuick = "-quick";
@@ -169,7 +171,7 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
   if (s.shared_context) {
     SeededRng rng(s.seed, kStreamContext);
     append_random_tokens(rng, draw_length(rng, s.first_turn_tokens, s.length_jitter), s.vocab,
-                  shared_context);
+                         shared_context);
   }
 
   std::vector<Conversation> out(static_cast<size_t>(s.sessions));
@@ -190,10 +192,11 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
       if (t == 0 && s.shared_context) {
         turn.user_tokens = shared_context;
         append_random_tokens(rng, draw_length(rng, s.followup_tokens, s.length_jitter), s.vocab,
-                      turn.user_tokens);
+                             turn.user_tokens);
       } else {
         const int64_t mean = t == 0 ? s.first_turn_tokens : s.followup_tokens;
-        append_random_tokens(rng, draw_length(rng, mean, s.length_jitter), s.vocab, turn.user_tokens);
+        append_random_tokens(rng, draw_length(rng, mean, s.length_jitter), s.vocab,
+                             turn.user_tokens);
       }
       turn.output_tokens = draw_length(rng, s.output_tokens, s.length_jitter);
       turn.think_time_s = t == 0 ? 0.0 : s.think_time_s;
@@ -201,7 +204,8 @@ Result<std::vector<Conversation>> generate_workload(const WorkloadSpec& s) {
     if (s.think_time_dist == WorkloadSpec::ThinkTime::Exponential && s.think_time_s > 0.0) {
       SeededRng think(s.seed, kStreamFirstThinkTime + static_cast<uint64_t>(i));
       for (size_t t = 1; t < c.turns.size(); ++t)
-        c.turns[t].think_time_s = std::min(think.exponential(s.think_time_s), kClipFactor * s.think_time_s);
+        c.turns[t].think_time_s =
+            std::min(think.exponential(s.think_time_s), kClipFactor * s.think_time_s);
     }
   }
   return out;

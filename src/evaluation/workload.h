@@ -41,25 +41,25 @@ namespace tangram {
 struct WorkloadSpec {
   enum class Arrival { ClosedLoop, OpenLoop };
 
-  std::string preset = "custom";   // names the conversations ("<preset>-<index>")
-  int sessions = 8;                // conversations in the workload
-  int turns = 3;                   // user turns per conversation
-  int64_t first_turn_tokens = 256; // first user message (with shared_context: the shared context)
-  int64_t followup_tokens = 64;    // later user messages (with shared_context: every question)
-  int64_t output_tokens = 64;      // tokens generated per turn
+  std::string preset = "custom";    // names the conversations ("<preset>-<index>")
+  int sessions = 8;                 // conversations in the workload
+  int turns = 3;                    // user turns per conversation
+  int64_t first_turn_tokens = 256;  // first user message (with shared_context: the shared context)
+  int64_t followup_tokens = 64;     // later user messages (with shared_context: every question)
+  int64_t output_tokens = 64;       // tokens generated per turn
   // Relative spread (coefficient of variation) of every length: lengths are drawn from a
   // log-normal with the stated mean and this CV, rounded and clipped to [1, 4 x mean]. 0 = exact.
   double length_jitter = 0.0;
-  double think_time_s = 0.0;       // pause before each turn after the first (its mean when drawn)
+  double think_time_s = 0.0;  // pause before each turn after the first (its mean when drawn)
   // Constant: every pause is think_time_s. Exponential: each pause is drawn (the conversation's
   // own stream of the seed) from an exponential with that mean, clipped to 4 x mean.
   enum class ThinkTime { Constant, Exponential };
   ThinkTime think_time_dist = ThinkTime::Constant;
   Arrival arrival = Arrival::ClosedLoop;
-  int concurrency = 4;             // closed loop: sessions active at once (used by the runner)
-  double request_rate = 1.0;       // open loop: Poisson arrivals of new sessions per second
+  int concurrency = 4;        // closed loop: sessions active at once (used by the runner)
+  double request_rate = 1.0;  // open loop: Poisson arrivals of new sessions per second
   uint64_t seed = 1;
-  int32_t vocab = 32000;           // token ids are drawn uniformly in [3, vocab); 0..2 are specials
+  int32_t vocab = 32000;  // token ids are drawn uniformly in [3, vocab); 0..2 are specials
   // SCBench-like: every conversation's first turn is one shared context (first_turn_tokens long,
   // drawn once) followed by that session's own question (followup_tokens long).
   bool shared_context = false;
@@ -82,7 +82,8 @@ struct Conversation {
   bool operator==(const Conversation&) const = default;
 };
 
-// "scbench", "locomo", "sharegpt", "service", or any of them with "-quick" (scale_for_quick applied).
+// "scbench", "locomo", "sharegpt", "service", or any of them with "-quick" (scale_for_quick
+// applied).
 Result<WorkloadSpec> workload_preset(std::string_view name);
 // The base preset names, for help texts.
 std::vector<std::string> workload_preset_names();

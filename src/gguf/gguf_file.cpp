@@ -51,13 +51,15 @@ std::optional<size_t> available_memory_bytes() {
 
 }  // namespace
 
-FileMemory file_memory_for(FileMemory wanted, size_t file_bytes, std::optional<size_t> available_bytes) {
-  if (wanted == FileMemory::kHugePages && available_bytes && file_bytes > *available_bytes) return FileMemory::kMapped;
+FileMemory file_memory_for(FileMemory wanted, size_t file_bytes,
+                           std::optional<size_t> available_bytes) {
+  if (wanted == FileMemory::kHugePages && available_bytes && file_bytes > *available_bytes)
+    return FileMemory::kMapped;
   return wanted;
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMemory memory,
-                                                  const LoadProgress& progress) {
+                                                 const LoadProgress& progress) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
 
@@ -82,14 +84,17 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMe
     const std::optional<size_t> available = available_memory_bytes();
     memory = file_memory_for(memory, size, available);
     if (memory == FileMemory::kMapped)
-      fmt::print(stderr,
-                 "note: {}: {} MiB do not fit in the {} MiB of available memory for a huge-page copy; "
-                 "using the file's memory map instead (slower decode; --mmap chooses it without this note)\n",
-                 path, size >> 20, *available >> 20);
+      fmt::print(
+          stderr,
+          "note: {}: {} MiB do not fit in the {} MiB of available memory for a huge-page copy; "
+          "using the file's memory map instead (slower decode; --mmap chooses it without this "
+          "note)\n",
+          path, size >> 20, *available >> 20);
   }
   file->memory_ = memory;
-  const Status loaded = memory == FileMemory::kHugePages ? file->copy_into_huge_pages(fd, size, progress)
-                                                         : file->map_file(fd, size);
+  const Status loaded = memory == FileMemory::kHugePages
+                            ? file->copy_into_huge_pages(fd, size, progress)
+                            : file->map_file(fd, size);
   ::close(fd);  // a mapping keeps the file alive; a copy no longer needs it
   TG_TRY(loaded);
   TG_TRY(parse_guarded(*file, path));
@@ -98,7 +103,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path, FileMe
 
 Status GgufFile::map_file(int fd, size_t size) {
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map == MAP_FAILED) return make_error("{}: cannot mmap {} bytes: {}", path_, size, std::strerror(errno));
+  if (map == MAP_FAILED)
+    return make_error("{}: cannot mmap {} bytes: {}", path_, size, std::strerror(errno));
   mapping_ = map;
   mapping_bytes_ = size;
   base_ = static_cast<const uint8_t*>(map);
@@ -112,10 +118,12 @@ Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& p
   const size_t bytes = round_up_to(size, kHugePageBytes) + kHugePageBytes;
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED)
-    return make_error("{}: cannot allocate {} MiB for the weights: {}", path_, bytes >> 20, std::strerror(errno));
+    return make_error("{}: cannot allocate {} MiB for the weights: {}", path_, bytes >> 20,
+                      std::strerror(errno));
   mapping_ = map;
   mapping_bytes_ = bytes;
-  auto* dst = reinterpret_cast<uint8_t*>(round_up_to(reinterpret_cast<uintptr_t>(map), kHugePageBytes));
+  auto* dst =
+      reinterpret_cast<uint8_t*>(round_up_to(reinterpret_cast<uintptr_t>(map), kHugePageBytes));
   const size_t copy_bytes = round_up_to(size, kHugePageBytes);
 #if defined(MADV_HUGEPAGE)
   (void)::madvise(dst, copy_bytes, MADV_HUGEPAGE);  // only a hint: 4 KiB pages still work
@@ -123,10 +131,13 @@ Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& p
   // Chunks of 64 MiB: few system calls, and progress a slow disk can show.
   constexpr size_t kChunk = size_t{64} << 20;
   for (size_t done = 0; done < size;) {
-    const ssize_t got = ::pread(fd, dst + done, std::min(kChunk, size - done), static_cast<off_t>(done));
+    const ssize_t got =
+        ::pread(fd, dst + done, std::min(kChunk, size - done), static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return make_error("{}: read failed at offset {}: {}", path_, done, std::strerror(errno));
-    if (got == 0) return make_error("{}: file ended at offset {} of {} while reading", path_, done, size);
+    if (got < 0)
+      return make_error("{}: read failed at offset {}: {}", path_, done, std::strerror(errno));
+    if (got == 0)
+      return make_error("{}: file ended at offset {} of {} while reading", path_, done, size);
     done += static_cast<size_t>(got);
     if (progress) progress(done, size);
   }
@@ -138,10 +149,12 @@ Status GgufFile::copy_into_huge_pages(int fd, size_t size, const LoadProgress& p
   return Status::Ok();
 }
 
-Result<std::unique_ptr<GgufFile>> GgufFile::open_memory(std::string name, const void* data, size_t size) {
+Result<std::unique_ptr<GgufFile>> GgufFile::open_memory(std::string name, const void* data,
+                                                        size_t size) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = std::move(name);
-  if (size == 0 || data == nullptr) return make_error("{}: offset 0: file is empty (not a GGUF file)", file->path_);
+  if (size == 0 || data == nullptr)
+    return make_error("{}: offset 0: file is empty (not a GGUF file)", file->path_);
   file->owned_.reset(new (std::align_val_t{kOwnedAlign}, std::nothrow) uint8_t[size]);
   if (!file->owned_) return make_error("{}: out of memory copying {} bytes", file->path_, size);
   std::memcpy(file->owned_.get(), data, size);
@@ -203,7 +216,8 @@ const std::vector<int64_t>* GgufFile::get_int_array(std::string_view key) const 
   const GgufValue* v = find(key);
   if (v == nullptr || !v->is_array()) return nullptr;
   const GgufValueType e = v->elem_type;
-  if (!gguf_type_is_signed(e) && !gguf_type_is_unsigned(e) && e != GgufValueType::BOOL) return nullptr;
+  if (!gguf_type_is_signed(e) && !gguf_type_is_unsigned(e) && e != GgufValueType::BOOL)
+    return nullptr;
   return &v->ints;
 }
 

@@ -23,8 +23,19 @@ namespace tangram {
 
 // GGUF metadata value types (gguf_type), numbered as on disk.
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 std::string_view gguf_value_type_name(GgufValueType t);
 bool gguf_type_is_unsigned(GgufValueType t);  // UINT8/16/32/64
@@ -68,7 +79,8 @@ struct GgufTensorInfo {
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   uint64_t offset = 0;  // relative to the start of the data section
   size_t nbytes = 0;
-  TensorLayout layout = TensorLayout::kRowMajor;  // as in the file unless rewrite_tensors changed it
+  TensorLayout layout =
+      TensorLayout::kRowMajor;  // as in the file unless rewrite_tensors changed it
 };
 
 // Where GgufFile::open keeps the file's bytes.
@@ -87,7 +99,8 @@ enum class FileMemory {
 // How open() holds a file of `file_bytes` when `wanted` was asked for: a huge-page copy only
 // where it fits in `available_bytes` (MemAvailable; unknown counts as fitting), else the map:
 // a model that fits on disk but not twice in memory still loads, only decodes slower.
-FileMemory file_memory_for(FileMemory wanted, size_t file_bytes, std::optional<size_t> available_bytes);
+FileMemory file_memory_for(FileMemory wanted, size_t file_bytes,
+                           std::optional<size_t> available_bytes);
 
 // Bytes copied so far of the total, called after each chunk of a kHugePages open (so a caller
 // can show progress on a slow disk).
@@ -101,12 +114,14 @@ class GgufFile {
  public:
   // Opens and validates `path`, mapped or copied (FileMemory). The bytes live as long as the
   // GgufFile.
-  static Result<std::unique_ptr<GgufFile>> open(const std::string& path, FileMemory memory = FileMemory::kMapped,
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path,
+                                                FileMemory memory = FileMemory::kMapped,
                                                 const LoadProgress& progress = {});
   // Parses a private copy of an in-memory GGUF image of `size` bytes; `name` stands in for the
   // path in messages. Used for generated files and by tests (a heap copy of exactly `size`
   // bytes lets AddressSanitizer catch any over-read, which an mmap would hide).
-  static Result<std::unique_ptr<GgufFile>> open_memory(std::string name, const void* data, size_t size);
+  static Result<std::unique_ptr<GgufFile>> open_memory(std::string name, const void* data,
+                                                       size_t size);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -159,7 +174,8 @@ class GgufFile {
 
   std::string path_;
   uint32_t version_ = 0;
-  const uint8_t* base_ = nullptr;  // [size_] the whole file: a read-only mapping, a huge-page copy or owned_
+  const uint8_t* base_ =
+      nullptr;  // [size_] the whole file: a read-only mapping, a huge-page copy or owned_
   size_t size_ = 0;
   // The mapping base_ lies in (the file's, or the anonymous one holding the copy), unmapped by
   // the destructor; null for open_memory's copy.

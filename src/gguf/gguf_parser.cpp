@@ -15,7 +15,8 @@
 
 namespace tangram {
 
-static_assert(std::endian::native == std::endian::little, "GGUF parsing assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "GGUF parsing assumes a little-endian host");
 
 namespace {
 
@@ -40,36 +41,42 @@ size_t fixed_size(GgufValueType t) {
   switch (t) {
     case GgufValueType::UINT8:
     case GgufValueType::INT8:
-    case GgufValueType::BOOL: return 1;
+    case GgufValueType::BOOL:
+      return 1;
     case GgufValueType::UINT16:
-    case GgufValueType::INT16: return 2;
+    case GgufValueType::INT16:
+      return 2;
     case GgufValueType::UINT32:
     case GgufValueType::INT32:
-    case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::FLOAT32:
+      return 4;
     case GgufValueType::UINT64:
     case GgufValueType::INT64:
-    case GgufValueType::FLOAT64: return 8;
+    case GgufValueType::FLOAT64:
+      return 8;
     case GgufValueType::STRING:
-    case GgufValueType::ARRAY: return 0;
+    case GgufValueType::ARRAY:
+      return 0;
   }
   return 0;
 }
 
 // Smallest on-disk size of one array element of type t.
 size_t min_elem_size(GgufValueType t) {
-  if (t == GgufValueType::STRING) return 8;      // length only
-  if (t == GgufValueType::ARRAY) return 4 + 8;   // elem type + count
+  if (t == GgufValueType::STRING) return 8;     // length only
+  if (t == GgufValueType::ARRAY) return 4 + 8;  // elem type + count
   return fixed_size(t);
 }
 
 // Names of ggml type ids Tangram does not load, so the refusal says what the file holds.
 std::string_view ggml_foreign_type_name(uint32_t id) {
   static constexpr std::string_view kNames[] = {
-      "F32",    "F16",     "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",   "Q5_0",  "Q5_1",
-      "Q8_0",   "Q8_1",    "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",   "Q6_K",  "Q8_K",
-      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",  "IQ2_S", "IQ4_XS",
-      "I8",     "I16",     "I32",     "I64",   "F64",    "IQ1_M",  "BF16",  "Q4_0_4_4",
-      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+      "F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
+      "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
+      "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
+      "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
+      "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
+      "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
   };
   return id < std::size(kNames) ? kNames[id] : std::string_view("unknown");
 }
@@ -81,15 +88,42 @@ bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 int64_t load_int(GgufValueType t, const uint8_t* p) {
   switch (t) {
     case GgufValueType::UINT8:
-    case GgufValueType::BOOL: return p[0];
-    case GgufValueType::INT8: return static_cast<int8_t>(p[0]);
-    case GgufValueType::UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-    case GgufValueType::INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-    case GgufValueType::UINT32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case GgufValueType::INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case GgufValueType::UINT64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<int64_t>(v); }
-    case GgufValueType::INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-    default: return 0;
+    case GgufValueType::BOOL:
+      return p[0];
+    case GgufValueType::INT8:
+      return static_cast<int8_t>(p[0]);
+    case GgufValueType::UINT16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case GgufValueType::INT16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case GgufValueType::UINT32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case GgufValueType::INT32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case GgufValueType::UINT64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<int64_t>(v);
+    }
+    case GgufValueType::INT64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    default:
+      return 0;
   }
 }
 
@@ -118,8 +152,8 @@ Error GgufParser::fail(size_t offset, std::string_view problem) const {
 template <typename T>
 Status GgufParser::read_raw(T& out, std::string_view what) {
   if (remaining() < sizeof(T)) {
-    return fail(pos_, fmt::format("unexpected end of file reading {} (need {} bytes, {} left)", what,
-                                  sizeof(T), remaining()));
+    return fail(pos_, fmt::format("unexpected end of file reading {} (need {} bytes, {} left)",
+                                  what, sizeof(T), remaining()));
   }
   std::memcpy(&out, f_.base_ + pos_, sizeof(T));
   pos_ += sizeof(T);
@@ -131,14 +165,14 @@ Status GgufParser::read_string(std::string& out, std::string_view what) {
   uint64_t len = 0;
   // Checked here rather than via read_raw so the hot path (one call per token) formats nothing.
   if (remaining() < sizeof(len)) {
-    return fail(at, fmt::format("unexpected end of file reading {} length (need 8 bytes, {} left)", what,
-                                remaining()));
+    return fail(at, fmt::format("unexpected end of file reading {} length (need 8 bytes, {} left)",
+                                what, remaining()));
   }
   std::memcpy(&len, f_.base_ + pos_, sizeof(len));
   pos_ += sizeof(len);
   if (len > remaining()) {
-    return fail(at, fmt::format("{} length {} exceeds the {} bytes left in the file (file size {})", what, len,
-                                remaining(), file_size()));
+    return fail(at, fmt::format("{} length {} exceeds the {} bytes left in the file (file size {})",
+                                what, len, remaining(), file_size()));
   }
   out.assign(reinterpret_cast<const char*>(f_.base_ + pos_), static_cast<size_t>(len));
   pos_ += static_cast<size_t>(len);
@@ -165,8 +199,8 @@ Status GgufParser::run() {
 
   // Recheck against what is left now that the metadata is consumed.
   if (n_tensors > remaining() / kMinTensorInfoBytes) {
-    return fail(pos_, fmt::format("tensor count {} exceeds what the {} bytes left can hold", n_tensors,
-                                  remaining()));
+    return fail(pos_, fmt::format("tensor count {} exceeds what the {} bytes left can hold",
+                                  n_tensors, remaining()));
   }
   f_.tensors_.reserve(std::min<size_t>(static_cast<size_t>(n_tensors), kMaxReserve));
   std::vector<size_t> info_offsets;  // [n_tensors] file offset of each tensor info
@@ -182,23 +216,27 @@ Status GgufParser::run() {
   const size_t align = f_.alignment_;
   const size_t pad = (align - pos_ % align) % align;
   if (n_tensors > 0 && pad > remaining()) {
-    return fail(pos_, fmt::format("data section would start at {} (aligned to {}), past the end of the file "
-                                  "(file size {})",
-                                  pos_ + pad, align, file_size()));
+    return fail(
+        pos_,
+        fmt::format("data section would start at {} (aligned to {}), past the end of the file "
+                    "(file size {})",
+                    pos_ + pad, align, file_size()));
   }
   // A file without tensors may end right after its metadata, without padding.
   f_.data_offset_ = pad <= remaining() ? pos_ + pad : file_size();
-  for (size_t t = 0; t < f_.tensors_.size(); ++t) TG_TRY(check_tensor_data(f_.tensors_[t], info_offsets[t]));
+  for (size_t t = 0; t < f_.tensors_.size(); ++t)
+    TG_TRY(check_tensor_data(f_.tensors_[t], info_offsets[t]));
   return {};
 }
 
 Status GgufParser::read_header(uint64_t& n_tensors, uint64_t& n_kv) {
   if (remaining() < 4) {
-    return fail(0, fmt::format("unexpected end of file reading magic (need 4 bytes, {} left)", remaining()));
+    return fail(0, fmt::format("unexpected end of file reading magic (need 4 bytes, {} left)",
+                               remaining()));
   }
   if (std::memcmp(f_.base_, "GGUF", 4) != 0) {
-    return fail(0, fmt::format("bad magic {:02x} {:02x} {:02x} {:02x} (not a GGUF file)", f_.base_[0],
-                               f_.base_[1], f_.base_[2], f_.base_[3]));
+    return fail(0, fmt::format("bad magic {:02x} {:02x} {:02x} {:02x} (not a GGUF file)",
+                               f_.base_[0], f_.base_[1], f_.base_[2], f_.base_[3]));
   }
   pos_ = 4;
   uint32_t version = 0;
@@ -207,7 +245,8 @@ Status GgufParser::read_header(uint64_t& n_tensors, uint64_t& n_kv) {
   if (version != 2 && version != 3) {
     const uint32_t swapped = __builtin_bswap32(version);
     if (swapped >= 1 && swapped <= 3)
-      return fail(4, fmt::format("big-endian GGUF file (version {} byte-swapped) is not supported", swapped));
+      return fail(4, fmt::format("big-endian GGUF file (version {} byte-swapped) is not supported",
+                                 swapped));
     return fail(4, fmt::format("unsupported GGUF version {} (supported: 2, 3)", version));
   }
   f_.version_ = version;
@@ -217,11 +256,12 @@ Status GgufParser::read_header(uint64_t& n_tensors, uint64_t& n_kv) {
   const size_t kv_at = pos_;
   TG_TRY(read_raw(n_kv, "metadata count"));
   if (n_kv > remaining() / kMinKvBytes) {
-    return fail(kv_at, fmt::format("metadata count {} exceeds what the {} bytes left can hold", n_kv, remaining()));
+    return fail(kv_at, fmt::format("metadata count {} exceeds what the {} bytes left can hold",
+                                   n_kv, remaining()));
   }
   if (n_tensors > remaining() / kMinTensorInfoBytes) {
-    return fail(tensors_at,
-                fmt::format("tensor count {} exceeds what the {} bytes left can hold", n_tensors, remaining()));
+    return fail(tensors_at, fmt::format("tensor count {} exceeds what the {} bytes left can hold",
+                                        n_tensors, remaining()));
   }
   return {};
 }
@@ -273,7 +313,8 @@ Status GgufParser::read_value(GgufValueType type, GgufValue& out, int depth) {
 Status GgufParser::read_array(GgufValue& out, int depth) {
   const size_t at = pos_;
   if (depth >= kMaxArrayDepth)
-    return fail(at, fmt::format("arrays nested more than {} deep are not supported", kMaxArrayDepth));
+    return fail(at,
+                fmt::format("arrays nested more than {} deep are not supported", kMaxArrayDepth));
   GgufValueType elem;
   TG_TRY(read_type(elem, "array element type"));
   out.elem_type = elem;
@@ -282,11 +323,13 @@ Status GgufParser::read_array(GgufValue& out, int depth) {
   TG_TRY(read_raw(count, "array length"));
   const size_t min_size = min_elem_size(elem);
   if (count > remaining() / min_size) {
-    return fail(count_at, fmt::format("array length {} of {} exceeds what the {} bytes left can hold", count,
-                                      gguf_value_type_name(elem), remaining()));
+    return fail(count_at,
+                fmt::format("array length {} of {} exceeds what the {} bytes left can hold", count,
+                            gguf_value_type_name(elem), remaining()));
   }
   if (count > kMaxArrayLength) {
-    return fail(count_at, fmt::format("array length {} exceeds the supported maximum {}", count, kMaxArrayLength));
+    return fail(count_at, fmt::format("array length {} exceeds the supported maximum {}", count,
+                                      kMaxArrayLength));
   }
   const auto n = static_cast<size_t>(count);
 
@@ -318,7 +361,8 @@ Status GgufParser::read_array(GgufValue& out, int depth) {
     for (size_t k = 0; k < n; ++k) {
       out.ints[k] = load_int(elem, p + k * min_size);
       if (elem == GgufValueType::BOOL && out.ints[k] > 1)
-        return fail(pos_ + k, fmt::format("invalid bool value {} at array index {}", out.ints[k], k));
+        return fail(pos_ + k,
+                    fmt::format("invalid bool value {} at array index {}", out.ints[k], k));
     }
   }
   pos_ += n * min_size;
@@ -332,10 +376,12 @@ Status GgufParser::apply_alignment(const GgufValue& v, size_t value_offset) {
   } else if (gguf_type_is_signed(v.type) && v.i > 0) {
     a = static_cast<uint64_t>(v.i);
   } else if (!gguf_type_is_signed(v.type)) {
-    return fail(value_offset, fmt::format("general.alignment must be an integer, not {}", gguf_value_type_name(v.type)));
+    return fail(value_offset, fmt::format("general.alignment must be an integer, not {}",
+                                          gguf_value_type_name(v.type)));
   }
   if (!is_pow2(a) || a > (uint64_t{1} << 30))
-    return fail(value_offset, fmt::format("general.alignment {} is not a power of two in [1, 2^30]", v.to_string()));
+    return fail(value_offset, fmt::format("general.alignment {} is not a power of two in [1, 2^30]",
+                                          v.to_string()));
   f_.alignment_ = static_cast<size_t>(a);
   return {};
 }
@@ -352,7 +398,8 @@ Status GgufParser::read_tensor_info(uint64_t index, size_t& info_offset) {
   const size_t dims_at = pos_;
   uint32_t n_dims = 0;
   TG_TRY(read_raw(n_dims, "n_dims"));
-  if (n_dims > kMaxDims) return fail(dims_at, fmt::format("n_dims {} exceeds the maximum {}", n_dims, kMaxDims));
+  if (n_dims > kMaxDims)
+    return fail(dims_at, fmt::format("n_dims {} exceeds the maximum {}", n_dims, kMaxDims));
   t.n_dims = static_cast<int>(n_dims);
 
   int64_t n_elements = 1;
@@ -361,10 +408,12 @@ Status GgufParser::read_tensor_info(uint64_t index, size_t& info_offset) {
     uint64_t ne = 0;
     TG_TRY(read_raw(ne, "dimension"));
     if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return fail(ne_at, fmt::format("dimension {} is {} (negative or too large)", d, static_cast<int64_t>(ne)));
+      return fail(ne_at, fmt::format("dimension {} is {} (negative or too large)", d,
+                                     static_cast<int64_t>(ne)));
     t.ne[d] = static_cast<int64_t>(ne);
     if (t.ne[d] != 0 && n_elements > std::numeric_limits<int64_t>::max() / t.ne[d])
-      return fail(ne_at, fmt::format("element count overflows at dimension {} (ne = {})", d, t.ne[d]));
+      return fail(ne_at,
+                  fmt::format("element count overflows at dimension {} (ne = {})", d, t.ne[d]));
     n_elements *= t.ne[d];
   }
 
@@ -378,22 +427,24 @@ Status GgufParser::read_tensor_info(uint64_t index, size_t& info_offset) {
   }
   t.type = info->type;
   if (t.ne[0] % info->block_elems != 0) {
-    return fail(type_at, fmt::format("ne[0] = {} is not a multiple of the {} block size {}", t.ne[0], info->name,
-                                     info->block_elems));
+    return fail(type_at, fmt::format("ne[0] = {} is not a multiple of the {} block size {}",
+                                     t.ne[0], info->name, info->block_elems));
   }
   // nbytes = blocks per row * block bytes * rows; n_elements fits in int64, but the byte count
   // of a huge tensor can still overflow.
   const auto blocks = static_cast<uint64_t>(n_elements / info->block_elems);
   uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->block_bytes), &nbytes) || nbytes > SIZE_MAX)
-    return fail(type_at, fmt::format("byte size of {} elements of {} overflows", n_elements, info->name));
+  if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->block_bytes), &nbytes) ||
+      nbytes > SIZE_MAX)
+    return fail(type_at,
+                fmt::format("byte size of {} elements of {} overflows", n_elements, info->name));
   t.nbytes = static_cast<size_t>(nbytes);
 
   const size_t offset_at = pos_;
   TG_TRY(read_raw(t.offset, "tensor data offset"));
   if (t.offset % f_.alignment_ != 0) {
-    return fail(offset_at, fmt::format("data offset {} is not a multiple of the alignment {}", t.offset,
-                                       f_.alignment_));
+    return fail(offset_at, fmt::format("data offset {} is not a multiple of the alignment {}",
+                                       t.offset, f_.alignment_));
   }
   f_.tensor_index_.emplace(t.name, f_.tensors_.size());
   f_.tensors_.push_back(std::move(t));
@@ -403,9 +454,10 @@ Status GgufParser::read_tensor_info(uint64_t index, size_t& info_offset) {
 Status GgufParser::check_tensor_data(const GgufTensorInfo& t, size_t info_offset) const {
   const size_t data_size = file_size() - f_.data_offset_;
   if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-    return make_error("{}: offset {}: tensor '{}': data at offset {} + {} bytes extends past the end of the file "
-                      "(data section starts at {}, file size {})",
-                      f_.path_, info_offset, t.name, t.offset, t.nbytes, f_.data_offset_, file_size());
+    return make_error(
+        "{}: offset {}: tensor '{}': data at offset {} + {} bytes extends past the end of the file "
+        "(data section starts at {}, file size {})",
+        f_.path_, info_offset, t.name, t.offset, t.nbytes, f_.data_offset_, file_size());
   }
   return {};
 }

@@ -9,19 +9,32 @@ namespace tangram {
 
 std::string_view gguf_value_type_name(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: return "u8";
-    case GgufValueType::INT8: return "i8";
-    case GgufValueType::UINT16: return "u16";
-    case GgufValueType::INT16: return "i16";
-    case GgufValueType::UINT32: return "u32";
-    case GgufValueType::INT32: return "i32";
-    case GgufValueType::FLOAT32: return "f32";
-    case GgufValueType::BOOL: return "bool";
-    case GgufValueType::STRING: return "string";
-    case GgufValueType::ARRAY: return "array";
-    case GgufValueType::UINT64: return "u64";
-    case GgufValueType::INT64: return "i64";
-    case GgufValueType::FLOAT64: return "f64";
+    case GgufValueType::UINT8:
+      return "u8";
+    case GgufValueType::INT8:
+      return "i8";
+    case GgufValueType::UINT16:
+      return "u16";
+    case GgufValueType::INT16:
+      return "i16";
+    case GgufValueType::UINT32:
+      return "u32";
+    case GgufValueType::INT32:
+      return "i32";
+    case GgufValueType::FLOAT32:
+      return "f32";
+    case GgufValueType::BOOL:
+      return "bool";
+    case GgufValueType::STRING:
+      return "string";
+    case GgufValueType::ARRAY:
+      return "array";
+    case GgufValueType::UINT64:
+      return "u64";
+    case GgufValueType::INT64:
+      return "i64";
+    case GgufValueType::FLOAT64:
+      return "f64";
   }
   return "unknown";
 }
@@ -48,11 +61,21 @@ void append_quoted(std::string& out, std::string_view s) {
   for (const char c : s) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (byte < 0x20 || byte == 0x7f) {
           out += fmt::format("\\x{:02x}", byte);
@@ -93,9 +116,10 @@ std::string GgufValue::to_string(size_t max_items) const {
   if (type != GgufValueType::ARRAY) return "<invalid>";
 
   // Count from the vector the element type selects, so an inconsistent value cannot index past it.
-  const size_t n = elem_type == GgufValueType::STRING || elem_type == GgufValueType::ARRAY ? strings.size()
-                   : gguf_type_is_float(elem_type)                                          ? floats.size()
-                                                                                             : ints.size();
+  const size_t n = elem_type == GgufValueType::STRING || elem_type == GgufValueType::ARRAY
+                       ? strings.size()
+                   : gguf_type_is_float(elem_type) ? floats.size()
+                                                   : ints.size();
   const size_t shown = std::min(n, max_items);
   std::string out = "[";
   for (size_t k = 0; k < shown; ++k) {

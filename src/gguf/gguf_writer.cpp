@@ -34,7 +34,9 @@ class ByteSink {
     put<uint64_t>(s.size());
     buf_.insert(buf_.end(), s.begin(), s.end());
   }
-  void pad_to(size_t alignment) { buf_.resize((buf_.size() + alignment - 1) / alignment * alignment, 0); }
+  void pad_to(size_t alignment) {
+    buf_.resize((buf_.size() + alignment - 1) / alignment * alignment, 0);
+  }
   const std::vector<uint8_t>& bytes() const { return buf_; }
 
  private:
@@ -43,16 +45,22 @@ class ByteSink {
 
 bool fits(GgufValueType t, int64_t v) {
   switch (t) {
-    case GgufValueType::UINT8: return v >= 0 && v <= std::numeric_limits<uint8_t>::max();
-    case GgufValueType::INT8: return v >= std::numeric_limits<int8_t>::min() && v <= std::numeric_limits<int8_t>::max();
-    case GgufValueType::UINT16: return v >= 0 && v <= std::numeric_limits<uint16_t>::max();
+    case GgufValueType::UINT8:
+      return v >= 0 && v <= std::numeric_limits<uint8_t>::max();
+    case GgufValueType::INT8:
+      return v >= std::numeric_limits<int8_t>::min() && v <= std::numeric_limits<int8_t>::max();
+    case GgufValueType::UINT16:
+      return v >= 0 && v <= std::numeric_limits<uint16_t>::max();
     case GgufValueType::INT16:
       return v >= std::numeric_limits<int16_t>::min() && v <= std::numeric_limits<int16_t>::max();
-    case GgufValueType::UINT32: return v >= 0 && v <= std::numeric_limits<uint32_t>::max();
+    case GgufValueType::UINT32:
+      return v >= 0 && v <= std::numeric_limits<uint32_t>::max();
     case GgufValueType::INT32:
       return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
-    case GgufValueType::BOOL: return v == 0 || v == 1;
-    default: return true;  // 64-bit types keep the bit pattern
+    case GgufValueType::BOOL:
+      return v == 0 || v == 1;
+    default:
+      return true;  // 64-bit types keep the bit pattern
   }
 }
 
@@ -60,14 +68,30 @@ bool fits(GgufValueType t, int64_t v) {
 void put_int(ByteSink& out, GgufValueType t, int64_t v) {
   switch (t) {
     case GgufValueType::UINT8:
-    case GgufValueType::BOOL: out.put(static_cast<uint8_t>(v)); break;
-    case GgufValueType::INT8: out.put(static_cast<int8_t>(v)); break;
-    case GgufValueType::UINT16: out.put(static_cast<uint16_t>(v)); break;
-    case GgufValueType::INT16: out.put(static_cast<int16_t>(v)); break;
-    case GgufValueType::UINT32: out.put(static_cast<uint32_t>(v)); break;
-    case GgufValueType::INT32: out.put(static_cast<int32_t>(v)); break;
-    case GgufValueType::UINT64: out.put(static_cast<uint64_t>(v)); break;
-    default: out.put(v); break;
+    case GgufValueType::BOOL:
+      out.put(static_cast<uint8_t>(v));
+      break;
+    case GgufValueType::INT8:
+      out.put(static_cast<int8_t>(v));
+      break;
+    case GgufValueType::UINT16:
+      out.put(static_cast<uint16_t>(v));
+      break;
+    case GgufValueType::INT16:
+      out.put(static_cast<int16_t>(v));
+      break;
+    case GgufValueType::UINT32:
+      out.put(static_cast<uint32_t>(v));
+      break;
+    case GgufValueType::INT32:
+      out.put(static_cast<int32_t>(v));
+      break;
+    case GgufValueType::UINT64:
+      out.put(static_cast<uint64_t>(v));
+      break;
+    default:
+      out.put(v);
+      break;
   }
 }
 
@@ -98,14 +122,17 @@ Status encode_value(ByteSink& out, const std::string& key, const GgufValue& v) {
   }
   if (gguf_type_is_unsigned(v.type)) {
     if (v.type != GgufValueType::UINT64 &&
-        (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || !fits(v.type, static_cast<int64_t>(v.u))))
-      return make_error("metadata key '{}': value {} does not fit in {}", key, v.u, gguf_value_type_name(v.type));
+        (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+         !fits(v.type, static_cast<int64_t>(v.u))))
+      return make_error("metadata key '{}': value {} does not fit in {}", key, v.u,
+                        gguf_value_type_name(v.type));
     put_int(out, v.type, static_cast<int64_t>(v.u));
     return {};
   }
   if (gguf_type_is_signed(v.type)) {
     if (!fits(v.type, v.i))
-      return make_error("metadata key '{}': value {} does not fit in {}", key, v.i, gguf_value_type_name(v.type));
+      return make_error("metadata key '{}': value {} does not fit in {}", key, v.i,
+                        gguf_value_type_name(v.type));
     put_int(out, v.type, v.i);
     return {};
   }
@@ -115,11 +142,13 @@ Status encode_value(ByteSink& out, const std::string& key, const GgufValue& v) {
   if (e == GgufValueType::ARRAY)
     return make_error("metadata key '{}': arrays of arrays cannot be written", key);
   if (static_cast<uint32_t>(e) > static_cast<uint32_t>(GgufValueType::FLOAT64))
-    return make_error("metadata key '{}': invalid array element type {}", key, static_cast<uint32_t>(e));
+    return make_error("metadata key '{}': invalid array element type {}", key,
+                      static_cast<uint32_t>(e));
   const bool is_str = e == GgufValueType::STRING;
   const bool is_float = gguf_type_is_float(e);
   const bool is_int = !is_str && !is_float;
-  if ((!is_str && !v.strings.empty()) || (!is_float && !v.floats.empty()) || (!is_int && !v.ints.empty())) {
+  if ((!is_str && !v.strings.empty()) || (!is_float && !v.floats.empty()) ||
+      (!is_int && !v.ints.empty())) {
     return make_error("metadata key '{}': array of {} has items stored in the wrong vector", key,
                       gguf_value_type_name(e));
   }
@@ -134,8 +163,8 @@ Status encode_value(ByteSink& out, const std::string& key, const GgufValue& v) {
     out.put<uint64_t>(v.ints.size());
     for (size_t k = 0; k < v.ints.size(); ++k) {
       if (!fits(e, v.ints[k])) {
-        return make_error("metadata key '{}': array item {} = {} does not fit in {}", key, k, v.ints[k],
-                          gguf_value_type_name(e));
+        return make_error("metadata key '{}': array item {} = {} does not fit in {}", key, k,
+                          v.ints[k], gguf_value_type_name(e));
       }
       put_int(out, e, v.ints[k]);
     }
@@ -259,14 +288,17 @@ void GgufWriter::set_alignment(uint32_t alignment) {
   set_u32(std::string(kAlignmentKey), alignment);
 }
 
-Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
-                              const void* data, size_t nbytes) {
+Status GgufWriter::add_tensor(const std::string& name, GgmlType type,
+                              const std::vector<int64_t>& ne, const void* data, size_t nbytes) {
   if (name.empty()) return make_error("add_tensor: empty tensor name");
   for (const auto& t : tensors_)
     if (t.name == name) return make_error("add_tensor '{}': duplicate tensor name", name);
   const auto info = ggml_type_info(static_cast<uint32_t>(type));
-  if (!info) return make_error("add_tensor '{}': unsupported ggml type id {}", name, static_cast<uint32_t>(type));
-  if (ne.empty() || ne.size() > 4) return make_error("add_tensor '{}': {} dimensions (need 1 to 4)", name, ne.size());
+  if (!info)
+    return make_error("add_tensor '{}': unsupported ggml type id {}", name,
+                      static_cast<uint32_t>(type));
+  if (ne.empty() || ne.size() > 4)
+    return make_error("add_tensor '{}': {} dimensions (need 1 to 4)", name, ne.size());
   int64_t n_elements = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
     if (ne[d] < 0) return make_error("add_tensor '{}': ne[{}] = {} is negative", name, d, ne[d]);
@@ -275,16 +307,16 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, const std:
     n_elements *= ne[d];
   }
   if (ne[0] % info->block_elems != 0) {
-    return make_error("add_tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", name, ne[0],
-                      info->name, info->block_elems);
+    return make_error("add_tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", name,
+                      ne[0], info->name, info->block_elems);
   }
   uint64_t expected = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(n_elements / info->block_elems),
                              static_cast<uint64_t>(info->block_bytes), &expected))
     return make_error("add_tensor '{}': byte size overflows", name);
   if (nbytes != expected)
-    return make_error("add_tensor '{}': {} bytes given, {} {} elements need {}", name, nbytes, n_elements, info->name,
-                      expected);
+    return make_error("add_tensor '{}': {} bytes given, {} {} elements need {}", name, nbytes,
+                      n_elements, info->name, expected);
   if (nbytes > 0 && data == nullptr) return make_error("add_tensor '{}': null data", name);
   Tensor t{name, type, ne, {}};
   const auto* p = static_cast<const uint8_t*>(data);
@@ -304,7 +336,8 @@ Status GgufWriter::write(const std::string& path) const {
     } else if (gguf_type_is_signed(v.type)) {
       alignment = v.i > 0 ? static_cast<uint64_t>(v.i) : 0;
     } else {
-      return make_error("{}: general.alignment must be an integer, not {}", path, gguf_value_type_name(v.type));
+      return make_error("{}: general.alignment must be an integer, not {}", path,
+                        gguf_value_type_name(v.type));
     }
   }
   if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (uint64_t{1} << 30))
@@ -335,7 +368,8 @@ Status GgufWriter::write(const std::string& path) const {
   static std::atomic<unsigned> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error("{}: cannot create temporary file {}: {}", path, tmp, std::strerror(errno));
+  if (fd < 0)
+    return make_error("{}: cannot create temporary file {}: {}", path, tmp, std::strerror(errno));
   auto fail = [&](std::string_view what) -> Status {
     const int err = errno;
     ::close(fd);

@@ -51,7 +51,8 @@ void deinterleave_row(const InterleavedQ4_K* group, int64_t cols, int r, uint8_t
     std::memset(qs, 0, 128);
     for (int j = 0; j < 8; ++j)
       for (int e = 0; e < 32; ++e)
-        qs[32 * (j / 2) + e] = static_cast<uint8_t>(qs[32 * (j / 2) + e] | interleaved_q4_k_code(x, j, e, r) << (4 * (j % 2)));
+        qs[32 * (j / 2) + e] = static_cast<uint8_t>(
+            qs[32 * (j / 2) + e] | interleaved_q4_k_code(x, j, e, r) << (4 * (j % 2)));
   }
 }
 

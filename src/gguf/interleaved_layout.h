@@ -31,8 +31,8 @@ constexpr int kInterleavedGroupRows = 16;
 //   min 2p + 1 (6-7).
 struct InterleavedQ4_K {
   static constexpr int kBlockElems = 256;
-  uint16_t d[kInterleavedGroupRows];              // fp16 row super-scales of the sub-block scales
-  uint16_t dmin[kInterleavedGroupRows];           // fp16 row super-scales of the sub-block mins
+  uint16_t d[kInterleavedGroupRows];     // fp16 row super-scales of the sub-block scales
+  uint16_t dmin[kInterleavedGroupRows];  // fp16 row super-scales of the sub-block mins
   uint8_t scales_low[4][kInterleavedGroupRows];
   uint8_t mins_low[4][kInterleavedGroupRows];
   uint8_t high_bits[4][kInterleavedGroupRows];
@@ -63,8 +63,9 @@ inline int interleaved_q4_k_code(const InterleavedQ4_K& x, int j, int e, int r) 
 // Q8_0 blocks in size.
 struct InterleavedQ8_0 {
   static constexpr int kBlockElems = 32;
-  uint16_t d[kInterleavedGroupRows];         // fp16 row scales
-  uint8_t qs[8][4 * kInterleavedGroupRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
+  uint16_t d[kInterleavedGroupRows];  // fp16 row scales
+  uint8_t qs[8]
+            [4 * kInterleavedGroupRows];  // [step s][4 * row + i]: code of element 4s + i, plus 128
 };
 static_assert(sizeof(InterleavedQ8_0) == kInterleavedGroupRows * 34);
 

@@ -11,11 +11,13 @@ namespace tangram {
 
 void TensorView::copy_row(int64_t r, uint8_t* dst) const {
   const size_t rb = row_bytes();
-  if (r >= interleaved_rows() || (type != GgmlType::Q8_0 && type != GgmlType::Q4_K)) {  // never interleaved
+  if (r >= interleaved_rows() ||
+      (type != GgmlType::Q8_0 && type != GgmlType::Q4_K)) {  // never interleaved
     std::memcpy(dst, row(r), rb);
     return;
   }
-  const uint8_t* group = data + static_cast<size_t>(r / kInterleavedGroupRows * kInterleavedGroupRows) * rb;
+  const uint8_t* group =
+      data + static_cast<size_t>(r / kInterleavedGroupRows * kInterleavedGroupRows) * rb;
   const auto in_group = static_cast<int>(r % kInterleavedGroupRows);
   if (type == GgmlType::Q8_0)
     deinterleave_row(reinterpret_cast<const InterleavedQ8_0*>(group), cols(), in_group, dst);

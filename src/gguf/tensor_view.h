@@ -44,7 +44,9 @@ struct TensorView {
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes(); }
   // Rows [0, interleaved_rows()) lie in interleaved groups; 0 for row-major tensors.
   int64_t interleaved_rows() const {
-    return layout == TensorLayout::kRowMajor ? 0 : rows() / kInterleavedGroupRows * kInterleavedGroupRows;
+    return layout == TensorLayout::kRowMajor
+               ? 0
+               : rows() / kInterleavedGroupRows * kInterleavedGroupRows;
   }
   // Row r's bytes as the row-major layout has them, into dst[row_bytes()] (0 <= r < rows()).
   // De-interleaves where needed: correct but slow, for rare reads.

@@ -15,8 +15,10 @@ std::shared_ptr<const TokenTexts> TokenTexts::from_tokenizer(const Tokenizer& to
   for (int32_t id = 0; id < n; ++id) {
     const auto i = static_cast<size_t>(id);
     const TokenType type = tokenizer.token_type(id);
-    if (tokenizer.is_eog(id)) kinds[i] = Kind::EndOfGeneration;
-    else if (type == TokenType::kNormal || type == TokenType::kByte || type == TokenType::kUserDefined)
+    if (tokenizer.is_eog(id))
+      kinds[i] = Kind::EndOfGeneration;
+    else if (type == TokenType::kNormal || type == TokenType::kByte ||
+             type == TokenType::kUserDefined)
       kinds[i] = Kind::Text;
     if (kinds[i] == Kind::Text) pieces[i] = tokenizer.token_to_piece(id);
   }
@@ -45,9 +47,12 @@ std::unique_ptr<TokenConstraint> GrammarConstraint::clone() const {
 bool GrammarConstraint::allows(int32_t token) const {
   if (token < 0 || token >= texts_->n_vocab()) return false;
   switch (texts_->kind(token)) {
-    case TokenTexts::Kind::EndOfGeneration: return matcher_.may_end();
-    case TokenTexts::Kind::Never: return false;
-    case TokenTexts::Kind::Text: break;
+    case TokenTexts::Kind::EndOfGeneration:
+      return matcher_.may_end();
+    case TokenTexts::Kind::Never:
+      return false;
+    case TokenTexts::Kind::Text:
+      break;
   }
   OutputMatcher trial = matcher_;
   return trial.feed(texts_->piece(token));
@@ -60,7 +65,8 @@ namespace {
 class MaskWalk {
  public:
   // allowed: [n] the mask to mark (ids from n on are left out).
-  MaskWalk(const OutputMatcher& start, const TokenTrie& trie, std::vector<uint8_t>& allowed, int32_t n)
+  MaskWalk(const OutputMatcher& start, const TokenTrie& trie, std::vector<uint8_t>& allowed,
+           int32_t n)
       : start_(start), trie_(trie), allowed_(allowed), n_(n), matchers_{start} {}
 
   // The whole trie.
@@ -110,11 +116,13 @@ class MaskWalk {
 
 // The string walk behind TokenTexts::in_string(): the trie with only a string cursor (no length
 // bound), counting the characters each prefix begins.
-TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab, const OutputMatcher::StringScan& scan) {
+TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab,
+                                    const OutputMatcher::StringScan& scan) {
   TokenTexts::InString out;
   out.chars.assign(static_cast<size_t>(n_vocab), TokenTexts::InString::kLeaves);
-  std::vector<OutputMatcher::StringCursor> cursors(static_cast<size_t>(trie.max_depth()) + 1);  // [depth]
-  std::vector<uint16_t> begun(cursors.size(), 0);  // [depth] characters begun by the prefix
+  std::vector<OutputMatcher::StringCursor> cursors(static_cast<size_t>(trie.max_depth()) +
+                                                   1);  // [depth]
+  std::vector<uint16_t> begun(cursors.size(), 0);       // [depth] characters begun by the prefix
   std::string prefix(cursors.size(), '\0');
   cursors[0] = OutputMatcher::StringCursor{scan, 0, -1};
   for (int32_t node = 1; node < trie.size();) {
@@ -124,7 +132,8 @@ TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab, cons
     const bool char_begins = cursors[d].scan == OutputMatcher::StringScan{};
     const OutputMatcher::Scan s = OutputMatcher::step_cursor(cursors[d], trie.byte(node));
     if (s != OutputMatcher::Scan::Char) {
-      if (s == OutputMatcher::Scan::Close) out.closes.push_back({node, prefix.substr(0, d), begun[d - 1]});
+      if (s == OutputMatcher::Scan::Close)
+        out.closes.push_back({node, prefix.substr(0, d), begun[d - 1]});
       node = trie.subtree_end(node);
       continue;
     }
@@ -137,7 +146,8 @@ TokenTexts::InString walk_in_string(const TokenTrie& trie, int32_t n_vocab, cons
 
 }  // namespace
 
-std::shared_ptr<const TokenTexts::InString> TokenTexts::in_string(const OutputMatcher::StringScan& scan) const {
+std::shared_ptr<const TokenTexts::InString> TokenTexts::in_string(
+    const OutputMatcher::StringScan& scan) const {
   std::lock_guard<std::mutex> lock(in_string_mutex_);
   for (const auto& [key, value] : in_string_)
     if (key == scan) return value;
@@ -155,11 +165,14 @@ void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& al
     // A character may begin while fewer than max_length are written; one already begun (the
     // cursor is inside it) counts once it completes.
     const bool in_char = !(cursor->scan == OutputMatcher::StringScan{});
-    const int32_t budget = cursor->max_length < 0 ? INT32_MAX : cursor->max_length - cursor->count - (in_char ? 1 : 0);
+    const int32_t budget =
+        cursor->max_length < 0 ? INT32_MAX : cursor->max_length - cursor->count - (in_char ? 1 : 0);
     // Below kLeaves, so a token that leaves the string never passes.
-    const auto most = static_cast<uint16_t>(std::clamp<int32_t>(budget, 0, TokenTexts::InString::kLeaves - 1));
+    const auto most =
+        static_cast<uint16_t>(std::clamp<int32_t>(budget, 0, TokenTexts::InString::kLeaves - 1));
     const std::shared_ptr<const TokenTexts::InString> known = texts_->in_string(cursor->scan);
-    for (int32_t id = 0; id < n; ++id) allowed[static_cast<size_t>(id)] = known->chars[static_cast<size_t>(id)] <= most;
+    for (int32_t id = 0; id < n; ++id)
+      allowed[static_cast<size_t>(id)] = known->chars[static_cast<size_t>(id)] <= most;
     for (const TokenTexts::InString::Close& close : known->closes)
       if (close.chars <= budget) walk.subtree(close.node, close.prefix);
   } else {
@@ -167,7 +180,8 @@ void GrammarConstraint::allowed_tokens(int32_t n_vocab, std::vector<uint8_t>& al
   }
   const bool may_end = matcher_.may_end();
   for (int32_t id = 0; id < n; ++id)
-    if (texts_->kind(id) == TokenTexts::Kind::EndOfGeneration) allowed[static_cast<size_t>(id)] = may_end ? 1 : 0;
+    if (texts_->kind(id) == TokenTexts::Kind::EndOfGeneration)
+      allowed[static_cast<size_t>(id)] = may_end ? 1 : 0;
 }
 
 void GrammarConstraint::accept(int32_t token) {

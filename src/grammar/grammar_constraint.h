@@ -50,7 +50,8 @@ class TokenTexts {
     // A token of n bytes begins at most n characters: the counts are exact while the longest
     // token is shorter than kLeaves bytes (allowed_tokens() walks with the matcher otherwise).
     static constexpr uint16_t kLeaves = 0xFFFF;
-    std::vector<uint16_t> chars;  // [n_vocab] characters the token begins, or kLeaves: it closes or breaks the string
+    std::vector<uint16_t>
+        chars;  // [n_vocab] characters the token begins, or kLeaves: it closes or breaks the string
     struct Close {
       int32_t node;        // the closing quote's node
       std::string prefix;  // its prefix, the quote included
@@ -65,12 +66,14 @@ class TokenTexts {
   std::vector<Kind> kinds_;          // [n_vocab]
   TokenTrie trie_;
   mutable std::mutex in_string_mutex_;
-  mutable std::vector<std::pair<OutputMatcher::StringScan, std::shared_ptr<const InString>>> in_string_;
+  mutable std::vector<std::pair<OutputMatcher::StringScan, std::shared_ptr<const InString>>>
+      in_string_;
 };
 
 class GrammarConstraint final : public TokenConstraint {
  public:
-  GrammarConstraint(std::shared_ptr<const OutputGrammar> grammar, std::shared_ptr<const TokenTexts> texts);
+  GrammarConstraint(std::shared_ptr<const OutputGrammar> grammar,
+                    std::shared_ptr<const TokenTexts> texts);
 
   std::unique_ptr<TokenConstraint> clone() const override;
   bool allows(int32_t token) const override;

@@ -30,13 +30,14 @@
 
 namespace tangram {
 
-// The largest magnitude the matcher writes in an integer part (16 digits): bounds are clamped to it.
+// The largest magnitude the matcher writes in an integer part (16 digits): bounds are clamped to
+// it.
 constexpr int64_t kMaxIntegerMagnitude = 9'999'999'999'999'999;
 
 enum class JsonNodeKind : uint8_t { Object, Array, String, Number, Integer, Literals };
 
 struct JsonProperty {
-  std::string key;  // the name as typed between the quotes (raw UTF-8)
+  std::string key;     // the name as typed between the quotes (raw UTF-8)
   int32_t value = -1;  // choice index of its value
   bool required = false;
 };

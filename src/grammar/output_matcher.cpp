@@ -6,7 +6,8 @@ namespace tangram {
 namespace {
 
 constexpr int32_t kMaxNumberDigits = 16;
-static_assert(kMaxIntegerMagnitude == 9'999'999'999'999'999, "the schema's bound clamp is the matcher's digit cap");
+static_assert(kMaxIntegerMagnitude == 9'999'999'999'999'999,
+              "the schema's bound clamp is the matcher's digit cap");
 constexpr int32_t kMaxExponentDigits = 2;  // 1e99 at most: every parser reads it as a double
 
 bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -27,8 +28,26 @@ bool reachable(int64_t prefix, int32_t digits_left, bool negative, int64_t lo, i
 
 // Phases of each kind of frame.
 enum StringPhase : uint8_t { kStrOpen, kStrBody };
-enum NumberPhase : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumExp, kNumExpSign, kNumExpDigits };
-enum ObjectPhase : uint8_t { kObjOpen, kObjFirstKey, kObjKey, kObjKeyBody, kObjColon, kObjValue, kObjAfterValue };
+enum NumberPhase : uint8_t {
+  kNumStart,
+  kNumMinus,
+  kNumZero,
+  kNumInt,
+  kNumDot,
+  kNumFrac,
+  kNumExp,
+  kNumExpSign,
+  kNumExpDigits
+};
+enum ObjectPhase : uint8_t {
+  kObjOpen,
+  kObjFirstKey,
+  kObjKey,
+  kObjKeyBody,
+  kObjColon,
+  kObjValue,
+  kObjAfterValue
+};
 enum ArrayPhase : uint8_t { kArrOpen, kArrFirstItem, kArrItem, kArrAfterItem };
 
 // The candidates of [lo, hi) (sorted, all sharing their first `pos` bytes) whose byte at `pos`
@@ -38,7 +57,8 @@ std::pair<int32_t, int32_t> narrow(int32_t lo, int32_t hi, int32_t pos, uint8_t 
   int32_t a = lo;
   const auto byte_at = [&](int32_t i) -> int {
     const std::string& k = key_of(i);
-    return static_cast<size_t>(pos) < k.size() ? static_cast<uint8_t>(k[static_cast<size_t>(pos)]) : -1;
+    return static_cast<size_t>(pos) < k.size() ? static_cast<uint8_t>(k[static_cast<size_t>(pos)])
+                                               : -1;
   };
   while (a < hi && byte_at(a) != c) ++a;
   int32_t b = a;
@@ -57,7 +77,8 @@ OutputGrammar OutputGrammar::json_value(JsonSchemaGraph graph) {
   return g;
 }
 
-OutputMatcher::OutputMatcher(std::shared_ptr<const OutputGrammar> grammar) : grammar_(std::move(grammar)) {
+OutputMatcher::OutputMatcher(std::shared_ptr<const OutputGrammar> grammar)
+    : grammar_(std::move(grammar)) {
   paths_.push_back(Path{});
 }
 
@@ -72,9 +93,12 @@ OutputMatcher::Scan OutputMatcher::scan(StringScan& s, uint8_t c) {
   if (s.hex_left > 0) {
     if (!is_hex(c)) return Scan::Reject;
     // \uD800-\uDFFF: a surrogate, which parsers refuse unless paired; never written.
-    if (s.hex_left == 4 && (c == 'd' || c == 'D')) s.escape = 2;  // the next digit must be 0-7
-    else if (s.escape == 2 && !(c >= '0' && c <= '7')) return Scan::Reject;
-    else s.escape = 0;
+    if (s.hex_left == 4 && (c == 'd' || c == 'D'))
+      s.escape = 2;  // the next digit must be 0-7
+    else if (s.escape == 2 && !(c >= '0' && c <= '7'))
+      return Scan::Reject;
+    else
+      s.escape = 0;
     --s.hex_left;
     return Scan::Char;
   }
@@ -84,8 +108,9 @@ OutputMatcher::Scan OutputMatcher::scan(StringScan& s, uint8_t c) {
       s.hex_left = 4;
       return Scan::Char;
     }
-    return std::string_view("\"\\/bfnrt").find(static_cast<char>(c)) != std::string_view::npos ? Scan::Char
-                                                                                                : Scan::Reject;
+    return std::string_view("\"\\/bfnrt").find(static_cast<char>(c)) != std::string_view::npos
+               ? Scan::Char
+               : Scan::Reject;
   }
   if (c == '"') return Scan::Close;
   if (c == '\\') {
@@ -95,10 +120,14 @@ OutputMatcher::Scan OutputMatcher::scan(StringScan& s, uint8_t c) {
   if (c < 0x20) return Scan::Reject;
   if (c < 0x80) return Scan::Char;
   // Well-formed UTF-8 lead bytes (RFC 3629): no overlong forms, surrogates or values past U+10FFFF.
-  if (c >= 0xC2 && c <= 0xDF) s.cont_left = 1;
-  else if (c >= 0xE0 && c <= 0xEF) s.cont_left = 2;
-  else if (c >= 0xF0 && c <= 0xF4) s.cont_left = 3;
-  else return Scan::Reject;
+  if (c >= 0xC2 && c <= 0xDF)
+    s.cont_left = 1;
+  else if (c >= 0xE0 && c <= 0xEF)
+    s.cont_left = 2;
+  else if (c >= 0xF0 && c <= 0xF4)
+    s.cont_left = 3;
+  else
+    return Scan::Reject;
   if (c == 0xE0) s.cont_lo = 0xA0;
   if (c == 0xED) s.cont_hi = 0x9F;
   if (c == 0xF0) s.cont_lo = 0x90;
@@ -110,7 +139,8 @@ OutputMatcher::Scan OutputMatcher::step_cursor(StringCursor& cursor, uint8_t c) 
   const bool char_begins = cursor.scan == StringScan{};
   const Scan s = scan(cursor.scan, c);
   if (s != Scan::Char) return s;
-  if (char_begins && cursor.max_length >= 0 && cursor.count >= cursor.max_length) return Scan::Reject;
+  if (char_begins && cursor.max_length >= 0 && cursor.count >= cursor.max_length)
+    return Scan::Reject;
   if (cursor.scan == StringScan{}) ++cursor.count;  // the character (or escape) is complete
   return Scan::Char;
 }
@@ -154,9 +184,11 @@ void OutputMatcher::pop(Path& p) const {
 bool OutputMatcher::completable(const Frame& f) const {
   const JsonNode& n = node(f);
   if (n.kind == JsonNodeKind::Literals)
-    return f.lo < f.hi && n.literals[static_cast<size_t>(f.lo)].size() == static_cast<size_t>(f.pos);
+    return f.lo < f.hi &&
+           n.literals[static_cast<size_t>(f.lo)].size() == static_cast<size_t>(f.pos);
   if (n.kind == JsonNodeKind::Number || n.kind == JsonNodeKind::Integer) {
-    const bool whole = f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExpDigits;
+    const bool whole = f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac ||
+                       f.phase == kNumExpDigits;
     const int64_t value = f.negative ? -f.value : f.value;
     return whole && (!n.bounded || (value >= n.min_value && value <= n.max_value));
   }
@@ -166,7 +198,8 @@ bool OutputMatcher::completable(const Frame& f) const {
 bool OutputMatcher::key_available(const Frame& f) const {
   const JsonNode& n = node(f);
   if (n.additional >= 0) return true;
-  const uint64_t all = n.properties.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.properties.size()) - 1;
+  const uint64_t all =
+      n.properties.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.properties.size()) - 1;
   return (f.used & all) != all;
 }
 
@@ -208,12 +241,17 @@ void OutputMatcher::start_value(Path p, int32_t choice, uint8_t c, std::vector<P
 void OutputMatcher::step_frame(Path p, uint8_t c, std::vector<Path>& out) const {
   Frame& f = p.frames.back();
   switch (node(f).kind) {
-    case JsonNodeKind::Literals: return step_literals(std::move(p), c, out);
+    case JsonNodeKind::Literals:
+      return step_literals(std::move(p), c, out);
     case JsonNodeKind::Number:
-    case JsonNodeKind::Integer: return step_number(std::move(p), c, out);
-    case JsonNodeKind::Object: return step_object(std::move(p), c, out);
-    case JsonNodeKind::Array: return step_array(std::move(p), c, out);
-    case JsonNodeKind::String: return step_string(std::move(p), c, out);
+    case JsonNodeKind::Integer:
+      return step_number(std::move(p), c, out);
+    case JsonNodeKind::Object:
+      return step_object(std::move(p), c, out);
+    case JsonNodeKind::Array:
+      return step_array(std::move(p), c, out);
+    case JsonNodeKind::String:
+      return step_string(std::move(p), c, out);
   }
 }
 
@@ -263,7 +301,8 @@ bool OutputMatcher::bounded_number_step(const JsonNode& n, Frame& f, uint8_t c, 
     f.negative = true;
     return n.min_value < 0;
   }
-  if (next == kNumZero) return n.min_value <= 0 && n.max_value >= 0;  // "0" / "-0": nothing may follow
+  if (next == kNumZero)
+    return n.min_value <= 0 && n.max_value >= 0;  // "0" / "-0": nothing may follow
   f.value = f.value * 10 + (c - '0');
   return reachable(f.value, kMaxNumberDigits - f.count, f.negative, n.min_value, n.max_value);
 }
@@ -280,20 +319,26 @@ void OutputMatcher::step_number(Path p, uint8_t c, std::vector<Path>& out) const
       if (c == '-') next = kNumMinus;
       [[fallthrough]];
     case kNumMinus:
-      if (c == '0') next = kNumZero;
-      else if (digit) next = kNumInt, f.count = 1;
+      if (c == '0')
+        next = kNumZero;
+      else if (digit)
+        next = kNumInt, f.count = 1;
       break;
     case kNumZero:
     case kNumInt:
-      if (digit && f.phase == kNumInt && f.count < kMaxNumberDigits) next = kNumInt, ++f.count;
-      else if (real && c == '.') next = kNumDot;
-      else if (real && (c == 'e' || c == 'E')) next = kNumExp;
+      if (digit && f.phase == kNumInt && f.count < kMaxNumberDigits)
+        next = kNumInt, ++f.count;
+      else if (real && c == '.')
+        next = kNumDot;
+      else if (real && (c == 'e' || c == 'E'))
+        next = kNumExp;
       break;
     case kNumDot:
     case kNumFrac:
       if (digit && (f.phase == kNumDot || f.count < kMaxNumberDigits))
         f.count = f.phase == kNumDot ? 1 : f.count + 1, next = kNumFrac;
-      else if (f.phase == kNumFrac && (c == 'e' || c == 'E')) next = kNumExp;
+      else if (f.phase == kNumFrac && (c == 'e' || c == 'E'))
+        next = kNumExp;
       break;
     case kNumExp:
       if (c == '+' || c == '-') next = kNumExpSign;
@@ -303,7 +348,8 @@ void OutputMatcher::step_number(Path p, uint8_t c, std::vector<Path>& out) const
       if (digit && (f.phase != kNumExpDigits || f.count < kMaxExponentDigits))
         f.count = f.phase == kNumExpDigits ? f.count + 1 : 1, next = kNumExpDigits;
       break;
-    default: break;
+    default:
+      break;
   }
   if (next != 0xFF && n.bounded && !bounded_number_step(n, f, c, next)) {
     f = before;
@@ -349,22 +395,28 @@ void OutputMatcher::step_object(Path p, uint8_t c, std::vector<Path>& out) const
       f.hi = static_cast<int32_t>(n.properties.size());
       f.str = StringScan{};
       break;
-    case kObjKeyBody: return step_key(std::move(p), c, out);
+    case kObjKeyBody:
+      return step_key(std::move(p), c, out);
     case kObjColon:
       if (c != ':') return;
       f.phase = kObjValue;
       break;
     case kObjValue: {
-      const int32_t choice = f.key >= 0 ? n.properties[static_cast<size_t>(f.key)].value : n.additional;
+      const int32_t choice =
+          f.key >= 0 ? n.properties[static_cast<size_t>(f.key)].value : n.additional;
       f.phase = kObjAfterValue;
       return start_value(std::move(p), choice, c, out);
     }
     case kObjAfterValue:
-      if (c == ',' && key_available(f)) f.phase = kObjKey;
-      else if (c == '}' && complete) pop(p);
-      else return;
+      if (c == ',' && key_available(f))
+        f.phase = kObjKey;
+      else if (c == '}' && complete)
+        pop(p);
+      else
+        return;
       break;
-    default: return;
+    default:
+      return;
   }
   p.ws_run = 0;
   out.push_back(std::move(p));
@@ -373,16 +425,21 @@ void OutputMatcher::step_object(Path p, uint8_t c, std::vector<Path>& out) const
 void OutputMatcher::step_key(Path p, uint8_t c, std::vector<Path>& out) const {
   Frame& f = p.frames.back();
   const JsonNode& n = node(f);
-  const auto key_of = [&](int32_t i) -> const std::string& { return n.properties[static_cast<size_t>(i)].key; };
+  const auto key_of = [&](int32_t i) -> const std::string& {
+    return n.properties[static_cast<size_t>(i)].key;
+  };
   const auto used = [&](int32_t i) { return (f.used >> i) & 1U; };
   const Scan s = scan(f.str, c);
   if (s == Scan::Reject || c == '\\') return;  // keys are typed plainly: one spelling per name
   if (s == Scan::Close) {
     const bool exact = f.lo < f.hi && key_of(f.lo).size() == static_cast<size_t>(f.pos);
     if (exact && used(f.lo)) return;  // each key once
-    if (exact) f.key = f.lo;
-    else if (n.additional >= 0) f.key = -1;
-    else return;
+    if (exact)
+      f.key = f.lo;
+    else if (n.additional >= 0)
+      f.key = -1;
+    else
+      return;
     if (f.key >= 0) f.used |= uint64_t{1} << f.key;
     f.phase = kObjColon;
   } else {
@@ -425,11 +482,15 @@ void OutputMatcher::step_array(Path p, uint8_t c, std::vector<Path>& out) const 
       f.phase = kArrAfterItem;
       return start_value(std::move(p), n.items, c, out);
     case kArrAfterItem:
-      if (c == ',' && may_add) f.phase = kArrItem;
-      else if (c == ']' && may_close) pop(p);
-      else return;
+      if (c == ',' && may_add)
+        f.phase = kArrItem;
+      else if (c == ']' && may_close)
+        pop(p);
+      else
+        return;
       break;
-    default: return;
+    default:
+      return;
   }
   p.ws_run = 0;
   out.push_back(std::move(p));
@@ -449,8 +510,9 @@ bool OutputMatcher::may_end() const {
 
 bool OutputMatcher::must_end() const {
   if (paths_.empty() || grammar_->loop) return false;
-  return std::all_of(paths_.begin(), paths_.end(),
-                     [&](const Path& p) { return p.frames.empty() && p.segment >= grammar_->segments.size(); });
+  return std::all_of(paths_.begin(), paths_.end(), [&](const Path& p) {
+    return p.frames.empty() && p.segment >= grammar_->segments.size();
+  });
 }
 
 }  // namespace tangram

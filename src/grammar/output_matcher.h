@@ -7,10 +7,10 @@
 // tokens (none after the whole value: the output ends there), strings of well-formed UTF-8
 // without lone-surrogate escapes, numbers with at most 16 digits in the integer part and in the
 // fraction and 2 in the exponent (a bounded number: an integer in its bounds, digit by digit only
-// while some value in them can still be typed), string lengths counted in code points, nesting at most kMaxDepth deep, object keys in any order,
-// declared ones once each (undeclared keys of an open object are not checked for repeats).
-// These bounds keep a model that rambles from filling its budget with blanks or digits; every
-// text they admit is still valid JSON.
+// while some value in them can still be typed), string lengths counted in code points, nesting at
+// most kMaxDepth deep, object keys in any order, declared ones once each (undeclared keys of an
+// open object are not checked for repeats). These bounds keep a model that rambles from filling its
+// budget with blanks or digits; every text they admit is still valid JSON.
 //
 // A schema's anyOf makes the matcher nondeterministic: it follows every alternative still
 // possible (a set of paths, each with its own stack) and drops those a byte refutes.
@@ -94,11 +94,12 @@ class OutputMatcher {
     uint8_t phase = 0;
     StringScan str;
     int32_t pos = 0, lo = 0, hi = 0;  // literal or key: bytes matched, candidates still matching
-    int32_t count = 0;                // array: items begun; string: characters; number: digits in the current part
-    int64_t value = 0;                // bounded number: the integer part's magnitude so far
-    bool negative = false;            // bounded number: after a minus sign
-    int32_t key = -1;                 // object: the property being valued (-1: an additional one)
-    uint64_t used = 0;                // object: properties given
+    int32_t count =
+        0;  // array: items begun; string: characters; number: digits in the current part
+    int64_t value = 0;      // bounded number: the integer part's magnitude so far
+    bool negative = false;  // bounded number: after a minus sign
+    int32_t key = -1;       // object: the property being valued (-1: an additional one)
+    uint64_t used = 0;      // object: properties given
     bool operator==(const Frame&) const = default;
   };
   struct Path {
@@ -129,7 +130,9 @@ class OutputMatcher {
   bool completable(const Frame& f) const;
   bool key_available(const Frame& f) const;
   bool path_may_end(Path p) const;
-  const JsonNode& node(const Frame& f) const { return grammar_->graph.nodes[static_cast<size_t>(f.node)]; }
+  const JsonNode& node(const Frame& f) const {
+    return grammar_->graph.nodes[static_cast<size_t>(f.node)];
+  }
 
   std::shared_ptr<const OutputGrammar> grammar_;
   std::vector<Path> paths_;

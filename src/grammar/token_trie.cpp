@@ -5,8 +5,11 @@
 namespace tangram {
 
 TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t> ids) {
-  const auto piece = [&](int32_t id) -> const std::string& { return pieces[static_cast<size_t>(id)]; };
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
+  const auto piece = [&](int32_t id) -> const std::string& {
+    return pieces[static_cast<size_t>(id)];
+  };
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return piece(a) < piece(b); });
   // Sorted by bytes, each token extends the path of the one before past their common prefix;
   // open[d] is the node at depth d on the current path, still waiting for its subtree's end.
   std::vector<int32_t> open{0};
@@ -19,8 +22,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
     const std::string& p = piece(id);
     size_t shared = 0;
     if (before != nullptr)
-      shared = static_cast<size_t>(std::mismatch(before->begin(), before->end(), p.begin(), p.end()).first -
-                                   before->begin());
+      shared = static_cast<size_t>(
+          std::mismatch(before->begin(), before->end(), p.begin(), p.end()).first -
+          before->begin());
     while (open.size() > shared + 1) {
       end_[static_cast<size_t>(open.back())] = size();
       open.pop_back();

@@ -31,17 +31,18 @@ class TokenTrie {
   // The tokens whose bytes are exactly the node's prefix.
   std::span<const int32_t> tokens(int32_t node) const {
     const auto i = static_cast<size_t>(node);
-    return std::span<const int32_t>(tokens_).subspan(static_cast<size_t>(first_token_[i]),
-                                                     static_cast<size_t>(first_token_[i + 1] - first_token_[i]));
+    return std::span<const int32_t>(tokens_).subspan(
+        static_cast<size_t>(first_token_[i]),
+        static_cast<size_t>(first_token_[i + 1] - first_token_[i]));
   }
   int32_t max_depth() const { return max_depth_; }
 
  private:
-  std::vector<uint8_t> byte_;          // [n_nodes]
-  std::vector<int32_t> depth_;         // [n_nodes]
-  std::vector<int32_t> end_;           // [n_nodes]
-  std::vector<int32_t> first_token_;   // [n_nodes + 1] into tokens_
-  std::vector<int32_t> tokens_;        // [n_tokens] ids, grouped by node
+  std::vector<uint8_t> byte_;         // [n_nodes]
+  std::vector<int32_t> depth_;        // [n_nodes]
+  std::vector<int32_t> end_;          // [n_nodes]
+  std::vector<int32_t> first_token_;  // [n_nodes + 1] into tokens_
+  std::vector<int32_t> tokens_;       // [n_tokens] ids, grouped by node
   int32_t max_depth_ = 0;
 };
 

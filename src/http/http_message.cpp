@@ -35,8 +35,8 @@ std::string Request::header(std::string_view name) const {
 }
 
 size_t Request::header_count(std::string_view name) const {
-  return static_cast<size_t>(
-      std::count_if(headers.begin(), headers.end(), [&](const Header& h) { return iequals(h.name, name); }));
+  return static_cast<size_t>(std::count_if(headers.begin(), headers.end(),
+                                           [&](const Header& h) { return iequals(h.name, name); }));
 }
 
 bool Request::keep_alive() const {
@@ -49,8 +49,10 @@ bool Request::keep_alive() const {
       size_t end = h.value.find(',', start);
       if (end == std::string::npos) end = h.value.size();
       std::string_view token(h.value.data() + start, end - start);
-      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
-      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+        token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t'))
+        token.remove_suffix(1);
       if (iequals(token, "close")) close = true;
       if (iequals(token, "keep-alive")) keep = true;
       start = end + 1;
@@ -87,27 +89,48 @@ void Response::set_stream(std::string content_type, std::function<void(StreamSin
 
 const char* status_reason(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return status < 400 ? "OK" : (status < 500 ? "Bad Request" : "Internal Server Error");
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return status < 400 ? "OK" : (status < 500 ? "Bad Request" : "Internal Server Error");
   }
 }
 

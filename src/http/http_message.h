@@ -20,12 +20,12 @@ bool iequals(std::string_view a, std::string_view b);
 
 struct Request {
   std::string method;
-  std::string target;         // the request-target as sent
-  std::string path;           // the target's path, percent-decoded
-  std::string query;          // after '?', as sent
-  int version_minor = 1;      // HTTP/1.<minor>
+  std::string target;     // the request-target as sent
+  std::string path;       // the target's path, percent-decoded
+  std::string query;      // after '?', as sent
+  int version_minor = 1;  // HTTP/1.<minor>
   std::vector<Header> headers;
-  std::string body;           // decoded: no chunk framing, no gzip
+  std::string body;  // decoded: no chunk framing, no gzip
   std::string remote_addr;
   std::vector<std::string> params;  // what a route's ":name" segments matched
   // True once the client has hung up (or half-closed) its connection; for a handler that waits

@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -94,7 +94,8 @@ std::vector<std::string> split_path(std::string_view path) {
   size_t start = 0;
   for (;;) {
     const size_t slash = path.find('/', start);
-    out.emplace_back(path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    out.emplace_back(path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
     if (slash == std::string_view::npos) return out;
     start = slash + 1;
   }
@@ -249,7 +250,8 @@ struct ServerCore::Impl {
         getrlimit(RLIMIT_NOFILE, &rl);
       }
       if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 128)
-        opt.max_connections = std::min<size_t>(opt.max_connections, static_cast<size_t>(rl.rlim_cur) - 96);
+        opt.max_connections =
+            std::min<size_t>(opt.max_connections, static_cast<size_t>(rl.rlim_cur) - 96);
     }
   }
 
@@ -274,7 +276,8 @@ struct ServerCore::Impl {
     for (;;) {
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
-      const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -293,7 +296,8 @@ struct ServerCore::Impl {
       bool refused = false;
       {
         std::lock_guard lock(mu);
-        refused = open_fds.size() >= opt.max_connections || per_ip[c->ip] >= opt.max_connections_per_ip;
+        refused =
+            open_fds.size() >= opt.max_connections || per_ip[c->ip] >= opt.max_connections_per_ip;
         if (!refused) {
           open_fds.insert(fd);
           ++per_ip[c->ip];
@@ -319,7 +323,8 @@ struct ServerCore::Impl {
     res.set_header("Retry-After", "1");
     if (filler) filler(req, res, "too many connections from this address or in all; retry shortly");
     const std::string wire = head_of(req, res, false, res.body.size()) + res.body;
-    [[maybe_unused]] const ssize_t n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] const ssize_t n =
+        ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::close(fd);
   }
 
@@ -362,7 +367,8 @@ struct ServerCore::Impl {
       Response res;
       res.status = 503;
       res.set_header("Retry-After", "1");
-      if (filler) filler(req, res, "the server holds too many request bodies at once; retry shortly");
+      if (filler)
+        filler(req, res, "the server holds too many request bodies at once; retry shortly");
       dispatch_answer(c, std::make_shared<Request>(std::move(req)), std::move(res));
       return false;
     }
@@ -405,14 +411,16 @@ struct ServerCore::Impl {
     for (;;) {
       const size_t used = c->parser.feed(c->inbuf);
       c->inbuf.erase(0, used);
-      if (c->parser.head_complete() && !c->head_checked && c->parser.state() != RequestParser::State::Failed) {
+      if (c->parser.head_complete() && !c->head_checked &&
+          c->parser.state() != RequestParser::State::Failed) {
         if (!admit(c)) return false;
         c->parser.release_body();
         if (c->parser.wants_continue() && !c->continue_sent) {
           // Only now, with the head accepted: an unauthenticated client never hears "go on".
           c->continue_sent = true;
           static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-          [[maybe_unused]] const ssize_t n = ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          [[maybe_unused]] const ssize_t n =
+              ::send(c->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         }
         if (!c->inbuf.empty()) continue;  // body bytes that came with the head
       }
@@ -460,7 +468,9 @@ struct ServerCore::Impl {
       if (c->deadline <= now) late.push_back(c);
     for (auto& c : late) {
       if (c->started && !c->draining)
-        dispatch_error(c, 408, fmt::format("the request did not arrive whole within {} s", opt.read_timeout_s));
+        dispatch_error(
+            c, 408,
+            fmt::format("the request did not arrive whole within {} s", opt.read_timeout_s));
       else
         drop(c);  // an idle keep-alive connection
     }
@@ -533,7 +543,8 @@ struct ServerCore::Impl {
 
   // Answers without running a handler (a refused head, a request the parser refused), then
   // closes: whatever the client still sends is read and dropped for a while, not buffered.
-  void dispatch_answer(const std::shared_ptr<Conn>& c, std::shared_ptr<Request> req, Response answer) {
+  void dispatch_answer(const std::shared_ptr<Conn>& c, std::shared_ptr<Request> req,
+                       Response answer) {
     unwatch(c);
     release_budget(*c);  // what the body held so far is dropped with it
     control_pool.post([this, c, req = std::move(req), res = std::move(answer)]() mutable {
@@ -546,7 +557,9 @@ struct ServerCore::Impl {
   }
 
   void serve_request(const std::shared_ptr<Conn>& c, Request& req, Match& m) {
-    req.peer_closed = [watch = std::make_shared<PeerWatch>(c->fd, req.version_minor >= 1)] { return watch->gone(); };
+    req.peer_closed = [watch = std::make_shared<PeerWatch>(c->fd, req.version_minor >= 1)] {
+      return watch->gone();
+    };
     req.params = std::move(m.params);
     Response res;
     try {
@@ -558,7 +571,8 @@ struct ServerCore::Impl {
         if (filler)
           filler(req, res,
                  m.allow.empty() ? fmt::format("no route for {} {}", req.method, req.path)
-                                 : fmt::format("{} is not allowed on {}; use {}", req.method, req.path, m.allow));
+                                 : fmt::format("{} is not allowed on {}; use {}", req.method,
+                                               req.path, m.allow));
       }
     } catch (const std::exception& e) {
       res = Response{};
@@ -571,27 +585,34 @@ struct ServerCore::Impl {
     }
     if (after) after(req, res);
     ++c->served;
-    const bool keep = req.keep_alive() && c->served < opt.keep_alive_max_requests && !stopping.load();
+    const bool keep =
+        req.keep_alive() && c->served < opt.keep_alive_max_requests && !stopping.load();
     if (write_response(*c, req, res, keep) && keep)
       give_back(c);
     else
       close_conn(*c);
   }
 
-  std::string head_of(const Request& req, const Response& res, bool keep_alive, size_t length) const {
+  std::string head_of(const Request& req, const Response& res, bool keep_alive,
+                      size_t length) const {
     std::string h = fmt::format("HTTP/1.1 {} {}\r\n", res.status, status_reason(res.status));
     for (const Header& x : res.headers) {
-      if (iequals(x.name, "Content-Length") || iequals(x.name, "Transfer-Encoding") || iequals(x.name, "Connection"))
+      if (iequals(x.name, "Content-Length") || iequals(x.name, "Transfer-Encoding") ||
+          iequals(x.name, "Connection"))
         continue;  // the core frames the body itself
       h += x.name;
       h += ": ";
       h += x.value;
       h += "\r\n";
     }
-    if (res.stream) h += "Transfer-Encoding: chunked\r\n";
-    else h += fmt::format("Content-Length: {}\r\n", length);
-    if (!keep_alive) h += "Connection: close\r\n";
-    else if (req.version_minor == 0) h += "Connection: keep-alive\r\n";
+    if (res.stream)
+      h += "Transfer-Encoding: chunked\r\n";
+    else
+      h += fmt::format("Content-Length: {}\r\n", length);
+    if (!keep_alive)
+      h += "Connection: close\r\n";
+    else if (req.version_minor == 0)
+      h += "Connection: keep-alive\r\n";
     h += "\r\n";
     return h;
   }
@@ -650,7 +671,8 @@ struct ServerCore::Impl {
     }
     for (auto& c : back) {
       if (c->fd < 0) continue;
-      c->deadline = Clock::now() + (c->draining ? std::chrono::seconds(kDrainTime) : std::chrono::seconds(opt.keep_alive_s));
+      c->deadline = Clock::now() + (c->draining ? std::chrono::seconds(kDrainTime)
+                                                : std::chrono::seconds(opt.keep_alive_s));
       watch(c);
       if (c->draining) continue;
       advance(c);  // a pipelined request may already be buffered
@@ -719,7 +741,8 @@ struct ServerCore::Impl {
   }
 };
 
-ServerCore::ServerCore(ServerCoreOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ServerCore::ServerCore(ServerCoreOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 ServerCore::~ServerCore() = default;
 
@@ -735,7 +758,8 @@ void ServerCore::set_after(std::function<void(const Request&, const Response&)> 
   impl_->after = std::move(hook);
 }
 
-void ServerCore::set_error_filler(std::function<void(const Request&, Response&, const std::string&)> fill) {
+void ServerCore::set_error_filler(
+    std::function<void(const Request&, Response&, const std::string&)> fill) {
   impl_->filler = std::move(fill);
 }
 
@@ -748,8 +772,9 @@ Result<int> ServerCore::bind() {
   addrinfo* res = nullptr;
   const std::string port = std::to_string(s.opt.port);
   if (getaddrinfo(s.opt.host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr)
-    return make_error("cannot listen on {}:{}: not an address of this machine; choose another --host", s.opt.host,
-                      s.opt.port);
+    return make_error(
+        "cannot listen on {}:{}: not an address of this machine; choose another --host", s.opt.host,
+        s.opt.port);
   int fd = -1;
   for (addrinfo* a = res; a != nullptr && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -763,17 +788,21 @@ Result<int> ServerCore::bind() {
   }
   freeaddrinfo(res);
   if (fd < 0)
-    return make_error("cannot listen on {}:{} (in use, or not an address of this machine); choose another --host/--port",
-                      s.opt.host, s.opt.port);
+    return make_error(
+        "cannot listen on {}:{} (in use, or not an address of this machine); choose another "
+        "--host/--port",
+        s.opt.host, s.opt.port);
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  const int bound = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                              : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  const int bound = ss.ss_family == AF_INET6
+                        ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                        : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   s.listen_fd = fd;
   s.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   s.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (s.epoll_fd < 0 || s.wake_fd < 0) return make_error("cannot create the server's event loop: {}", std::strerror(errno));
+  if (s.epoll_fd < 0 || s.wake_fd < 0)
+    return make_error("cannot create the server's event loop: {}", std::strerror(errno));
   return bound;
 }
 

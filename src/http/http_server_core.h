@@ -35,13 +35,13 @@ struct ServerCoreOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
   Limits limits;
-  int read_timeout_s = 10;       // a whole request (head and body), from its first byte
-  int write_timeout_s = 30;      // without progress while writing a response
-  int keep_alive_s = 5;          // an idle connection between requests
+  int read_timeout_s = 10;   // a whole request (head and body), from its first byte
+  int write_timeout_s = 30;  // without progress while writing a response
+  int keep_alive_s = 5;      // an idle connection between requests
   int keep_alive_max_requests = 100;
   int work_threads = 16;
   int control_threads = 4;
-  size_t max_connections = 1024;        // also kept below the process' file descriptor limit
+  size_t max_connections = 1024;  // also kept below the process' file descriptor limit
   size_t max_connections_per_ip = 256;
   // Request bodies held at once, over every connection (being read, or waiting for and in their
   // handlers); a request whose body would pass it gets 503 with Retry-After. 0: 32 x max_body.
@@ -68,7 +68,8 @@ class ServerCore {
   void set_after(std::function<void(const Request&, const Response&)> hook);
   // Fills the body of an error response the core makes itself (404, 405, 408, 413, 431 ...):
   // `res.status` is set and `message` says why; `req` holds what was parsed (maybe nothing).
-  void set_error_filler(std::function<void(const Request& req, Response& res, const std::string& message)> fill);
+  void set_error_filler(
+      std::function<void(const Request& req, Response& res, const std::string& message)> fill);
 
   // Binds the listening socket; returns the port.
   Result<int> bind();

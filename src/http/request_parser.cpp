@@ -16,8 +16,21 @@ constexpr size_t kMaxMethod = 32;
 bool is_tchar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -74,8 +87,10 @@ class ContentDecoder {
       int window = 15 + 32;  // zlib or gzip header, detected
       if (!gzip_) {
         const auto b0 = static_cast<unsigned char>(in[0]);
-        const bool zlib_header = in.size() < 2 ? (b0 & 0x0f) == 8
-                                                : ((b0 & 0x0f) == 8 && ((b0 << 8) | static_cast<unsigned char>(in[1])) % 31 == 0);
+        const bool zlib_header =
+            in.size() < 2
+                ? (b0 & 0x0f) == 8
+                : ((b0 & 0x0f) == 8 && ((b0 << 8) | static_cast<unsigned char>(in[1])) % 31 == 0);
         if (!zlib_header) window = -15;
       }
       if (inflateInit2(&zs_, window) != Z_OK) return Outcome::Corrupt;
@@ -93,10 +108,14 @@ class ContentDecoder {
       const size_t produced = buf.size() - zs_.avail_out;
       if (out.size() + produced > limit) return Outcome::TooLarge;
       out.append(buf.data(), produced);
-      if (rc == Z_STREAM_END) ended_ = true;
-      else if (rc == Z_BUF_ERROR) break;  // no progress possible: it needs more input
-      else if (rc != Z_OK) return Outcome::Corrupt;
-      else if (zs_.avail_in == 0 && zs_.avail_out != 0) break;
+      if (rc == Z_STREAM_END)
+        ended_ = true;
+      else if (rc == Z_BUF_ERROR)
+        break;  // no progress possible: it needs more input
+      else if (rc != Z_OK)
+        return Outcome::Corrupt;
+      else if (zs_.avail_in == 0 && zs_.avail_out != 0)
+        break;
     }
     if (ended_ && zs_.avail_in > 0) return Outcome::Corrupt;
     return Outcome::Ok;
@@ -132,16 +151,17 @@ Request RequestParser::take() {
 
 // Appends to line_ up to a '\n'; `have_line` tells whether the line is complete (line_ then holds
 // it without its CRLF). Refuses lines longer than `limit` with `too_long_status`.
-size_t RequestParser::take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line,
-                                bool crlf_only) {
+size_t RequestParser::take_line(std::string_view data, size_t limit, int too_long_status,
+                                bool& have_line, bool crlf_only) {
   have_line = false;
   const size_t nl = data.find('\n');
   const size_t take = nl == std::string_view::npos ? data.size() : nl + 1;
   if (line_.size() + take > limit + 2) {  // +2: the CRLF is not part of the limit
-    fail(too_long_status, too_long_status == 414 ? fmt::format("the request line is longer than {} bytes", limit)
-                          : too_long_status == 431
-                              ? fmt::format("the request's headers are larger than {} bytes", limits_.max_header_bytes)
-                              : "a chunk-size line is too long");
+    fail(too_long_status,
+         too_long_status == 414   ? fmt::format("the request line is longer than {} bytes", limit)
+         : too_long_status == 431 ? fmt::format("the request's headers are larger than {} bytes",
+                                                limits_.max_header_bytes)
+                                  : "a chunk-size line is too long");
     return take;
   }
   line_.append(data.substr(0, take));
@@ -163,7 +183,8 @@ size_t RequestParser::take_line(std::string_view data, size_t limit, int too_lon
 
 size_t RequestParser::feed(std::string_view data) {
   size_t used = 0;
-  while (used < data.size() && state_ != State::Complete && state_ != State::Failed && !body_held()) {
+  while (used < data.size() && state_ != State::Complete && state_ != State::Failed &&
+         !body_held()) {
     if (state_ == State::Empty) state_ = State::Partial;
     const std::string_view rest = data.substr(used);
     bool have_line = false;
@@ -183,13 +204,16 @@ size_t RequestParser::feed(std::string_view data) {
         break;
       case Stage::Headers:
       case Stage::Trailers: {
-        const size_t budget = limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
+        const size_t budget =
+            limits_.max_header_bytes > header_bytes_ ? limits_.max_header_bytes - header_bytes_ : 0;
         used += take_line(rest, budget, 431, have_line, /*crlf_only=*/stage_ == Stage::Trailers);
         if (!have_line) break;
         header_bytes_ += line_.size() + 2;
         if (line_.empty()) {
-          if (stage_ == Stage::Headers) headers_done();
-          else finish_body();
+          if (stage_ == Stage::Headers)
+            headers_done();
+          else
+            finish_body();
         } else if (stage_ == Stage::Headers) {
           parse_header_line(line_);
         }  // trailer fields are counted and dropped
@@ -231,24 +255,29 @@ void RequestParser::parse_request_line(std::string_view line) {
     return fail(505, "HTTP/2 is not supported by this server: speak HTTP/1.1");
   const size_t sp1 = line.find(' ');
   const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.find(' ', sp2 + 1) != std::string_view::npos)
     return fail(400, "the request line must be: METHOD target HTTP/1.1");
   const std::string_view method = line.substr(0, sp1);
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = line.substr(sp2 + 1);
-  if (!is_token(method) || method.size() > kMaxMethod) return fail(400, "the request's method is not a valid token");
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' || version[5] < '0' ||
-      version[5] > '9' || version[7] < '0' || version[7] > '9')
+  if (!is_token(method) || method.size() > kMaxMethod)
+    return fail(400, "the request's method is not a valid token");
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
+      version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9')
     return fail(400, "the request line's version is not HTTP/1.x");
-  if (version[5] != '1') return fail(505, fmt::format("{} is not supported by this server: speak HTTP/1.1", version));
+  if (version[5] != '1')
+    return fail(505, fmt::format("{} is not supported by this server: speak HTTP/1.1", version));
   for (char c : target)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return fail(400, "a control character in the request target");
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return fail(400, "a control character in the request target");
   std::string_view origin = target;
   if (origin.rfind("http://", 0) == 0 || origin.rfind("https://", 0) == 0) {  // absolute-form
     const size_t slash = origin.find('/', origin.find("//") + 2);
     origin = slash == std::string_view::npos ? std::string_view("/") : origin.substr(slash);
   }
-  if (origin.empty() || (origin[0] != '/' && origin != "*")) return fail(400, "the request target must be a path");
+  if (origin.empty() || (origin[0] != '/' && origin != "*"))
+    return fail(400, "the request target must be a path");
   request_.method = std::string(method);
   request_.target = std::string(target);
   const size_t q = origin.find('?');
@@ -264,14 +293,16 @@ void RequestParser::parse_header_line(std::string_view line) {
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos) return fail(400, "a header line without ':'");
   const std::string_view name = line.substr(0, colon);
-  if (!is_token(name)) return fail(400, "a header name that is not a token (or whitespace before its ':')");
+  if (!is_token(name))
+    return fail(400, "a header name that is not a token (or whitespace before its ':')");
   // Leading whitespace is dropped; trailing whitespace is kept, so a credential or an id with
   // a stray space is refused by whoever reads it rather than silently matched.
   std::string_view value = line.substr(colon + 1);
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   for (char c : value) {
     const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\t') || u == 0x7f) return fail(400, "a control character in a header value");
+    if ((u < 0x20 && c != '\t') || u == 0x7f)
+      return fail(400, "a control character in a header value");
   }
   if (request_.headers.size() >= limits_.max_headers)
     return fail(431, fmt::format("the request has more than {} headers", limits_.max_headers));
@@ -298,36 +329,46 @@ void RequestParser::headers_done() {
       for_each_element(h.value, [&](std::string_view e) {
         uint64_t v = 0;
         const auto [p, ec] = std::from_chars(e.data(), e.data() + e.size(), v);
-        if (ec != std::errc() || p != e.data() + e.size() || e.size() > 19) bad = true;
-        else if (has_cl && v != length) bad = true;
+        if (ec != std::errc() || p != e.data() + e.size() || e.size() > 19)
+          bad = true;
+        else if (has_cl && v != length)
+          bad = true;
         else {
           has_cl = true;
           length = v;
         }
       });
-      if (bad || trim(h.value).empty()) return fail(400, "an invalid or conflicting Content-Length");
+      if (bad || trim(h.value).empty())
+        return fail(400, "an invalid or conflicting Content-Length");
     } else if (iequals(h.name, "Content-Encoding")) {
       for_each_element(h.value, [&](std::string_view e) {
         if (iequals(e, "identity")) return;
         ++encodings;
-        if (iequals(e, "gzip") || iequals(e, "x-gzip")) gzip = true;
-        else if (!iequals(e, "deflate")) bad_coding = std::string(e);
+        if (iequals(e, "gzip") || iequals(e, "x-gzip"))
+          gzip = true;
+        else if (!iequals(e, "deflate"))
+          bad_coding = std::string(e);
       });
     } else if (iequals(h.name, "Expect")) {
-      if (!iequals(trim(h.value), "100-continue")) return fail(417, "the only expectation understood is 100-continue");
+      if (!iequals(trim(h.value), "100-continue"))
+        return fail(417, "the only expectation understood is 100-continue");
       expect_continue_ = true;
     }
   }
   if (request_.version_minor >= 1 && request_.header_count("Host") != 1)
-    return fail(400, request_.header_count("Host") == 0 ? "an HTTP/1.1 request must carry a Host header"
-                                                         : "the request carries more than one Host header");
-  if (has_te && has_cl) return fail(400, "a request may not carry both Content-Length and Transfer-Encoding");
-  if (has_te && request_.version_minor == 0) return fail(400, "Transfer-Encoding is not allowed in HTTP/1.0");
+    return fail(400, request_.header_count("Host") == 0
+                         ? "an HTTP/1.1 request must carry a Host header"
+                         : "the request carries more than one Host header");
+  if (has_te && has_cl)
+    return fail(400, "a request may not carry both Content-Length and Transfer-Encoding");
+  if (has_te && request_.version_minor == 0)
+    return fail(400, "Transfer-Encoding is not allowed in HTTP/1.0");
   if (has_te && (!te_chunked_only || te_codings != 1))
     return fail(501, "the only transfer coding accepted is chunked");
   if (!bad_coding.empty() || encodings > 1)
-    return fail(415, fmt::format("the content coding '{}' is not supported: send identity, gzip or deflate",
-                                 bad_coding.empty() ? std::string("(several)") : bad_coding));
+    return fail(
+        415, fmt::format("the content coding '{}' is not supported: send identity, gzip or deflate",
+                         bad_coding.empty() ? std::string("(several)") : bad_coding));
   if (encodings == 1) decoder_ = std::make_unique<ContentDecoder>(gzip);
   if (has_cl && length > limits_.max_body)
     return fail(413, fmt::format("the request body is larger than {} bytes", limits_.max_body));
@@ -348,7 +389,8 @@ void RequestParser::parse_chunk_size(std::string_view line) {
   const size_t semi = line.find(';');
   std::string_view size = line.substr(0, semi);
   if (semi != std::string_view::npos) size = trim(size);  // BWS before ';'
-  if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) size = {};  // never before the digits
+  if (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
+    size = {};  // never before the digits
   uint64_t n = 0;
   const auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), n, 16);
   if (size.empty() || size.size() > 15 || ec != std::errc() || p != size.data() + size.size())
@@ -383,7 +425,8 @@ void RequestParser::append_body(std::string_view bytes) {
     case ContentDecoder::Outcome::Ok:
       return;
     case ContentDecoder::Outcome::TooLarge:
-      return fail(413, fmt::format("the request body decodes to more than {} bytes", limits_.max_body));
+      return fail(413,
+                  fmt::format("the request body decodes to more than {} bytes", limits_.max_body));
     case ContentDecoder::Outcome::Corrupt:
       return fail(400, "the request body is not valid gzip/deflate data");
   }

@@ -56,7 +56,9 @@ class RequestParser {
   bool body_held() const { return holding_ && head_complete() && state_ == State::Partial; }
   void release_body() { holding_ = false; }
   // The headers are complete and the client waits for "100 Continue" before sending the body.
-  bool wants_continue() const { return stage_ > Stage::Headers && expect_continue_ && stage_ != Stage::Done; }
+  bool wants_continue() const {
+    return stage_ > Stage::Headers && expect_continue_ && stage_ != Stage::Done;
+  }
   // Failed: the status to answer with (400, 413, 414, 415, 431, 501, 505) and why.
   int error_status() const { return error_status_; }
   const std::string& error_message() const { return error_message_; }
@@ -66,10 +68,20 @@ class RequestParser {
   Request take();
 
  private:
-  enum class Stage { RequestLine, Headers, Body, ChunkSize, ChunkData, ChunkDataEnd, Trailers, Done };
+  enum class Stage {
+    RequestLine,
+    Headers,
+    Body,
+    ChunkSize,
+    ChunkData,
+    ChunkDataEnd,
+    Trailers,
+    Done
+  };
 
   // crlf_only: a bare LF does not end the line (chunked framing), it is an error.
-  size_t take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line, bool crlf_only = false);
+  size_t take_line(std::string_view data, size_t limit, int too_long_status, bool& have_line,
+                   bool crlf_only = false);
   void parse_request_line(std::string_view line);
   void parse_header_line(std::string_view line);
   void headers_done();
@@ -81,14 +93,14 @@ class RequestParser {
 
   Limits limits_;
   bool hold_body_ = false;
-  bool holding_ = false;  // hold_body_, and release_body() not yet called for this request
+  bool holding_ = false;    // hold_body_, and release_body() not yet called for this request
   size_t blank_lines_ = 0;  // empty lines before the request line
   State state_ = State::Empty;
   Stage stage_ = Stage::RequestLine;
   Request request_;
-  std::string line_;            // a line being assembled across feeds
+  std::string line_;  // a line being assembled across feeds
   size_t header_bytes_ = 0;
-  uint64_t remaining_ = 0;      // body bytes (Content-Length) or chunk bytes still to read
+  uint64_t remaining_ = 0;  // body bytes (Content-Length) or chunk bytes still to read
   bool chunked_ = false;
   bool expect_continue_ = false;
   std::unique_ptr<ContentDecoder> decoder_;  // null: identity

@@ -58,8 +58,8 @@ CpuFeatures probe() {
   const bool osxsave = bit(c, 27);
   if (osxsave) {
     const uint64_t xcr0 = read_xcr0();
-    f.os_ymm = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
-    f.os_zmm = (xcr0 & 0xE6) == 0xE6;   // plus opmask, upper halves of zmm0-15, zmm16-31
+    f.os_ymm = (xcr0 & 0x6) == 0x6;    // SSE and AVX state
+    f.os_zmm = (xcr0 & 0xE6) == 0xE6;  // plus opmask, upper halves of zmm0-15, zmm16-31
   }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) {
     f.avx2 = bit(b, 5);
@@ -78,8 +78,10 @@ LevelChoice choose() {
   const char* env = std::getenv("TANGRAM_CPU");
   if (env == nullptr || *env == '\0') return {best, "best the CPU supports"};
   const auto wanted = parse_level(env);
-  if (!wanted) return {best, fmt::format("TANGRAM_CPU={} is not a level (avx2, avx512); ignored", env)};
-  if (!supports(*wanted)) return {best, fmt::format("TANGRAM_CPU={}: this CPU cannot run it; ignored", env)};
+  if (!wanted)
+    return {best, fmt::format("TANGRAM_CPU={} is not a level (avx2, avx512); ignored", env)};
+  if (!supports(*wanted))
+    return {best, fmt::format("TANGRAM_CPU={}: this CPU cannot run it; ignored", env)};
   return {*wanted, fmt::format("TANGRAM_CPU={}", env)};
 }
 
@@ -140,12 +142,15 @@ int display_family(unsigned leaf1_eax) {
 int display_model(unsigned leaf1_eax) {
   const unsigned base_family = (leaf1_eax >> 8) & 0xF;
   const int base = static_cast<int>((leaf1_eax >> 4) & 0xF);
-  return base_family == 6 || base_family == 0xF ? base + (static_cast<int>((leaf1_eax >> 16) & 0xF) << 4) : base;
+  return base_family == 6 || base_family == 0xF
+             ? base + (static_cast<int>((leaf1_eax >> 16) & 0xF) << 4)
+             : base;
 }
 
 std::string describe(const CpuFeatures& f) {
-  const std::string id = fmt::format("{} family {:X}h model {:X}h", f.vendor.empty() ? "unknown vendor" : f.vendor,
-                                     f.family, f.model);
+  const std::string id =
+      fmt::format("{} family {:X}h model {:X}h", f.vendor.empty() ? "unknown vendor" : f.vendor,
+                  f.family, f.model);
   return f.brand.empty() ? id : fmt::format("{} ({})", f.brand, id);
 }
 
@@ -155,20 +160,26 @@ KernelTuning tuning_for(const CpuFeatures& f) {
   const bool zen5_or_later = f.vendor == "AuthenticAMD" && f.family >= 0x1A;
   const bool ice_lake_sp = f.vendor == "GenuineIntel" && f.family == 6 && f.model == 0x6A;
   if (zen5_or_later || ice_lake_sp)
-    return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2, .q4_k_avx512_prefetch_min_tokens = 1,
-                        .q8_0_avx2_prefetch_min_tokens = 1, .q8_0_value_scales_gathered = !ice_lake_sp,
+    return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 2,
+                        .q4_k_avx512_prefetch_min_tokens = 1,
+                        .q8_0_avx2_prefetch_min_tokens = 1,
+                        .q8_0_value_scales_gathered = !ice_lake_sp,
                         .reason = zen5_or_later ? "AMD family 1Ah or later (Zen 5)"
                                                 : "Intel family 6 model 6Ah (Ice Lake-SP)"};
-  return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 4, .q4_k_avx512_prefetch_min_tokens = 2,
-                      .q8_0_avx2_prefetch_min_tokens = 3, .q8_0_value_scales_gathered = true,
+  return KernelTuning{.q8_0_avx512_prefetch_min_tokens = 4,
+                      .q4_k_avx512_prefetch_min_tokens = 2,
+                      .q8_0_avx2_prefetch_min_tokens = 3,
+                      .q8_0_value_scales_gathered = true,
                       .reason = "default (measured on Zen 4)"};
 }
 
 std::string describe(const KernelTuning& t) {
-  return fmt::format("{}: matmul prefetches weights from {} tokens (AVX-512 Q8_0), {} (AVX-512 Q4_K), {} (AVX2 Q8_0), "
-                     "1 (AVX2 Q4_K); Q8_0 attention {} its value rows' scales (AVX-512)",
-                     t.reason, t.q8_0_avx512_prefetch_min_tokens, t.q4_k_avx512_prefetch_min_tokens,
-                     t.q8_0_avx2_prefetch_min_tokens, t.q8_0_value_scales_gathered ? "gathers" : "loads");
+  return fmt::format(
+      "{}: matmul prefetches weights from {} tokens (AVX-512 Q8_0), {} (AVX-512 Q4_K), {} (AVX2 "
+      "Q8_0), "
+      "1 (AVX2 Q4_K); Q8_0 attention {} its value rows' scales (AVX-512)",
+      t.reason, t.q8_0_avx512_prefetch_min_tokens, t.q4_k_avx512_prefetch_min_tokens,
+      t.q8_0_avx2_prefetch_min_tokens, t.q8_0_value_scales_gathered ? "gathers" : "loads");
 }
 
 const KernelTuning& tuning() {

@@ -21,11 +21,14 @@ enum class KernelLevel {
 
 struct CpuFeatures {
   std::string vendor;  // CPUID leaf 0's vendor string: "AuthenticAMD", "GenuineIntel", ...
-  std::string brand;   // the processor brand string (leaves 8000_0002h-8000_0004h), trimmed; may be empty
-  int family = 0;      // display family: base family, plus the extended family where base is 0xF
-  int model = 0;       // display model: base model, plus the extended model where the family is 6 or 0xF+
+  std::string
+      brand;  // the processor brand string (leaves 8000_0002h-8000_0004h), trimmed; may be empty
+  int family = 0;  // display family: base family, plus the extended family where base is 0xF
+  int model =
+      0;  // display model: base model, plus the extended model where the family is 6 or 0xF+
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false, avx512_bf16 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false,
+       avx512_bf16 = false;
   bool os_ymm = false;  // XCR0: the OS saves ymm state
   bool os_zmm = false;  // XCR0: the OS saves opmask and zmm state
 };
@@ -41,7 +44,8 @@ std::optional<KernelLevel> parse_level(std::string_view name);
 
 struct LevelChoice {
   KernelLevel level;
-  std::string reason;  // "best the CPU supports", "TANGRAM_CPU=avx2", or why the override was ignored
+  std::string
+      reason;  // "best the CPU supports", "TANGRAM_CPU=avx2", or why the override was ignored
 };
 // The level the kernels run, chosen on first use: the best supported one, lowered by
 // TANGRAM_CPU when that names a supported level.
@@ -60,12 +64,15 @@ inline KernelLevel active_level() { return active().level; }
 // scales by gathers, except on Ice Lake-SP, where scalar loads made it 15-19% faster
 // (docs/benchmarks.md, "Kernel tuning by CPU family").
 struct KernelTuning {
-  int q8_0_avx512_prefetch_min_tokens = 4;  // the AVX-512 interleaved Q8_0 kernels prefetch from this many tokens
-  int q4_k_avx512_prefetch_min_tokens = 2;  // ... and the AVX-512 Q4_K ones (AVX2's Q4_K kernels always do)
-  int q8_0_avx2_prefetch_min_tokens = 3;    // ... and the AVX2 Q8_0 ones (its two-pass kernel, 3+ tokens, always does)
+  int q8_0_avx512_prefetch_min_tokens =
+      4;  // the AVX-512 interleaved Q8_0 kernels prefetch from this many tokens
+  int q4_k_avx512_prefetch_min_tokens =
+      2;  // ... and the AVX-512 Q4_K ones (AVX2's Q4_K kernels always do)
+  int q8_0_avx2_prefetch_min_tokens =
+      3;  // ... and the AVX2 Q8_0 ones (its two-pass kernel, 3+ tokens, always does)
   // The AVX-512 Q8_0 attention value loop gathers its rows' block scales (else loads them).
   bool q8_0_value_scales_gathered = true;
-  std::string_view reason;                  // which CPU it was chosen for
+  std::string_view reason;  // which CPU it was chosen for
 };
 const KernelTuning& tuning();  // tuning_for(features()), once
 KernelTuning tuning_for(const CpuFeatures& f);

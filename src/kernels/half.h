@@ -24,7 +24,7 @@ inline float fp16_to_fp32_portable(uint16_t h) {
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   } else if (mant == 0) {  // signed zero
     bits = sign;
-  } else {  // subnormal: renormalise
+  } else {             // subnormal: renormalise
     uint32_t e = 113;  // exponent of 2^-14 biased for float, minus the shifts below
     while ((mant & 0x400u) == 0) {
       mant <<= 1;
@@ -51,9 +51,9 @@ inline uint16_t fp32_to_fp16_portable(float f) {
   }
   if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
   // Subnormal half: value = mant * 2^-24. Shift the full significand and round to even.
-  const uint32_t e = abs >> 23;                  // biased float exponent, 102..112
+  const uint32_t e = abs >> 23;  // biased float exponent, 102..112
   const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126u - e;               // 14..24
+  const uint32_t shift = 126u - e;  // 14..24
   uint32_t q = m >> shift;
   const uint32_t rem = m & ((1u << shift) - 1u);
   const uint32_t halfway = 1u << (shift - 1u);
@@ -72,17 +72,21 @@ inline float fp16_to_fp32(uint16_t h) {
 inline uint16_t fp32_to_fp16(float f) {
 #if defined(__F16C__)
   // _cvtss_sh spelled out: clang's macro for it is a C99 compound literal (-Wpedantic).
-  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
+  return static_cast<uint16_t>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
 #else
   return fp32_to_fp16_portable(f);
 #endif
 }
 
-inline float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_fp32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t fp32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 

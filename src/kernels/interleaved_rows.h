@@ -16,10 +16,10 @@
 
 namespace tangram::vec {
 
-using tangram::InterleavedQ4_K;
-using tangram::InterleavedQ8_0;
 using tangram::interleaved_q4_k_min;
 using tangram::interleaved_q4_k_scale;
+using tangram::InterleavedQ4_K;
+using tangram::InterleavedQ8_0;
 
 constexpr int kInterleavedRows = kInterleavedGroupRows;
 
@@ -57,11 +57,13 @@ struct UnpackedQ4_KScales {
 // and a prefetch of it is only a hint that cannot fault.
 // Q4_K's blocks (2304 bytes) are asked for the same distance ahead in bytes, 4 blocks (9 KiB).
 template <typename Interleaved>
-constexpr int64_t kPrefetchBlocks = (16 * sizeof(InterleavedQ8_0) + sizeof(Interleaved) - 1) / sizeof(Interleaved);
+constexpr int64_t kPrefetchBlocks = (16 * sizeof(InterleavedQ8_0) + sizeof(Interleaved) - 1) /
+                                    sizeof(Interleaved);
 template <typename Interleaved>
 inline void prefetch_ahead(const Interleaved* w, int64_t b) {
   const uintptr_t ahead =
-      reinterpret_cast<uintptr_t>(w) + static_cast<uintptr_t>(b + kPrefetchBlocks<Interleaved>) * sizeof(Interleaved);
+      reinterpret_cast<uintptr_t>(w) +
+      static_cast<uintptr_t>(b + kPrefetchBlocks<Interleaved>) * sizeof(Interleaved);
   for (size_t off = 0; off < sizeof(Interleaved); off += 64)
     __builtin_prefetch(reinterpret_cast<const void*>(ahead + off), 0, 2);  // locality 2: into L2
 }
@@ -91,12 +93,15 @@ inline float q8_0_scale(const int32_t* sums, int64_t b) {
 // time, each tile reading the weights again). act: the companion-type rows (Q8_K for Q4_K, Q8_0 for
 // Q8_0), act_stride bytes apart; sums: their activation_sums, sums_stride int32 apart.
 template <typename Interleaved>
-using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                                   const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
-void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
-void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                               const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
+using InterleavedGemmFn = void (*)(const Interleaved* w, int64_t nblocks, const uint8_t* act,
+                                   size_t act_stride, const int32_t* sums, size_t sums_stride,
+                                   int nt, float* out, size_t out_stride);
+void gemm_interleaved_portable(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act,
+                               size_t act_stride, const int32_t* sums, size_t sums_stride, int nt,
+                               float* out, size_t out_stride);
+void gemm_interleaved_portable(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act,
+                               size_t act_stride, const int32_t* sums, size_t sums_stride, int nt,
+                               float* out, size_t out_stride);
 // The kernel of a level, or nullptr where that level has none (matmul then keeps the row-major
 // kernels; the portable one is the tests' reference).
 InterleavedGemmFn<InterleavedQ4_K> gemm_interleaved_q4_k_fn(cpu::KernelLevel level);

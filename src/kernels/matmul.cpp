@@ -23,8 +23,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <limits>
 #include <span>
 #include <utility>
@@ -107,10 +107,12 @@ const uint8_t* row_major_row(const TensorView& W, int64_t r) {
 // One group of 16 interleaved rows (nr of them real, starting at row r) times tokens
 // [t0, t1): Y[t][r + i] for i < nr.
 template <typename Interleaved>
-void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleaved* group, int64_t nblocks, int nr,
-                       const uint8_t* act, size_t act_row_bytes, const int32_t* sums, int64_t t0, int64_t t1,
-                       int64_t r, int64_t rows, float* Y) {
-  const size_t sums_stride = static_cast<size_t>(nblocks) * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
+void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleaved* group,
+                       int64_t nblocks, int nr, const uint8_t* act, size_t act_row_bytes,
+                       const int32_t* sums, int64_t t0, int64_t t1, int64_t r, int64_t rows,
+                       float* Y) {
+  const size_t sums_stride =
+      static_cast<size_t>(nblocks) * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   constexpr int64_t kTile = vec::InterleavedKernel<Interleaved>::kTileTokens;
   float out[kTile * vec::kInterleavedRows];  // [token][row of the group]
   for (int64_t t = t0; t < t1; t += kTile) {
@@ -118,11 +120,13 @@ void interleaved_group(vec::InterleavedGemmFn<Interleaved> gemm, const Interleav
     const uint8_t* a = act + t * act_row_bytes;
     const int32_t* token_sums = sums + static_cast<size_t>(t) * sums_stride;
     if (nr == vec::kInterleavedRows) {
-      gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, Y + t * rows + r, static_cast<size_t>(rows));
+      gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, Y + t * rows + r,
+           static_cast<size_t>(rows));
       continue;
     }
     gemm(group, nblocks, a, act_row_bytes, token_sums, sums_stride, nt, out, vec::kInterleavedRows);
-    for (int k = 0; k < nt; ++k) std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
+    for (int k = 0; k < nt; ++k)
+      std::copy_n(out + k * vec::kInterleavedRows, nr, Y + (t + k) * rows + r);
   }
 }
 
@@ -158,8 +162,8 @@ struct Product {
 // time is repacked into groups of 16 interleaved rows and every token chunk runs over it.
 // Groups of a weight interleaved at load (W.interleaved_rows()) are read in place instead.
 template <typename Interleaved>
-void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n, int64_t r0,
-                            int64_t r1) {
+void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved> gemm, int64_t n,
+                            int64_t r0, int64_t r1) {
   constexpr int64_t kGroup = vec::kInterleavedRows;
   static_assert(kRowGrain % kGroup == 0, "units of work must start on whole groups");
   const TensorView& W = *p.W;
@@ -174,13 +178,14 @@ void interleaved_rows_range(const Product& p, vec::InterleavedGemmFn<Interleaved
   for (int64_t p0 = r0; p0 < r1; p0 += p.panel_rows) {
     const int64_t p1 = std::min(r1, p0 + p.panel_rows);
     for (int64_t r = std::max(p0, in_place_rows); r < p1; r += kGroup)
-      vec::interleave_rows(W.row(r), W.row_bytes(), static_cast<int>(std::min(kGroup, p1 - r)), cols,
-                           panel.data() + (r - p0) / kGroup * nblocks);
+      vec::interleave_rows(W.row(r), W.row_bytes(), static_cast<int>(std::min(kGroup, p1 - r)),
+                           cols, panel.data() + (r - p0) / kGroup * nblocks);
     for (int64_t c0 = 0; c0 < n; c0 += kDecodeTokenChunk) {
       const int64_t c1 = std::min(n, c0 + kDecodeTokenChunk);
       for (int64_t r = p0; r < p1; r += kGroup)
-        interleaved_group(gemm, group_at(r, p0), nblocks, static_cast<int>(std::min(kGroup, p1 - r)), p.act,
-                          p.act_row_bytes, p.sums, c0, c1, r, rows, p.Y);
+        interleaved_group(gemm, group_at(r, p0), nblocks,
+                          static_cast<int>(std::min(kGroup, p1 - r)), p.act, p.act_row_bytes,
+                          p.sums, c0, c1, r, rows, p.Y);
     }
   }
 }
@@ -207,7 +212,8 @@ void row_major_rows_range(const Product& p, int64_t n, int64_t r0, int64_t r1) {
           else
             p.multi(W.row(r), a, p.act_row_bytes, nt, cols, out);
           for (int i = 0; i < nr; ++i)
-            for (int t = 0; t < nt; ++t) p.Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
+            for (int t = 0; t < nt; ++t)
+              p.Y[(t0 + t) * rows + r + i] = out[i * vec::kMultiTokens + t];
         }
       }
     }
@@ -222,8 +228,9 @@ void prefill_rows_range(const Product& p, const float* X, int64_t n, int64_t r0,
   const int ni = static_cast<int>(n), ki = static_cast<int>(cols), ldc = static_cast<int>(rows);
   const SingleThreadedBlas single_threaded;
   if (W.type == GgmlType::F32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki, 1.0f, X, ki,
-                reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, p.Y + r0, ldc);  // F32: never interleaved
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(r1 - r0), ki, 1.0f, X,
+                ki, reinterpret_cast<const float*>(W.row(r0)), ki, 0.0f, p.Y + r0,
+                ldc);  // F32: never interleaved
     return;
   }
   auto& tile = tile_scratch();  // [kPrefillTile][cols]
@@ -232,17 +239,25 @@ void prefill_rows_range(const Product& p, const float* X, int64_t n, int64_t r0,
     const int64_t t1 = std::min(r1, t0 + kPrefillTile);
     for (int64_t r = t0; r < t1; ++r)
       dequantize_row(W.type, row_major_row(W, r), tile.data() + (r - t0) * cols, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f, X, ki,
-                tile.data(), ki, 0.0f, p.Y + t0, ldc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, static_cast<int>(t1 - t0), ki, 1.0f, X,
+                ki, tile.data(), ki, 0.0f, p.Y + t0, ldc);
   }
 }
 
 void run_rows_range(const Product& p, const float* X, int64_t n, int64_t r0, int64_t r1) {
   switch (p.path) {
-    case Product::Path::kRowMajor: row_major_rows_range(p, n, r0, r1); return;
-    case Product::Path::kInterleavedQ4K: interleaved_rows_range(p, p.gemm_q4_k, n, r0, r1); return;
-    case Product::Path::kInterleavedQ8_0: interleaved_rows_range(p, p.gemm_q8_0, n, r0, r1); return;
-    case Product::Path::kPrefill: prefill_rows_range(p, X, n, r0, r1); return;
+    case Product::Path::kRowMajor:
+      row_major_rows_range(p, n, r0, r1);
+      return;
+    case Product::Path::kInterleavedQ4K:
+      interleaved_rows_range(p, p.gemm_q4_k, n, r0, r1);
+      return;
+    case Product::Path::kInterleavedQ8_0:
+      interleaved_rows_range(p, p.gemm_q8_0, n, r0, r1);
+      return;
+    case Product::Path::kPrefill:
+      prefill_rows_range(p, X, n, r0, r1);
+      return;
   }
 }
 
@@ -258,8 +273,8 @@ std::vector<int32_t>& sum_scratch(size_t slot) {
 
 // The activations in `type`, quantised once per call: an earlier product of the group with the
 // same activation type lends its copy.
-const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, size_t slot, const float* X,
-                               int64_t n, int64_t cols, ThreadPool& pool) {
+const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, size_t slot,
+                               const float* X, int64_t n, int64_t cols, ThreadPool& pool) {
   if (type == GgmlType::F32) return reinterpret_cast<const uint8_t*>(X);
   for (const Product& e : earlier)
     if (e.path != Product::Path::kPrefill && e.act_type == type) return e.act;
@@ -267,7 +282,8 @@ const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, 
   auto& buf = activation_scratch(slot);
   buf.resize(static_cast<size_t>(n) * row_bytes);
   auto quantize = [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) quantize_row(type, X + t * cols, buf.data() + t * row_bytes, cols);
+    for (int64_t t = t0; t < t1; ++t)
+      quantize_row(type, X + t * cols, buf.data() + t * row_bytes, cols);
   };
   // Many tokens (prefill through this path): quantise them on all threads.
   if (n * cols >= kParallelQuantizeElems)
@@ -280,23 +296,25 @@ const uint8_t* activations_for(std::span<const Product> earlier, GgmlType type, 
 // Per-token activation sums the interleaved kernels of Interleaved take; shared with an earlier
 // product of the same interleaved path.
 template <typename Interleaved>
-const int32_t* interleaved_sums(std::span<const Product> earlier, const Product& p, size_t slot, int64_t n) {
+const int32_t* interleaved_sums(std::span<const Product> earlier, const Product& p, size_t slot,
+                                int64_t n) {
   for (const Product& e : earlier)
     if (e.path == p.path && e.act == p.act) return e.sums;
   const int64_t cols = p.W->cols();
-  const int64_t sums_stride = cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
+  const int64_t sums_stride =
+      cols / Interleaved::kBlockElems * vec::InterleavedKernel<Interleaved>::kSumsPerBlock;
   auto& sums = sum_scratch(slot);
   sums.resize(static_cast<size_t>(n * sums_stride));
   for (int64_t t = 0; t < n; ++t)
-    vec::activation_sums(p.act + t * p.act_row_bytes, cols, static_cast<const Interleaved*>(nullptr),
-                         sums.data() + t * sums_stride);
+    vec::activation_sums(p.act + t * p.act_row_bytes, cols,
+                         static_cast<const Interleaved*>(nullptr), sums.data() + t * sums_stride);
   return sums.data();
 }
 
 // Makes product `slot` of a group ready for the decode path (quantised activations; the
 // interleaved kernels where the type and level have them and n is large enough).
-Product prepare_decode(std::span<const Product> earlier, const TensorView& W, float* Y, const float* X, int64_t n,
-                       ThreadPool& pool) {
+Product prepare_decode(std::span<const Product> earlier, const TensorView& W, float* Y,
+                       const float* X, int64_t n, ThreadPool& pool) {
   const size_t slot = earlier.size();
   Product p;
   p.W = &W;
@@ -316,12 +334,15 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
     p.gemm_q8_0 = W.type == GgmlType::Q8_0 ? vec::gemm_interleaved_q8_0_fn(level) : nullptr;
   }
   if (in_place && W.type == GgmlType::Q4_K && p.gemm_q4_k == nullptr)
-    p.gemm_q4_k = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ4_K>>(vec::gemm_interleaved_portable);
+    p.gemm_q4_k =
+        static_cast<vec::InterleavedGemmFn<vec::InterleavedQ4_K>>(vec::gemm_interleaved_portable);
   if (in_place && W.type == GgmlType::Q8_0 && p.gemm_q8_0 == nullptr)
-    p.gemm_q8_0 = static_cast<vec::InterleavedGemmFn<vec::InterleavedQ8_0>>(vec::gemm_interleaved_portable);
+    p.gemm_q8_0 =
+        static_cast<vec::InterleavedGemmFn<vec::InterleavedQ8_0>>(vec::gemm_interleaved_portable);
   const int64_t group = vec::kInterleavedRows;
   if (p.gemm_q4_k != nullptr || p.gemm_q8_0 != nullptr) {
-    p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (W.row_bytes() * group))) * group;
+    p.panel_rows =
+        std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / (W.row_bytes() * group))) * group;
     if (p.gemm_q4_k != nullptr) {
       p.path = Product::Path::kInterleavedQ4K;
       p.sums = interleaved_sums<vec::InterleavedQ4_K>(earlier, p, slot, n);
@@ -336,7 +357,9 @@ Product prepare_decode(std::span<const Product> earlier, const TensorView& W, fl
   p.tile = vec::tile_dot_fn(W.type);
   const int64_t rows_per_step = p.tile != nullptr ? vec::kTileRows : 1;
   // Whole tiles of rows per panel, at least one.
-  p.panel_rows = std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / W.row_bytes()) / rows_per_step) * rows_per_step;
+  p.panel_rows =
+      std::max<int64_t>(1, static_cast<int64_t>(kPanelBytes / W.row_bytes()) / rows_per_step) *
+      rows_per_step;
   return p;
 }
 
@@ -349,8 +372,8 @@ Product prepare_prefill(const TensorView& W, float* Y) {
 }
 
 // The path matmul picks for W at n tokens.
-Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y, const float* X, int64_t n,
-                ThreadPool& pool) {
+Product prepare(std::span<const Product> earlier, const TensorView& W, float* Y, const float* X,
+                int64_t n, ThreadPool& pool) {
   // BLAS takes int dimensions; anything larger stays on the decode path.
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   const bool blas_fits = n <= kIntMax && W.rows() <= kIntMax && W.cols() <= kIntMax;
@@ -377,8 +400,8 @@ int64_t unit_rows(const Product& p, int n_threads) {
 // its rows in every product and then calls after(r0, r1) on them; otherwise the units run
 // product by product and after is not called.
 template <typename After>
-void run_products(std::span<const Product> products, const float* X, int64_t n, ThreadPool& pool, bool shared_rows,
-                  After after) {
+void run_products(std::span<const Product> products, const float* X, int64_t n, ThreadPool& pool,
+                  bool shared_rows, After after) {
   const int n_threads = pool.size();
   std::array<int64_t, kMaxGroup + 1> first{};  // index of each product's first unit; first[k] = all
   std::array<int64_t, kMaxGroup> step{};       // rows per unit of each product
@@ -394,7 +417,8 @@ void run_products(std::span<const Product> products, const float* X, int64_t n, 
          u = next.fetch_add(1, std::memory_order_relaxed)) {
       size_t i = 0;
       while (u >= first[i + 1]) ++i;
-      const int64_t r0 = (u - first[i]) * step[i], r1 = std::min(products[i].W->rows(), r0 + step[i]);
+      const int64_t r0 = (u - first[i]) * step[i],
+                    r1 = std::min(products[i].W->rows(), r0 + step[i]);
       if (!shared_rows) {
         run_rows_range(products[i], X, n, r0, r1);
         continue;
@@ -469,26 +493,31 @@ void matmul(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPool
   run_products(std::span<const Product>(&p, 1), X, n, pool, false, no_epilogue);
 }
 
-void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n, ThreadPool& pool) {
+void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n,
+                  ThreadPool& pool) {
   if (n <= 0) return;
   std::array<Product, kMaxGroup> products;
   size_t count = 0;
   for (const MatmulOutput& out : outputs) {
     if (out.W->rows() <= 0 || zero_if_malformed(*out.W, n, out.Y)) continue;
-    products[count] = prepare(std::span<const Product>(products.data(), count), *out.W, out.Y, X, n, pool);
+    products[count] =
+        prepare(std::span<const Product>(products.data(), count), *out.W, out.Y, X, n, pool);
     if (++count == kMaxGroup) {
-      run_products(std::span<const Product>(products.data(), count), X, n, pool, false, no_epilogue);
+      run_products(std::span<const Product>(products.data(), count), X, n, pool, false,
+                   no_epilogue);
       count = 0;
     }
   }
-  if (count > 0) run_products(std::span<const Product>(products.data(), count), X, n, pool, false, no_epilogue);
+  if (count > 0)
+    run_products(std::span<const Product>(products.data(), count), X, n, pool, false, no_epilogue);
 }
 
-void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n, float* gate_y,
-                   float* up_y, ThreadPool& pool) {
+void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n,
+                   float* gate_y, float* up_y, ThreadPool& pool) {
   if (n <= 0) return;
   const int64_t rows = gate.rows();
-  if (rows != up.rows() || !shape_ok(gate) || !shape_ok(up)) {  // no common row split: one after the other
+  if (rows != up.rows() || !shape_ok(gate) ||
+      !shape_ok(up)) {  // no common row split: one after the other
     matmul(gate, X, n, gate_y, pool);
     matmul(up, X, n, up_y, pool);
     const int64_t common = std::max<int64_t>(0, std::min(rows, up.rows()));

@@ -26,13 +26,14 @@ struct MatmulOutput {
 // of one per matrix: the activations are quantised once per activation type, and each thread
 // computes its slice of every matrix's rows with the kernels matmul would use, so every output
 // is bit-identical to a separate matmul call on the same pool.
-void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n, ThreadPool& pool);
+void matmul_group(std::span<const MatmulOutput> outputs, const float* X, int64_t n,
+                  ThreadPool& pool);
 
 // gate_y = swiglu(X · gateᵀ, X · upᵀ) per token (up_y receives X · upᵀ), in one parallel
 // region: each thread applies swiglu to the rows of gate and up it computed. Bit-identical to
 // matmul(gate), matmul(up), then swiglu over each token's row.
-void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n, float* gate_y,
-                   float* up_y, ThreadPool& pool);
+void matmul_swiglu(const TensorView& gate, const TensorView& up, const float* X, int64_t n,
+                   float* gate_y, float* up_y, ThreadPool& pool);
 
 // One row of W (row index r) dotted with x[W.cols()], in double-free float arithmetic; used by
 // embedding look-ups and tests. The weights are dequantised exactly (x is not quantised).

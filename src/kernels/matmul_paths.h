@@ -18,6 +18,8 @@ void prefill(const TensorView& W, const float* X, int64_t n, float* Y, ThreadPoo
 // Largest n for which matmul picks decode() for this weight type, with the kernels of that
 // level (the integer tiles of the AVX-512 level move the crossover), or of the active level.
 int64_t decode_max_tokens(GgmlType type, cpu::KernelLevel level);
-inline int64_t decode_max_tokens(GgmlType type) { return decode_max_tokens(type, cpu::active_level()); }
+inline int64_t decode_max_tokens(GgmlType type) {
+  return decode_max_tokens(type, cpu::active_level());
+}
 
 }  // namespace tangram::matmul_paths

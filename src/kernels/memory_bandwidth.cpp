@@ -59,14 +59,16 @@ float sum_range(const float* p, size_t n, const float* next = nullptr) {
 // of `grain` items), reps times, and returns the best rates for the `bytes` one repetition reads:
 // GB/s over wall time and per CPU second.
 template <typename Read>
-BandwidthResult best_of(ThreadPool& pool, int64_t items, int64_t grain, size_t bytes, int reps, const Read& read) {
+BandwidthResult best_of(ThreadPool& pool, int64_t items, int64_t grain, size_t bytes, int reps,
+                        const Read& read) {
   std::vector<float> sink(static_cast<size_t>(pool.size()));
   double best = 0, best_per_core = 0;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = process_cpu_seconds();
-    pool.parallel_for(items, [&](int64_t b, int64_t e, int tid) { sink[static_cast<size_t>(tid)] += read(b, e); },
-                      grain);
+    pool.parallel_for(
+        items, [&](int64_t b, int64_t e, int tid) { sink[static_cast<size_t>(tid)] += read(b, e); },
+        grain);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu = process_cpu_seconds() - cpu0;
     best = std::max(best, static_cast<double>(bytes) / s / 1e9);
@@ -81,33 +83,36 @@ constexpr size_t kLineBytes = 64;
 
 }  // namespace
 
-Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_t run_bytes, size_t buffer_bytes,
-                                                         int reps) {
+Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_t run_bytes,
+                                                         size_t buffer_bytes, int reps) {
   const size_t run = round_up_to(run_bytes, kLineBytes);
   const size_t n_runs = run > 0 ? buffer_bytes / run : 0;
   if (run == 0 || n_runs < 2 * static_cast<size_t>(pool.size()))
-    return make_error("scattered read probe: runs of {} bytes: need at least two per thread in {} bytes", run_bytes,
-                      buffer_bytes);
+    return make_error(
+        "scattered read probe: runs of {} bytes: need at least two per thread in {} bytes",
+        run_bytes, buffer_bytes);
   const size_t bytes = round_up_to(n_runs * run, kHugePageBytes);
   // As the KV arena: 2 MiB aligned, advised for huge pages.
   TG_ASSIGN(HugePageBuffer memory, allocate_huge_page_buffer(bytes, "scattered read probe"));
   float* buf = reinterpret_cast<float*>(memory.get());  // [bytes / 4]
   const size_t floats = bytes / sizeof(float), run_floats = run / sizeof(float);
-  pool.parallel_for(static_cast<int64_t>(floats), [&](int64_t b, int64_t e, int) {
-    std::fill(buf + b, buf + e, 1.0f);
-  });
+  pool.parallel_for(static_cast<int64_t>(floats),
+                    [&](int64_t b, int64_t e, int) { std::fill(buf + b, buf + e, 1.0f); });
   std::vector<size_t> order(n_runs);  // run i of the walk starts at float order[i] * run_floats
   std::iota(order.begin(), order.end(), size_t{0});
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(20261205));  // fixed: every probe reads alike
+  std::shuffle(order.begin(), order.end(),
+               std::mt19937_64(20261205));  // fixed: every probe reads alike
   const float* base = buf;
-  return best_of(pool, static_cast<int64_t>(n_runs), 1, n_runs * run, reps, [&](int64_t b, int64_t e) {
-    float sum = 0;
-    for (int64_t i = b; i < e; ++i) {
-      const float* next = i + 1 < e ? base + order[static_cast<size_t>(i + 1)] * run_floats : nullptr;
-      sum += sum_range(base + order[static_cast<size_t>(i)] * run_floats, run_floats, next);
-    }
-    return sum;
-  });
+  return best_of(
+      pool, static_cast<int64_t>(n_runs), 1, n_runs * run, reps, [&](int64_t b, int64_t e) {
+        float sum = 0;
+        for (int64_t i = b; i < e; ++i) {
+          const float* next =
+              i + 1 < e ? base + order[static_cast<size_t>(i + 1)] * run_floats : nullptr;
+          sum += sum_range(base + order[static_cast<size_t>(i)] * run_floats, run_floats, next);
+        }
+        return sum;
+      });
 }
 
 BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, int reps) {
@@ -117,9 +122,9 @@ BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes, in
   pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
     std::fill(buf.get() + b, buf.get() + e, 1.0f);
   });
-  return best_of(pool, static_cast<int64_t>(n), 1024, n * sizeof(float), reps, [&](int64_t b, int64_t e) {
-    return sum_range(buf.get() + b, static_cast<size_t>(e - b));
-  });
+  return best_of(
+      pool, static_cast<int64_t>(n), 1024, n * sizeof(float), reps,
+      [&](int64_t b, int64_t e) { return sum_range(buf.get() + b, static_cast<size_t>(e - b)); });
 }
 
 }  // namespace tangram

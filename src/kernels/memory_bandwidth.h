@@ -11,7 +11,7 @@
 namespace tangram {
 
 struct BandwidthResult {
-  double read_gbps = 0;   // best of the repetitions, GB/s (1e9 bytes per second)
+  double read_gbps = 0;  // best of the repetitions, GB/s (1e9 bytes per second)
   // Bytes over the process's CPU seconds, best repetition: GB/s per busy core, the figure to
   // hold a kernel's CPU-time rate against when other jobs share the machine.
   double cpu_gbps_per_core = 0;
@@ -31,6 +31,7 @@ BandwidthResult measure_read_bandwidth(ThreadPool& pool, size_t buffer_bytes = s
 // paged KV can be read at, lower than the sequential probe's; buffer_bytes / threads must hold
 // at least two runs. Errors: a run of 0 bytes, or one too large for that.
 Result<BandwidthResult> measure_scattered_read_bandwidth(ThreadPool& pool, size_t run_bytes,
-                                                         size_t buffer_bytes = size_t{256} << 20, int reps = 5);
+                                                         size_t buffer_bytes = size_t{256} << 20,
+                                                         int reps = 5);
 
 }  // namespace tangram

@@ -10,9 +10,9 @@
 namespace tangram {
 
 float fp16_to_fp32(uint16_t h);
-uint16_t fp32_to_fp16(float f);   // round to nearest even
+uint16_t fp32_to_fp16(float f);  // round to nearest even
 float bf16_to_fp32(uint16_t h);
-uint16_t fp32_to_bf16(float f);   // round to nearest even
+uint16_t fp32_to_bf16(float f);  // round to nearest even
 
 // dst[n] = values of n elements stored as `type` at src. n is a multiple of the block size.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);

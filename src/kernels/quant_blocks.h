@@ -16,14 +16,14 @@ constexpr int kQKK = 256;  // elements per K-quant super-block
 // Q4_0: x = (q - 8) * d. qs[j] holds element j in its low nibble and element j + 16 in its
 // high nibble.
 struct BlockQ4_0 {
-  uint16_t d;             // fp16 scale
-  uint8_t qs[kQK0 / 2];   // 32 x 4-bit
+  uint16_t d;            // fp16 scale
+  uint8_t qs[kQK0 / 2];  // 32 x 4-bit
 };
 
 // Q8_0: x = q * d.
 struct BlockQ8_0 {
-  uint16_t d;         // fp16 scale
-  int8_t qs[kQK0];    // 32 x int8
+  uint16_t d;       // fp16 scale
+  int8_t qs[kQK0];  // 32 x int8
 };
 
 // Q4_K: 8 sub-blocks of 32; x = d * sc[j] * q - dmin * m[j] with 6-bit sc/m packed in
@@ -39,10 +39,10 @@ struct BlockQ4_K {
 // Q6_K: 16 sub-blocks of 16; x = d * scales[e / 16] * (q - 32), q six bits: the low four in
 // ql, the high two in qh (layout in quant_k.cpp).
 struct BlockQ6_K {
-  uint8_t ql[kQKK / 2];   // low 4 bits
-  uint8_t qh[kQKK / 4];   // high 2 bits
+  uint8_t ql[kQKK / 2];  // low 4 bits
+  uint8_t qh[kQKK / 4];  // high 2 bits
   int8_t scales[kQKK / 16];
-  uint16_t d;             // fp16 super-scale
+  uint16_t d;  // fp16 super-scale
 };
 
 // Q8_K (activations only): x = q * d; bsums[i] = sum of qs[16i .. 16i+16).
@@ -83,8 +83,9 @@ inline __m128i q4k_scales_mins(const uint8_t* s) {
   const __m128i x = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
   const __m128i y = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
   const __m128i lo = _mm_and_si128(x, _mm_set1_epi32(0x3F3F3F3F));
-  const __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(x, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0F0F0F0F)),
-                                  _mm_and_si128(_mm_srli_epi32(y, 2), _mm_set1_epi32(0x30303030)));
+  const __m128i hi = _mm_or_si128(
+      _mm_and_si128(_mm_srlv_epi32(x, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0F0F0F0F)),
+      _mm_and_si128(_mm_srli_epi32(y, 2), _mm_set1_epi32(0x30303030)));
   return _mm_blend_epi32(lo, hi, 0b1010);
 }
 #endif

@@ -55,7 +55,8 @@ float lane_sum(const float* acc) {
 #if TANGRAM_AVX2
 // round_clamp_f on 8 lanes: max/min return the second operand for NaN, as the scalar form.
 inline __m256 round_clamp8(__m256 v, __m256 lo, __m256 hi) {
-  return _mm256_round_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm256_round_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi),
+                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 #endif
 
@@ -64,7 +65,8 @@ float affine_error(const float* x, int n, int nmax, float scale, float min) {
   const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
   const float top = static_cast<float>(nmax);
 #if TANGRAM_AVX2
-  const __m256 vinv = _mm256_set1_ps(inv), vmin = _mm256_set1_ps(min), vscale = _mm256_set1_ps(scale);
+  const __m256 vinv = _mm256_set1_ps(inv), vmin = _mm256_set1_ps(min),
+               vscale = _mm256_set1_ps(scale);
   const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(top);
   __m256 acc = _mm256_setzero_ps();
   for (int i = 0; i < n; i += 8) {
@@ -191,7 +193,8 @@ float symmetric_error(const float* x, int n, int qmin, int qmax, float scale) {
 
 // Least-squares scale for the codes that `scale` assigns (0 if they are all zero).
 float refit_symmetric(const float* x, int n, int qmin, int qmax, float scale) {
-  const FitSums S = fit_sums(x, n, 1.0f / scale, 0.0f, static_cast<float>(qmin), static_cast<float>(qmax));
+  const FitSums S =
+      fit_sums(x, n, 1.0f / scale, 0.0f, static_cast<float>(qmin), static_cast<float>(qmax));
   return S.qq > 0 ? static_cast<float>(S.qx / S.qq) : 0.0f;
 }
 
@@ -255,7 +258,8 @@ void quantize_row_q4_k(const float* src, void* dst, int64_t n) {
         for (int dm = -1; dm <= 1; ++dm) {
           const int cs = sc0 + ds, cm = mn0 + dm;
           if (cs < 0 || cs > 63 || cm < 0 || cm > 63) continue;
-          const float err = affine_error(x + 32 * j, 32, 15, d * static_cast<float>(cs), dmin * static_cast<float>(cm));
+          const float err = affine_error(x + 32 * j, 32, 15, d * static_cast<float>(cs),
+                                         dmin * static_cast<float>(cm));
           if (err < best_err) {
             best_err = err;
             best_sc = cs;

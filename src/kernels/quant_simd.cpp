@@ -50,7 +50,8 @@ inline __m256i round_to_i8(const float* x, __m256 scale) {
 inline float abs_max(const float* x, int n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  for (int i = 0; i < n; i += 8)
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
@@ -85,7 +86,7 @@ void quantize_row_q8_k(const float* src, void* dst, int64_t n) {
       const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
       const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));  // 8 x int32
       const __m256i h = _mm256_hadd_epi32(quads, quads);  // per lane: [q0+q1, q2+q3, ...]
-      const __m256i s = _mm256_hadd_epi32(h, h);           // per lane: the 16-element sum
+      const __m256i s = _mm256_hadd_epi32(h, h);          // per lane: the 16-element sum
       blk.bsums[2 * g] = static_cast<int16_t>(_mm256_extract_epi32(s, 0));
       blk.bsums[2 * g + 1] = static_cast<int16_t>(_mm256_extract_epi32(s, 4));
     }
@@ -171,7 +172,8 @@ void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {
 void dequantize_row_bf16(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i h =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
   }
   for (; i < n; ++i) dst[i] = half::bf16_to_fp32(src[i]);
@@ -179,13 +181,25 @@ void dequantize_row_bf16(const uint16_t* src, float* dst, int64_t n) {
 
 #else  // portable build
 
-void quantize_row_q8_0(const float* src, void* dst, int64_t n) { quantize_row_q8_0_portable(src, dst, n); }
-void quantize_row_q8_k(const float* src, void* dst, int64_t n) { quantize_row_q8_k_portable(src, dst, n); }
+void quantize_row_q8_0(const float* src, void* dst, int64_t n) {
+  quantize_row_q8_0_portable(src, dst, n);
+}
+void quantize_row_q8_k(const float* src, void* dst, int64_t n) {
+  quantize_row_q8_k_portable(src, dst, n);
+}
 
-void dequantize_row_q8_0(const void* src, float* dst, int64_t n) { dequantize_row_q8_0_portable(src, dst, n); }
-void dequantize_row_q4_0(const void* src, float* dst, int64_t n) { dequantize_row_q4_0_portable(src, dst, n); }
-void dequantize_row_q4_k(const void* src, float* dst, int64_t n) { dequantize_row_q4_k_portable(src, dst, n); }
-void dequantize_row_q6_k(const void* src, float* dst, int64_t n) { dequantize_row_q6_k_portable(src, dst, n); }
+void dequantize_row_q8_0(const void* src, float* dst, int64_t n) {
+  dequantize_row_q8_0_portable(src, dst, n);
+}
+void dequantize_row_q4_0(const void* src, float* dst, int64_t n) {
+  dequantize_row_q4_0_portable(src, dst, n);
+}
+void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
+  dequantize_row_q4_k_portable(src, dst, n);
+}
+void dequantize_row_q6_k(const void* src, float* dst, int64_t n) {
+  dequantize_row_q6_k_portable(src, dst, n);
+}
 void dequantize_row_bf16(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = half::bf16_to_fp32(src[i]);
 }

@@ -2,7 +2,6 @@
 // AVX2 (maddubs: u8 x s8 -> s16 pairs, madd: s16 -> s32) and apply the block scales in float.
 #include "kernels/vec_dot.h"
 
-
 #include "kernels/half.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -147,7 +146,8 @@ float dot_f16_f32(const void* w, const void* a, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i)));
-    const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i + 8)));
+    const __m256 w1 =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i + 8)));
     acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
     acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
   }
@@ -166,10 +166,14 @@ float dot_bf16_f32(const void* w, const void* a, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i h0 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i)));
-    const __m256i h1 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i + 8)));
-    acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h0, 16)), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h1, 16)), _mm256_loadu_ps(x + i + 8), acc1);
+    const __m256i h0 =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i)));
+    const __m256i h1 =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i + 8)));
+    acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h0, 16)), _mm256_loadu_ps(x + i),
+                           acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h1, 16)),
+                           _mm256_loadu_ps(x + i + 8), acc1);
   }
   float sum = simd::hsum(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) sum += half::bf16_to_fp32(wh[i]) * x[i];
@@ -271,14 +275,18 @@ float dot_q4_k_q8_k(const void* w, const void* a, int64_t n) {
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
       const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * g));
       const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * g + 32));
-      const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
-      const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
+      const __m256i s0 = _mm256_shuffle_epi8(
+          sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
+      const __m256i s1 = _mm256_shuffle_epi8(
+          sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
       const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0);
       const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1);
       isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x.d) * y.d), _mm256_cvtepi32_ps(isum), acc);
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x.dmin) * y.d), _mm256_cvtepi32_ps(min_prod), acc_min);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x.d) * y.d), _mm256_cvtepi32_ps(isum),
+                          acc);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(half::fp16_to_fp32(x.dmin) * y.d),
+                              _mm256_cvtepi32_ps(min_prod), acc_min);
   }
   return simd::hsum(_mm256_sub_ps(acc, acc_min));
 #else
@@ -293,12 +301,14 @@ float dot_q6_k_q8_k(const void* w, const void* a, int64_t n) {
   // Byte shuffles picking, for the 32 elements of group c of a half, scale 2c (low 128 bits,
   // elements 0..15) and scale 2c+1 (high 128 bits) out of 8 int16 scales in each lane.
   const __m256i pick[4] = {
-      _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
-      _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
-      _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11,
-                       10, 11, 10, 11),
-      _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15,
-                       14, 15, 14, 15, 14, 15, 14, 15),
+      _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                       2, 3, 2, 3, 2, 3),
+      _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7,
+                       6, 7, 6, 7, 6, 7),
+      _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10,
+                       11, 10, 11, 10, 11, 10, 11, 10, 11),
+      _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14,
+                       15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15),
   };
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQKK; ++b) {
@@ -313,17 +323,20 @@ float dot_q6_k_q8_k(const void* w, const void* a, int64_t n) {
         5);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+      const __m256i sc16 =
+          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
       __m256i q[4];
       simd::unpack_q6_k_half(x.ql, x.qh, h, q);
       for (int c = 0; c < 4; ++c) {
-        const __m256i y8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 128 * h + 32 * c));
+        const __m256i y8 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 128 * h + 32 * c));
         const __m256i scales = _mm256_shuffle_epi8(sc16, pick[c]);
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], y8), scales));
       }
     }
     const float d = half::fp16_to_fp32(x.d) * y.d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, offset)), acc);
+    acc =
+        _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, offset)), acc);
   }
   return simd::hsum(acc);
 #else
@@ -353,14 +366,22 @@ GgmlType activation_type(GgmlType weight) {
 RowDotFn row_dot_fn(GgmlType weight, cpu::KernelLevel /*level*/) {
   // The single-token kernels are AVX2 at every level (vec_dot_avx512.h says why).
   switch (weight) {
-    case GgmlType::F32: return dot_f32_f32;
-    case GgmlType::F16: return dot_f16_f32;
-    case GgmlType::BF16: return dot_bf16_f32;
-    case GgmlType::Q4_0: return dot_q4_0_q8_0;
-    case GgmlType::Q8_0: return dot_q8_0_q8_0;
-    case GgmlType::Q4_K: return dot_q4_k_q8_k;
-    case GgmlType::Q6_K: return dot_q6_k_q8_k;
-    case GgmlType::Q8_K: return dot_q8_k_f32;
+    case GgmlType::F32:
+      return dot_f32_f32;
+    case GgmlType::F16:
+      return dot_f16_f32;
+    case GgmlType::BF16:
+      return dot_bf16_f32;
+    case GgmlType::Q4_0:
+      return dot_q4_0_q8_0;
+    case GgmlType::Q8_0:
+      return dot_q8_0_q8_0;
+    case GgmlType::Q4_K:
+      return dot_q4_k_q8_k;
+    case GgmlType::Q6_K:
+      return dot_q6_k_q8_k;
+    case GgmlType::Q8_K:
+      return dot_q8_k_f32;
   }
   return dot_f32_f32;
 }

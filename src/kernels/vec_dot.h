@@ -32,7 +32,9 @@ constexpr int kMultiTokens = 4;
 using MultiDotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int nt, int64_t n,
                             float* out);
 MultiDotFn multi_dot_fn(GgmlType weight, cpu::KernelLevel level);
-inline MultiDotFn multi_dot_fn(GgmlType weight) { return multi_dot_fn(weight, cpu::active_level()); }
+inline MultiDotFn multi_dot_fn(GgmlType weight) {
+  return multi_dot_fn(weight, cpu::active_level());
+}
 
 // Register tiles of several weight rows x several tokens (batched decode): each unpacked weight
 // block and each activation block is loaded once per tile.
@@ -40,8 +42,8 @@ inline MultiDotFn multi_dot_fn(GgmlType weight) { return multi_dot_fn(weight, cp
 // with 1 <= nr <= kTileRows and 1 <= nt <= kMultiTokens. nullptr where the type has no tile
 // kernel at that level (the caller runs multi_dot_fn per row).
 constexpr int kTileRows = 4;
-using TileDotFn = void (*)(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride,
-                           int nt, int64_t n, float* out);
+using TileDotFn = void (*)(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act,
+                           size_t act_stride, int nt, int64_t n, float* out);
 TileDotFn tile_dot_fn(GgmlType weight, cpu::KernelLevel level);
 inline TileDotFn tile_dot_fn(GgmlType weight) { return tile_dot_fn(weight, cpu::active_level()); }
 

@@ -31,13 +31,16 @@ using blocks::kQKK;
 
 // The 32 signed codes of one block.
 struct CodesQ8_0 {
-  __m256i operator()(const BlockQ8_0& b) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+  __m256i operator()(const BlockQ8_0& b) const {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
 };
 struct CodesQ4_0 {
   __m256i operator()(const BlockQ4_0& b) const {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
     // Low 128 bits: elements 0..15 (low nibbles); high 128 bits: 16..31 (high nibbles).
-    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+    const __m256i q =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
     return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
   }
 };
@@ -50,8 +53,8 @@ inline __m512i codes_of_two(const Block* x, int64_t b, Codes codes) {
 
 // [lo x 8 | hi x 8]: the scales of two blocks, lined up with codes_of_two's int32 sums.
 inline __m512 scales_of_two(float lo, float hi) {
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(lo)), _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(lo)),
+                                             _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
 }
 // The same from two fp16 scales: both converted by one vcvtph2ps and spread by one vpermps
 // (converting and broadcasting each on its own took twice the vector instructions, and the
@@ -70,9 +73,11 @@ inline __m512 scales_of_two_f16(uint16_t lo, uint16_t hi) {
 // integers, so asking past the end of the matrix is harmless.
 inline void prefetch_next_tile(const uint8_t* w, size_t tile_bytes, int64_t step, int64_t steps) {
   const uintptr_t next = reinterpret_cast<uintptr_t>(w) + tile_bytes;
-  const size_t begin = tile_bytes * static_cast<size_t>(step) / static_cast<size_t>(steps) & ~size_t{63};
+  const size_t begin =
+      tile_bytes * static_cast<size_t>(step) / static_cast<size_t>(steps) & ~size_t{63};
   const size_t end = tile_bytes * static_cast<size_t>(step + 1) / static_cast<size_t>(steps);
-  for (size_t off = begin; off < end; off += 64) _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T0);
+  for (size_t off = begin; off < end; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T0);
 }
 
 // Signed x signed int8 products through vpdpbusd (unsigned x signed): activation codes
@@ -81,13 +86,15 @@ inline void prefetch_next_tile(const uint8_t* w, size_t tile_bytes, int64_t step
 // block for all tokens of the tile. Activation scales are converted to float once per block
 // for all rows. out[r * kMultiTokens + t] for r < NR, t < NT.
 template <int NR, int NT, typename Block, typename Codes>
-void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n,
-                      float* out) {
+void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride,
+                      int64_t n, float* out) {
   const Codes codes;
   const Block* wb[NR];
   const BlockQ8_0* ab[NT];
-  for (int r = 0; r < NR; ++r) wb[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * w_stride);
-  for (int t = 0; t < NT; ++t) ab[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
+  for (int r = 0; r < NR; ++r)
+    wb[r] = reinterpret_cast<const Block*>(w + static_cast<size_t>(r) * w_stride);
+  for (int t = 0; t < NT; ++t)
+    ab[t] = reinterpret_cast<const BlockQ8_0*>(act + static_cast<size_t>(t) * act_stride);
   const int64_t nb = n / kQK0;
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[NR][NT];
@@ -100,7 +107,8 @@ void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, siz
     __m512 wd[NR];
     for (int r = 0; r < NR; ++r) {
       wq[r] = codes_of_two(wb[r], b, codes);
-      start[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, wq[r]));
+      start[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, wq[r]));
       wd[r] = scales_of_two_f16(wb[r][b].d, wb[r][b + 1].d);
     }
     for (int t = 0; t < NT; ++t) {
@@ -117,17 +125,19 @@ void q8_0_family_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, siz
     const __m256i offset256 = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int r = 0; r < NR; ++r) {
       const __m256i wq = codes(wb[r][b]);
-      const __m256i start =
-          _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset256, wq));
+      const __m256i start = _mm256_sub_epi32(
+          _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset256, wq));
       for (int t = 0; t < NT; ++t) {
         const __m256i au = _mm256_xor_si256(CodesQ8_0{}(ab[t][b]), offset256);
         const int isum = simd::hsum_i32(_mm256_dpbusd_epi32(start, au, wq));
-        tail[r][t] = static_cast<float>(isum) * half::fp16_to_fp32(wb[r][b].d) * half::fp16_to_fp32(ab[t][b].d);
+        tail[r][t] = static_cast<float>(isum) * half::fp16_to_fp32(wb[r][b].d) *
+                     half::fp16_to_fp32(ab[t][b].d);
       }
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int t = 0; t < NT; ++t) out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]) + tail[r][t];
+    for (int t = 0; t < NT; ++t)
+      out[r * kMultiTokens + t] = _mm512_reduce_add_ps(acc[r][t]) + tail[r][t];
 }
 
 // Lanes of the 32 16-bit pair products maddubs makes from 64 codes, mapped to their sub-block's
@@ -144,15 +154,19 @@ inline __m512i scale_lanes(int first, int lanes_per_scale) {
 // row for every token of the tile; each activation vector is loaded once for every row. The
 // mins term uses the activations' 16-element sums (bsums), once per (row, token) and block.
 template <int NR, int NT>
-void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n,
+               float* out) {
   const BlockQ4_K* wb[NR];
   const BlockQ8_K* ab[NT];
-  for (int r = 0; r < NR; ++r) wb[r] = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride);
-  for (int t = 0; t < NT; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+  for (int r = 0; r < NR; ++r)
+    wb[r] = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(r) * w_stride);
+  for (int t = 0; t < NT; ++t)
+    ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // 32 bytes of codes hold elements 64g..64g+31 (low nibbles) and 64g+32..64g+63 (high).
   const __m512i nibble_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-  const __m512i scale_of_group[4] = {scale_lanes(0, 16), scale_lanes(2, 16), scale_lanes(4, 16), scale_lanes(6, 16)};
+  const __m512i scale_of_group[4] = {scale_lanes(0, 16), scale_lanes(2, 16), scale_lanes(4, 16),
+                                     scale_lanes(6, 16)};
   __m512 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -171,8 +185,8 @@ void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
     for (int g = 0; g < 4; ++g) {
       __m512i wq[NR], ws[NR];
       for (int r = 0; r < NR; ++r) {
-        const __m512i q4 =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qs + 32 * g)));
+        const __m512i q4 = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qs + 32 * g)));
         wq[r] = _mm512_and_si512(_mm512_srlv_epi64(q4, nibble_shift), low4);
         ws[r] = _mm512_permutexvar_epi16(scale_of_group[g], scales[r]);
       }
@@ -187,14 +201,16 @@ void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
     __m512 token_d[NT];
     for (int t = 0; t < NT; ++t) token_d[t] = _mm512_set1_ps(ab[t][b].d);
     for (int r = 0; r < NR; ++r) {
-      const __m512 row_d = scales_of_two(half::fp16_to_fp32(wb[r][b].d), -half::fp16_to_fp32(wb[r][b].dmin));
+      const __m512 row_d =
+          scales_of_two(half::fp16_to_fp32(wb[r][b].d), -half::fp16_to_fp32(wb[r][b].dmin));
       for (int t = 0; t < NT; ++t) {
-        const __m256i mp =
-            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)), mins[r]);
-        const __m256i scaled =
-            _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]), _mm512_extracti64x4_epi64(isum[r][t], 1));
+        const __m256i mp = _mm256_madd_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)), mins[r]);
+        const __m256i scaled = _mm256_add_epi32(_mm512_castsi512_si256(isum[r][t]),
+                                                _mm512_extracti64x4_epi64(isum[r][t], 1));
         const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(scaled), mp, 1);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(row_d, token_d[t]), acc[r][t]);
+        acc[r][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), _mm512_mul_ps(row_d, token_d[t]), acc[r][t]);
       }
     }
   }
@@ -207,18 +223,22 @@ void q4_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
 // each (row, token) sum at its negation (from the bsums). 64 codes (four 16-element sub-blocks)
 // per 512-bit vector, unpacked once per row for every token; vpdpwssd applies the scales.
 template <int NR, int NT>
-void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n,
+               float* out) {
   const BlockQ6_K* wb[NR];
   const BlockQ8_K* ab[NT];
-  for (int r = 0; r < NR; ++r) wb[r] = reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(r) * w_stride);
-  for (int t = 0; t < NT; ++t) ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
+  for (int r = 0; r < NR; ++r)
+    wb[r] = reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(r) * w_stride);
+  for (int t = 0; t < NT; ++t)
+    ab[t] = reinterpret_cast<const BlockQ8_K*>(act + static_cast<size_t>(t) * act_stride);
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   // Elements 64c..64c+63 (c = 2h + k): low nibbles of ql (k = 0) or high ones (k = 1) of the
   // 64 bytes at ql + 64h, with two high bits from qh + 32h: bits 0-1 / 4-5 for the first 32
   // elements (k = 0 / 1), bits 2-3 / 6-7 for the next 32.
   const __m512i high_shl = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
   const __m512i high_shr = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
-  const __m512i scale_of_chunk[4] = {scale_lanes(0, 8), scale_lanes(4, 8), scale_lanes(8, 8), scale_lanes(12, 8)};
+  const __m512i scale_of_chunk[4] = {scale_lanes(0, 8), scale_lanes(4, 8), scale_lanes(8, 8),
+                                     scale_lanes(12, 8)};
   __m512 acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -227,11 +247,14 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
     __m512i scales[NR];  // int16 lanes 0..15: the sub-block scales
     __m512i isum[NR][NT];
     for (int r = 0; r < NR; ++r) {
-      const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r][b].scales)));
+      const __m256i sc =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r][b].scales)));
       scales[r] = _mm512_zextsi256_si512(sc);
       for (int t = 0; t < NT; ++t) {
-        const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)));
-        isum[r][t] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+        const __m256i off = _mm256_madd_epi16(
+            sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab[t][b].bsums)));
+        isum[r][t] = _mm512_zextsi256_si512(
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
       }
     }
     for (int c = 0; c < 4; ++c) {
@@ -239,8 +262,8 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
       __m512i wq[NR], ws[NR];
       for (int r = 0; r < NR; ++r) {
         const __m512i l = _mm512_loadu_si512(wb[r][b].ql + 64 * h);
-        const __m512i hi =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qh + 32 * h)));
+        const __m512i hi = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r][b].qh + 32 * h)));
         wq[r] = (c % 2 == 0)
                     ? _mm512_or_si512(_mm512_and_si512(l, low4),
                                       _mm512_and_si512(_mm512_sllv_epi64(hi, high_shl), bits45))
@@ -257,7 +280,8 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
     for (int r = 0; r < NR; ++r) {
       const float dw = half::fp16_to_fp32(wb[r][b].d);
       for (int t = 0; t < NT; ++t)
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw * ab[t][b].d), acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw * ab[t][b].d),
+                                    acc[r][t]);
     }
   }
   for (int r = 0; r < NR; ++r)
@@ -273,7 +297,8 @@ void q6_k_tile(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act
 // for the next NR rows ahead, as the tiles do. In the model (one thread, batch 1) 2 rows measured
 // 5-6% less CPU per step than the one-row kernel, 4 rows 13% more (docs/benchmarks.md).
 template <int NR>
-void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, int64_t n, float* out) {
+void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, int64_t n,
+                         float* out) {
   const auto* ab = reinterpret_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NR], acc_min[NR];
@@ -301,8 +326,10 @@ void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, 
         const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r]->qs + 32 * g));
         const __m256i lo = _mm256_and_si256(q4, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-        isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(lo, y0), _mm256_shuffle_epi8(sc16[r], pick0));
-        isum_odd[r] = _mm256_dpwssd_epi32(isum_odd[r], _mm256_maddubs_epi16(hi, y1), _mm256_shuffle_epi8(sc16[r], pick1));
+        isum[r] = _mm256_dpwssd_epi32(isum[r], _mm256_maddubs_epi16(lo, y0),
+                                      _mm256_shuffle_epi8(sc16[r], pick0));
+        isum_odd[r] = _mm256_dpwssd_epi32(isum_odd[r], _mm256_maddubs_epi16(hi, y1),
+                                          _mm256_shuffle_epi8(sc16[r], pick1));
       }
     }
     const __m128 y_d = _mm_set1_ps(y.d);
@@ -310,31 +337,36 @@ void q4_k_rows_one_token(const uint8_t* w, size_t w_stride, const uint8_t* act, 
       // d and dmin are adjacent: one conversion and one multiply for both.
       const __m128 d_dmin = _mm_mul_ps(_mm_cvtph_ps(_mm_loadu_si32(&x[r]->d)), y_d);
       const __m256i block_sum = _mm256_add_epi32(isum[r], isum_odd[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(block_sum), acc[r]);
-      acc_min[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)), _mm256_cvtepi32_ps(min_prod[r]),
-                                   acc_min[r]);
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_broadcastss_ps(d_dmin), _mm256_cvtepi32_ps(block_sum), acc[r]);
+      acc_min[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d_dmin)),
+                                   _mm256_cvtepi32_ps(min_prod[r]), acc_min[r]);
     }
   }
-  for (int r = 0; r < NR; ++r) out[r * kMultiTokens] = simd::hsum(_mm256_sub_ps(acc[r], acc_min[r]));
+  for (int r = 0; r < NR; ++r)
+    out[r * kMultiTokens] = simd::hsum(_mm256_sub_ps(acc[r], acc_min[r]));
 }
 
 // The tile kernels as types, so one dispatcher serves them all.
 template <typename Block, typename Codes>
 struct Q8_0FamilyKernel {
   template <int NR, int NT>
-  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride,
+                  int64_t n, float* out) {
     q8_0_family_tile<NR, NT, Block, Codes>(w, w_stride, act, act_stride, n, out);
   }
 };
 struct Q4_KKernel {
   template <int NR, int NT>
-  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride,
+                  int64_t n, float* out) {
     q4_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
   }
 };
 struct Q6_KKernel {
   template <int NR, int NT>
-  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride, int64_t n, float* out) {
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* act, size_t act_stride,
+                  int64_t n, float* out) {
     q6_k_tile<NR, NT>(w, w_stride, act, act_stride, n, out);
   }
 };
@@ -349,8 +381,8 @@ constexpr int kQ4_KOneTokenRows = 2;
 static_assert(kTileRows % kRowsPerKernel == 0);
 
 template <typename Kernel, int NT, RowDotFn Single>
-void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int64_t n,
-               float* out) {
+void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride,
+               int64_t n, float* out) {
   if constexpr (NT == 1) {
     // One token: the AVX2 single-token kernels measured faster here than 4 x 1 tiles (Q8_0:
     // bench-model decode; Q4_K: BM_Matvec from DRAM, one thread, 16.8 GB/s per CPU-second
@@ -359,26 +391,31 @@ void tile_rows(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, si
     int r = 0;
     if constexpr (std::is_same_v<Kernel, Q4_KKernel>)
       for (; r + kQ4_KOneTokenRows <= nr; r += kQ4_KOneTokenRows)
-        q4_k_rows_one_token<kQ4_KOneTokenRows>(w + static_cast<size_t>(r) * w_stride, w_stride, act, n,
-                                               out + r * kMultiTokens);
-    for (; r < nr; ++r) out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
+        q4_k_rows_one_token<kQ4_KOneTokenRows>(w + static_cast<size_t>(r) * w_stride, w_stride, act,
+                                               n, out + r * kMultiTokens);
+    for (; r < nr; ++r)
+      out[r * kMultiTokens] = Single(w + static_cast<size_t>(r) * w_stride, act, n);
   } else if (nr == kRowsPerKernel) {
     Kernel::template run<kRowsPerKernel, NT>(w, w_stride, act, act_stride, n, out);
   } else {
     for (int r = 0; r < nr; ++r)  // a partial tile (the end of a thread's rows): one row at a time
-      Kernel::template run<1, NT>(w + static_cast<size_t>(r) * w_stride, w_stride, act, act_stride, n,
-                                  out + r * kMultiTokens);
+      Kernel::template run<1, NT>(w + static_cast<size_t>(r) * w_stride, w_stride, act, act_stride,
+                                  n, out + r * kMultiTokens);
   }
 }
 
 template <typename Kernel, RowDotFn Single>
-void tile(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int nt, int64_t n,
-          float* out) {
+void tile(const uint8_t* w, size_t w_stride, int nr, const uint8_t* act, size_t act_stride, int nt,
+          int64_t n, float* out) {
   switch (nt) {
-    case 1: return tile_rows<Kernel, 1, Single>(w, w_stride, nr, act, act_stride, n, out);
-    case 2: return tile_rows<Kernel, 2, Single>(w, w_stride, nr, act, act_stride, n, out);
-    case 3: return tile_rows<Kernel, 3, Single>(w, w_stride, nr, act, act_stride, n, out);
-    default: return tile_rows<Kernel, 4, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 1:
+      return tile_rows<Kernel, 1, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 2:
+      return tile_rows<Kernel, 2, Single>(w, w_stride, nr, act, act_stride, n, out);
+    case 3:
+      return tile_rows<Kernel, 3, Single>(w, w_stride, nr, act, act_stride, n, out);
+    default:
+      return tile_rows<Kernel, 4, Single>(w, w_stride, nr, act, act_stride, n, out);
   }
 }
 
@@ -391,21 +428,31 @@ void multi(const void* w, const uint8_t* act, size_t act_stride, int nt, int64_t
 
 MultiDotFn multi_dot(GgmlType weight) {
   switch (weight) {
-    case GgmlType::Q8_0: return multi<Q8_0Kernel, dot_q8_0_q8_0>;
-    case GgmlType::Q4_0: return multi<Q4_0Kernel, dot_q4_0_q8_0>;
-    case GgmlType::Q4_K: return multi<Q4_KKernel, dot_q4_k_q8_k>;
-    case GgmlType::Q6_K: return multi<Q6_KKernel, dot_q6_k_q8_k>;
-    default: return nullptr;
+    case GgmlType::Q8_0:
+      return multi<Q8_0Kernel, dot_q8_0_q8_0>;
+    case GgmlType::Q4_0:
+      return multi<Q4_0Kernel, dot_q4_0_q8_0>;
+    case GgmlType::Q4_K:
+      return multi<Q4_KKernel, dot_q4_k_q8_k>;
+    case GgmlType::Q6_K:
+      return multi<Q6_KKernel, dot_q6_k_q8_k>;
+    default:
+      return nullptr;
   }
 }
 
 TileDotFn tile_dot(GgmlType weight) {
   switch (weight) {
-    case GgmlType::Q8_0: return tile<Q8_0Kernel, dot_q8_0_q8_0>;
-    case GgmlType::Q4_0: return tile<Q4_0Kernel, dot_q4_0_q8_0>;
-    case GgmlType::Q4_K: return tile<Q4_KKernel, dot_q4_k_q8_k>;
-    case GgmlType::Q6_K: return tile<Q6_KKernel, dot_q6_k_q8_k>;
-    default: return nullptr;
+    case GgmlType::Q8_0:
+      return tile<Q8_0Kernel, dot_q8_0_q8_0>;
+    case GgmlType::Q4_0:
+      return tile<Q4_0Kernel, dot_q4_0_q8_0>;
+    case GgmlType::Q4_K:
+      return tile<Q4_KKernel, dot_q4_k_q8_k>;
+    case GgmlType::Q6_K:
+      return tile<Q6_KKernel, dot_q6_k_q8_k>;
+    default:
+      return nullptr;
   }
 }
 

@@ -15,9 +15,11 @@ namespace tangram::vec::avx512 {
 MultiDotFn multi_dot(GgmlType weight);
 TileDotFn tile_dot(GgmlType weight);
 // The interleaved-row kernels (interleaved_rows_avx512.cpp; contract in interleaved_rows.h).
-void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
-void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act, size_t act_stride,
-                           const int32_t* sums, size_t sums_stride, int nt, float* out, size_t out_stride);
+void gemm_interleaved_q4_k(const InterleavedQ4_K* w, int64_t nblocks, const uint8_t* act,
+                           size_t act_stride, const int32_t* sums, size_t sums_stride, int nt,
+                           float* out, size_t out_stride);
+void gemm_interleaved_q8_0(const InterleavedQ8_0* w, int64_t nblocks, const uint8_t* act,
+                           size_t act_stride, const int32_t* sums, size_t sums_stride, int nt,
+                           float* out, size_t out_stride);
 
 }  // namespace tangram::vec::avx512

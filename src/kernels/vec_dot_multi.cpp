@@ -29,11 +29,13 @@ const Block* token_blocks(const uint8_t* act, size_t stride, int t) {
 
 // Float weights (converted 8 at a time by Load) against float activations.
 template <int NT, typename Load>
-void float_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out, Load load) {
+void float_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out,
+                 Load load) {
   __m256 acc0[NT], acc1[NT];
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   const float* x[NT];
-  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(act + static_cast<size_t>(t) * stride);
+  for (int t = 0; t < NT; ++t)
+    x[t] = reinterpret_cast<const float*>(act + static_cast<size_t>(t) * stride);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 w0 = load(w, i), w1 = load(w, i + 8);
@@ -52,14 +54,19 @@ void float_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, fl
 }
 
 struct LoadF32 {
-  __m256 operator()(const void* w, int64_t i) const { return _mm256_loadu_ps(static_cast<const float*>(w) + i); }
+  __m256 operator()(const void* w, int64_t i) const {
+    return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+  }
   float scalar(const void* w, int64_t i) const { return static_cast<const float*>(w)[i]; }
 };
 struct LoadF16 {
   __m256 operator()(const void* w, int64_t i) const {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
   }
-  float scalar(const void* w, int64_t i) const { return half::fp16_to_fp32(static_cast<const uint16_t*>(w)[i]); }
+  float scalar(const void* w, int64_t i) const {
+    return half::fp16_to_fp32(static_cast<const uint16_t*>(w)[i]);
+  }
 };
 struct LoadBF16 {
   __m256 operator()(const void* w, int64_t i) const {
@@ -67,12 +74,15 @@ struct LoadBF16 {
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
-  float scalar(const void* w, int64_t i) const { return half::bf16_to_fp32(static_cast<const uint16_t*>(w)[i]); }
+  float scalar(const void* w, int64_t i) const {
+    return half::bf16_to_fp32(static_cast<const uint16_t*>(w)[i]);
+  }
 };
 
 // Q4_0 / Q8_0 weights against Q8_0 activations. Unpack gives the 32 signed weight codes.
 template <int NT, typename Block, typename Unpack>
-void q8_0_family_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out, Unpack unpack) {
+void q8_0_family_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out,
+                       Unpack unpack) {
   const auto* wb = static_cast<const Block*>(w);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -84,20 +94,25 @@ void q8_0_family_multi(const void* w, const uint8_t* act, size_t stride, int64_t
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_0& y = token_blocks<BlockQ8_0>(act, stride, t)[b];
       const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(yv, q)), ones);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half::fp16_to_fp32(y.d)), _mm256_cvtepi32_ps(p), acc[t]);
+      const __m256i p =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(yv, q)), ones);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half::fp16_to_fp32(y.d)), _mm256_cvtepi32_ps(p),
+                               acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = simd::hsum(acc[t]);
 }
 
 struct UnpackQ8_0 {
-  __m256i operator()(const BlockQ8_0& b) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+  __m256i operator()(const BlockQ8_0& b) const {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
 };
 struct UnpackQ4_0 {
   __m256i operator()(const BlockQ4_0& b) const {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+    const __m256i q =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
     return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
   }
 };
@@ -120,20 +135,24 @@ void q4_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, flo
       const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * g));
       const __m256i lo = _mm256_and_si256(q4, low4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
-      const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
+      const __m256i s0 = _mm256_shuffle_epi8(
+          sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g))));
+      const __m256i s1 = _mm256_shuffle_epi8(
+          sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * g + 1))));
       for (int t = 0; t < NT; ++t) {
         const int8_t* yq = token_blocks<BlockQ8_K>(act, stride, t)[b].qs + 64 * g;
         const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq));
         const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq + 32));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0),
-                                                             _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1)));
+        isum[t] = _mm256_add_epi32(
+            isum[t], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), s0),
+                                      _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), s1)));
       }
     }
     const float dw = half::fp16_to_fp32(x.d), dmw = half::fp16_to_fp32(x.dmin);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& y = token_blocks<BlockQ8_K>(act, stride, t)[b];
-      const __m256i mp = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), mins16);
+      const __m256i mp =
+          _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), mins16);
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmw * y.d), _mm256_cvtepi32_ps(mp), acc[t]);
     }
@@ -145,9 +164,12 @@ template <int NT>
 void q6_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, float* out) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);
   alignas(32) static constexpr int8_t kPick[4][32] = {
-      {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
-      {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
-      {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+      {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+       2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+      {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
+       6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+      {8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,  8,  9,
+       10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
       {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
        14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
   };
@@ -161,20 +183,23 @@ void q6_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, flo
     for (int t = 0; t < NT; ++t) {
       // Start from -32 * sum_k sc_k * bsums_k: the codes below are stored as q + 32.
       const BlockQ8_K& y = token_blocks<BlockQ8_K>(act, stride, t)[b];
-      const __m256i off = _mm256_madd_epi16(sc_all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)));
+      const __m256i off =
+          _mm256_madd_epi16(sc_all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)));
       isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+      const __m256i sc16 =
+          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
       __m256i q[4];
       simd::unpack_q6_k_half(x.ql, x.qh, h, q);
       for (int c = 0; c < 4; ++c) {
-        const __m256i scales =
-            _mm256_shuffle_epi8(sc16, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[c])));
+        const __m256i scales = _mm256_shuffle_epi8(
+            sc16, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[c])));
         for (int t = 0; t < NT; ++t) {
           const int8_t* yq = token_blocks<BlockQ8_K>(act, stride, t)[b].qs + 128 * h + 32 * c;
           const __m256i y8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yq));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], y8), scales));
+          isum[t] =
+              _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], y8), scales));
         }
       }
     }
@@ -189,12 +214,20 @@ void q6_k_multi(const void* w, const uint8_t* act, size_t stride, int64_t n, flo
 
 // Dispatches nt = 1..4 to the template instances; nt = 1 keeps the single-token kernel, whose
 // extra accumulators hide more latency.
-#define TANGRAM_MULTI_DISPATCH(single, call)         \
-  switch (nt) {                                      \
-    case 1: out[0] = single(w, act, n); return;      \
-    case 2: call(2); return;                         \
-    case 3: call(3); return;                         \
-    default: call(4); return;                        \
+#define TANGRAM_MULTI_DISPATCH(single, call) \
+  switch (nt) {                              \
+    case 1:                                  \
+      out[0] = single(w, act, n);            \
+      return;                                \
+    case 2:                                  \
+      call(2);                               \
+      return;                                \
+    case 3:                                  \
+      call(3);                               \
+      return;                                \
+    default:                                 \
+      call(4);                               \
+      return;                                \
   }
 
 void multi_f32(const void* w, const uint8_t* act, size_t stride, int nt, int64_t n, float* out) {
@@ -238,7 +271,8 @@ void multi_q6_k(const void* w, const uint8_t* act, size_t stride, int nt, int64_
 
 // Any type: one single-token dot per activation.
 template <RowDotFn Dot>
-void multi_by_single(const void* w, const uint8_t* act, size_t stride, int nt, int64_t n, float* out) {
+void multi_by_single(const void* w, const uint8_t* act, size_t stride, int nt, int64_t n,
+                     float* out) {
   for (int t = 0; t < nt; ++t) out[t] = Dot(w, act + static_cast<size_t>(t) * stride, n);
 }
 
@@ -249,23 +283,38 @@ MultiDotFn multi_dot_fn(GgmlType weight, cpu::KernelLevel level) {
     if (const MultiDotFn f = avx512::multi_dot(weight)) return f;
   switch (weight) {
 #if TANGRAM_AVX2
-    case GgmlType::F32: return multi_f32;
-    case GgmlType::F16: return multi_f16;
-    case GgmlType::BF16: return multi_bf16;
-    case GgmlType::Q4_0: return multi_q4_0;
-    case GgmlType::Q8_0: return multi_q8_0;
-    case GgmlType::Q4_K: return multi_q4_k;
-    case GgmlType::Q6_K: return multi_q6_k;
+    case GgmlType::F32:
+      return multi_f32;
+    case GgmlType::F16:
+      return multi_f16;
+    case GgmlType::BF16:
+      return multi_bf16;
+    case GgmlType::Q4_0:
+      return multi_q4_0;
+    case GgmlType::Q8_0:
+      return multi_q8_0;
+    case GgmlType::Q4_K:
+      return multi_q4_k;
+    case GgmlType::Q6_K:
+      return multi_q6_k;
 #else
-    case GgmlType::F32: return multi_by_single<dot_f32_f32>;
-    case GgmlType::F16: return multi_by_single<dot_f16_f32>;
-    case GgmlType::BF16: return multi_by_single<dot_bf16_f32>;
-    case GgmlType::Q4_0: return multi_by_single<dot_q4_0_q8_0>;
-    case GgmlType::Q8_0: return multi_by_single<dot_q8_0_q8_0>;
-    case GgmlType::Q4_K: return multi_by_single<dot_q4_k_q8_k>;
-    case GgmlType::Q6_K: return multi_by_single<dot_q6_k_q8_k>;
+    case GgmlType::F32:
+      return multi_by_single<dot_f32_f32>;
+    case GgmlType::F16:
+      return multi_by_single<dot_f16_f32>;
+    case GgmlType::BF16:
+      return multi_by_single<dot_bf16_f32>;
+    case GgmlType::Q4_0:
+      return multi_by_single<dot_q4_0_q8_0>;
+    case GgmlType::Q8_0:
+      return multi_by_single<dot_q8_0_q8_0>;
+    case GgmlType::Q4_K:
+      return multi_by_single<dot_q4_k_q8_k>;
+    case GgmlType::Q6_K:
+      return multi_by_single<dot_q6_k_q8_k>;
 #endif
-    case GgmlType::Q8_K: return multi_by_single<dot_q8_k_f32>;
+    case GgmlType::Q8_K:
+      return multi_by_single<dot_q8_k_f32>;
   }
   return multi_by_single<dot_f32_f32>;
 }

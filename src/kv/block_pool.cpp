@@ -6,12 +6,11 @@
 #include <new>
 #include <utility>
 
-
 namespace tangram {
 
 namespace {
 
-constexpr size_t kPageAlign = 64;      // cache line: pages start on a line
+constexpr size_t kPageAlign = 64;  // cache line: pages start on a line
 
 // A page's bytes must stay well inside size_t and its in-page offsets inside int64.
 constexpr int64_t kMaxPageBytes = int64_t{1} << 30;
@@ -28,9 +27,10 @@ size_t PageGeometry::page_bytes() const {
 
 Status PageGeometry::validate() const {
   if (page_tokens < 1 || group_size < 1 || head_dim < 1 || head_dim_v < 1)
-    return make_error("KV pages: tokens per page ({}), heads per group ({}) and head sizes "
-                      "({}, {}) must all be positive",
-                      page_tokens, group_size, head_dim, head_dim_v);
+    return make_error(
+        "KV pages: tokens per page ({}), heads per group ({}) and head sizes "
+        "({}, {}) must all be positive",
+        page_tokens, group_size, head_dim, head_dim_v);
   TG_TRY(check_kv_row_dims(type, head_dim, head_dim_v));
   if (head_dim > kMaxPageBytes / 4 || head_dim_v > kMaxPageBytes / 4)
     return make_error("KV pages: head sizes {} and {} are too large", head_dim, head_dim_v);
@@ -72,7 +72,6 @@ BlockPool::BlockPool(const PageGeometry& geometry, size_t page_bytes, int64_t n_
   in_use_.assign(static_cast<size_t>(n_pages), 0);
   refs_.assign(static_cast<size_t>(n_pages), 0);
 }
-
 
 Status BlockPool::allocate(int64_t n, std::vector<PageId>& out) {
   if (n < 0) return make_error("KV pool: cannot allocate {} pages", n);
@@ -169,12 +168,13 @@ Status BlockPool::check_consistency() const {
   for (size_t i = 0; i < refs_.size(); ++i) {
     shared += refs_[i] > 1 ? 1 : 0;
     if ((refs_[i] > 0) != (in_use_[i] != 0))
-      return make_error("KV pool: page {} has {} references but in-use flag {}", i, refs_[i], in_use_[i]);
+      return make_error("KV pool: page {} has {} references but in-use flag {}", i, refs_[i],
+                        in_use_[i]);
     refs += refs_[i];
   }
   if (refs != total_refs_ || shared != shared_pages_)
-    return make_error("KV pool: {} references ({} shared pages) counted, {} ({}) recorded", refs, shared,
-                      total_refs_, shared_pages_);
+    return make_error("KV pool: {} references ({} shared pages) counted, {} ({}) recorded", refs,
+                      shared, total_refs_, shared_pages_);
   const int64_t used = used_slots_.load(std::memory_order_relaxed);
   if (used < 0 || used > total_refs_ * geometry_.slots_per_page())
     return make_error("KV pool: {} used slots do not fit in {} page references", used, total_refs_);

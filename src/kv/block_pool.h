@@ -60,7 +60,9 @@ struct PageGeometry {
   size_t key_row_bytes() const { return kv_row_bytes(type, head_dim); }
   size_t value_row_bytes() const { return kv_row_bytes(type, head_dim_v); }
   // Slots per run of a column: kPageRunTokens when P is a multiple of it, else P.
-  int run_tokens() const { return page_tokens % kPageRunTokens == 0 ? kPageRunTokens : page_tokens; }
+  int run_tokens() const {
+    return page_tokens % kPageRunTokens == 0 ? kPageRunTokens : page_tokens;
+  }
   // Bytes of one run: its key rows, then its value rows.
   size_t run_bytes() const {
     return static_cast<size_t>(run_tokens()) * (key_row_bytes() + value_row_bytes());
@@ -74,13 +76,15 @@ struct PageGeometry {
   // run's first slot (slot % R == 0).
   size_t key_offset(int column, int64_t slot) const {
     const int64_t r = run_tokens();
-    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot / r) * run_bytes() +
+    return static_cast<size_t>(column) * column_bytes() +
+           static_cast<size_t>(slot / r) * run_bytes() +
            static_cast<size_t>(slot % r) * key_row_bytes();
   }
   size_t value_offset(int column, int64_t slot) const {
     const int64_t r = run_tokens();
-    return static_cast<size_t>(column) * column_bytes() + static_cast<size_t>(slot / r) * run_bytes() +
-           static_cast<size_t>(r) * key_row_bytes() + static_cast<size_t>(slot % r) * value_row_bytes();
+    return static_cast<size_t>(column) * column_bytes() +
+           static_cast<size_t>(slot / r) * run_bytes() + static_cast<size_t>(r) * key_row_bytes() +
+           static_cast<size_t>(slot % r) * value_row_bytes();
   }
   size_t page_bytes() const;
   // Head-token slots per page: P * G.
@@ -100,11 +104,13 @@ struct PoolStats {
   int64_t allocated_slots = 0;  // used_pages * P * G
   // Slots counted once per cache referencing their page (= allocated_slots without sharing).
   int64_t referenced_slots = 0;
-  int64_t shared_pages = 0;     // pages referenced by more than one cache
-  int64_t used_slots = 0;       // entries actually stored by the caches (per referencing cache)
-  int64_t wasted_slots = 0;     // referenced but holding nothing (partial pages, short heads)
+  int64_t shared_pages = 0;  // pages referenced by more than one cache
+  int64_t used_slots = 0;    // entries actually stored by the caches (per referencing cache)
+  int64_t wasted_slots = 0;  // referenced but holding nothing (partial pages, short heads)
   double waste_fraction() const {
-    return referenced_slots > 0 ? static_cast<double>(wasted_slots) / static_cast<double>(referenced_slots) : 0.0;
+    return referenced_slots > 0
+               ? static_cast<double>(wasted_slots) / static_cast<double>(referenced_slots)
+               : 0.0;
   }
 };
 
@@ -169,12 +175,12 @@ class BlockPool {
   PageGeometry geometry_;
   size_t page_bytes_;
   int64_t n_pages_;
-  HugePageBuffer arena_;        // [n_pages_][page_bytes_], 2 MiB aligned
-  std::vector<PageId> free_;    // stack of free ids (LIFO: recently freed pages are warm)
-  std::vector<uint8_t> in_use_; // [n_pages_]: 1 while handed out (2 marks a page in a release)
-  std::vector<int32_t> refs_;   // [n_pages_]: references held, 0 when free
-  int64_t total_refs_ = 0;      // sum of refs_
-  int64_t shared_pages_ = 0;    // pages with refs_ > 1
+  HugePageBuffer arena_;         // [n_pages_][page_bytes_], 2 MiB aligned
+  std::vector<PageId> free_;     // stack of free ids (LIFO: recently freed pages are warm)
+  std::vector<uint8_t> in_use_;  // [n_pages_]: 1 while handed out (2 marks a page in a release)
+  std::vector<int32_t> refs_;    // [n_pages_]: references held, 0 when free
+  int64_t total_refs_ = 0;       // sum of refs_
+  int64_t shared_pages_ = 0;     // pages with refs_ > 1
   std::atomic<int64_t> used_slots_{0};
 };
 

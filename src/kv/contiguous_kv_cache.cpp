@@ -35,8 +35,7 @@ int64_t ContiguousKvCache::length(int layer, int kv_head) const {
 
 Status ContiguousKvCache::reserve(int64_t n_total) {
   if (n_total > capacity_)
-    return make_error("KV cache overflow: {} positions needed, capacity is {}", n_total,
-                      capacity_);
+    return make_error("KV cache overflow: {} positions needed, capacity is {}", n_total, capacity_);
   if (n_total <= allocated_) return Status::Ok();
   // Double to keep re-layouts rare, never past capacity.
   const int64_t new_alloc = std::min(capacity_, std::max({n_total, 2 * allocated_, int64_t{16}}));
@@ -112,8 +111,10 @@ KvHeadView ContiguousKvCache::head_view(int layer, int kv_head) const {
   const auto slots = static_cast<size_t>(allocated_);
   v.k_row_bytes = k_row_bytes_;
   v.v_row_bytes = v_row_bytes_;
-  const auto* k = type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.k32.data()) : L.kb.data();
-  const auto* val = type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.v32.data()) : L.vb.data();
+  const auto* k =
+      type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.k32.data()) : L.kb.data();
+  const auto* val =
+      type_ == KvType::F32 ? reinterpret_cast<const uint8_t*>(L.v32.data()) : L.vb.data();
   v.k_base = k + head * slots * v.k_row_bytes;  // [n_kv_head][allocated_][row]
   v.v_base = val + head * slots * v.v_row_bytes;
   v.head_dim = shape_.head_dim;

@@ -37,8 +37,8 @@ class ContiguousKvCache final : public KvCache {
  private:
   struct Layer {
     // Exactly one pair is used, per type_.
-    std::vector<float> k32, v32;     // [n_kv_head][allocated_][head_dim | head_dim_v]
-    std::vector<uint8_t> kb, vb;     // [n_kv_head][allocated_][key | value row bytes]
+    std::vector<float> k32, v32;  // [n_kv_head][allocated_][head_dim | head_dim_v]
+    std::vector<uint8_t> kb, vb;  // [n_kv_head][allocated_][key | value row bytes]
     int64_t length = 0;
   };
   KvShape shape_;

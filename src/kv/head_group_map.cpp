@@ -13,8 +13,9 @@ constexpr int64_t kMaxHeads = int64_t{1} << 24;
 
 Result<HeadGroupMap> HeadGroupMap::contiguous(int n_layers, int n_kv_head, int group_size) {
   if (n_layers < 1 || n_kv_head < 1 || group_size < 1)
-    return make_error("head groups: layers ({}), KV heads ({}) and group size ({}) must be positive",
-                      n_layers, n_kv_head, group_size);
+    return make_error(
+        "head groups: layers ({}), KV heads ({}) and group size ({}) must be positive", n_layers,
+        n_kv_head, group_size);
   if (int64_t{n_layers} * n_kv_head > kMaxHeads)
     return make_error("head groups: {} x {} heads is implausibly many", n_layers, n_kv_head);
   std::vector<std::vector<int>> groups;
@@ -51,8 +52,9 @@ Result<HeadGroupMap> HeadGroupMap::from_groups(
 Result<HeadGroupMap> HeadGroupMap::from_flat_groups(int n_layers, int n_kv_head, int group_size,
                                                     const std::vector<std::vector<int>>& groups) {
   if (n_layers < 1 || n_kv_head < 1 || group_size < 1)
-    return make_error("head groups: layers ({}), KV heads ({}) and group size ({}) must be positive",
-                      n_layers, n_kv_head, group_size);
+    return make_error(
+        "head groups: layers ({}), KV heads ({}) and group size ({}) must be positive", n_layers,
+        n_kv_head, group_size);
   if (int64_t{n_layers} * n_kv_head > kMaxHeads)
     return make_error("head groups: {} x {} heads is implausibly many", n_layers, n_kv_head);
   HeadGroupMap m;
@@ -115,7 +117,8 @@ bool HeadGroupMap::is_contiguous() const {
   const int per_layer_groups = (n_kv_head_ + group_size_ - 1) / group_size_;
   for (int l = 0; l < n_layers_; ++l)
     for (int h = 0; h < n_kv_head_; ++h)
-      if (group_of(l, h) != l * per_layer_groups + h / group_size_ || column_of(l, h) != h % group_size_)
+      if (group_of(l, h) != l * per_layer_groups + h / group_size_ ||
+          column_of(l, h) != h % group_size_)
         return false;
   return true;
 }

@@ -84,7 +84,8 @@ class HeadGroupMap {
  private:
   HeadGroupMap() = default;
   size_t head_index(int layer, int kv_head) const {
-    return static_cast<size_t>(layer) * static_cast<size_t>(n_kv_head_) + static_cast<size_t>(kv_head);
+    return static_cast<size_t>(layer) * static_cast<size_t>(n_kv_head_) +
+           static_cast<size_t>(kv_head);
   }
 
   int n_layers_ = 0;

@@ -38,20 +38,25 @@ inline constexpr int kKeyTileTokens = 16;
 KeyLayout page_key_layout(KvType type, int64_t run_tokens);
 
 // Offsets inside a tile of run_tokens tokens: block b's group g of 4 values, and its scales.
-inline size_t tile_block_bytes(int64_t run_tokens) { return static_cast<size_t>(run_tokens) * kKvQ8BlockBytes; }
-inline size_t tile_group(int64_t run_tokens, int block, int group) {
-  return static_cast<size_t>(block) * tile_block_bytes(run_tokens) + static_cast<size_t>(run_tokens) * 4 * static_cast<size_t>(group);
+inline size_t tile_block_bytes(int64_t run_tokens) {
+  return static_cast<size_t>(run_tokens) * kKvQ8BlockBytes;
 }
-inline size_t tile_scales(int64_t run_tokens, int block) { return tile_group(run_tokens, block, 8); }
+inline size_t tile_group(int64_t run_tokens, int block, int group) {
+  return static_cast<size_t>(block) * tile_block_bytes(run_tokens) +
+         static_cast<size_t>(run_tokens) * 4 * static_cast<size_t>(group);
+}
+inline size_t tile_scales(int64_t run_tokens, int block) {
+  return tile_group(run_tokens, block, 8);
+}
 
 // Writes `count` plain Q8_0 rows (head_dim / 32 blocks each, contiguous at `rows`) as tokens
 // [first_slot, first_slot + count) of the tile.
-void store_tiled_keys(const uint8_t* rows, int64_t count, uint8_t* tile, int64_t run_tokens, int64_t first_slot,
-                      int head_dim);
+void store_tiled_keys(const uint8_t* rows, int64_t count, uint8_t* tile, int64_t run_tokens,
+                      int64_t first_slot, int head_dim);
 // Reads tokens [first_slot, first_slot + count) of the tile back as `count` plain Q8_0 rows, the
 // bytes store_tiled_keys was given.
-void load_tiled_keys(const uint8_t* tile, int64_t run_tokens, int64_t first_slot, int64_t count, uint8_t* rows,
-                     int head_dim);
+void load_tiled_keys(const uint8_t* tile, int64_t run_tokens, int64_t first_slot, int64_t count,
+                     uint8_t* rows, int head_dim);
 // Copies token src_slot of one tile to token dst_slot of another (or the same) tile.
 void move_tiled_key(const uint8_t* src_tile, int64_t src_slot, uint8_t* dst_tile, int64_t dst_slot,
                     int64_t run_tokens, int head_dim);

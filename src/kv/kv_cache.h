@@ -28,10 +28,10 @@ std::string_view kv_type_name(KvType t);
 
 struct KvShape {
   int n_layers = 0;
-  int n_head = 0;     // query heads; a multiple of n_kv_head (GQA)
+  int n_head = 0;  // query heads; a multiple of n_kv_head (GQA)
   int n_kv_head = 0;
-  int head_dim = 0;   // key (and query) head size
-  int head_dim_v = 0; // value head size
+  int head_dim = 0;    // key (and query) head size
+  int head_dim_v = 0;  // value head size
 };
 
 class KvCache {

@@ -33,7 +33,7 @@ struct KvHeadView {
   size_t k_row_bytes = 0;
   size_t v_row_bytes = 0;
   KeyLayout key_layout = KeyLayout::Rows;
-  int head_dim = 0;  // key row length (tiled keys are read back through it)
+  int head_dim = 0;    // key row length (tiled keys are read back through it)
   int64_t length = 0;  // entries stored
 
   // Positions. Entries [0, n_kept) hold the ascending positions kept_pos[0 .. n_kept) (left by
@@ -71,8 +71,9 @@ struct KvHeadView {
         const int64_t slot = begin & (page_tokens - 1);
         const int64_t in_run = slot & (run - 1);
         const int64_t count = std::min(end - begin, run - in_run);
-        fn(begin, static_cast<size_t>(pages[begin >> page_shift]) * page_bytes +
-                      static_cast<size_t>(slot >> run_shift) * run_bytes,
+        fn(begin,
+           static_cast<size_t>(pages[begin >> page_shift]) * page_bytes +
+               static_cast<size_t>(slot >> run_shift) * run_bytes,
            in_run, count);
         begin += count;
       }
@@ -83,7 +84,9 @@ struct KvHeadView {
       const int64_t slot = begin - page * page_tokens;
       const int64_t in_run = slot % run;
       const int64_t count = std::min(end - begin, run - in_run);
-      fn(begin, static_cast<size_t>(pages[page]) * page_bytes + static_cast<size_t>(slot / run) * run_bytes,
+      fn(begin,
+         static_cast<size_t>(pages[page]) * page_bytes +
+             static_cast<size_t>(slot / run) * run_bytes,
          in_run, count);
       begin += count;
     }
@@ -116,7 +119,8 @@ struct KvHeadView {
     for_each_run_at(begin, end, [&](int64_t first, size_t off, int64_t token, int64_t count) {
       uint8_t* dst = out + static_cast<size_t>(first - begin) * k_row_bytes;
       if (key_layout == KeyLayout::Rows) {
-        std::memcpy(dst, k_base + off + static_cast<size_t>(token) * k_row_bytes, static_cast<size_t>(count) * k_row_bytes);
+        std::memcpy(dst, k_base + off + static_cast<size_t>(token) * k_row_bytes,
+                    static_cast<size_t>(count) * k_row_bytes);
         return;
       }
       load_tiled_keys(k_base + off, run, token, count, dst, head_dim);

@@ -6,9 +6,12 @@ namespace tangram {
 
 std::string_view kv_type_name(KvType t) {
   switch (t) {
-    case KvType::F32: return "f32";
-    case KvType::F16: return "f16";
-    case KvType::Q8_0: return "q8_0";
+    case KvType::F32:
+      return "f32";
+    case KvType::F16:
+      return "f16";
+    case KvType::Q8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -21,9 +24,12 @@ std::optional<KvType> parse_kv_type(std::string_view name) {
 
 GgmlType kv_ggml_type(KvType type) {
   switch (type) {
-    case KvType::F32: return GgmlType::F32;
-    case KvType::F16: return GgmlType::F16;
-    case KvType::Q8_0: return GgmlType::Q8_0;
+    case KvType::F32:
+      return GgmlType::F32;
+    case KvType::F16:
+      return GgmlType::F16;
+    case KvType::Q8_0:
+      return GgmlType::Q8_0;
   }
   return GgmlType::F32;
 }
@@ -32,9 +38,10 @@ size_t kv_row_bytes(KvType type, int64_t dim) { return ggml_row_bytes(kv_ggml_ty
 
 Status check_kv_row_dims(KvType type, int head_dim, int head_dim_v) {
   if (type == KvType::Q8_0 && (head_dim % kKvQ8Block != 0 || head_dim_v % kKvQ8Block != 0))
-    return make_error("KV type q8_0 stores rows in blocks of {} elements; this model's head sizes "
-                      "({} keys, {} values) are not multiples of {} (use --kv-type f16)",
-                      kKvQ8Block, head_dim, head_dim_v, kKvQ8Block);
+    return make_error(
+        "KV type q8_0 stores rows in blocks of {} elements; this model's head sizes "
+        "({} keys, {} values) are not multiples of {} (use --kv-type f16)",
+        kKvQ8Block, head_dim, head_dim_v, kKvQ8Block);
   return Status::Ok();
 }
 

@@ -24,7 +24,7 @@
 namespace tangram {
 
 // The GGUF Q8_0 block the weights use too (kernels/quant_blocks.h).
-inline constexpr int kKvQ8Block = blocks::kQK0;                         // elements per block
+inline constexpr int kKvQ8Block = blocks::kQK0;                       // elements per block
 inline constexpr size_t kKvQ8BlockBytes = sizeof(blocks::BlockQ8_0);  // fp16 scale + 32 int8
 
 // The GGUF element type a KV type stores its rows as: rows are converted by the same

@@ -80,25 +80,27 @@ HeadRows head_rows(const BlockPool& pool, uint8_t* arena, const PageId* table, i
 
 }  // namespace
 
-Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(const KvShape& shape, int64_t capacity,
-                                                           BlockPool& pool,
-                                                           std::shared_ptr<const HeadGroupMap> map) {
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(
+    const KvShape& shape, int64_t capacity, BlockPool& pool,
+    std::shared_ptr<const HeadGroupMap> map) {
   if (shape.n_layers < 1 || shape.n_head < 1 || shape.n_kv_head < 1 || shape.head_dim < 1 ||
       shape.head_dim_v < 1 || shape.n_head % shape.n_kv_head != 0)
-    return make_error("paged KV cache: bad shape ({} layers, {} heads, {} KV heads, head sizes {} "
-                      "and {})",
-                      shape.n_layers, shape.n_head, shape.n_kv_head, shape.head_dim,
-                      shape.head_dim_v);
+    return make_error(
+        "paged KV cache: bad shape ({} layers, {} heads, {} KV heads, head sizes {} "
+        "and {})",
+        shape.n_layers, shape.n_head, shape.n_kv_head, shape.head_dim, shape.head_dim_v);
   const PageGeometry& g = pool.geometry();
   if (g.head_dim != shape.head_dim || g.head_dim_v != shape.head_dim_v)
-    return make_error("paged KV cache: the pool's pages hold head sizes {} and {}, the model "
-                      "needs {} and {}",
-                      g.head_dim, g.head_dim_v, shape.head_dim, shape.head_dim_v);
+    return make_error(
+        "paged KV cache: the pool's pages hold head sizes {} and {}, the model "
+        "needs {} and {}",
+        g.head_dim, g.head_dim_v, shape.head_dim, shape.head_dim_v);
   if (map == nullptr) return make_error("paged KV cache: no head-group map given");
   if (map->n_layers() != shape.n_layers || map->n_kv_head() != shape.n_kv_head)
-    return make_error("paged KV cache: the head-group map is for {} layers x {} KV heads, the "
-                      "model has {} x {}",
-                      map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
+    return make_error(
+        "paged KV cache: the head-group map is for {} layers x {} KV heads, the "
+        "model has {} x {}",
+        map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
   if (map->group_size() > g.group_size)
     return make_error("paged KV cache: head groups of up to {} heads do not fit pages of {}",
                       map->group_size(), g.group_size);
@@ -149,8 +151,10 @@ int64_t PagedKvCache::group_pages_for(int flat_group, int64_t n_total) const {
 int64_t PagedKvCache::pages_needed(int64_t n_total) const {
   int64_t needed = 0;
   for (int fg = 0; fg < map_->total_groups(); ++fg) {
-    needed += std::max<int64_t>(0, group_pages_for(fg, n_total) - static_cast<int64_t>(pages_[sz(fg)].size()));
-    if (pool_->shared_pages() > 0) needed += static_cast<int64_t>(shared_pages_written(fg, n_total).size());
+    needed += std::max<int64_t>(
+        0, group_pages_for(fg, n_total) - static_cast<int64_t>(pages_[sz(fg)].size()));
+    if (pool_->shared_pages() > 0)
+      needed += static_cast<int64_t>(shared_pages_written(fg, n_total).size());
   }
   return needed;
 }
@@ -170,7 +174,8 @@ std::vector<int64_t> PagedKvCache::shared_pages_written(int flat_group, int64_t 
     const int64_t to_write = n_total - layer_positions_[sz(map_->layer_of_head(f))];
     if (to_write <= 0) continue;
     const int64_t length = heads_[sz(f)].length;
-    const int64_t end = std::min(ceil_div(length + to_write, P), static_cast<int64_t>(table.size()));
+    const int64_t end =
+        std::min(ceil_div(length + to_write, P), static_cast<int64_t>(table.size()));
     for (int64_t i = length / P; i < end; ++i)
       if (pool_->shared(table[sz(i)])) out.push_back(i);
   }
@@ -179,7 +184,8 @@ std::vector<int64_t> PagedKvCache::shared_pages_written(int flat_group, int64_t 
   return out;
 }
 
-void PagedKvCache::copy_pages(int flat_group, std::span<const int64_t> indices, std::span<const PageId> fresh) {
+void PagedKvCache::copy_pages(int flat_group, std::span<const int64_t> indices,
+                              std::span<const PageId> fresh) {
   std::vector<PageId>& table = pages_[sz(flat_group)];
   for (size_t i = 0; i < indices.size(); ++i) {
     PageId& slot = table[sz(indices[i])];
@@ -195,7 +201,8 @@ Status PagedKvCache::unshare_range(int flat_group, int64_t first, int64_t end) {
   if (pool_->shared_pages() == 0) return Status::Ok();  // no fork anywhere: nothing to copy
   const std::vector<PageId>& table = pages_[sz(flat_group)];
   std::vector<int64_t> indices;
-  for (int64_t i = std::max<int64_t>(first, 0); i < std::min(end, static_cast<int64_t>(table.size())); ++i)
+  for (int64_t i = std::max<int64_t>(first, 0);
+       i < std::min(end, static_cast<int64_t>(table.size())); ++i)
     if (pool_->shared(table[sz(i)])) indices.push_back(i);
   if (indices.empty()) return Status::Ok();
   std::vector<PageId> fresh;
@@ -236,7 +243,8 @@ Status PagedKvCache::reserve(int64_t n_total) {
     try {
       for (size_t fg = 0; fg < pages_.size(); ++fg) {
         std::vector<PageId>& table = pages_[fg];
-        deficit[fg] = std::max<int64_t>(0, group_pages_for(static_cast<int>(fg), n_total) - static_cast<int64_t>(table.size()));
+        deficit[fg] = std::max<int64_t>(
+            0, group_pages_for(static_cast<int>(fg), n_total) - static_cast<int64_t>(table.size()));
         table.reserve(table.size() + sz(deficit[fg]));
         copies[fg] = shared_pages_written(static_cast<int>(fg), n_total);
       }
@@ -247,7 +255,8 @@ Status PagedKvCache::reserve(int64_t n_total) {
     TG_TRY(pool_->allocate(needed, fresh));
     size_t next = 0;
     for (size_t fg = 0; fg < pages_.size(); ++fg) {
-      copy_pages(static_cast<int>(fg), copies[fg], std::span<const PageId>(fresh).subspan(next, copies[fg].size()));
+      copy_pages(static_cast<int>(fg), copies[fg],
+                 std::span<const PageId>(fresh).subspan(next, copies[fg].size()));
       next += copies[fg].size();
       for (int64_t i = 0; i < deficit[fg]; ++i) pages_[fg].push_back(fresh[next++]);
       pages_held_ += deficit[fg];
@@ -273,7 +282,8 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
                         pos0, layer);
   // Copy-on-write: a page shared with a fork is copied before this layer's rows go into it.
   for (int h = 0; h < shape_.n_kv_head; ++h)
-    TG_TRY(unshare_range(map_->group_of(layer, h), head(layer, h).length / P, ceil_div(head(layer, h).length + n, P)));
+    TG_TRY(unshare_range(map_->group_of(layer, h), head(layer, h).length / P,
+                         ceil_div(head(layer, h).length + n, P)));
   const PageGeometry& geo = pool_->geometry();
   const int64_t hd = shape_.head_dim;
   const int64_t hdv = shape_.head_dim_v;
@@ -283,8 +293,9 @@ Status PagedKvCache::write(int layer, int64_t pos0, const float* k, const float*
   if (tiled) quantised.resize(geo.key_row_bytes());
   for (int h = 0; h < shape_.n_kv_head; ++h) {
     HeadState& hs = head(layer, h);
-    const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, h))].data(),
-                                    map_->column_of(layer, h));
+    const HeadRows rows =
+        head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, h))].data(),
+                  map_->column_of(layer, h));
     for (int64_t t = 0; t < n; ++t) {
       const int64_t src = t * shape_.n_kv_head + h;
       if (tiled) {
@@ -384,14 +395,17 @@ Status PagedKvCache::compact_head(int layer, int kv_head, std::span<const int64_
   // Copy-on-write: the pages rows move into are copied first when a fork still reads them.
   const PageGeometry& g = pool_->geometry();
   size_t first_moved = 0;
-  while (first_moved < keep.size() && keep[first_moved] == static_cast<int64_t>(first_moved)) ++first_moved;
+  while (first_moved < keep.size() && keep[first_moved] == static_cast<int64_t>(first_moved))
+    ++first_moved;
   if (first_moved < keep.size())
-    TG_TRY(unshare_range(map_->group_of(layer, kv_head), static_cast<int64_t>(first_moved) / g.page_tokens,
+    TG_TRY(unshare_range(map_->group_of(layer, kv_head),
+                         static_cast<int64_t>(first_moved) / g.page_tokens,
                          ceil_div(static_cast<int64_t>(keep.size()), g.page_tokens)));
   // keep[i] >= i and ascending, so row keep[i] is read before anything overwrites it. The head's
   // rows are addressed after the copy-on-write above, which may have replaced pages in its table.
-  const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, kv_head))].data(),
-                                  map_->column_of(layer, kv_head));
+  const HeadRows rows =
+      head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(layer, kv_head))].data(),
+                map_->column_of(layer, kv_head));
   for (size_t i = 0; i < keep.size(); ++i) {
     const auto dst = static_cast<int64_t>(i);
     const int64_t src = keep[i];
@@ -421,7 +435,8 @@ int64_t PagedKvCache::release_unused_pages(int layer) {
   if (layer < 0 || layer >= shape_.n_layers) return 0;
   int64_t released = 0;
   for (const HeadGroupMap::LayerGroup& lg : map_->layer_groups(layer))
-    released += release_group_tail(lg.flat_group, group_pages_for(lg.flat_group, reserved_positions_));
+    released +=
+        release_group_tail(lg.flat_group, group_pages_for(lg.flat_group, reserved_positions_));
   return released;
 }
 
@@ -444,7 +459,8 @@ void PagedKvCache::truncate(int64_t n_tokens) {
         new_length = n_kept + (n - hs.tail_pos0);
       } else {
         // Only kept entries before n survive; the tail restarts at n.
-        new_length = std::lower_bound(hs.kept_pos.begin(), hs.kept_pos.end(), n) - hs.kept_pos.begin();
+        new_length =
+            std::lower_bound(hs.kept_pos.begin(), hs.kept_pos.end(), n) - hs.kept_pos.begin();
         hs.kept_pos.resize(sz(new_length));
         hs.tail_pos0 = n;
       }
@@ -459,27 +475,33 @@ void PagedKvCache::truncate(int64_t n_tokens) {
 
 Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> heads) {
   if (pages_held_ != 0 || used_slots_ != 0 ||
-      std::any_of(layer_positions_.begin(), layer_positions_.end(), [](int64_t n) { return n != 0; }))
+      std::any_of(layer_positions_.begin(), layer_positions_.end(),
+                  [](int64_t n) { return n != 0; }))
     return make_error("KV cache restore: the cache is not empty");
   if (n_positions < 0 || n_positions > capacity_)
     return make_error("KV cache restore: {} positions outside [0, {}]", n_positions, capacity_);
   if (heads.size() != heads_.size())
-    return make_error("KV cache restore: {} heads given, the cache has {}", heads.size(), heads_.size());
+    return make_error("KV cache restore: {} heads given, the cache has {}", heads.size(),
+                      heads_.size());
   for (int l = 0; l < shape_.n_layers; ++l)
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const HeadRestore& r = heads[sz(l) * sz(shape_.n_kv_head) + sz(h)];
       const auto n_kept = static_cast<int64_t>(r.kept_pos.size());
       bool ascending = true;
       for (size_t i = 0; i < r.kept_pos.size(); ++i)
-        ascending = ascending && r.kept_pos[i] >= 0 && (i == 0 || r.kept_pos[i] > r.kept_pos[i - 1]);
+        ascending =
+            ascending && r.kept_pos[i] >= 0 && (i == 0 || r.kept_pos[i] > r.kept_pos[i - 1]);
       if (r.length < n_kept || r.tail_pos0 < 0 || r.tail_pos0 > n_positions ||
           r.length - n_kept > n_positions - r.tail_pos0)
-        return make_error("KV cache restore: layer {} head {} holds {} entries ({} kept, tail from "
-                          "position {}) in {} positions",
-                          l, h, r.length, n_kept, r.tail_pos0, n_positions);
+        return make_error(
+            "KV cache restore: layer {} head {} holds {} entries ({} kept, tail from "
+            "position {}) in {} positions",
+            l, h, r.length, n_kept, r.tail_pos0, n_positions);
       if (!ascending || (n_kept > 0 && r.kept_pos.back() >= r.tail_pos0))
-        return make_error("KV cache restore: layer {} head {} positions are not strictly ascending "
-                          "below {}", l, h, r.tail_pos0);
+        return make_error(
+            "KV cache restore: layer {} head {} positions are not strictly ascending "
+            "below {}",
+            l, h, r.tail_pos0);
       if (r.length > 0 && (r.keys == nullptr || r.values == nullptr))
         return make_error("KV cache restore: layer {} head {} has no rows", l, h);
     }
@@ -489,14 +511,16 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
   int64_t needed = 0;
   for (size_t fg = 0; fg < pages_.size(); ++fg) {
     int64_t longest = 0;
-    for (const int f : map_->members(static_cast<int>(fg))) longest = std::max(longest, heads[sz(f)].length);
+    for (const int f : map_->members(static_cast<int>(fg)))
+      longest = std::max(longest, heads[sz(f)].length);
     group_pages[fg] = ceil_div(longest, P);
     needed += group_pages[fg];
   }
   // Host memory first (the only other step that may fail), then the pages.
   std::vector<std::vector<int32_t>> kept(heads_.size());
   try {
-    for (size_t i = 0; i < heads.size(); ++i) kept[i].assign(heads[i].kept_pos.begin(), heads[i].kept_pos.end());
+    for (size_t i = 0; i < heads.size(); ++i)
+      kept[i].assign(heads[i].kept_pos.begin(), heads[i].kept_pos.end());
     for (size_t fg = 0; fg < pages_.size(); ++fg) pages_[fg].reserve(sz(group_pages[fg]));
   } catch (const std::bad_alloc&) {
     return make_error("KV cache restore: out of host memory for page tables");
@@ -519,8 +543,9 @@ Status PagedKvCache::restore(int64_t n_positions, std::span<const HeadRestore> h
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const size_t i = sz(l) * sz(shape_.n_kv_head) + sz(h);
       const HeadRestore& r = heads[i];
-      const HeadRows rows = head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(l, h))].data(),
-                                      map_->column_of(l, h));
+      const HeadRows rows =
+          head_rows(*pool_, pool_->page_data(0), pages_[sz(map_->group_of(l, h))].data(),
+                    map_->column_of(l, h));
       for (int64_t e = 0; e < r.length;) {
         const int64_t count = std::min(r.length - e, R - e % R);
         rows.put_keys(e, r.keys + sz(e) * kb, count);

@@ -4,11 +4,11 @@
 // allocated once per group, by whichever reserve() first needs them.
 //
 // A group holds pages for its longest member (counting the positions its layer has yet to write
-// up to the reservation) only; shorter heads leave slots of their column unused. Heads shrink independently (per-head compression: set_head_length, compact_head)
-// and release_unused_pages() hands whole trailing pages back. Keys are stored after RoPE, so
-// compaction moves rows without touching them; each head remembers the positions of the
-// entries it kept (only heads that were compacted pay for that list), which keeps causal
-// masking and truncate() exact.
+// up to the reservation) only; shorter heads leave slots of their column unused. Heads shrink
+// independently (per-head compression: set_head_length, compact_head) and release_unused_pages()
+// hands whole trailing pages back. Keys are stored after RoPE, so compaction moves rows without
+// touching them; each head remembers the positions of the entries it kept (only heads that were
+// compacted pay for that list), which keeps causal masking and truncate() exact.
 //
 // fork() makes a second cache of the same entries that shares every page with this one (the n
 // choices of one prompt: one prefill, n decodes). Pages are copy-on-write: before a cache writes
@@ -34,7 +34,6 @@
 #include "kv/kv_head_view.h"
 
 namespace tangram {
-
 
 class PagedKvCache final : public KvCache {
  public:
@@ -137,10 +136,12 @@ class PagedKvCache final : public KvCache {
                std::shared_ptr<const HeadGroupMap> map);
 
   HeadState& head(int layer, int kv_head) {
-    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) + static_cast<size_t>(kv_head)];
+    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) +
+                  static_cast<size_t>(kv_head)];
   }
   const HeadState& head(int layer, int kv_head) const {
-    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) + static_cast<size_t>(kv_head)];
+    return heads_[static_cast<size_t>(layer) * static_cast<size_t>(shape_.n_kv_head) +
+                  static_cast<size_t>(kv_head)];
   }
   bool valid_head(int layer, int kv_head) const {
     return layer >= 0 && layer < shape_.n_layers && kv_head >= 0 && kv_head < shape_.n_kv_head;

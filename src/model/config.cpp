@@ -104,8 +104,7 @@ Result<ModelConfig> read_model_config(const GgufFile& g) {
   TG_ASSIGN(const int64_t n_embd, r.required_int("embedding_length", 1, kMaxDim));
   TG_ASSIGN(const int64_t n_ff, r.required_int("feed_forward_length", 1, kMaxDim));
   TG_ASSIGN(const int64_t n_head, r.required_int("attention.head_count", 1, kMaxDim));
-  TG_ASSIGN(const int64_t n_kv_head,
-            r.optional_int("attention.head_count_kv", n_head, 1, n_head));
+  TG_ASSIGN(const int64_t n_kv_head, r.optional_int("attention.head_count_kv", n_head, 1, n_head));
   if (n_head % n_kv_head != 0)
     return make_error("{}: head_count {} is not a multiple of head_count_kv {}", g.path(), n_head,
                       n_kv_head);
@@ -121,7 +120,7 @@ Result<ModelConfig> read_model_config(const GgufFile& g) {
     return make_error("{}: rope.dimension_count {} is odd", g.path(), rope_dim);
   TG_ASSIGN(const double rope_base, r.optional_float("rope.freq_base", 10000.0, 1.0, 1e12));
   TG_ASSIGN(const double eps, r.optional_float("attention.layer_norm_rms_epsilon",
-                                                static_cast<double>(info->default_eps), 0.0, 1.0));
+                                               static_cast<double>(info->default_eps), 0.0, 1.0));
   TG_ASSIGN(const int64_t ctx, r.required_int("context_length", 1, kMaxContext));
 
   c.n_layers = static_cast<int>(n_layers);

@@ -54,8 +54,8 @@ struct ModelConfig {
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_context = 8192;
 
-  bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3
+  bool qkv_bias = false;     // qwen2
+  bool qk_norm = false;      // qwen3
   bool tied_output = false;  // no output.weight: the output projection is token_embd
 
   int q_dim() const { return n_head * head_dim; }

@@ -37,8 +37,8 @@ KvShape Model::kv_shape() const {
 }
 
 std::unique_ptr<KvCache> Model::new_cache(int64_t max_tokens, KvType type) const {
-  const int64_t cap = max_tokens <= 0 ? config_.context_length
-                                      : std::min(max_tokens, config_.context_length);
+  const int64_t cap =
+      max_tokens <= 0 ? config_.context_length : std::min(max_tokens, config_.context_length);
   return std::make_unique<ContiguousKvCache>(kv_shape(), cap, type);
 }
 
@@ -89,8 +89,8 @@ Status Model::check_step(const SequenceStep& s) const {
     return make_error("context overflow: {} + {} tokens exceed the model's context of {}", s.pos0,
                       s.n, config_.context_length);
   if (s.n > cache.capacity() - s.pos0)
-    return make_error("context overflow: {} + {} tokens exceed the KV cache capacity of {}",
-                      s.pos0, s.n, cache.capacity());
+    return make_error("context overflow: {} + {} tokens exceed the KV cache capacity of {}", s.pos0,
+                      s.n, cache.capacity());
   for (int64_t i = 0; i < s.n; ++i)
     if (s.tokens[i] < 0 || s.tokens[i] >= config_.vocab)
       return make_error("forward: token id {} at index {} is outside the vocabulary [0, {})",
@@ -98,8 +98,8 @@ Status Model::check_step(const SequenceStep& s) const {
   return Status::Ok();
 }
 
-Status Model::forward(KvCache& cache, const int32_t* tokens, int64_t n, int64_t pos0,
-                      float* logits, ThreadPool& pool, bool all_logits) {
+Status Model::forward(KvCache& cache, const int32_t* tokens, int64_t n, int64_t pos0, float* logits,
+                      ThreadPool& pool, bool all_logits) {
   TG_TRY(check_step(SequenceStep{&cache, tokens, n, pos0, logits, all_logits}));
   TG_TRY(cache.reserve(pos0 + n));
   for (int64_t done = 0; done < n;) {
@@ -151,7 +151,8 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
   const int64_t logit_rows = embed_tokens(seqs);  // x: [m][E]
   try {
     attn_queries_.clear();
-    for (const SequenceStep& s : seqs) attn_queries_.push_back(AttentionQuery{s.cache, s.n, s.pos0});
+    for (const SequenceStep& s : seqs)
+      attn_queries_.push_back(AttentionQuery{s.cache, s.n, s.pos0});
   } catch (const std::bad_alloc&) {
     return make_error("forward: out of host memory for the attention of {} sequences", seqs.size());
   }
@@ -169,7 +170,8 @@ int64_t Model::embed_tokens(std::span<const SequenceStep> seqs) {
   int64_t logit_rows = 0;
   int64_t r = 0;  // sequence i owns rows [r, r + n)
   for (const SequenceStep& s : seqs) {
-    for (int64_t t = 0; t < s.n; ++t) get_row(weights_.token_embd, s.tokens[t], x_.data() + (r + t) * E);
+    for (int64_t t = 0; t < s.n; ++t)
+      get_row(weights_.token_embd, s.tokens[t], x_.data() + (r + t) * E);
     rope_.tables(s.pos0, s.n, rope_cos_.data() + r * half, rope_sin_.data() + r * half);
     if (s.logits != nullptr) logit_rows += s.all_logits ? s.n : 1;
     r += s.n;
@@ -215,7 +217,7 @@ Status Model::attention_block(int layer, std::span<const SequenceStep> seqs, int
     r += s.n;
   }
   TG_TRY(attention_.attend(layer, q, attn_.data(), pool));  // attn: [m][n_head][head_dim_v]
-  matmul(L.wo, attn_.data(), m, proj_.data(), pool);         // proj: [m][E]
+  matmul(L.wo, attn_.data(), m, proj_.data(), pool);        // proj: [m][E]
   add(x, proj_.data(), m * E);
   return Status::Ok();
 }
@@ -227,12 +229,14 @@ void Model::feed_forward_block(int layer, int64_t m, ThreadPool& pool) {
   float* x = x_.data();
   float* xn = xn_.data();
   for (int64_t t = 0; t < m; ++t) rmsnorm(x + t * E, L.ffn_norm.data(), xn + t * E, E, c.rms_eps);
-  matmul_swiglu(L.w_gate, L.w_up, xn, m, gate_.data(), up_.data(), pool);  // gate: [m][n_ff], swiglu'd
+  matmul_swiglu(L.w_gate, L.w_up, xn, m, gate_.data(), up_.data(),
+                pool);                                    // gate: [m][n_ff], swiglu'd
   matmul(L.w_down, gate_.data(), m, proj_.data(), pool);  // proj: [m][E]
   add(x, proj_.data(), m * E);
 }
 
-Status Model::output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows, ThreadPool& pool) {
+Status Model::output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows,
+                            ThreadPool& pool) {
   if (logit_rows == 0) return Status::Ok();
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
@@ -253,7 +257,8 @@ Status Model::output_logits(std::span<const SequenceStep> seqs, int64_t logit_ro
     return Status::Ok();
   }
   try {
-    if (logits_.size() < static_cast<size_t>(logit_rows * V)) logits_.resize(static_cast<size_t>(logit_rows * V));
+    if (logits_.size() < static_cast<size_t>(logit_rows * V))
+      logits_.resize(static_cast<size_t>(logit_rows * V));
   } catch (const std::bad_alloc&) {
     return make_error("forward: out of host memory for {} rows of logits", logit_rows);
   }

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_planner.h"
+#include "attention/batched_attention.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "gguf/gguf_file.h"
-#include "attention/attention_planner.h"
-#include "attention/batched_attention.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/rope.h"
@@ -114,7 +114,8 @@ class Model {
   // Token embeddings into x_ and RoPE tables for every row; returns the rows wanting logits.
   int64_t embed_tokens(std::span<const SequenceStep> seqs);
   // x_ += attention(rmsnorm(x_)) for one layer; keys and values go to the caches.
-  Status attention_block(int layer, std::span<const SequenceStep> seqs, int64_t m, ThreadPool& pool);
+  Status attention_block(int layer, std::span<const SequenceStep> seqs, int64_t m,
+                         ThreadPool& pool);
   // x_ += ffn(rmsnorm(x_)) for one layer (SwiGLU).
   void feed_forward_block(int layer, int64_t m, ThreadPool& pool);
   // Final norm and output projection of the rows that want logits, into the steps' buffers.

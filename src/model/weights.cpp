@@ -114,7 +114,8 @@ std::vector<std::string> matmul_weight_names(const ModelConfig& c) {
   std::vector<std::string> names;
   if (!c.tied_output) names.emplace_back("output.weight");
   for (int l = 0; l < c.n_layers; ++l)
-    for (const char* what : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+    for (const char* what :
+         {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
       names.push_back(fmt::format("blk.{}.{}.weight", l, what));
   return names;
 }

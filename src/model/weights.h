@@ -30,11 +30,11 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  TensorView token_embd;               // (n_embd, vocab)
-  TensorView output;                   // (n_embd, vocab); token_embd when tied
-  std::vector<float> output_norm;      // [n_embd]
+  TensorView token_embd;                 // (n_embd, vocab)
+  TensorView output;                     // (n_embd, vocab); token_embd when tied
+  std::vector<float> output_norm;        // [n_embd]
   std::vector<float> rope_freq_factors;  // [rope_dim / 2] divisors; empty without Llama-3 scaling
-  std::vector<LayerWeights> layers;    // [n_layers]
+  std::vector<LayerWeights> layers;      // [n_layers]
 };
 
 Result<ModelWeights> bind_weights(const GgufFile& gguf, const ModelConfig& config);

@@ -271,10 +271,10 @@ void Sampler::apply_penalties(float* logits, int n_vocab, std::span<const int32_
   const float frequency = params_.frequency_penalty;
   if (repetition == 1.0f && presence == 0.0f && frequency == 0.0f) return;
   if (params_.penalty_last_n == 0 || history.empty()) return;
-  const size_t window_size = params_.penalty_last_n < 0
-                                 ? history.size()
-                                 : std::min(history.size(),
-                                            static_cast<size_t>(params_.penalty_last_n));
+  const size_t window_size =
+      params_.penalty_last_n < 0
+          ? history.size()
+          : std::min(history.size(), static_cast<size_t>(params_.penalty_last_n));
   // Count each distinct in-range token of the window in O(window): a per-vocabulary counter,
   // cleared again through the list of tokens touched.
   if (token_counts_.size() < static_cast<size_t>(n_vocab)) {

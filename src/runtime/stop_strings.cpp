@@ -13,9 +13,12 @@ size_t incomplete_utf8_tail(std::string_view s) {
     const auto byte = static_cast<unsigned char>(s[s.size() - back]);
     if ((byte & 0xC0u) == 0x80u) continue;  // continuation byte: keep looking for the lead
     size_t length = 1;
-    if ((byte & 0xE0u) == 0xC0u) length = 2;
-    else if ((byte & 0xF0u) == 0xE0u) length = 3;
-    else if ((byte & 0xF8u) == 0xF0u) length = 4;
+    if ((byte & 0xE0u) == 0xC0u)
+      length = 2;
+    else if ((byte & 0xF0u) == 0xE0u)
+      length = 3;
+    else if ((byte & 0xF8u) == 0xF0u)
+      length = 4;
     return length > back ? back : 0;
   }
   return 0;
@@ -54,7 +57,8 @@ StopStringMatcher::Step StopStringMatcher::feed(std::string_view piece) {
     for (Pattern& p : patterns_) {
       p.state = advance(p, p.state, byte);
       // Longest wins among those completing on this byte; list order breaks exact ties.
-      if (p.state == p.text.size() && (matched == nullptr || p.text.size() > matched->text.size())) {
+      if (p.state == p.text.size() &&
+          (matched == nullptr || p.text.size() > matched->text.size())) {
         matched = &p;
       }
     }

@@ -65,11 +65,11 @@ struct RequestResult {
   std::vector<int32_t> tokens;  // [completion_tokens] generated ids (end-of-generation excluded)
   std::string text;             // generated text, stop string excluded
   FinishReason finish = FinishReason::Stop;
-  std::string error;            // set when finish == Error
+  std::string error;  // set when finish == Error
   RequestUsage usage;
   RequestTiming timing;
   RequestCompression compression;
-  uint64_t seed = 0;            // the sampler's seed
+  uint64_t seed = 0;                // the sampler's seed
   std::vector<float> first_logits;  // [vocab] logits of the prompt's last token, if asked for
 };
 
@@ -80,7 +80,7 @@ struct Request {
   // turn's KV stays resident under it afterwards. Empty: the request may still continue a
   // resident session whose tokens its prompt extends (see Scheduler), else it starts a new one.
   std::string session_id;
-  int priority = 0;                 // higher is admitted first and preempted last
+  int priority = 0;  // higher is admitted first and preempted last
   // Choices to generate for the one prompt, in [1, kMaxChoices]. The prompt is prefilled once;
   // when its last token has run, the sequence forks into n that share the prompt's KV pages
   // (PagedKvCache::fork) and decode as sequences of the same batches. Choice i samples with
@@ -92,7 +92,7 @@ struct Request {
   // prompt extending one continues it). false: their pages go back to the pool at once (the
   // server: such sessions belong to no API key, so nothing may hold pages for them).
   bool keep_other_choices = true;
-  bool keep_first_logits = false;   // fill RequestResult::first_logits (tests)
+  bool keep_first_logits = false;  // fill RequestResult::first_logits (tests)
   // >= 0: every generated token's TokenEvent carries its log-probability and this many most
   // likely alternatives (at most kMaxTopLogprobs).
   int top_logprobs = -1;

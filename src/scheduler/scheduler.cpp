@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <new>
+#include <sstream>
 
 #include "common/units.h"
 
@@ -14,7 +14,8 @@ namespace {
 
 constexpr int32_t kNoAllowedToken = -2;  // sample_token: the constraint allows no token
 
-double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
@@ -22,10 +23,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // What a tier's blob must match to be restored: the model, the KV type, the policy's settings
 // and profile (which decide the entries a compressed cache holds) and the page layout.
-SessionFingerprint session_fingerprint(const Model& model, const SchedulerOptions& options, const HeadGroupMap& map) {
+SessionFingerprint session_fingerprint(const Model& model, const SchedulerOptions& options,
+                                       const HeadGroupMap& map) {
   const CompressionOptions& co = options.compression;
-  std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio, co.alpha, co.sink,
-                                   co.window, co.chunk, co.scorer.name);
+  std::string policy = fmt::format("{} {} {} {} {} {} {}", kv_policy_name(co.policy), co.ratio,
+                                   co.alpha, co.sink, co.window, co.chunk, co.scorer.name);
   for (const std::string& f : {co.profile, co.cluster_map}) {
     if (f.empty()) continue;
     std::ifstream in(f, std::ios::binary);
@@ -33,8 +35,8 @@ SessionFingerprint session_fingerprint(const Model& model, const SchedulerOption
     bytes << in.rdbuf();
     policy += bytes.str();
   }
-  return SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type, bytes_fingerprint(policy),
-                            group_map_fingerprint(map)};
+  return SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type,
+                            bytes_fingerprint(policy), group_map_fingerprint(map)};
 }
 
 }  // namespace
@@ -70,27 +72,34 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const Tokeniz
 
   std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
   s->options_.page_group_size = G;
-  s->options_.max_running = static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
-  s->context_ = options.max_context > 0 ? std::min(options.max_context, c.context_length)
-                                        : c.context_length;
+  s->options_.max_running =
+      static_cast<int>(std::min<int64_t>(options.max_running, options.step_tokens));
+  s->context_ =
+      options.max_context > 0 ? std::min(options.max_context, c.context_length) : c.context_length;
   s->map_ = compressor->group_map();
   s->compressor_ = std::move(compressor);
   s->admission_ = AdmissionRule::for_policy(*s->compressor_, options.page_tokens);
   // The tangram policy splits decode attention ahead of time; the others plan every step.
   model.attention_planner().set_split(options.attention_split.value_or(
-      options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime : AttentionSplit::Runtime));
+      options.compression.policy == KvPolicy::Tangram ? AttentionSplit::AheadOfTime
+                                                      : AttentionSplit::Runtime));
   if (s->compressor_->scorer().query_source() == QuerySource::Reconstruction)
-    s->repeat_prompt_ = tokenizer.encode("\n\nRepeat the previous context exactly.\n", false, false);
+    s->repeat_prompt_ =
+        tokenizer.encode("\n\nRepeat the previous context exactly.\n", false, false);
   if (options.kv_memory < geometry.page_bytes() * static_cast<size_t>(s->map_->total_groups()))
-    return make_error("--kv-memory {} cannot hold even one page per head group ({} groups x {}): "
-                      "give at least {}",
-                      format_bytes(static_cast<double>(options.kv_memory)), s->map_->total_groups(),
-                      format_bytes(static_cast<double>(geometry.page_bytes())),
-                      format_bytes(static_cast<double>(geometry.page_bytes()) * s->map_->total_groups()));
+    return make_error(
+        "--kv-memory {} cannot hold even one page per head group ({} groups x {}): "
+        "give at least {}",
+        format_bytes(static_cast<double>(options.kv_memory)), s->map_->total_groups(),
+        format_bytes(static_cast<double>(geometry.page_bytes())),
+        format_bytes(static_cast<double>(geometry.page_bytes()) * s->map_->total_groups()));
   TG_ASSIGN(s->pool_, BlockPool::create(geometry, options.kv_memory, options.prefault));
-  const SessionFingerprint fingerprint = sessions.tiered() ? session_fingerprint(model, options, *s->map_) : SessionFingerprint{};
-  TG_ASSIGN(s->sessions_, SessionKeeper::create(sessions, SessionPool{*s->pool_, s->map_, model.kv_shape(), s->context_},
-                                                fingerprint));
+  const SessionFingerprint fingerprint =
+      sessions.tiered() ? session_fingerprint(model, options, *s->map_) : SessionFingerprint{};
+  TG_ASSIGN(
+      s->sessions_,
+      SessionKeeper::create(
+          sessions, SessionPool{*s->pool_, s->map_, model.kv_shape(), s->context_}, fingerprint));
   for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
     if (tokenizer.is_eog(id)) s->eos_ids_.push_back(id);
   return s;
@@ -103,8 +112,8 @@ int64_t Scheduler::pages_for(int64_t n_total) const {
 Status Scheduler::validate(const Request& r) const {
   if (r.prompt.empty()) return make_error("the prompt is empty: give at least one token");
   if (r.top_logprobs > kMaxTopLogprobs)
-    return make_error("top_logprobs is {}; at most {} alternatives per token are reported", r.top_logprobs,
-                      kMaxTopLogprobs);
+    return make_error("top_logprobs is {}; at most {} alternatives per token are reported",
+                      r.top_logprobs, kMaxTopLogprobs);
   const auto vocab = static_cast<int>(model_.config().vocab);
   for (size_t i = 0; i < r.prompt.size(); ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
@@ -112,18 +121,21 @@ Status Scheduler::validate(const Request& r) const {
                         r.prompt[i], i, vocab);
   const auto n = static_cast<int64_t>(r.prompt.size());
   if (n >= context_)
-    return make_error("the prompt has {} tokens but the context holds {}: shorten it by at least {}",
-                      n, context_, n - context_ + 1);
+    return make_error(
+        "the prompt has {} tokens but the context holds {}: shorten it by at least {}", n, context_,
+        n - context_ + 1);
   if (r.n < 1 || r.n > kMaxChoices)
     return make_error("n is {}; between 1 and {} choices can be asked for", r.n, kMaxChoices);
   // With n choices, each fork may copy the partly filled last page of every group.
   const int64_t need = pages_for(n + 1) + int64_t{r.n - 1} * map_->total_groups();
   if (need > pool_->total_pages())
-    return make_error("the prompt's KV needs {} ({} pages) but the KV memory holds {} ({} pages): "
-                      "raise --kv-memory or shorten the prompt",
-                      format_bytes(static_cast<double>(need) * static_cast<double>(pool_->page_bytes())), need,
-                      format_bytes(static_cast<double>(pool_->total_pages()) * static_cast<double>(pool_->page_bytes())),
-                      pool_->total_pages());
+    return make_error(
+        "the prompt's KV needs {} ({} pages) but the KV memory holds {} ({} pages): "
+        "raise --kv-memory or shorten the prompt",
+        format_bytes(static_cast<double>(need) * static_cast<double>(pool_->page_bytes())), need,
+        format_bytes(static_cast<double>(pool_->total_pages()) *
+                     static_cast<double>(pool_->page_bytes())),
+        pool_->total_pages());
   return r.params.validate();
 }
 
@@ -133,8 +145,8 @@ Result<RequestId> Scheduler::submit(Request request) {
   return id;
 }
 
-Result<std::unique_ptr<Scheduler::Sequence>> Scheduler::new_sequence(RequestId id, const Request& request, int choice,
-                                                                    std::optional<uint64_t> base_seed) const {
+Result<std::unique_ptr<Scheduler::Sequence>> Scheduler::new_sequence(
+    RequestId id, const Request& request, int choice, std::optional<uint64_t> base_seed) const {
   auto s = std::make_unique<Sequence>();
   SamplingParams params = request.params;
   if (base_seed) {
@@ -339,13 +351,12 @@ void Scheduler::preempt(Sequence& s) {
   s.chunk = 0;
 }
 
-void Scheduler::emit(Sequence& s, const std::string& text) {
-  s.result.text += text;
-}
+void Scheduler::emit(Sequence& s, const std::string& text) { s.result.text += text; }
 
 bool Scheduler::sample_next(Sequence& s, float* logits) {
   const auto vocab = static_cast<int>(model_.config().vocab);
-  if (s.request.keep_first_logits && !s.first_token_done) s.result.first_logits.assign(logits, logits + vocab);
+  if (s.request.keep_first_logits && !s.first_token_done)
+    s.result.first_logits.assign(logits, logits + vocab);
   const int n_vocab = std::min<int>(tokenizer_.n_vocab(), vocab);
   // Log-probabilities are the model's own: read before the sampler's penalties change the row.
   const bool logprobs = s.request.top_logprobs >= 0;
@@ -392,8 +403,10 @@ int32_t Scheduler::sample_token(Sequence& s, float* logits, int n_vocab) {
   s.constraint->allowed_tokens(n_vocab, s.allowed);
   bool any = false;
   for (int i = 0; i < n_vocab; ++i) {
-    if (s.allowed[static_cast<size_t>(i)] != 0) any = true;
-    else logits[i] = -std::numeric_limits<float>::infinity();
+    if (s.allowed[static_cast<size_t>(i)] != 0)
+      any = true;
+    else
+      logits[i] = -std::numeric_limits<float>::infinity();
   }
   if (!any) return kNoAllowedToken;
   const int32_t tok = s.sampler->sample(logits, n_vocab, s.tokens);
@@ -420,9 +433,10 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   r.timing.total_seconds = seconds_between(s->submitted, now);
 
   // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
-  const bool keep = options_.keep_sessions && reason != FinishReason::Error && !s->session_dropped &&
-                    (s->choice == 0 || s->request.keep_other_choices);
-  if (std::string id = sessions_->give_back(s->session_id, s->tokens, keep ? std::move(s->cache) : nullptr, now);
+  const bool keep = options_.keep_sessions && reason != FinishReason::Error &&
+                    !s->session_dropped && (s->choice == 0 || s->request.keep_other_choices);
+  if (std::string id =
+          sessions_->give_back(s->session_id, s->tokens, keep ? std::move(s->cache) : nullptr, now);
       !id.empty())
     r.session_id = std::move(id);
   s->cache.reset();
@@ -433,7 +447,8 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
     for (int c = 1; c < s->request.n; ++c) report_unforked_choice(s->request, r, c);
 }
 
-void Scheduler::report_unforked_choice(const Request& request, const RequestResult& like, int choice) {
+void Scheduler::report_unforked_choice(const Request& request, const RequestResult& like,
+                                       int choice) {
   RequestResult other;
   other.id = like.id;
   other.choice = choice;
@@ -549,12 +564,14 @@ bool Scheduler::admit(Sequence& s, int64_t& budget) {
   others.reserve(running_.size());
   for (const auto& r : running_) others.push_back(admission_view(*r));
   const int64_t watermark = map_->total_groups();  // one page per group for the others' growth
-  int64_t need = admission_->pages_to_admit(candidate, chunk, others, watermark, pool_->total_pages());
+  int64_t need =
+      admission_->pages_to_admit(candidate, chunk, others, watermark, pool_->total_pages());
   // n choices not yet forked: each fork may copy the partly filled last page of every group.
   if (s.choice == 0 && !s.forked) need += int64_t{s.request.n - 1} * map_->total_groups();
   if (!make_room(need, nullptr, /*may_preempt=*/false)) {
     // Not now: the cache goes back where it came from, the request keeps its place.
-    if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id); ses != nullptr)
+    if (Session* ses = s.session_id.empty() ? nullptr : sessions_->find(s.session_id);
+        ses != nullptr)
       sessions_->unclaim(*ses, s.tokens, std::move(s.cache));
     s.cache.reset();
     if (s.request.session_id.empty()) s.session_id.clear();
@@ -576,7 +593,8 @@ void Scheduler::fail_unschedulable() {
   if (running_.empty() && !waiting_.empty()) {
     auto s = std::move(waiting_.front());
     waiting_.pop_front();
-    finish(std::move(s), FinishReason::Error, "the request cannot be scheduled: KV memory too small");
+    finish(std::move(s), FinishReason::Error,
+           "the request cannot be scheduled: KV memory too small");
   }
 }
 
@@ -608,7 +626,8 @@ Status Scheduler::run_planned(const std::vector<Sequence*>& stepped, int64_t& ra
 
 void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status& st) {
   auto take = [&](const Sequence* p) {
-    auto it = std::find_if(running_.begin(), running_.end(), [p](const auto& u) { return u.get() == p; });
+    auto it =
+        std::find_if(running_.begin(), running_.end(), [p](const auto& u) { return u.get() == p; });
     auto owned = std::move(*it);
     running_.erase(it);
     return owned;
@@ -619,11 +638,14 @@ void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status&
   }
   for (size_t i = 0; i < stepped.size(); ++i) {
     Sequence& s = *stepped[i];
-    if (s.chunk == 1 && s.first_token_done) ++counters_.decode_tokens;
-    else counters_.prefill_tokens += s.chunk;
+    if (s.chunk == 1 && s.first_token_done)
+      ++counters_.decode_tokens;
+    else
+      counters_.prefill_tokens += s.chunk;
     const SequenceStep& done = steps_[i];
     s.chunk = 0;
-    if (const int64_t point = next_compression_point(s); point >= 0 && s.cache->n_positions() == point)
+    if (const int64_t point = next_compression_point(s);
+        point >= 0 && s.cache->n_positions() == point)
       compress_sequence(s);
     if (done.logits == nullptr) continue;
     if (s.request.n > 1 && s.choice == 0 && !s.forked) fork_choices(s, done.logits);

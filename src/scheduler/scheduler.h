@@ -64,13 +64,13 @@ struct SchedulerOptions {
   int page_group_size = -1;            // G: KV heads per page; 0 = all of a layer's (unified);
                                        // -1 = the policy's layout (tangram 4, others unified)
   KvType kv_type = KvType::F16;
-  int64_t prefill_chunk = 512;         // most prompt tokens of one sequence per step
-  int64_t step_tokens = 512;           // token budget of one step (<= the model's max batch)
-  int max_running = 64;                // sequences running at once
-  int64_t max_context = 0;             // positions per sequence; 0 = the model's context
-  bool keep_sessions = true;           // keep finished requests' KV resident for the next turn
-  bool prefault = true;                // touch the arena up front (no page faults later)
-  CompressionOptions compression;      // KV policy, scorer, ratio, budgets (default: full KV)
+  int64_t prefill_chunk = 512;     // most prompt tokens of one sequence per step
+  int64_t step_tokens = 512;       // token budget of one step (<= the model's max batch)
+  int max_running = 64;            // sequences running at once
+  int64_t max_context = 0;         // positions per sequence; 0 = the model's context
+  bool keep_sessions = true;       // keep finished requests' KV resident for the next turn
+  bool prefault = true;            // touch the arena up front (no page faults later)
+  CompressionOptions compression;  // KV policy, scorer, ratio, budgets (default: full KV)
   // How attention work is split across threads; empty: the policy's (tangram ahead of time,
   // the others planned every step).
   std::optional<AttentionSplit> attention_split;
@@ -89,13 +89,13 @@ struct SchedulerStats {
   int64_t finished = 0;
   // Compression.
   int64_t compressions = 0;
-  int64_t compression_skipped = 0;     // reconstruction pass found no room
-  int64_t entries_dropped = 0;         // (layer, head) entries removed over all compressions
-  int64_t pages_freed = 0;             // pages returned by compression
-  double compress_seconds = 0;         // scoring + selection + compaction + release
-  double reclaim_seconds = 0;          // selection + compaction + release (run-time reclamation)
+  int64_t compression_skipped = 0;  // reconstruction pass found no room
+  int64_t entries_dropped = 0;      // (layer, head) entries removed over all compressions
+  int64_t pages_freed = 0;          // pages returned by compression
+  double compress_seconds = 0;      // scoring + selection + compaction + release
+  double reclaim_seconds = 0;       // selection + compaction + release (run-time reclamation)
   int64_t heads_compressed = 0;
-  int64_t heads_pressured = 0;         // tangram: run-time share above the head's budget
+  int64_t heads_pressured = 0;  // tangram: run-time share above the head's budget
   PoolStats pool;
   SessionTierStats tiers;
 };
@@ -106,7 +106,8 @@ class Scheduler {
   // every layer, prefill_chunk or step_tokens < 1, step_tokens above the model's max batch.
   // `sessions` configures where idle sessions' KV goes (tiers; see SessionKeeperOptions).
   static Result<std::unique_ptr<Scheduler>> create(Model& model, const Tokenizer& tokenizer,
-                                                   ThreadPool& pool, const SchedulerOptions& options,
+                                                   ThreadPool& pool,
+                                                   const SchedulerOptions& options,
                                                    const SessionKeeperOptions& sessions = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
@@ -140,7 +141,8 @@ class Scheduler {
   // its entry and its copies in every tier (host, disk, Redis; a queued write is cancelled) go.
   // Requests of the id submitted later (a new conversation under the same id) are left alone.
   // False if nothing of the session was known.
-  bool drop_session(const std::string& id, RequestId cancel_before = std::numeric_limits<RequestId>::max());
+  bool drop_session(const std::string& id,
+                    RequestId cancel_before = std::numeric_limits<RequestId>::max());
   // Where a session's KV is: "running" (a request of it is pending), "resident", "host", "disk",
   // "redis", or "none" (recomputed on its next turn, or unknown).
   std::string session_tier(const std::string& id) { return session_location(id).tier; }
@@ -170,9 +172,9 @@ class Scheduler {
     std::optional<Sampler> sampler;
     std::vector<float> raw_logits;  // with top_logprobs: the step's logits before sampling
     std::unique_ptr<TokenConstraint> constraint;  // this sequence's copy of request.constraint
-    std::vector<float> unmasked;    // [n_vocab] with a constraint: the row before sampling
-    std::vector<uint8_t> allowed;   // [n_vocab] with a constraint: its mask, when it was needed
-    std::vector<int32_t> tokens;  // prompt, then generated tokens
+    std::vector<float> unmasked;   // [n_vocab] with a constraint: the row before sampling
+    std::vector<uint8_t> allowed;  // [n_vocab] with a constraint: its mask, when it was needed
+    std::vector<int32_t> tokens;   // prompt, then generated tokens
     size_t n_prompt = 0;
     std::unique_ptr<PagedKvCache> cache;  // null while queued
     std::string session_id;               // session the KV returns to ("" = none)
@@ -275,7 +277,7 @@ class Scheduler {
   std::unique_ptr<SessionKeeper> sessions_;
   std::vector<int32_t> eos_ids_;
 
-  std::deque<std::unique_ptr<Sequence>> waiting_;  // in rank order
+  std::deque<std::unique_ptr<Sequence>> waiting_;   // in rank order
   std::vector<std::unique_ptr<Sequence>> running_;  // in rank order
   uint64_t next_arrival_ = 0;
   RequestId next_id_ = 1;

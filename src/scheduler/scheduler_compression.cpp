@@ -10,7 +10,8 @@ namespace tangram {
 
 namespace {
 
-double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
@@ -19,7 +20,8 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 AdmissionView Scheduler::admission_view(const Sequence& s) const {
   const auto end = static_cast<int64_t>(s.tokens.size());
   const int64_t max_tokens = s.request.params.max_tokens;
-  const int64_t max_new = max_tokens > 0 ? max_tokens - static_cast<int64_t>(s.result.tokens.size()) : context_ - end;
+  const int64_t max_new =
+      max_tokens > 0 ? max_tokens - static_cast<int64_t>(s.result.tokens.size()) : context_ - end;
   return AdmissionView{s.cache.get(), end, s.compress_base, next_compression_point(s), max_new};
 }
 
@@ -50,7 +52,8 @@ void Scheduler::prepare_capture(Sequence& s, int64_t chunk) {
     s.capture_rows = rows;
     const ModelConfig& c = model_.config();
     s.capture.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(rows) *
-                         static_cast<size_t>(c.q_dim()), 0.0f);
+                         static_cast<size_t>(c.q_dim()),
+                     0.0f);
   }
 }
 
@@ -73,12 +76,14 @@ Status Scheduler::reconstruction_queries(Sequence& s, std::vector<float>& querie
   const ModelConfig& c = model_.config();
   n_rows = r;
   pos0 = point + static_cast<int64_t>(repeat_prompt_.size());
-  queries.assign(static_cast<size_t>(c.n_layers) * static_cast<size_t>(r) * static_cast<size_t>(c.q_dim()), 0.0f);
+  queries.assign(
+      static_cast<size_t>(c.n_layers) * static_cast<size_t>(r) * static_cast<size_t>(c.q_dim()),
+      0.0f);
   Status st = Status::Ok();
   for (int64_t done = 0; done < n && st.ok();) {
     const int64_t m = std::min(options_.step_tokens, n - done);
-    const SequenceStep step{&cache, pass.data() + done, m, point + done, nullptr, false,
-                            queries.data(), pos0, r};
+    const SequenceStep step{
+        &cache, pass.data() + done, m, point + done, nullptr, false, queries.data(), pos0, r};
     st = model_.forward_step(std::span<const SequenceStep>(&step, 1), pool_threads_);
     done += m;
   }

@@ -15,8 +15,8 @@ namespace {
 constexpr std::string_view kLevelNames[] = {"debug", "info", "warn", "error", "off"};
 
 bool is_name_byte(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
 }
 
 std::string name(std::string_view v) {
@@ -82,22 +82,26 @@ std::string logfmt_value(std::string_view v) {
 std::string format_log_line(std::string_view timestamp, LogLevel l, std::string_view event,
                             const std::vector<std::pair<std::string, std::string>>& fields) {
   const auto level = static_cast<size_t>(l);
-  std::string line = fmt::format("ts={} level={} event={}", logfmt_value(timestamp),
-                                 level < std::size(kLevelNames) ? kLevelNames[level] : "unknown", name(event));
+  std::string line =
+      fmt::format("ts={} level={} event={}", logfmt_value(timestamp),
+                  level < std::size(kLevelNames) ? kLevelNames[level] : "unknown", name(event));
   for (const auto& [k, v] : fields) line += fmt::format(" {}={}", name(k), logfmt_value(v));
   line += '\n';
   return line;
 }
 
-void AccessLog::write(LogLevel l, std::string_view event, const std::vector<std::pair<std::string, std::string>>& fields) {
+void AccessLog::write(LogLevel l, std::string_view event,
+                      const std::vector<std::pair<std::string, std::string>>& fields) {
   if (!enabled(l)) return;
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
-  const std::string ts = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  const std::string ts =
+      fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
   const std::string line = format_log_line(ts, l, event, fields);
   std::lock_guard lock(mu_);
   // fwrite, not fputs: the line's length, not its first NUL, says where it ends.

@@ -34,7 +34,8 @@ class AccessLog {
   bool enabled(LogLevel l) const { return l >= level_; }
   // Writes format_log_line() with the UTC time now to stderr. Whatever a client put in a field
   // (a path with %00 or %0d%0a, say) stays inside its one line.
-  void write(LogLevel l, std::string_view event, const std::vector<std::pair<std::string, std::string>>& fields);
+  void write(LogLevel l, std::string_view event,
+             const std::vector<std::pair<std::string, std::string>>& fields);
 
  private:
   LogLevel level_;

@@ -18,11 +18,13 @@ struct ApiError {
 };
 
 inline ApiError bad_request(std::string message, std::string param = {}, std::string code = {}) {
-  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code), 0};
+  return ApiError{
+      400, std::move(message), "invalid_request_error", std::move(param), std::move(code), 0};
 }
 
 inline nlohmann::json error_json(const ApiError& e) {
-  nlohmann::json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  nlohmann::json err = {
+      {"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
   if (!e.param.empty()) err["param"] = e.param;
   if (!e.code.empty()) err["code"] = e.code;
   return {{"error", err}};

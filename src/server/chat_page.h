@@ -1,4 +1,5 @@
-// The self-contained chat page served at GET / (src/server/assets/chat.html, embedded at build time).
+// The self-contained chat page served at GET / (src/server/assets/chat.html, embedded at build
+// time).
 #pragma once
 
 #include <string_view>

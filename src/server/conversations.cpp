@@ -10,7 +10,8 @@ namespace tangram::server {
 namespace {
 
 int64_t now_unix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -36,8 +37,12 @@ std::vector<size_t> token_end_offsets(const Tokenizer& tok, const std::vector<in
 
 ApiError Conversations::not_available(const std::string& id) {
   // The same answer whether the id is unknown-but-taken or another key's: nothing leaks.
-  return ApiError{404, fmt::format("session '{}' is not available to this API key; use another id", id),
-                  "invalid_request_error", "session_id", "session_not_found", 0};
+  return ApiError{404,
+                  fmt::format("session '{}' is not available to this API key; use another id", id),
+                  "invalid_request_error",
+                  "session_id",
+                  "session_not_found",
+                  0};
 }
 
 Conversations::Entry* Conversations::find_owned(const std::string& owner, const std::string& id) {
@@ -91,8 +96,9 @@ void Conversations::trim(const std::string& owner, const std::string& keep) {
   }
 }
 
-std::optional<ApiError> Conversations::pick(const std::string& owner, const std::string& requested_id,
-                                            ResolvedPrompt& out, Entry*& entry) {
+std::optional<ApiError> Conversations::pick(const std::string& owner,
+                                            const std::string& requested_id, ResolvedPrompt& out,
+                                            Entry*& entry) {
   if (requested_id.empty()) return std::nullopt;
   // Each key names its own conversations: another key's ids neither collide with these nor show.
   auto it = entries_.find({owner, requested_id});
@@ -111,7 +117,8 @@ Conversations::Entry& Conversations::longest_extended(const std::string& owner, 
                                                       const Extent& extent) {
   Entry* best = nullptr;
   size_t best_extent = 0;
-  for (auto it = entries_.lower_bound({owner, ""}); it != entries_.end() && it->first.first == owner; ++it) {
+  for (auto it = entries_.lower_bound({owner, ""});
+       it != entries_.end() && it->first.first == owner; ++it) {
     if (const size_t x = extent(it->second); x > best_extent) {
       best_extent = x;
       best = &it->second;
@@ -124,11 +131,13 @@ Conversations::Entry& Conversations::longest_extended(const std::string& owner, 
   return create(owner, out.public_id);
 }
 
-std::optional<ApiError> Conversations::resolve_text(const std::string& owner, const std::string& requested_id,
+std::optional<ApiError> Conversations::resolve_text(const std::string& owner,
+                                                    const std::string& requested_id,
                                                     const std::string& text, bool add_special,
                                                     const Tokenizer& tok, ResolvedPrompt& out,
                                                     std::span<const TextRange> protected_ranges) {
-  std::vector<int32_t> canonical = tok.encode(text, add_special, /*parse_special=*/true, protected_ranges);
+  std::vector<int32_t> canonical =
+      tok.encode(text, add_special, /*parse_special=*/true, protected_ranges);
   std::lock_guard lock(mu_);
   Entry* entry = nullptr;
   if (auto e = pick(owner, requested_id, out, entry)) return e;
@@ -139,7 +148,8 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
     });
   }
   out.engine_session = engine_key(owner, out.public_id);
-  const bool extends = !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
+  const bool extends =
+      !entry->text.empty() && text.compare(0, entry->text.size(), entry->text) == 0;
   if (extends && !starts_with(canonical, entry->tokens)) {
     // Splice: the history's own tokens up to the last text offset where both they and the
     // canonical tokenization have a token boundary, then the canonical tokens from there.
@@ -159,8 +169,10 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
       }
     }
     if (best_j > common_prefix_length(canonical, entry->tokens)) {
-      out.tokens.assign(entry->tokens.begin(), entry->tokens.begin() + static_cast<std::ptrdiff_t>(best_j));
-      out.tokens.insert(out.tokens.end(), canonical.begin() + static_cast<std::ptrdiff_t>(best_i), canonical.end());
+      out.tokens.assign(entry->tokens.begin(),
+                        entry->tokens.begin() + static_cast<std::ptrdiff_t>(best_j));
+      out.tokens.insert(out.tokens.end(), canonical.begin() + static_cast<std::ptrdiff_t>(best_i),
+                        canonical.end());
       out.spliced = true;
     }
   }
@@ -169,8 +181,10 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner, co
   return std::nullopt;
 }
 
-std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner, const std::string& requested_id,
-                                                      std::vector<int32_t> tokens, ResolvedPrompt& out) {
+std::optional<ApiError> Conversations::resolve_tokens(const std::string& owner,
+                                                      const std::string& requested_id,
+                                                      std::vector<int32_t> tokens,
+                                                      ResolvedPrompt& out) {
   std::lock_guard lock(mu_);
   Entry* entry = nullptr;
   if (auto e = pick(owner, requested_id, out, entry)) return e;
@@ -207,20 +221,24 @@ void Conversations::abandon(const std::string& owner, const ResolvedPrompt& p) {
   --e->holders;
   // A record with no turn and no history came from failed requests only: it goes, with any KV a
   // cancelled first turn left in the engine.
-  if (e->holders == 0 && e->turns == 0 && e->tokens.empty()) remove(entries_.find({owner, p.public_id}));
+  if (e->holders == 0 && e->turns == 0 && e->tokens.empty())
+    remove(entries_.find({owner, p.public_id}));
 }
 
-size_t Conversations::restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
-                              const Tokenizer& tok, const std::set<std::string>& owners) {
+size_t Conversations::restore(
+    const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions, const Tokenizer& tok,
+    const std::set<std::string>& owners) {
   std::lock_guard lock(mu_);
   size_t n = 0;
   for (const auto& [key, tokens] : sessions) {
     const size_t slash = key.find('/');
-    if (slash == std::string::npos || slash == 0 || slash + 1 == key.size() || tokens.empty()) continue;
+    if (slash == std::string::npos || slash == 0 || slash + 1 == key.size() || tokens.empty())
+      continue;
     const std::string owner = key.substr(0, slash), id = key.substr(slash + 1);
     if (owners.count(owner) == 0 || entries_.count({owner, id}) > 0) continue;
     if (lru_[owner].size() >= max_) {
-      if (forget_) forget_(key);  // past the owner's limit: its KV goes, as an evicted record's would
+      if (forget_)
+        forget_(key);  // past the owner's limit: its KV goes, as an evicted record's would
       continue;
     }
     Entry& e = create(owner, id);
@@ -237,14 +255,17 @@ size_t Conversations::restore(const std::vector<std::pair<std::string, std::vect
 std::vector<ConversationInfo> Conversations::list(const std::string& owner) const {
   std::lock_guard lock(mu_);
   std::vector<ConversationInfo> out;
-  for (auto it = entries_.lower_bound({owner, ""}); it != entries_.end() && it->first.first == owner; ++it) {
+  for (auto it = entries_.lower_bound({owner, ""});
+       it != entries_.end() && it->first.first == owner; ++it) {
     const Entry& e = it->second;
-    out.push_back({it->first.second, e.turns, static_cast<int64_t>(e.tokens.size()), e.created, e.last_used});
+    out.push_back(
+        {it->first.second, e.turns, static_cast<int64_t>(e.tokens.size()), e.created, e.last_used});
   }
   return out;
 }
 
-std::optional<std::string> Conversations::erase(const std::string& owner, const std::string& public_id) {
+std::optional<std::string> Conversations::erase(const std::string& owner,
+                                                const std::string& public_id) {
   std::lock_guard lock(mu_);
   auto it = entries_.find({owner, public_id});
   if (it == entries_.end()) return std::nullopt;

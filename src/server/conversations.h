@@ -16,8 +16,9 @@
 // abandon() (it failed). A record created by a request that fails before any turn of it
 // succeeded is removed again: failures leave nothing. At most max_conversations records per
 // owner (one key cannot push out another's): when a turn succeeds past that, the owner's least
-// recently used records that no request holds are evicted (a failed request evicts nothing). A record that goes (erased, evicted, abandoned) is handed to
-// `forget` with its engine session key, so that its KV goes too, in the engine and its tiers.
+// recently used records that no request holds are evicted (a failed request evicts nothing). A
+// record that goes (erased, evicted, abandoned) is handed to `forget` with its engine session key,
+// so that its KV goes too, in the engine and its tiers.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +41,9 @@ struct ResolvedPrompt {
   std::string public_id;       // the id the client sees
   std::string engine_session;  // the scheduler's session key: "<owner>/<public_id>"
   std::vector<int32_t> tokens;
-  bool spliced = false;        // history tokens kept, new text tokenized on its own
-  bool created = false;        // a new conversation
-  uint64_t serial = 0;         // the record this request holds (0: none)
+  bool spliced = false;  // history tokens kept, new text tokenized on its own
+  bool created = false;  // a new conversation
+  uint64_t serial = 0;   // the record this request holds (0: none)
 };
 
 struct ConversationInfo {
@@ -68,9 +69,11 @@ class Conversations {
   // is parsed there (see Tokenizer::encode). A history's tokens were encoded the same way, so the
   // next turn's prompt, rendered from the same messages plus new ones, still begins with them.
   std::optional<ApiError> resolve_text(const std::string& owner, const std::string& requested_id,
-                                       const std::string& text, bool add_special, const Tokenizer& tok,
-                                       ResolvedPrompt& out, std::span<const TextRange> protected_ranges = {});
-  // Resolves a token-id prompt: an explicit id, or the caller's conversation whose tokens it extends.
+                                       const std::string& text, bool add_special,
+                                       const Tokenizer& tok, ResolvedPrompt& out,
+                                       std::span<const TextRange> protected_ranges = {});
+  // Resolves a token-id prompt: an explicit id, or the caller's conversation whose tokens it
+  // extends.
   std::optional<ApiError> resolve_tokens(const std::string& owner, const std::string& requested_id,
                                          std::vector<int32_t> tokens, ResolvedPrompt& out);
 
@@ -79,7 +82,8 @@ class Conversations {
   // the turn in the engine) or before it (and the turn is refused): a deleted conversation is
   // never written again. Returns the not-available error, without running `submit`, otherwise.
   template <typename Submit>
-  std::optional<ApiError> submit_if_current(const std::string& owner, const ResolvedPrompt& p, Submit&& submit) {
+  std::optional<ApiError> submit_if_current(const std::string& owner, const ResolvedPrompt& p,
+                                            Submit&& submit) {
     std::lock_guard lock(mu_);
     if (find_held(owner, p) == nullptr) return not_available(p.public_id);
     submit();
@@ -88,7 +92,8 @@ class Conversations {
 
   // After a turn: the conversation now holds `text` (empty for token prompts) and `tokens`, and
   // the request no longer holds it. Nothing if it was deleted meanwhile.
-  void record(const std::string& owner, const ResolvedPrompt& p, std::string text, std::vector<int32_t> tokens);
+  void record(const std::string& owner, const ResolvedPrompt& p, std::string text,
+              std::vector<int32_t> tokens);
   // After a request that failed (refused, cancelled, an error): it no longer holds the record,
   // and a record no turn has succeeded on yet is removed (and forgotten).
   void abandon(const std::string& owner, const ResolvedPrompt& p);
@@ -99,8 +104,8 @@ class Conversations {
   // Keys of another shape, of an owner not in `owners` (a key no longer given: its sessions stay
   // unreachable), and ids already known are skipped; past an owner's limit they are forgotten.
   // Returns how many were restored.
-  size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions, const Tokenizer& tok,
-                 const std::set<std::string>& owners);
+  size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
+                 const Tokenizer& tok, const std::set<std::string>& owners);
 
   std::vector<ConversationInfo> list(const std::string& owner) const;
   // Forgets a conversation of `owner` (also while a request holds it: that request's turn is
@@ -122,8 +127,9 @@ class Conversations {
     int64_t turns = 0;
     int64_t created = 0;
     int64_t last_used = 0;
-    uint64_t serial = 0;          // unique over the records' lifetime: an id deleted and reused is another record
-    int holders = 0;              // requests between resolve and record/abandon
+    uint64_t serial =
+        0;  // unique over the records' lifetime: an id deleted and reused is another record
+    int holders = 0;  // requests between resolve and record/abandon
     std::list<std::string>::iterator lru;
   };
   Entry* find_owned(const std::string& owner, const std::string& id);
@@ -143,14 +149,15 @@ class Conversations {
   // extends), or a new anonymous one.
   template <typename Extent>
   Entry& longest_extended(const std::string& owner, ResolvedPrompt& out, const Extent& extent);
-  std::optional<ApiError> pick(const std::string& owner, const std::string& requested_id, ResolvedPrompt& out,
-                               Entry*& entry);
+  std::optional<ApiError> pick(const std::string& owner, const std::string& requested_id,
+                               ResolvedPrompt& out, Entry*& entry);
 
   size_t max_;
   Forget forget_;
   mutable std::mutex mu_;
   std::map<Key, Entry> entries_;  // (owner, public id) -> entry: each owner its own namespace
-  std::map<std::string, std::list<std::string>> lru_;  // owner -> its ids, front = least recently used
+  std::map<std::string, std::list<std::string>>
+      lru_;  // owner -> its ids, front = least recently used
   uint64_t next_serial_ = 1;
 };
 

@@ -29,8 +29,8 @@ namespace tangram::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                     // 0: any free port (bind() returns it)
-  std::vector<std::string> api_keys;   // empty: no authentication
+  int port = 8080;                    // 0: any free port (bind() returns it)
+  std::vector<std::string> api_keys;  // empty: no authentication
   // Host header names accepted besides IP literals, "localhost" (and *.localhost) and `host`;
   // "*" accepts any. Other names get 403 (DNS rebinding).
   std::vector<std::string> allowed_hosts;
@@ -38,24 +38,27 @@ struct ServerOptions {
   int max_queue = 64;                  // generation requests that may wait beyond the running ones
   int http_threads = 0;                // connection workers; 0: max_running + max_queue + 16
   size_t max_body_bytes = size_t{8} << 20;  // of the decoded body (after chunking and gzip)
-  size_t max_body_in_flight = 0;       // bodies held at once over all connections (503 beyond); 0: 32 x max_body_bytes
-  size_t max_headers = 100;            // header fields of a request (431 beyond)
+  size_t max_body_in_flight =
+      0;  // bodies held at once over all connections (503 beyond); 0: 32 x max_body_bytes
+  size_t max_headers = 100;             // header fields of a request (431 beyond)
   size_t max_header_bytes = 64 * 1024;  // all of a request's header lines together (431 beyond)
-  size_t max_connections = 1024;       // open at once (503 beyond; kept below the fd limit)
-  size_t max_connections_per_ip = 256; // open at once from one client address
-  int read_timeout_s = 10;             // for a whole request, head and body, from its first byte
+  size_t max_connections = 1024;        // open at once (503 beyond; kept below the fd limit)
+  size_t max_connections_per_ip = 256;  // open at once from one client address
+  int read_timeout_s = 10;              // for a whole request, head and body, from its first byte
   int write_timeout_s = 30;
   int keep_alive_s = 5;
-  size_t max_conversations = 10000;    // conversation records kept per API key (its least recently used dropped)
+  size_t max_conversations =
+      10000;  // conversation records kept per API key (its least recently used dropped)
   LogLevel log_level = LogLevel::Info;
-  SamplingParams defaults;             // sampling defaults of a request that sets nothing
+  SamplingParams defaults;  // sampling defaults of a request that sets nothing
 };
 
 class HttpServer {
  public:
   // engine, tokenizer must outlive the server. The chat template renders /v1/chat/completions.
   static Result<std::unique_ptr<HttpServer>> create(Engine& engine, const Tokenizer& tokenizer,
-                                                    ChatTemplate chat_template, ServerOptions options);
+                                                    ChatTemplate chat_template,
+                                                    ServerOptions options);
   // Stops listening, cancels this server's pending requests and waits for them.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -10,15 +10,18 @@ using nlohmann::json;
 
 // Parses the body as a JSON object, or explains why it is not one.
 std::variant<json, ApiError> parse_object(const std::string& body) {
-  if (body.empty()) return bad_request("the request body is empty; send a JSON object", {}, "invalid_json");
+  if (body.empty())
+    return bad_request("the request body is empty; send a JSON object", {}, "invalid_json");
   // Depth and size are bounded while parsing: nothing deeper than JsonLimits reaches a handler.
   auto parsed = parse_json(body);
   if (!parsed) {
     // nlohmann reports invalid UTF-8 inside strings and numbers like 1e400 as parse errors too.
-    return bad_request(fmt::format("the request body is not valid JSON: {}", parsed.message()), {}, "invalid_json");
+    return bad_request(fmt::format("the request body is not valid JSON: {}", parsed.message()), {},
+                       "invalid_json");
   }
   json j = std::move(parsed).value();
-  if (!j.is_object()) return bad_request("the request body must be a JSON object", {}, "invalid_json");
+  if (!j.is_object())
+    return bad_request("the request body must be a JSON object", {}, "invalid_json");
   return j;
 }
 
@@ -32,37 +35,42 @@ std::string json_type_name(const json& v) {
 }
 
 ApiError wrong_type(const std::string& field, const char* want, const json& got) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, json_type_name(got)), field,
-                     "invalid_type");
+  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, json_type_name(got)),
+                     field, "invalid_type");
 }
 
 // Reads an optional number field into `out`, range-checked to [lo, hi] (finite).
-std::optional<ApiError> read_number(const json& j, const char* field, double lo, double hi, float& out) {
+std::optional<ApiError> read_number(const json& j, const char* field, double lo, double hi,
+                                    float& out) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (!it->is_number()) return wrong_type(field, "a number", *it);
   const double v = it->get<double>();
   if (!std::isfinite(v) || v < lo || v > hi)
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field,
-                       "out_of_range");
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()),
+                       field, "out_of_range");
   out = static_cast<float>(v);
   return std::nullopt;
 }
 
-std::optional<ApiError> read_int(const json& j, const char* field, int64_t lo, int64_t hi, int64_t& out) {
+std::optional<ApiError> read_int(const json& j, const char* field, int64_t lo, int64_t hi,
+                                 int64_t& out) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer()) {  // 1.5, 1e30 (read as a float) and strings are all refused
     if (it->is_number())
-      return bad_request(fmt::format("'{}' must be an integer in [{}, {}], got {}", field, lo, hi, it->dump()),
-                         field, "out_of_range");
+      return bad_request(
+          fmt::format("'{}' must be an integer in [{}, {}], got {}", field, lo, hi, it->dump()),
+          field, "out_of_range");
     return wrong_type(field, "an integer", *it);
   }
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()), field, "out_of_range");
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, it->dump()),
+                       field, "out_of_range");
   const int64_t v = it->get<int64_t>();
   if (v < lo || v > hi)
-    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v), field, "out_of_range");
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", field, lo, hi, v), field,
+                       "out_of_range");
   out = v;
   return std::nullopt;
 }
@@ -101,7 +109,8 @@ std::optional<ApiError> read_sampling(const json& j, SamplingParams& p) {
   p.top_k = static_cast<int>(top_k);
   if (auto it = j.find("seed"); it != j.end() && !it->is_null()) {
     if (!it->is_number_integer()) return wrong_type("seed", "an integer", *it);
-    p.seed = it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+    p.seed =
+        it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
     p.seed_set = true;
   }
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
@@ -109,7 +118,8 @@ std::optional<ApiError> read_sampling(const json& j, SamplingParams& p) {
     if (it->is_string()) {
       stops.push_back(it->get<std::string>());
     } else if (it->is_array()) {
-      if (it->size() > 4) return bad_request("'stop' holds at most 4 strings", "stop", "out_of_range");
+      if (it->size() > 4)
+        return bad_request("'stop' holds at most 4 strings", "stop", "out_of_range");
       for (const json& s : *it) {
         if (!s.is_string()) return wrong_type("stop[]", "a string", s);
         stops.push_back(s.get<std::string>());

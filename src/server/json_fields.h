@@ -23,8 +23,10 @@ std::string json_type_name(const nlohmann::json& v);
 ApiError wrong_type(const std::string& field, const char* want, const nlohmann::json& got);
 
 // Optional fields: absent or null leaves `out` as it is.
-std::optional<ApiError> read_number(const nlohmann::json& j, const char* field, double lo, double hi, float& out);
-std::optional<ApiError> read_int(const nlohmann::json& j, const char* field, int64_t lo, int64_t hi, int64_t& out);
+std::optional<ApiError> read_number(const nlohmann::json& j, const char* field, double lo,
+                                    double hi, float& out);
+std::optional<ApiError> read_int(const nlohmann::json& j, const char* field, int64_t lo, int64_t hi,
+                                 int64_t& out);
 std::optional<ApiError> read_bool(const nlohmann::json& j, const char* field, bool& out);
 std::optional<ApiError> read_string(const nlohmann::json& j, const char* field, std::string& out);
 

@@ -7,7 +7,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-double reported(float logprob) { return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0; }
+double reported(float logprob) {
+  return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0;
+}
 
 ordered_json entry(int32_t id, float logprob, const PieceOf& piece) {
   const std::string text = piece(id);
@@ -30,9 +32,10 @@ ordered_json chat_logprobs_json(std::span<const TokenLogprob> tokens, const Piec
   return ordered_json{{"content", std::move(content)}, {"refusal", nullptr}};
 }
 
-ordered_json completion_logprobs_json(std::span<const TokenLogprob> tokens, const PieceOf& piece, size_t text_offset) {
-  ordered_json texts = ordered_json::array(), lps = ordered_json::array(), tops = ordered_json::array(),
-               offsets = ordered_json::array();
+ordered_json completion_logprobs_json(std::span<const TokenLogprob> tokens, const PieceOf& piece,
+                                      size_t text_offset) {
+  ordered_json texts = ordered_json::array(), lps = ordered_json::array(),
+               tops = ordered_json::array(), offsets = ordered_json::array();
   for (const TokenLogprob& t : tokens) {
     const std::string text = piece(t.token);
     texts.push_back(text);
@@ -43,7 +46,9 @@ ordered_json completion_logprobs_json(std::span<const TokenLogprob> tokens, cons
     offsets.push_back(text_offset);
     text_offset += text.size();
   }
-  return ordered_json{{"tokens", std::move(texts)}, {"token_logprobs", std::move(lps)}, {"top_logprobs", std::move(tops)},
+  return ordered_json{{"tokens", std::move(texts)},
+                      {"token_logprobs", std::move(lps)},
+                      {"top_logprobs", std::move(tops)},
                       {"text_offset", std::move(offsets)}};
 }
 

@@ -17,12 +17,14 @@ namespace tangram::server {
 
 using PieceOf = std::function<std::string(int32_t)>;
 
-// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}], "refusal": null}
-nlohmann::ordered_json chat_logprobs_json(std::span<const TokenLogprob> tokens, const PieceOf& piece);
+// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}],
+// "refusal": null}
+nlohmann::ordered_json chat_logprobs_json(std::span<const TokenLogprob> tokens,
+                                          const PieceOf& piece);
 
 // {"tokens", "token_logprobs", "top_logprobs": [{piece: logprob}], "text_offset"}; offsets count
 // from `text_offset` (the length of what the response's text holds before these tokens).
-nlohmann::ordered_json completion_logprobs_json(std::span<const TokenLogprob> tokens, const PieceOf& piece,
-                                                size_t text_offset);
+nlohmann::ordered_json completion_logprobs_json(std::span<const TokenLogprob> tokens,
+                                                const PieceOf& piece, size_t text_offset);
 
 }  // namespace tangram::server

@@ -1,7 +1,7 @@
 #include "server/openai_request.h"
 
-#include "server/json_fields.h"
 #include "scheduler/request.h"
+#include "server/json_fields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,11 +18,13 @@ using nlohmann::json;
 std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32_t vocab_size,
                                        std::vector<int32_t>& out) {
   for (const json& t : arr) {
-    if (!t.is_number_integer()) return wrong_type(std::string(field) + "[]", "a token id (integer)", t);
+    if (!t.is_number_integer())
+      return wrong_type(std::string(field) + "[]", "a token id (integer)", t);
     const int64_t id = t.get<int64_t>();
     if (id < 0 || id >= vocab_size)
-      return bad_request(fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), vocab_size), field,
-                         "invalid_token");
+      return bad_request(
+          fmt::format("token id {} is outside the vocabulary [0, {})", t.dump(), vocab_size), field,
+          "invalid_token");
     out.push_back(static_cast<int32_t>(id));
   }
   return std::nullopt;
@@ -30,24 +32,28 @@ std::optional<ApiError> read_token_ids(const json& arr, const char* field, int32
 
 // Features that change the shape or meaning of a response: refused, not ignored.
 std::optional<ApiError> refuse_unsupported(const json& j, bool chat) {
-  for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias", "suffix",
-                        "audio", "modalities", "prediction"}) {
+  for (const char* f : {"tools", "functions", "tool_choice", "function_call", "logit_bias",
+                        "suffix", "audio", "modalities", "prediction"}) {
     const bool chat_tools = std::string(f) == "tools" || std::string(f) == "tool_choice";
     if (chat && chat_tools) continue;  // read_tools
     auto it = j.find(f);
     if (it == j.end() || it->is_null()) continue;
     if ((it->is_array() || it->is_object()) && it->empty()) continue;
-    if (std::string(f) == "tool_choice" && it->is_string() && it->get<std::string>() == "none") continue;
-    return bad_request(fmt::format("'{}' is not supported by this server", f), f, "unsupported_parameter");
+    if (std::string(f) == "tool_choice" && it->is_string() && it->get<std::string>() == "none")
+      continue;
+    return bad_request(fmt::format("'{}' is not supported by this server", f), f,
+                       "unsupported_parameter");
   }
   // Server-side web search (chat) would change what the model knows: refused in any form.
   if (auto it = j.find("web_search_options"); chat && it != j.end() && !it->is_null())
     return bad_request("'web_search_options' is not supported by this server: it searches nothing",
                        "web_search_options", "unsupported_parameter");
   // best_of > 1 (completions) would sample several and return the best: not done, so refused.
-  if (auto it = j.find("best_of"); it != j.end() && !it->is_null() && !(it->is_number_integer() && *it == 1))
-    return bad_request("'best_of' is not supported by this server (only 1); use 'n' for several choices", "best_of",
-                       "unsupported_parameter");
+  if (auto it = j.find("best_of");
+      it != j.end() && !it->is_null() && !(it->is_number_integer() && *it == 1))
+    return bad_request(
+        "'best_of' is not supported by this server (only 1); use 'n' for several choices",
+        "best_of", "unsupported_parameter");
   return std::nullopt;
 }
 
@@ -87,7 +93,9 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
   if (auto e = read_bool(j, "stream", g.stream)) return e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
-    if (!g.stream) return bad_request("'stream_options' is only allowed with \"stream\": true", "stream_options");
+    if (!g.stream)
+      return bad_request("'stream_options' is only allowed with \"stream\": true",
+                         "stream_options");
     if (auto e = read_bool(*it, "include_usage", g.include_usage)) return e;
   }
   if (auto e = read_logprobs(j, chat, g.top_logprobs)) return e;
@@ -101,8 +109,8 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
   }
   if (auto e = read_string(j, "session_id", g.session_id)) return e;
   if (!g.session_id.empty() && !valid_session_id(g.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
-                       "invalid_session_id");
+    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+                       "session_id", "invalid_session_id");
   if (Status st = g.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }
@@ -122,18 +130,20 @@ std::variant<std::string, ApiError> read_content(const json& m, size_t index, bo
     if (!part.is_object()) return wrong_type(field + "[]", "an object", part);
     auto type = part.find("type");
     if (type == part.end() || !type->is_string())
-      return bad_request(fmt::format("each part of '{}' needs a string 'type'", field), field, "missing_field");
+      return bad_request(fmt::format("each part of '{}' needs a string 'type'", field), field,
+                         "missing_field");
     if (type->get<std::string>() != "text")
       return bad_request(fmt::format("'{}': only text parts are supported, got a '{}' part", field,
                                      type->get<std::string>()),
                          field, "unsupported_value");
     auto t = part.find("text");
-    if (t == part.end() || !t->is_string()) return bad_request(fmt::format("a text part of '{}' needs a string 'text'", field), field, "missing_field");
+    if (t == part.end() || !t->is_string())
+      return bad_request(fmt::format("a text part of '{}' needs a string 'text'", field), field,
+                         "missing_field");
     text += t->get<std::string>();
   }
   return text;
 }
-
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], as the
 // templates take them; tool_choice: "none", "auto", "required" or a named function (the last two
@@ -148,15 +158,16 @@ std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
       if (!t.is_object()) return wrong_type(field, "an object", t);
       auto type = t.find("type");
       if (type == t.end() || *type != "function")
-        return bad_request(fmt::format("'{}.type' must be \"function\"", field), field + ".type", "invalid_value");
+        return bad_request(fmt::format("'{}.type' must be \"function\"", field), field + ".type",
+                           "invalid_value");
       auto fn = t.find("function");
       if (fn == t.end() || !fn->is_object())
-        return bad_request(fmt::format("'{}.function' is required and must be an object", field), field + ".function",
-                           "missing_field");
+        return bad_request(fmt::format("'{}.function' is required and must be an object", field),
+                           field + ".function", "missing_field");
       auto name = fn->find("name");
       if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-        return bad_request(fmt::format("'{}.function.name' is required", field), field + ".function.name",
-                           "missing_field");
+        return bad_request(fmt::format("'{}.function.name' is required", field),
+                           field + ".function.name", "missing_field");
       if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
         return wrong_type(field + ".function.parameters", "a JSON Schema object", *p);
     }
@@ -171,12 +182,14 @@ std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
   r.tool_choice = std::get<ToolChoice>(parsed);
   if (none) r.tools = json::array();  // the model is not told of them
   if (r.tool_choice.mode != ToolChoice::Mode::Auto && r.tools.empty())
-    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice", "invalid_value");
+    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice",
+                       "invalid_value");
   return std::nullopt;
 }
 
-// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
-// Arguments are sent as JSON text; templates read them as an object, as Hugging Face's do.
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}]. Arguments are sent as JSON text; templates read them as an object, as Hugging
+// Face's do.
 std::optional<ApiError> read_tool_calls(const json& m, const std::string& field, ChatMessage& msg) {
   auto calls = m.find("tool_calls");
   if (calls == m.end() || calls->is_null()) return std::nullopt;
@@ -186,9 +199,11 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
     const json& c = (*calls)[k];
     const std::string cf = fmt::format("{}.tool_calls[{}]", field, k);
     auto fn = c.is_object() ? c.find("function") : c.end();
-    if (fn == c.end() || !fn->is_object()) return bad_request(fmt::format("'{}.function' is required", cf), cf, "missing_field");
+    if (fn == c.end() || !fn->is_object())
+      return bad_request(fmt::format("'{}.function' is required", cf), cf, "missing_field");
     auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string()) return bad_request(fmt::format("'{}.function.name' is required", cf), cf, "missing_field");
+    if (name == fn->end() || !name->is_string())
+      return bad_request(fmt::format("'{}.function.name' is required", cf), cf, "missing_field");
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     if (auto a = fn->find("arguments"); a != fn->end() && a->is_string()) {
       auto parsed = parse_ordered_json(a->get_ref<const std::string&>());
@@ -212,12 +227,14 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
 
 }  // namespace
 
-std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const json& format, const std::string& field,
+std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const json& format,
+                                                                        const std::string& field,
                                                                         bool nested) {
   if (!format.is_object()) return wrong_type(field, "an object", format);
   auto t = format.find("type");
   if (t == format.end() || !t->is_string())
-    return bad_request(fmt::format("'{}.type' is required", field), field + ".type", "missing_field");
+    return bad_request(fmt::format("'{}.type' is required", field), field + ".type",
+                       "missing_field");
   const std::string& type = t->get_ref<const std::string&>();
   if (type == "text") return std::optional<OutputFormat>();
   OutputFormat out;
@@ -226,15 +243,17 @@ std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const js
     return std::optional<OutputFormat>(std::move(out));
   }
   if (type != "json_schema")
-    return bad_request(fmt::format("'{}.type' must be \"text\", \"json_object\" or \"json_schema\"", field),
-                       field + ".type", "invalid_value");
+    return bad_request(
+        fmt::format("'{}.type' must be \"text\", \"json_object\" or \"json_schema\"", field),
+        field + ".type", "invalid_value");
   const json* body = &format;
   std::string where = field;
   if (nested) {
     auto inner = format.find("json_schema");
     where = field + ".json_schema";
     if (inner == format.end() || !inner->is_object())
-      return bad_request(fmt::format("'{}' is required and must be an object", where), where, "missing_field");
+      return bad_request(fmt::format("'{}' is required and must be an object", where), where,
+                         "missing_field");
     body = &*inner;
   }
   auto name = body->find("name");
@@ -281,16 +300,17 @@ std::variant<ToolChoice, ApiError> parse_tool_choice(const json& choice, bool& n
       return out;
     }
   }
-  return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function "
-                     "({\"type\": \"function\", \"function\": {\"name\": ...}})",
-                     "tool_choice", "invalid_value");
+  return bad_request(
+      "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function "
+      "({\"type\": \"function\", \"function\": {\"name\": ...}})",
+      "tool_choice", "invalid_value");
 }
 
 bool valid_session_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == ':' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -305,23 +325,26 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
   if (auto e = read_generation(j, defaults, /*chat=*/true, r.gen)) return *e;
   if (auto e = read_tools(j, r)) return *e;
   auto msgs = j.find("messages");
-  if (msgs == j.end() || msgs->is_null()) return bad_request("'messages' is required", "messages", "missing_field");
+  if (msgs == j.end() || msgs->is_null())
+    return bad_request("'messages' is required", "messages", "missing_field");
   if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
-  if (msgs->empty()) return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
+  if (msgs->empty())
+    return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string field = fmt::format("messages[{}]", i);
     if (!m.is_object()) return wrong_type(field, "an object", m);
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
-      return bad_request(fmt::format("'{}.role' is required and must be a string", field), field + ".role",
-                         "missing_field");
+      return bad_request(fmt::format("'{}.role' is required and must be a string", field),
+                         field + ".role", "missing_field");
     std::string r_name = role->get<std::string>();
     if (r_name == "developer") r_name = "system";  // OpenAI's newer name for the system role
     if (r_name != "system" && r_name != "user" && r_name != "assistant" && r_name != "tool")
-      return bad_request(fmt::format("'{}.role' must be system, developer, user, assistant or tool; got '{}'",
-                                     field, role->get<std::string>()),
-                         field + ".role", "invalid_value");
+      return bad_request(
+          fmt::format("'{}.role' must be system, developer, user, assistant or tool; got '{}'",
+                      field, role->get<std::string>()),
+          field + ".role", "invalid_value");
     auto content = read_content(m, i, /*may_be_null=*/r_name == "assistant");
     if (auto* e = std::get_if<ApiError>(&content)) return *e;
     ChatMessage msg;
@@ -341,38 +364,49 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
   }
   bool any_user = false;
   for (const ChatMessage& m : r.messages) any_user = any_user || m.role == "user";
-  if (!any_user) return bad_request("'messages' must hold at least one user message", "messages", "empty_messages");
+  if (!any_user)
+    return bad_request("'messages' must hold at least one user message", "messages",
+                       "empty_messages");
   return r;
 }
 
-std::variant<CompletionRequest, ApiError> parse_completion_request(const std::string& body,
-                                                                   const RequestDefaults& defaults) {
+std::variant<CompletionRequest, ApiError> parse_completion_request(
+    const std::string& body, const RequestDefaults& defaults) {
   auto parsed = parse_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json& j = std::get<json>(parsed);
   CompletionRequest r;
   if (auto e = read_generation(j, defaults, /*chat=*/false, r.gen)) return *e;
-  if (r.gen.params.max_tokens == 0 && !j.contains("max_tokens")) r.gen.params.max_tokens = 16;  // OpenAI's default
+  if (r.gen.params.max_tokens == 0 && !j.contains("max_tokens"))
+    r.gen.params.max_tokens = 16;  // OpenAI's default
   if (auto e = read_bool(j, "echo", r.echo)) return e.value();
   if (r.echo && r.gen.top_logprobs >= 0)
-    return bad_request("'echo' with 'logprobs' would return the prompt's log-probabilities, which this server does "
-                       "not compute; ask for one or the other",
-                       "echo", "unsupported_parameter");
+    return bad_request(
+        "'echo' with 'logprobs' would return the prompt's log-probabilities, which this server "
+        "does "
+        "not compute; ask for one or the other",
+        "echo", "unsupported_parameter");
   auto p = j.find("prompt");
-  if (p == j.end() || p->is_null()) return bad_request("'prompt' is required", "prompt", "missing_field");
+  if (p == j.end() || p->is_null())
+    return bad_request("'prompt' is required", "prompt", "missing_field");
   if (p->is_string()) {
-    if (p->get_ref<const std::string&>().empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+    if (p->get_ref<const std::string&>().empty())
+      return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
     r.prompt = p->get<std::string>();
   } else if (p->is_array()) {
     if (p->empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
     if ((*p)[0].is_string()) {
       if (p->size() != 1)
-        return bad_request("only one prompt per request is supported (send a string)", "prompt", "unsupported_value");
-      if ((*p)[0].get_ref<const std::string&>().empty()) return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
+        return bad_request("only one prompt per request is supported (send a string)", "prompt",
+                           "unsupported_value");
+      if ((*p)[0].get_ref<const std::string&>().empty())
+        return bad_request("'prompt' must not be empty", "prompt", "empty_prompt");
       r.prompt = (*p)[0].get<std::string>();
     } else {
       for (const json& t : *p)
-        if (t.is_array()) return bad_request("only one prompt per request is supported", "prompt", "unsupported_value");
+        if (t.is_array())
+          return bad_request("only one prompt per request is supported", "prompt",
+                             "unsupported_value");
       std::vector<int32_t> ids;
       if (auto e = read_token_ids(*p, "prompt", defaults.vocab_size, ids)) return *e;
       r.prompt = std::move(ids);
@@ -399,7 +433,8 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string
   return r;
 }
 
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body, int32_t vocab_size) {
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body,
+                                                                   int32_t vocab_size) {
   auto parsed = parse_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const json& j = std::get<json>(parsed);

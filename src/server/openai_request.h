@@ -40,10 +40,10 @@ struct ToolChoice {
 
 struct GenerationFields {
   std::string model;
-  SamplingParams params;        // max_tokens 0 = up to the context
+  SamplingParams params;  // max_tokens 0 = up to the context
   bool stream = false;
-  bool include_usage = false;   // stream_options.include_usage
-  std::string session_id;       // "" = none given (the X-Session-Id header may still give one)
+  bool include_usage = false;  // stream_options.include_usage
+  std::string session_id;      // "" = none given (the X-Session-Id header may still give one)
   // >= 0: report each token's log-probability and this many alternatives (chat: logprobs with
   // top_logprobs 0-20; completions: logprobs 0-5). -1: none.
   int top_logprobs = -1;
@@ -94,16 +94,18 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);
-std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body, int32_t vocab_size);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body,
+                                                                   int32_t vocab_size);
 
 // A response_format object ({"type": "text" | "json_object" | "json_schema", ...}); field names
 // the request field for errors. Chat nests the schema ({"json_schema": {"name", "schema",
 // "strict"}}); the Responses API's text.format holds those keys itself (nested = false).
-std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const nlohmann::json& format,
-                                                                        const std::string& field, bool nested);
+std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(
+    const nlohmann::json& format, const std::string& field, bool nested);
 // A tool_choice value: "none", "auto", "required", {"type": "function", "function": {"name"}}
 // (chat) or {"type": "function", "name"} (Responses). none_chosen: it was "none".
-std::variant<ToolChoice, ApiError> parse_tool_choice(const nlohmann::json& choice, bool& none_chosen);
+std::variant<ToolChoice, ApiError> parse_tool_choice(const nlohmann::json& choice,
+                                                     bool& none_chosen);
 
 // A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
 bool valid_session_id(const std::string& id);

@@ -39,12 +39,14 @@ void tail(ordered_json& j, const ResponseMeta& m) {
 
 }  // namespace
 
-ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content, FinishReason finish,
-                                  const Usage& u, const ordered_json& logprobs) {
+ordered_json chat_completion_json(const ResponseMeta& m, const std::string& content,
+                                  FinishReason finish, const Usage& u,
+                                  const ordered_json& logprobs) {
   ordered_json j = head(m, "chat.completion");
   ordered_json choice;
   choice["index"] = m.choice;
-  choice["message"] = ordered_json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+  choice["message"] =
+      ordered_json{{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = openai_finish_reason(finish);
   j["choices"] = ordered_json::array({choice});
@@ -54,8 +56,9 @@ ordered_json chat_completion_json(const ResponseMeta& m, const std::string& cont
 }
 
 ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_view> role,
-                             std::optional<std::string_view> content, std::optional<FinishReason> finish,
-                             bool with_usage_null, const ordered_json& logprobs) {
+                             std::optional<std::string_view> content,
+                             std::optional<FinishReason> finish, bool with_usage_null,
+                             const ordered_json& logprobs) {
   ordered_json j = head(m, "chat.completion.chunk");
   ordered_json delta = ordered_json::object();
   if (role) delta["role"] = *role;
@@ -64,7 +67,8 @@ ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std::string_vi
   choice["index"] = m.choice;
   choice["delta"] = delta;
   choice["logprobs"] = logprobs;
-  choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
+  choice["finish_reason"] =
+      finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
   j["choices"] = ordered_json::array({choice});
   if (with_usage_null) j["usage"] = nullptr;
   tail(j, m);
@@ -87,7 +91,8 @@ ordered_json tool_calls_array(const ParsedReply& reply, bool with_index) {
   return calls;
 }
 
-ordered_json chat_chunk_with(const ResponseMeta& m, ordered_json delta, ordered_json finish, bool with_usage_null) {
+ordered_json chat_chunk_with(const ResponseMeta& m, ordered_json delta, ordered_json finish,
+                             bool with_usage_null) {
   ordered_json j = head(m, "chat.completion.chunk");
   ordered_json choice;
   choice["index"] = m.choice;
@@ -120,7 +125,8 @@ ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& repl
   return j;
 }
 
-std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply, bool with_usage_null) {
+std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply,
+                                   bool with_usage_null) {
   const ordered_json delta{{"tool_calls", tool_calls_array(reply, /*with_index=*/true)}};
   return sse_event(chat_chunk_with(m, delta, nullptr, with_usage_null)) +
          sse_event(chat_chunk_with(m, ordered_json::object(), "tool_calls", with_usage_null));
@@ -134,8 +140,8 @@ ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u) {
   return j;
 }
 
-ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish, const Usage& u,
-                             const ordered_json& logprobs) {
+ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish,
+                             const Usage& u, const ordered_json& logprobs) {
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
@@ -148,14 +154,16 @@ ordered_json completion_json(const ResponseMeta& m, const std::string& text, Fin
   return j;
 }
 
-ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text, std::optional<FinishReason> finish,
-                                   bool with_usage_null, const ordered_json& logprobs) {
+ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text,
+                                   std::optional<FinishReason> finish, bool with_usage_null,
+                                   const ordered_json& logprobs) {
   ordered_json j = head(m, "text_completion");
   ordered_json choice;
   choice["text"] = text;
   choice["index"] = m.choice;
   choice["logprobs"] = logprobs;
-  choice["finish_reason"] = finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
+  choice["finish_reason"] =
+      finish ? ordered_json(openai_finish_reason(*finish)) : ordered_json(nullptr);
   j["choices"] = ordered_json::array({choice});
   if (with_usage_null) j["usage"] = nullptr;
   tail(j, m);

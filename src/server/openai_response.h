@@ -50,16 +50,20 @@ nlohmann::ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std:
                                        const nlohmann::ordered_json& logprobs = nullptr);
 // A reply that called tools: the message's tool_calls (content null when there is none) and
 // finish_reason "tool_calls". Calls without the model's own id get "call_" + random hex.
-nlohmann::ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply, const Usage& u);
+nlohmann::ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply,
+                                            const Usage& u);
 // The streamed form: one chunk whose delta holds every call (with its index), then the chunk
 // with finish_reason "tool_calls".
-std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply, bool with_usage_null);
+std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply,
+                                   bool with_usage_null);
 nlohmann::ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
-nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                                       const Usage& u, const nlohmann::ordered_json& logprobs = nullptr);
+nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text,
+                                       FinishReason finish, const Usage& u,
+                                       const nlohmann::ordered_json& logprobs = nullptr);
 nlohmann::ordered_json completion_chunk_json(const ResponseMeta& m, std::string_view text,
-                                             std::optional<FinishReason> finish, bool with_usage_null,
+                                             std::optional<FinishReason> finish,
+                                             bool with_usage_null,
                                              const nlohmann::ordered_json& logprobs = nullptr);
 nlohmann::ordered_json completion_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 

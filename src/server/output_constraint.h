@@ -29,7 +29,7 @@ using GrammarOrError = std::variant<std::shared_ptr<const OutputGrammar>, ApiErr
 GrammarOrError output_format_grammar(const OutputFormat& format, const char* field);
 
 // tools: the chat form ([{"type": "function", "function": {"name", "parameters"?}}]).
-GrammarOrError tool_call_grammar(ToolCallSyntax syntax, const nlohmann::json& tools, const ToolChoice& choice,
-                                 bool parallel);
+GrammarOrError tool_call_grammar(ToolCallSyntax syntax, const nlohmann::json& tools,
+                                 const ToolChoice& choice, bool parallel);
 
 }  // namespace tangram::server

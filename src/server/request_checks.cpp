@@ -10,7 +10,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -51,7 +52,8 @@ HostPart host_part(std::string_view value) {
   }
   if (const size_t colon = value.rfind(':'); colon != std::string_view::npos) {
     const std::string_view port = value.substr(colon + 1);
-    if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) return {};
+    if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return {};
     value = value.substr(0, colon);
   }
   if (!value.empty() && value.back() == '.') value.remove_suffix(1);
@@ -60,7 +62,8 @@ HostPart host_part(std::string_view value) {
 
 }  // namespace
 
-bool allowed_host(std::string_view host_header, std::string_view bound_host, const std::vector<std::string>& allowed) {
+bool allowed_host(std::string_view host_header, std::string_view bound_host,
+                  const std::vector<std::string>& allowed) {
   const HostPart part = host_part(host_header);
   const std::string& host = part.name;
   if (host.empty()) return false;
@@ -71,7 +74,8 @@ bool allowed_host(std::string_view host_header, std::string_view bound_host, con
   for (const std::string& a : allowed) {
     const std::string name = lower(a);
     if (name == "*" || name == host) return true;
-    if (name.size() > 2 && name.compare(0, 2, "*.") == 0 && ends_with(host, name.substr(1))) return true;
+    if (name.size() > 2 && name.compare(0, 2, "*.") == 0 && ends_with(host, name.substr(1)))
+      return true;
   }
   return false;
 }

@@ -12,7 +12,8 @@ namespace tangram::server {
 // any IP literal (a DNS-rebinding page reaches the server by a name it controls, never by an
 // address), "localhost" and names under ".localhost", `bound_host` (what --host gave), and the
 // names in `allowed` (case-insensitive; "*" allows any, "*.example.com" any name under it).
-bool allowed_host(std::string_view host_header, std::string_view bound_host, const std::vector<std::string>& allowed);
+bool allowed_host(std::string_view host_header, std::string_view bound_host,
+                  const std::vector<std::string>& allowed);
 
 // "application/json" or an "application/...+json" type, parameters (charset) allowed, any case.
 bool is_json_media_type(std::string_view content_type);

@@ -5,10 +5,15 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json null_or(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
+ordered_json null_or(const std::string& s) {
+  return s.empty() ? ordered_json(nullptr) : ordered_json(s);
+}
 
-ordered_json text_part(const std::string& text, const ordered_json& logprobs = ordered_json::array()) {
-  return ordered_json{{"type", "output_text"}, {"text", text}, {"annotations", ordered_json::array()},
+ordered_json text_part(const std::string& text,
+                       const ordered_json& logprobs = ordered_json::array()) {
+  return ordered_json{{"type", "output_text"},
+                      {"text", text},
+                      {"annotations", ordered_json::array()},
                       {"logprobs", logprobs}};
 }
 
@@ -18,7 +23,8 @@ ordered_json message_item(const ResponseState& s, bool done) {
   m["type"] = "message";
   m["status"] = done ? (s.status == "incomplete" ? "incomplete" : "completed") : "in_progress";
   m["role"] = "assistant";
-  m["content"] = done ? ordered_json::array({text_part(s.text, s.logprobs)}) : ordered_json::array();
+  m["content"] =
+      done ? ordered_json::array({text_part(s.text, s.logprobs)}) : ordered_json::array();
   return m;
 }
 
@@ -48,8 +54,8 @@ ordered_json usage_of(const Usage& u) {
 
 }  // namespace
 
-void finish_response(ResponseState& s, FinishReason finish, const std::string& text, const Usage& usage,
-                     ToolCallSyntax tools) {
+void finish_response(ResponseState& s, FinishReason finish, const std::string& text,
+                     const Usage& usage, ToolCallSyntax tools) {
   s.status = finish == FinishReason::Length ? "incomplete" : "completed";
   s.usage = usage;
   s.text = text;
@@ -59,8 +65,8 @@ void finish_response(ResponseState& s, FinishReason finish, const std::string& t
   if (reply.calls.empty()) return;
   s.text = text.substr(0, tool_call_start(tools, text).value_or(text.size()));
   for (const ParsedToolCall& c : reply.calls)
-    s.calls.push_back(ResponseState::Call{random_id("fc_"), c.id.empty() ? random_id("call_") : c.id, c.name,
-                                          c.arguments});
+    s.calls.push_back(ResponseState::Call{
+        random_id("fc_"), c.id.empty() ? random_id("call_") : c.id, c.name, c.arguments});
 }
 
 void fail_response(ResponseState& s, const ApiError& error) {
@@ -75,13 +81,15 @@ ordered_json response_json(const ResponseState& s) {
   j["object"] = "response";
   j["created_at"] = s.created_at;
   j["status"] = s.status;
-  j["error"] = s.error ? ordered_json{{"code", s.error->code.empty() ? "server_error" : s.error->code},
-                                      {"message", s.error->message}}
-                       : ordered_json(nullptr);
-  j["incomplete_details"] =
-      s.status == "incomplete" ? ordered_json{{"reason", "max_output_tokens"}} : ordered_json(nullptr);
+  j["error"] = s.error
+                   ? ordered_json{{"code", s.error->code.empty() ? "server_error" : s.error->code},
+                                  {"message", s.error->message}}
+                   : ordered_json(nullptr);
+  j["incomplete_details"] = s.status == "incomplete" ? ordered_json{{"reason", "max_output_tokens"}}
+                                                     : ordered_json(nullptr);
   j["instructions"] = null_or(s.instructions);
-  j["max_output_tokens"] = s.max_output_tokens ? ordered_json(*s.max_output_tokens) : ordered_json(nullptr);
+  j["max_output_tokens"] =
+      s.max_output_tokens ? ordered_json(*s.max_output_tokens) : ordered_json(nullptr);
   j["model"] = s.model;
   ordered_json output = ordered_json::array();
   if (ended && s.status != "failed") {
@@ -121,44 +129,66 @@ std::string ResponseEvents::opening() {
 
 std::string ResponseEvents::open_message() {
   message_open_ = true;
-  std::string out = event(ordered_json{{"type", "response.output_item.added"}, {"output_index", 0},
+  std::string out = event(ordered_json{{"type", "response.output_item.added"},
+                                       {"output_index", 0},
                                        {"item", message_item(initial_, false)}});
-  out += event(ordered_json{{"type", "response.content_part.added"}, {"item_id", initial_.message_id},
-                            {"output_index", 0}, {"content_index", 0}, {"part", text_part("")}});
+  out += event(ordered_json{{"type", "response.content_part.added"},
+                            {"item_id", initial_.message_id},
+                            {"output_index", 0},
+                            {"content_index", 0},
+                            {"part", text_part("")}});
   return out;
 }
 
 std::string ResponseEvents::text_delta(std::string_view delta, const ordered_json& logprobs) {
   std::string out = message_open_ ? std::string() : open_message();
-  out += event(ordered_json{{"type", "response.output_text.delta"}, {"item_id", initial_.message_id},
-                            {"output_index", 0}, {"content_index", 0}, {"delta", delta},
+  out += event(ordered_json{{"type", "response.output_text.delta"},
+                            {"item_id", initial_.message_id},
+                            {"output_index", 0},
+                            {"content_index", 0},
+                            {"delta", delta},
                             {"logprobs", logprobs}});
   return out;
 }
 
 std::string ResponseEvents::closing(const ResponseState& s) {
-  if (s.status == "failed") return event(ordered_json{{"type", "response.failed"}, {"response", response_json(s)}});
+  if (s.status == "failed")
+    return event(ordered_json{{"type", "response.failed"}, {"response", response_json(s)}});
   std::string out;
   int64_t index = 0;
   if (has_message(s)) {
     if (!message_open_) out += open_message();
-    out += event(ordered_json{{"type", "response.output_text.done"}, {"item_id", s.message_id},
-                              {"output_index", 0}, {"content_index", 0}, {"text", s.text},
+    out += event(ordered_json{{"type", "response.output_text.done"},
+                              {"item_id", s.message_id},
+                              {"output_index", 0},
+                              {"content_index", 0},
+                              {"text", s.text},
                               {"logprobs", s.logprobs}});
-    out += event(ordered_json{{"type", "response.content_part.done"}, {"item_id", s.message_id},
-                              {"output_index", 0}, {"content_index", 0}, {"part", text_part(s.text, s.logprobs)}});
-    out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", 0},
+    out += event(ordered_json{{"type", "response.content_part.done"},
+                              {"item_id", s.message_id},
+                              {"output_index", 0},
+                              {"content_index", 0},
+                              {"part", text_part(s.text, s.logprobs)}});
+    out += event(ordered_json{{"type", "response.output_item.done"},
+                              {"output_index", 0},
                               {"item", message_item(s, true)}});
     index = 1;
   }
   for (const ResponseState::Call& c : s.calls) {
-    out += event(ordered_json{{"type", "response.output_item.added"}, {"output_index", index},
+    out += event(ordered_json{{"type", "response.output_item.added"},
+                              {"output_index", index},
                               {"item", call_item(c, false)}});
-    out += event(ordered_json{{"type", "response.function_call_arguments.delta"}, {"item_id", c.item_id},
-                              {"output_index", index}, {"delta", c.arguments}});
-    out += event(ordered_json{{"type", "response.function_call_arguments.done"}, {"item_id", c.item_id},
-                              {"output_index", index}, {"name", c.name}, {"arguments", c.arguments}});
-    out += event(ordered_json{{"type", "response.output_item.done"}, {"output_index", index},
+    out += event(ordered_json{{"type", "response.function_call_arguments.delta"},
+                              {"item_id", c.item_id},
+                              {"output_index", index},
+                              {"delta", c.arguments}});
+    out += event(ordered_json{{"type", "response.function_call_arguments.done"},
+                              {"item_id", c.item_id},
+                              {"output_index", index},
+                              {"name", c.name},
+                              {"arguments", c.arguments}});
+    out += event(ordered_json{{"type", "response.output_item.done"},
+                              {"output_index", index},
                               {"item", call_item(c, true)}});
     ++index;
   }

@@ -59,8 +59,8 @@ struct ResponseState {
 
 // The state once the generation ended: status, incomplete_details' reason, text and usage; with
 // a tool-call syntax (tools were given), the calls in the text and the text before them.
-void finish_response(ResponseState& s, FinishReason finish, const std::string& text, const Usage& usage,
-                     ToolCallSyntax tools = ToolCallSyntax::None);
+void finish_response(ResponseState& s, FinishReason finish, const std::string& text,
+                     const Usage& usage, ToolCallSyntax tools = ToolCallSyntax::None);
 void fail_response(ResponseState& s, const ApiError& error);
 
 nlohmann::ordered_json response_json(const ResponseState& s);

@@ -26,15 +26,20 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
     if (!it->is_array()) return wrong_type("include", "an array", *it);
     for (const json& item : *it)
       if (!item.is_string() || item.get<std::string>() != kIncludeLogprobs)
-        return unsupported("include", fmt::format("may only hold \"{}\" on this server", kIncludeLogprobs));
+        return unsupported("include",
+                           fmt::format("may only hold \"{}\" on this server", kIncludeLogprobs));
   }
-  if (auto it = j.find("reasoning"); it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
-    return unsupported("reasoning", "is not supported by this server (the model has no reasoning settings)");
-  if (auto it = j.find("background"); it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+  if (auto it = j.find("reasoning");
+      it != j.end() && !it->is_null() && !(it->is_object() && it->empty()))
+    return unsupported("reasoning",
+                       "is not supported by this server (the model has no reasoning settings)");
+  if (auto it = j.find("background");
+      it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return unsupported("background", "is not supported: responses run while the request is open");
-  if (auto it = j.find("truncation"); it != j.end() && !it->is_null() &&
-                                      !(it->is_string() && it->get<std::string>() == "disabled"))
-    return unsupported("truncation", "may only be \"disabled\" (a prompt over the context is refused)");
+  if (auto it = j.find("truncation");
+      it != j.end() && !it->is_null() && !(it->is_string() && it->get<std::string>() == "disabled"))
+    return unsupported("truncation",
+                       "may only be \"disabled\" (a prompt over the context is refused)");
   for (const char* f : {"prompt", "conversation", "max_tool_calls"})
     if (present(j, f))
       return unsupported(f, std::string(f) == "conversation"
@@ -56,11 +61,12 @@ std::optional<ApiError> read_tools(const json& j, json& out) {
     if (!t.is_object()) return wrong_type(field, "an object", t);
     auto type = t.find("type");
     if (type == t.end() || !type->is_string() || *type != "function")
-      return bad_request(fmt::format("'{}': only function tools are supported", field), field + ".type",
-                         "unsupported_value");
+      return bad_request(fmt::format("'{}': only function tools are supported", field),
+                         field + ".type", "unsupported_value");
     auto name = t.find("name");
     if (name == t.end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-      return bad_request(fmt::format("'{}.name' is required", field), field + ".name", "missing_field");
+      return bad_request(fmt::format("'{}.name' is required", field), field + ".name",
+                         "missing_field");
     json fn = {{"name", *name}};
     if (auto d = t.find("description"); d != t.end() && d->is_string()) fn["description"] = *d;
     if (auto p = t.find("parameters"); p != t.end() && !p->is_null()) {
@@ -82,7 +88,8 @@ std::optional<ApiError> read_tool_choice(const json& j, ResponsesRequest& r) {
   r.tool_choice = std::get<ToolChoice>(parsed);
   if (none) r.tools = json::array();
   if (r.tool_choice.mode != ToolChoice::Mode::Auto && r.tools.empty())
-    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice", "invalid_value");
+    return bad_request("'tool_choice' asks for a tool call but 'tools' is empty", "tool_choice",
+                       "invalid_value");
   return std::nullopt;
 }
 
@@ -100,11 +107,12 @@ std::optional<ApiError> read_text_format(const json& j, ResponsesRequest& r) {
   return std::nullopt;
 }
 
-std::optional<ApiError> required_string(const json& item, const std::string& field, const char* key, std::string& out) {
+std::optional<ApiError> required_string(const json& item, const std::string& field, const char* key,
+                                        std::string& out) {
   auto it = item.find(key);
   if (it == item.end() || !it->is_string())
-    return bad_request(fmt::format("'{}.{}' is required and must be a string", field, key), field + "." + key,
-                       "missing_field");
+    return bad_request(fmt::format("'{}.{}' is required and must be a string", field, key),
+                       field + "." + key, "missing_field");
   out = it->get<std::string>();
   return std::nullopt;
 }
@@ -122,8 +130,10 @@ std::optional<ApiError> read_function_call(const json& item, const std::string& 
     return bad_request(fmt::format("'{}.arguments' must be a JSON object's text{}", field,
                                    args ? "" : ": " + args.message()),
                        field + ".arguments", "invalid_value");
-  nlohmann::ordered_json call = {{"id", call_id}, {"type", "function"},
-                                 {"function", {{"name", name}, {"arguments", std::move(args).value()}}}};
+  nlohmann::ordered_json call = {
+      {"id", call_id},
+      {"type", "function"},
+      {"function", {{"name", name}, {"arguments", std::move(args).value()}}}};
   if (out.empty() || out.back().role != "assistant" || !out.back().tool_calls) {
     ChatMessage m;
     m.role = "assistant";
@@ -151,9 +161,11 @@ std::optional<ApiError> read_function_output(const json& item, const std::string
 std::variant<std::string, ApiError> read_item_text(const json& item, const std::string& field) {
   auto c = item.find("content");
   if (c == item.end() || c->is_null())
-    return bad_request(fmt::format("'{}.content' is missing", field), field + ".content", "missing_field");
+    return bad_request(fmt::format("'{}.content' is missing", field), field + ".content",
+                       "missing_field");
   if (c->is_string()) return c->get<std::string>();
-  if (!c->is_array()) return wrong_type(field + ".content", "a string or an array of content parts", *c);
+  if (!c->is_array())
+    return wrong_type(field + ".content", "a string or an array of content parts", *c);
   std::string text;
   for (size_t k = 0; k < c->size(); ++k) {
     const json& part = (*c)[k];
@@ -161,14 +173,16 @@ std::variant<std::string, ApiError> read_item_text(const json& item, const std::
     if (!part.is_object()) return wrong_type(pf, "an object", part);
     auto type = part.find("type");
     if (type == part.end() || !type->is_string())
-      return bad_request(fmt::format("'{}' needs a string 'type'", pf), pf + ".type", "missing_field");
+      return bad_request(fmt::format("'{}' needs a string 'type'", pf), pf + ".type",
+                         "missing_field");
     const std::string t = type->get<std::string>();
     if (t != "input_text" && t != "output_text" && t != "text")
-      return bad_request(fmt::format("'{}': only text parts are supported, got a '{}' part", pf, t), pf,
-                         "unsupported_value");
+      return bad_request(fmt::format("'{}': only text parts are supported, got a '{}' part", pf, t),
+                         pf, "unsupported_value");
     auto tx = part.find("text");
     if (tx == part.end() || !tx->is_string())
-      return bad_request(fmt::format("'{}' needs a string 'text'", pf), pf + ".text", "missing_field");
+      return bad_request(fmt::format("'{}' needs a string 'text'", pf), pf + ".text",
+                         "missing_field");
     text += tx->get<std::string>();
   }
   return text;
@@ -180,20 +194,22 @@ std::variant<ChatMessage, ApiError> read_input_item(const json& item, size_t ind
   if (auto t = item.find("type"); t != item.end() && !t->is_null()) {
     if (!t->is_string()) return wrong_type(field + ".type", "a string", *t);
     if (t->get<std::string>() != "message")
-      return bad_request(fmt::format("'{}': only message, function_call and function_call_output items are supported, got a '{}' item", field,
-                                     t->get<std::string>()),
+      return bad_request(fmt::format("'{}': only message, function_call and function_call_output "
+                                     "items are supported, got a '{}' item",
+                                     field, t->get<std::string>()),
                          field + ".type", "unsupported_value");
   }
   auto role = item.find("role");
   if (role == item.end() || !role->is_string())
-    return bad_request(fmt::format("'{}.role' is required and must be a string", field), field + ".role",
-                       "missing_field");
+    return bad_request(fmt::format("'{}.role' is required and must be a string", field),
+                       field + ".role", "missing_field");
   std::string r = role->get<std::string>();
   if (r == "developer") r = "system";
   if (r != "system" && r != "user" && r != "assistant")
-    return bad_request(fmt::format("'{}.role' must be user, assistant, system or developer; got '{}'", field,
-                                   role->get<std::string>()),
-                       field + ".role", "invalid_value");
+    return bad_request(
+        fmt::format("'{}.role' must be user, assistant, system or developer; got '{}'", field,
+                    role->get<std::string>()),
+        field + ".role", "invalid_value");
   auto text = read_item_text(item, field);
   if (auto* e = std::get_if<ApiError>(&text)) return *e;
   ChatMessage m;
@@ -204,7 +220,8 @@ std::variant<ChatMessage, ApiError> read_input_item(const json& item, size_t ind
 
 std::optional<ApiError> read_input(const json& j, std::vector<ChatMessage>& out) {
   auto in = j.find("input");
-  if (in == j.end() || in->is_null()) return bad_request("'input' is required", "input", "missing_field");
+  if (in == j.end() || in->is_null())
+    return bad_request("'input' is required", "input", "missing_field");
   if (in->is_string()) {
     ChatMessage m;
     m.role = "user";
@@ -213,12 +230,14 @@ std::optional<ApiError> read_input(const json& j, std::vector<ChatMessage>& out)
     return std::nullopt;
   }
   if (!in->is_array()) return wrong_type("input", "a string or an array of input items", *in);
-  if (in->empty()) return bad_request("'input' must hold at least one item", "input", "empty_input");
+  if (in->empty())
+    return bad_request("'input' must hold at least one item", "input", "empty_input");
   for (size_t i = 0; i < in->size(); ++i) {
     const json& item = (*in)[i];
     const std::string field = fmt::format("input[{}]", i);
     const std::string type = item.is_object() && item.contains("type") && item["type"].is_string()
-                                 ? item["type"].get<std::string>() : "message";
+                                 ? item["type"].get<std::string>()
+                                 : "message";
     if (type == "function_call") {
       if (auto e = read_function_call(item, field, out)) return e;
       continue;
@@ -238,22 +257,27 @@ std::optional<ApiError> read_metadata(const json& j, json& out) {
   auto it = j.find("metadata");
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (!it->is_object()) return wrong_type("metadata", "an object", *it);
-  if (it->size() > 16) return bad_request("'metadata' holds at most 16 keys", "metadata", "out_of_range");
+  if (it->size() > 16)
+    return bad_request("'metadata' holds at most 16 keys", "metadata", "out_of_range");
   for (const auto& [k, v] : it->items()) {
-    if (k.size() > 64) return bad_request("'metadata' keys are at most 64 characters", "metadata", "out_of_range");
+    if (k.size() > 64)
+      return bad_request("'metadata' keys are at most 64 characters", "metadata", "out_of_range");
     if (!v.is_string() || v.get_ref<const std::string&>().size() > 512)
-      return bad_request("'metadata' values must be strings of at most 512 characters", "metadata", "out_of_range");
+      return bad_request("'metadata' values must be strings of at most 512 characters", "metadata",
+                         "out_of_range");
   }
   out = *it;
   return std::nullopt;
 }
 
-std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaults, ResponsesRequest& r) {
+std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaults,
+                                    ResponsesRequest& r) {
   r.gen.params = defaults.params;
   if (auto e = refuse_unsupported(j)) return e;
   if (auto e = read_string(j, "model", r.gen.model)) return e;
   int64_t max_tokens = 0;
-  if (auto e = read_int(j, "max_output_tokens", 1, std::numeric_limits<int32_t>::max(), max_tokens)) return e;
+  if (auto e = read_int(j, "max_output_tokens", 1, std::numeric_limits<int32_t>::max(), max_tokens))
+    return e;
   if (max_tokens > 0) r.max_output_tokens = max_tokens;
   r.gen.params.max_tokens = static_cast<int>(max_tokens);
   if (auto e = read_sampling(j, r.gen.params)) return e;
@@ -262,12 +286,16 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
   if (auto e = read_string(j, "instructions", r.instructions)) return e;
   if (auto e = read_string(j, "previous_response_id", r.previous_response_id)) return e;
   if (!r.previous_response_id.empty() && !valid_response_id(r.previous_response_id))
-    return ApiError{404, fmt::format("no stored response '{}' for this API key", r.previous_response_id),
-                    "invalid_request_error", "previous_response_id", "response_not_found", 0};
+    return ApiError{404,
+                    fmt::format("no stored response '{}' for this API key", r.previous_response_id),
+                    "invalid_request_error",
+                    "previous_response_id",
+                    "response_not_found",
+                    0};
   if (auto e = read_string(j, "session_id", r.gen.session_id)) return e;
   if (!r.gen.session_id.empty() && !valid_session_id(r.gen.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -", "session_id",
-                       "invalid_session_id");
+    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+                       "session_id", "invalid_session_id");
   if (auto e = read_metadata(j, r.metadata)) return e;
   if (auto e = read_tools(j, r.tools)) return e;
   if (auto e = read_tool_choice(j, r)) return e;
@@ -288,7 +316,8 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
 
 bool valid_response_id(const std::string& id) {
   constexpr std::string_view prefix = "resp_";
-  if (id.size() <= prefix.size() || id.size() > prefix.size() + 64 || id.compare(0, prefix.size(), prefix) != 0)
+  if (id.size() <= prefix.size() || id.size() > prefix.size() + 64 ||
+      id.compare(0, prefix.size(), prefix) != 0)
     return false;
   for (size_t i = prefix.size(); i < id.size(); ++i) {
     const char c = id[i];

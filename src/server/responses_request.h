@@ -25,12 +25,12 @@
 namespace tangram::server {
 
 struct ResponsesRequest {
-  GenerationFields gen;               // max_output_tokens is gen.params.max_tokens (0: up to the context)
+  GenerationFields gen;  // max_output_tokens is gen.params.max_tokens (0: up to the context)
   std::optional<int64_t> max_output_tokens;  // as sent, for the response object
-  std::string instructions;           // "" = none
-  std::vector<ChatMessage> input;     // this turn's messages, in order
-  std::string previous_response_id;  // "" = a new chain
-  bool store = true;                  // keep the response for GET and previous_response_id
+  std::string instructions;                  // "" = none
+  std::vector<ChatMessage> input;            // this turn's messages, in order
+  std::string previous_response_id;          // "" = a new chain
+  bool store = true;                         // keep the response for GET and previous_response_id
   nlohmann::json metadata = nlohmann::json::object();  // echoed back: up to 16 string values
   // Function tools in the chat form the templates take; empty when none or tool_choice "none".
   nlohmann::json tools = nlohmann::json::array();

@@ -36,25 +36,29 @@ class HoldBack {
  private:
   ToolCallSyntax tools_;
   ToolCallStartScanner start_;  // where a call may start, scanning each delta once
-  std::string text_;  // the reply so far
-  size_t sent_ = 0;   // how much of it went out
+  std::string text_;            // the reply so far
+  size_t sent_ = 0;             // how much of it went out
 };
 
 class ChatStream final : public StreamFormat {
  public:
   ChatStream(const ResponseMeta& m, bool include_usage, ToolCallSyntax tools, PieceOf piece)
       : m_(m), usage_(include_usage), tools_(tools), held_(tools), piece_(std::move(piece)) {}
-  std::string opening() override { return sse_event(chat_chunk_json(m_, "assistant", "", std::nullopt, usage_)); }
+  std::string opening() override {
+    return sse_event(chat_chunk_json(m_, "assistant", "", std::nullopt, usage_));
+  }
   std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
     const std::string out = held_.take(delta);
-    const nlohmann::ordered_json lp =
-        piece_ && !logprobs.empty() ? chat_logprobs_json(logprobs, piece_) : nlohmann::ordered_json(nullptr);
+    const nlohmann::ordered_json lp = piece_ && !logprobs.empty()
+                                          ? chat_logprobs_json(logprobs, piece_)
+                                          : nlohmann::ordered_json(nullptr);
     if (out.empty() && lp.is_null()) return {};
     return sse_event(chat_chunk_json(m_, std::nullopt, out, std::nullopt, usage_, lp));
   }
   std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
     std::string out;
-    const ParsedReply reply = tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, full_text);
+    const ParsedReply reply =
+        tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, full_text);
     if (!reply.calls.empty()) {
       out = chat_tool_calls_chunks(m_, reply, usage_);
     } else {
@@ -81,13 +85,19 @@ class ChatStream final : public StreamFormat {
 class CompletionStream final : public StreamFormat {
  public:
   CompletionStream(const ResponseMeta& m, std::string echo, bool include_usage, PieceOf piece)
-      : m_(m), echo_(std::move(echo)), usage_(include_usage), piece_(std::move(piece)), offset_(echo_.size()) {}
+      : m_(m),
+        echo_(std::move(echo)),
+        usage_(include_usage),
+        piece_(std::move(piece)),
+        offset_(echo_.size()) {}
   std::string opening() override {
-    return echo_.empty() ? std::string() : sse_event(completion_chunk_json(m_, echo_, std::nullopt, usage_));
+    return echo_.empty() ? std::string()
+                         : sse_event(completion_chunk_json(m_, echo_, std::nullopt, usage_));
   }
   std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
-    const nlohmann::ordered_json lp = piece_ && !logprobs.empty() ? completion_logprobs_json(logprobs, piece_, offset_)
-                                                                  : nlohmann::ordered_json(nullptr);
+    const nlohmann::ordered_json lp = piece_ && !logprobs.empty()
+                                          ? completion_logprobs_json(logprobs, piece_, offset_)
+                                          : nlohmann::ordered_json(nullptr);
     offset_ += delta.size();
     return sse_event(completion_chunk_json(m_, delta, std::nullopt, usage_, lp));
   }
@@ -129,7 +139,8 @@ class ResponsesStream final : public StreamFormat {
     state_.logprobs = all_;
     std::string out;
     if (state_.calls.empty())
-      if (const std::string rest = held_.rest(); !rest.empty()) out = events_.text_delta(rest, take_waiting());
+      if (const std::string rest = held_.rest(); !rest.empty())
+        out = events_.text_delta(rest, take_waiting());
     return out + events_.closing(state_);
   }
   std::string failure(const ApiError& e) override {
@@ -148,23 +159,26 @@ class ResponsesStream final : public StreamFormat {
   ToolCallSyntax tools_;
   HoldBack held_;
   PieceOf piece_;
-  nlohmann::ordered_json waiting_ = nlohmann::ordered_json::array();  // entries of text not yet sent
-  nlohmann::ordered_json all_ = nlohmann::ordered_json::array();      // every token's entry
+  nlohmann::ordered_json waiting_ =
+      nlohmann::ordered_json::array();                            // entries of text not yet sent
+  nlohmann::ordered_json all_ = nlohmann::ordered_json::array();  // every token's entry
 };
 
 }  // namespace
 
-std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage, ToolCallSyntax tools,
-                                          PieceOf piece) {
+std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
+                                          ToolCallSyntax tools, PieceOf piece) {
   return std::make_unique<ChatStream>(meta, include_usage, tools, std::move(piece));
 }
 
 std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix,
                                                 bool include_usage, PieceOf piece) {
-  return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage, std::move(piece));
+  return std::make_unique<CompletionStream>(meta, std::move(echo_prefix), include_usage,
+                                            std::move(piece));
 }
 
-std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools, PieceOf piece) {
+std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools,
+                                               PieceOf piece) {
   return std::make_unique<ResponsesStream>(initial, tools, std::move(piece));
 }
 

@@ -23,7 +23,8 @@ class StreamFormat {
   // A piece of text and the log-probabilities of the tokens that made it (empty unless asked).
   virtual std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs = {}) = 0;
   // The end of a generation that finished (stop or length) with `full_text`.
-  virtual std::string closing(FinishReason finish, const std::string& full_text, const Usage& usage) = 0;
+  virtual std::string closing(FinishReason finish, const std::string& full_text,
+                              const Usage& usage) = 0;
   virtual std::string failure(const ApiError& error) = 0;
 };
 
@@ -32,13 +33,15 @@ class StreamFormat {
 // reply ends: then it goes out as tool_calls deltas if it parses as calls, as content otherwise.
 // piece: a token's text, given when logprobs were asked for (null otherwise).
 std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
-                                          ToolCallSyntax tools = ToolCallSyntax::None, PieceOf piece = {});
+                                          ToolCallSyntax tools = ToolCallSyntax::None,
+                                          PieceOf piece = {});
 // text_completion events, the echoed prompt first when there is one; then [DONE].
-std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix, bool include_usage,
-                                                PieceOf piece = {});
+std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::string echo_prefix,
+                                                bool include_usage, PieceOf piece = {});
 // The Responses API's typed events (responses_json.h); with tools, calls held back as in chat.
 // piece: given when logprobs were asked for (output_text.delta events and the part carry them).
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
-                                               ToolCallSyntax tools = ToolCallSyntax::None, PieceOf piece = {});
+                                               ToolCallSyntax tools = ToolCallSyntax::None,
+                                               PieceOf piece = {});
 
 }  // namespace tangram::server

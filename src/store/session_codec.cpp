@@ -16,10 +16,10 @@ namespace {
 
 constexpr std::string_view kMagic = "TGKVSESS";
 constexpr std::string_view kTrailerMagic = "TGKVTAIL";
-constexpr size_t kHeaderFields = 80;    // header bytes before its checksum
+constexpr size_t kHeaderFields = 80;  // header bytes before its checksum
 constexpr size_t kHeaderBytes = kSessionHeaderBytes;
-constexpr size_t kBlockPrefix = 16;     // i32 group, i32 n_members, u64 payload_bytes
-constexpr size_t kHeadFields = 32;      // i32 layer, i32 kv_head, i64 length, i64 n_kept, i64 tail_pos0
+constexpr size_t kBlockPrefix = 16;  // i32 group, i32 n_members, u64 payload_bytes
+constexpr size_t kHeadFields = 32;  // i32 layer, i32 kv_head, i64 length, i64 n_kept, i64 tail_pos0
 constexpr size_t kChecksumBytes = 8;
 constexpr size_t kTrailerFields = 24;
 constexpr size_t kTrailerBytes = 32;
@@ -34,9 +34,12 @@ uint64_t checksum(std::string_view s) { return checksum(s.data(), s.size()); }
 // version is spent on a new type.
 uint32_t kv_type_code(KvType t) {
   switch (t) {
-    case KvType::F32: return 0;
-    case KvType::F16: return 1;
-    case KvType::Q8_0: return 2;
+    case KvType::F32:
+      return 0;
+    case KvType::F16:
+      return 1;
+    case KvType::Q8_0:
+      return 2;
   }
   return 0;
 }
@@ -60,7 +63,8 @@ std::string shape_text(const KvShape& s) {
 // Payload bytes of one group block (its heads' fields, positions and rows).
 size_t group_payload_bytes(const PagedKvCache& cache, int flat_group) {
   const HeadGroupMap& map = cache.head_groups();
-  const size_t row = cache.pool().geometry().key_row_bytes() + cache.pool().geometry().value_row_bytes();
+  const size_t row =
+      cache.pool().geometry().key_row_bytes() + cache.pool().geometry().value_row_bytes();
   size_t n = 0;
   for (const int f : map.members(flat_group)) {
     const KvHeadView v = cache.head_view(map.layer_of_head(f), map.kv_head_of(f));
@@ -83,13 +87,15 @@ Result<Header> read_header(ByteReader& r, std::string_view blob) {
   uint32_t version = 0;
   TG_TRY(r.get(version, "the format version"));
   if (version != kSessionFormatVersion)
-    return make_error("session format version {} (this build reads {}{}); the session must be recomputed",
-                      version, kSessionFormatVersion,
-                      version < kSessionFormatVersion ? ", whose head groups may span layers" : "");
+    return make_error(
+        "session format version {} (this build reads {}{}); the session must be recomputed",
+        version, kSessionFormatVersion,
+        version < kSessionFormatVersion ? ", whose head groups may span layers" : "");
   TG_TRY(r.need(kHeaderBytes - r.pos(), "the header"));
   uint64_t stored = 0;
   std::memcpy(&stored, blob.data() + kHeaderFields, sizeof(stored));
-  if (checksum(blob.substr(0, kHeaderFields)) != stored) return make_error("checksum of the header fails");
+  if (checksum(blob.substr(0, kHeaderFields)) != stored)
+    return make_error("checksum of the header fails");
   Header h;
   uint32_t type_code = 0, elem = 0;
   TG_TRY(r.get(type_code, "the KV type"));
@@ -137,8 +143,8 @@ Result<std::vector<int32_t>> read_tokens(ByteReader& r, int64_t n) {
 
 // One group block's heads, pointing into the blob (kept positions copied: they are unaligned).
 Status read_group(ByteReader& r, std::string_view blob, const HeadGroupMap& map, int flat_group,
-                  size_t key_row, size_t value_row,
-                  std::vector<PagedKvCache::HeadRestore>& heads, std::vector<std::vector<int32_t>>& kept) {
+                  size_t key_row, size_t value_row, std::vector<PagedKvCache::HeadRestore>& heads,
+                  std::vector<std::vector<int32_t>>& kept) {
   const std::span<const int> members = map.members(flat_group);
   const std::string where = fmt::format("group {}", flat_group);
   const size_t start = r.offset();
@@ -148,15 +154,15 @@ Status read_group(ByteReader& r, std::string_view blob, const HeadGroupMap& map,
   TG_TRY(r.get(got_members, where));
   TG_TRY(r.get(payload_bytes, where));
   if (payload_bytes > r.remaining() || r.remaining() - payload_bytes < kChecksumBytes)
-    return make_error("session truncated at byte {}: {} needs {} bytes from byte {}", blob.size(), where,
-                      payload_bytes + kChecksumBytes, r.offset());
+    return make_error("session truncated at byte {}: {} needs {} bytes from byte {}", blob.size(),
+                      where, payload_bytes + kChecksumBytes, r.offset());
   uint64_t stored = 0;
   std::memcpy(&stored, blob.data() + r.offset() + payload_bytes, sizeof(stored));
   if (checksum(blob.substr(start, kBlockPrefix + payload_bytes)) != stored)
     return make_error("checksum of {} fails", where);
   if (got_group != flat_group || got_members != static_cast<int32_t>(members.size()))
-    return make_error("session: block at byte {} holds group {} of {} heads, expected {} of {}", start,
-                      got_group, got_members, where, members.size());
+    return make_error("session: block at byte {} holds group {} of {} heads, expected {} of {}",
+                      start, got_group, got_members, where, members.size());
   const size_t payload_at = r.offset();
   TG_ASSIGN(const std::string_view payload, r.take(payload_bytes, where));
   TG_TRY(r.get(stored, where));
@@ -172,11 +178,15 @@ Status read_group(ByteReader& r, std::string_view blob, const HeadGroupMap& map,
     TG_TRY(p.get(n_kept, head_where));
     TG_TRY(p.get(tail_pos0, head_where));
     if (got_layer != layer || kv_head != h)
-      return make_error("session: {} holds layer {} KV head {} in its place", head_where, got_layer, kv_head);
+      return make_error("session: {} holds layer {} KV head {} in its place", head_where, got_layer,
+                        kv_head);
     // Bounds before any multiplication: every entry needs at least a key and a value row.
-    if (length < 0 || n_kept < 0 || n_kept > length || sz(length) > p.remaining() / (key_row + value_row))
-      return make_error("session: {} claims {} entries ({} with explicit positions) in a block of {} "
-                        "bytes", head_where, length, n_kept, payload.size());
+    if (length < 0 || n_kept < 0 || n_kept > length ||
+        sz(length) > p.remaining() / (key_row + value_row))
+      return make_error(
+          "session: {} claims {} entries ({} with explicit positions) in a block of {} "
+          "bytes",
+          head_where, length, n_kept, payload.size());
     const auto i = static_cast<size_t>(f);
     TG_ASSIGN(const std::string_view pos_bytes, p.take(sz(n_kept) * sizeof(int32_t), head_where));
     TG_ASSIGN(const std::string_view keys, p.take(sz(length) * key_row, head_where));
@@ -207,9 +217,11 @@ Status read_trailer(ByteReader& r, std::string_view blob, uint64_t header_checks
   TG_TRY(r.get(total, "the trailer"));
   TG_TRY(r.get(header_copy, "the trailer"));
   TG_TRY(r.get(stored, "the trailer"));
-  if (checksum(blob.substr(start, kTrailerFields)) != stored) return make_error("checksum of the trailer fails");
+  if (checksum(blob.substr(start, kTrailerFields)) != stored)
+    return make_error("checksum of the trailer fails");
   if (magic != kTrailerMagic) return make_error("session: no trailer at byte {}", start);
-  if (header_copy != header_checksum) return make_error("session: the trailer belongs to another header");
+  if (header_copy != header_checksum)
+    return make_error("session: the trailer belongs to another header");
   if (total != blob.size())
     return make_error("session: the trailer says {} bytes, the blob has {}", total, blob.size());
   if (r.remaining() != 0) return make_error("session: {} bytes after the trailer", r.remaining());
@@ -219,7 +231,8 @@ Status read_trailer(ByteReader& r, std::string_view blob, uint64_t header_checks
 }  // namespace
 
 size_t encoded_session_bytes(const PagedKvCache& cache) {
-  size_t n = kHeaderBytes + sz(cache.n_positions()) * sizeof(int32_t) + kChecksumBytes + kTrailerBytes;
+  size_t n =
+      kHeaderBytes + sz(cache.n_positions()) * sizeof(int32_t) + kChecksumBytes + kTrailerBytes;
   for (int fg = 0; fg < cache.head_groups().total_groups(); ++fg)
     n += kBlockPrefix + group_payload_bytes(cache, fg) + kChecksumBytes;
   return n;
@@ -240,8 +253,10 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
     return make_error("encode session: {} tokens for a cache of {} positions", tokens.size(), n);
   for (int l = 0; l < shape.n_layers; ++l)
     if (cache.layer_positions(l) != n)
-      return make_error("encode session: layer {} holds {} positions, the last holds {} (a step in "
-                        "progress)", l, cache.layer_positions(l), n);
+      return make_error(
+          "encode session: layer {} holds {} positions, the last holds {} (a step in "
+          "progress)",
+          l, cache.layer_positions(l), n);
   if (fingerprint.kv_type != cache.type())
     return make_error("encode session: the fingerprint says {} elements, the cache stores {}",
                       kv_type_name(fingerprint.kv_type), kv_type_name(cache.type()));
@@ -263,7 +278,8 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
   w.put<uint64_t>(fingerprint.model);
   w.put<uint64_t>(fingerprint.profile);
   w.put<uint64_t>(fingerprint.group_map);
-  for (const int d : {shape.n_layers, shape.n_head, shape.n_kv_head, shape.head_dim, shape.head_dim_v})
+  for (const int d :
+       {shape.n_layers, shape.n_head, shape.n_kv_head, shape.head_dim, shape.head_dim_v})
     w.put<int32_t>(d);
   w.put<uint32_t>(static_cast<uint32_t>(element_bytes(cache.type())));
   w.put<int64_t>(n);
@@ -288,7 +304,8 @@ Status encode_session_into(const PagedKvCache& cache, std::span<const int32_t> t
       w.put<int64_t>(v.n_kept);
       w.put<int64_t>(v.tail_pos0);
       w.bytes(v.kept_pos, sz(v.n_kept) * sizeof(int32_t));
-      v.copy_keys(0, v.length, reinterpret_cast<uint8_t*>(w.skip(sz(v.length) * kb)));  // plain rows
+      v.copy_keys(0, v.length,
+                  reinterpret_cast<uint8_t*>(w.skip(sz(v.length) * kb)));  // plain rows
       v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t count) {
         w.bytes(val, sz(count) * vb);
       });
@@ -328,8 +345,9 @@ Result<DecodedSession> decode_session(std::string_view bytes, const SessionFinge
                                       const KvShape& shape, int64_t capacity) {
   if (map == nullptr) return make_error("decode session: no head-group map given");
   if (group_map_fingerprint(*map) != expected.group_map)
-    return make_error("decode session: the head-group map given is not the one the expected "
-                      "fingerprint names");
+    return make_error(
+        "decode session: the head-group map given is not the one the expected "
+        "fingerprint names");
   if (pool.geometry().type != expected.kv_type)
     return make_error("decode session: the pool stores {}, the expected fingerprint says {}",
                       kv_type_name(pool.geometry().type), kv_type_name(expected.kv_type));
@@ -338,15 +356,18 @@ Result<DecodedSession> decode_session(std::string_view bytes, const SessionFinge
   if (const std::string why = fingerprint_mismatch(h.fingerprint, expected); !why.empty())
     return make_error("session refused: {}", why);
   if (!same_shape(h.shape, shape))
-    return make_error("session refused: shape differs (session {}; expected {})", shape_text(h.shape),
-                      shape_text(shape));
+    return make_error("session refused: shape differs (session {}; expected {})",
+                      shape_text(h.shape), shape_text(shape));
   if (map->n_layers() != shape.n_layers || map->n_kv_head() != shape.n_kv_head)
-    return make_error("decode session: the head-group map is for {} layers x {} KV heads, the shape has {} x {}",
-                      map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
+    return make_error(
+        "decode session: the head-group map is for {} layers x {} KV heads, the shape has {} x {}",
+        map->n_layers(), map->n_kv_head(), shape.n_layers, shape.n_kv_head);
   if (h.n_groups != map->total_groups())
-    return make_error("session refused: {} head groups, the map has {}", h.n_groups, map->total_groups());
+    return make_error("session refused: {} head groups, the map has {}", h.n_groups,
+                      map->total_groups());
   if (h.n_positions > capacity)
-    return make_error("session refused: {} positions exceed the capacity of {}", h.n_positions, capacity);
+    return make_error("session refused: {} positions exceed the capacity of {}", h.n_positions,
+                      capacity);
   DecodedSession out;
   TG_ASSIGN(out.tokens, read_tokens(r, h.n_positions));
   const size_t heads_total = sz(shape.n_layers) * sz(shape.n_kv_head);

@@ -3,8 +3,8 @@
 // session can leave memory (host spill, disk, a shared store) and come back bit for bit.
 //
 // Layout, version 2 (version 1 wrote one block per (layer, group): its groups could not span
-// layers; its blobs are refused, and the session recomputed). Integers are little-endian, fields are packed (no padding: every byte is
-// covered by a checksum), checksums are XXH3-64.
+// layers; its blobs are refused, and the session recomputed). Integers are little-endian, fields
+// are packed (no padding: every byte is covered by a checksum), checksums are XXH3-64.
 //
 //   Header, 88 bytes
 //     [0, 8)    magic "TGKVSESS"

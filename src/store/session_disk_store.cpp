@@ -28,7 +28,9 @@ std::string errno_text() { return std::generic_category().message(errno); }
 
 // Opens a file for reading without following a link and without blocking (a FIFO opens at once
 // instead of waiting for a writer); the caller checks with fstat that it is a regular file.
-int open_regular(const std::string& path) { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW); }
+int open_regular(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+}
 
 void log_warn(const std::string& message) {
   fmt::print(stderr, "level=warn event=kv_disk msg=\"{}\"\n", message);
@@ -110,18 +112,23 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // The id a session file's frame names, checked against the file's name and size.
-Result<std::string> read_frame_id(int fd, uint64_t file_bytes, std::string_view file, const std::string& path) {
+Result<std::string> read_frame_id(int fd, uint64_t file_bytes, std::string_view file,
+                                  const std::string& path) {
   char fixed[kFrameFixed];
-  if (file_bytes < kFrameFixed) return make_error("{}: {} bytes, too short for a frame", path, file_bytes);
+  if (file_bytes < kFrameFixed)
+    return make_error("{}: {} bytes, too short for a frame", path, file_bytes);
   TG_TRY(read_at(fd, fixed, kFrameFixed, 0, path));
-  if (std::string_view(fixed, kFrameMagic.size()) != kFrameMagic) return make_error("{}: bad magic", path);
+  if (std::string_view(fixed, kFrameMagic.size()) != kFrameMagic)
+    return make_error("{}: bad magic", path);
   uint32_t id_bytes = 0;
   std::memcpy(&id_bytes, fixed + kFrameMagic.size(), sizeof(id_bytes));
-  if (id_bytes == 0 || id_bytes > SessionDiskStore::kMaxIdBytes || kFrameFixed + id_bytes > file_bytes)
+  if (id_bytes == 0 || id_bytes > SessionDiskStore::kMaxIdBytes ||
+      kFrameFixed + id_bytes > file_bytes)
     return make_error("{}: bad id length {}", path, id_bytes);
   std::string id(id_bytes, '\0');
   TG_TRY(read_at(fd, id.data(), id_bytes, kFrameFixed, path));
-  if (SessionDiskStore::file_name(id) != file) return make_error("{}: the frame names another id", path);
+  if (SessionDiskStore::file_name(id) != file)
+    return make_error("{}: the frame names another id", path);
   return id;
 }
 
@@ -150,11 +157,13 @@ Result<std::unique_ptr<SessionDiskStore>> SessionDiskStore::open(const std::file
   Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!lock.ok()) return make_error("session disk store: open {}: {}", lock_path, errno_text());
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
-    return make_error("session disk store {}: in use by another store ({})", dir.string(), errno_text());
+    return make_error("session disk store {}: in use by another store ({})", dir.string(),
+                      errno_text());
   // The store owns the lock from here; its destructor closes it, which releases the flock.
   std::unique_ptr<SessionDiskStore> s(new SessionDiskStore(dir, max_bytes, lock.release()));
   s->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (s->dir_fd_ < 0) return make_error("session disk store: open {}: {}", dir.string(), errno_text());
+  if (s->dir_fd_ < 0)
+    return make_error("session disk store: open {}: {}", dir.string(), errno_text());
   TG_TRY(s->scan());
   return s;
 }
@@ -166,8 +175,10 @@ Status SessionDiskStore::scan() {
   for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const std::string path = it->path().string();
-    const bool temp = name.size() == 32 + kSuffix.size() + kTempSuffix.size() && ends_with(name, ".kvs.tmp");
-    if (!temp && (!ends_with(name, kSuffix) || name.size() != 32 + kSuffix.size())) continue;  // not ours
+    const bool temp =
+        name.size() == 32 + kSuffix.size() + kTempSuffix.size() && ends_with(name, ".kvs.tmp");
+    if (!temp && (!ends_with(name, kSuffix) || name.size() != 32 + kSuffix.size()))
+      continue;  // not ours
     // Only regular files are opened, and never blocking: a FIFO, a device or a link named like a
     // session would otherwise hang the start (open of a FIFO waits for a writer) or lead elsewhere.
     std::error_code type_ec;
@@ -236,7 +247,8 @@ Status SessionDiskStore::evict_for(uint64_t incoming, std::string_view keep) {
   while (bytes_ + incoming > max_bytes_) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->first != keep && (victim == entries_.end() || it->second.tick < victim->second.tick)) victim = it;
+      if (it->first != keep && (victim == entries_.end() || it->second.tick < victim->second.tick))
+        victim = it;
     if (victim == entries_.end()) break;
     TG_TRY(remove_entry(victim));
     ++evictions_;
@@ -248,10 +260,12 @@ Status SessionDiskStore::evict_for(uint64_t incoming, std::string_view keep) {
 
 Status SessionDiskStore::put(std::string_view id, std::string_view blob) {
   if (id.empty() || id.size() > kMaxIdBytes)
-    return make_error("session disk store: session id of {} bytes (1 to {} allowed)", id.size(), kMaxIdBytes);
+    return make_error("session disk store: session id of {} bytes (1 to {} allowed)", id.size(),
+                      kMaxIdBytes);
   const uint64_t file_bytes = kFrameFixed + id.size() + blob.size();
   if (file_bytes > max_bytes_)
-    return make_error("session disk store: a session of {} bytes exceeds the cap of {}", file_bytes, max_bytes_);
+    return make_error("session disk store: a session of {} bytes exceeds the cap of {}", file_bytes,
+                      max_bytes_);
   std::lock_guard<std::mutex> lock(mu_);
   const auto existing = entries_.find(id);
   const uint64_t replaced = existing != entries_.end() ? existing->second.bytes : 0;
@@ -271,7 +285,8 @@ Status SessionDiskStore::put(std::string_view id, std::string_view blob) {
   Status s = write_all(fd.get(), fixed, kFrameFixed, temp);
   if (s.ok()) s = write_all(fd.get(), id.data(), id.size(), temp);
   if (s.ok()) s = write_all(fd.get(), blob.data(), blob.size(), temp);
-  if (s.ok() && ::futimens(fd.get(), times) != 0) s = make_error("set time of {}: {}", temp, errno_text());
+  if (s.ok() && ::futimens(fd.get(), times) != 0)
+    s = make_error("set time of {}: {}", temp, errno_text());
   if (s.ok() && ::fsync(fd.get()) != 0) s = make_error("fsync {}: {}", temp, errno_text());
   if (s.ok() && fd.close_checked() != 0) s = make_error("close {}: {}", temp, errno_text());
   if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0)
@@ -281,7 +296,8 @@ Status SessionDiskStore::put(std::string_view id, std::string_view blob) {
     ::unlink(temp.c_str());
     return make_error("session disk store: {}", s.message());
   }
-  if (::fsync(dir_fd_) != 0) return make_error("session disk store: fsync {}: {}", dir_.string(), errno_text());
+  if (::fsync(dir_fd_) != 0)
+    return make_error("session disk store: fsync {}: {}", dir_.string(), errno_text());
   Entry e;
   e.file = name;
   e.bytes = file_bytes;
@@ -292,7 +308,9 @@ Status SessionDiskStore::put(std::string_view id, std::string_view blob) {
   return Status::Ok();
 }
 
-Result<std::string> SessionDiskStore::get(std::string_view id) { return read(id, SIZE_MAX, /*touch=*/true); }
+Result<std::string> SessionDiskStore::get(std::string_view id) {
+  return read(id, SIZE_MAX, /*touch=*/true);
+}
 
 Result<std::string> SessionDiskStore::peek(std::string_view id, size_t max_bytes) {
   return read(id, max_bytes, /*touch=*/false);
@@ -306,8 +324,9 @@ Result<std::string> SessionDiskStore::read(std::string_view id, size_t max_bytes
   Fd fd(open_regular(path));
   struct stat st {};
   if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string why =
-        fd.ok() && st.st_mode != 0 && !S_ISREG(st.st_mode) ? std::string("not a regular file") : errno_text();
+    const std::string why = fd.ok() && st.st_mode != 0 && !S_ISREG(st.st_mode)
+                                ? std::string("not a regular file")
+                                : errno_text();
     bytes_ -= it->second.bytes;
     entries_.erase(it);
     return make_error("session disk store: open {}: {}", path, why);
@@ -315,7 +334,8 @@ Result<std::string> SessionDiskStore::read(std::string_view id, size_t max_bytes
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
   Result<std::string> frame_id = read_frame_id(fd.get(), file_bytes, it->second.file, path);
   if (!frame_id.ok() || *frame_id != id) {
-    const std::string why = frame_id.ok() ? std::string("the frame names another id") : frame_id.message();
+    const std::string why =
+        frame_id.ok() ? std::string("the frame names another id") : frame_id.message();
     fd.reset();
     TG_TRY(remove_entry(it));
     return make_error("session disk store: damaged file removed: {}", why);
@@ -335,7 +355,8 @@ Result<std::string> SessionDiskStore::read(std::string_view id, size_t max_bytes
   ::futimens(fd.get(), times);
   it->second.last_access_ns = now;
   it->second.tick = next_tick_++;
-  bytes_ = bytes_ - it->second.bytes + file_bytes;  // the file may have changed size behind our back
+  bytes_ =
+      bytes_ - it->second.bytes + file_bytes;  // the file may have changed size behind our back
   it->second.bytes = file_bytes;
   return blob;
 }
@@ -364,7 +385,8 @@ std::vector<SessionFileInfo> SessionDiskStore::list() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<uint64_t, SessionFileInfo>> v;
   v.reserve(entries_.size());
-  for (const auto& [id, e] : entries_) v.push_back({e.tick, SessionFileInfo{id, e.bytes, e.last_access_ns}});
+  for (const auto& [id, e] : entries_)
+    v.push_back({e.tick, SessionFileInfo{id, e.bytes, e.last_access_ns}});
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<SessionFileInfo> out;
   out.reserve(v.size());

@@ -35,8 +35,8 @@ namespace tangram {
 
 struct SessionFileInfo {
   std::string id;
-  uint64_t bytes = 0;           // the file's size (frame + blob): what counts against the cap
-  int64_t last_access_ns = 0;   // the file's mtime: last put or get, ns since the Unix epoch
+  uint64_t bytes = 0;          // the file's size (frame + blob): what counts against the cap
+  int64_t last_access_ns = 0;  // the file's mtime: last put or get, ns since the Unix epoch
 };
 
 struct DiskStoreOpenReport {
@@ -45,7 +45,7 @@ struct DiskStoreOpenReport {
   int64_t temp_removed = 0;     // "<32 hex>.kvs.tmp" files left by an interrupted write
   int64_t corrupt_removed = 0;  // session files whose frame is unreadable or names another id
   int64_t evicted = 0;          // sessions deleted because the files exceeded max_bytes
-  int64_t skipped = 0;          // named like session files but not regular files (FIFOs, links): left alone
+  int64_t skipped = 0;  // named like session files but not regular files (FIFOs, links): left alone
 };
 
 class SessionDiskStore {
@@ -92,10 +92,10 @@ class SessionDiskStore {
 
  private:
   struct Entry {
-    std::string file;        // name within dir_
+    std::string file;  // name within dir_
     uint64_t bytes = 0;
     int64_t last_access_ns = 0;
-    uint64_t tick = 0;       // LRU order: larger is more recent
+    uint64_t tick = 0;  // LRU order: larger is more recent
   };
 
   SessionDiskStore(std::filesystem::path dir, uint64_t max_bytes, int lock_fd);

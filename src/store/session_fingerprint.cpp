@@ -57,16 +57,17 @@ std::string hex(uint64_t v) { return fmt::format("{:#018x}", v); }
 
 }  // namespace
 
-std::string fingerprint_mismatch(const SessionFingerprint& session, const SessionFingerprint& expected) {
+std::string fingerprint_mismatch(const SessionFingerprint& session,
+                                 const SessionFingerprint& expected) {
   if (session.model != expected.model)
     return fmt::format("model fingerprint differs (session {}, expected {})", hex(session.model),
                        hex(expected.model));
   if (session.kv_type != expected.kv_type)
-    return fmt::format("KV element type differs (session {}, expected {})", kv_type_name(session.kv_type),
-                       kv_type_name(expected.kv_type));
+    return fmt::format("KV element type differs (session {}, expected {})",
+                       kv_type_name(session.kv_type), kv_type_name(expected.kv_type));
   if (session.profile != expected.profile)
-    return fmt::format("profile fingerprint differs (session {}, expected {})", hex(session.profile),
-                       hex(expected.profile));
+    return fmt::format("profile fingerprint differs (session {}, expected {})",
+                       hex(session.profile), hex(expected.profile));
   if (session.group_map != expected.group_map)
     return fmt::format("head-group map fingerprint differs (session {}, expected {})",
                        hex(session.group_map), hex(expected.group_map));

@@ -20,7 +20,7 @@ namespace tangram {
 class GgufFile;
 
 struct SessionFingerprint {
-  uint64_t model = 0;      // model_fingerprint()
+  uint64_t model = 0;  // model_fingerprint()
   KvType kv_type = KvType::F16;
   uint64_t profile = 0;    // bytes_fingerprint() of the profile (and any policy settings), or 0
   uint64_t group_map = 0;  // group_map_fingerprint()
@@ -28,7 +28,8 @@ struct SessionFingerprint {
 
 // The first field that differs, as a reason ("model fingerprint differs (session 0x.., expected
 // 0x..)"), or an empty string when a and b are equal.
-std::string fingerprint_mismatch(const SessionFingerprint& session, const SessionFingerprint& expected);
+std::string fingerprint_mismatch(const SessionFingerprint& session,
+                                 const SessionFingerprint& expected);
 
 // Hash of the file size, every metadata key and value, every tensor's name, type, shape and
 // offset, and up to 3 x 64 bytes (start, middle, end) of every tensor's data. Two files differ

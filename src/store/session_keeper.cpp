@@ -17,7 +17,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The tiers' options: Redis under a namespace shared by the replicas of one deployment (same
 // model, KV type, policy and layout) unless a prefix is given.
-Result<SessionTierOptions> tier_options(const SessionKeeperOptions& o, const SessionFingerprint& f) {
+Result<SessionTierOptions> tier_options(const SessionKeeperOptions& o,
+                                        const SessionFingerprint& f) {
   SessionTierOptions to;
   to.host_bytes = o.kv_host_memory;
   to.disk_dir = o.kv_disk_dir;
@@ -25,9 +26,11 @@ Result<SessionTierOptions> tier_options(const SessionKeeperOptions& o, const Ses
   if (!o.kv_redis.empty()) {
     RedisStoreOptions ro;
     TG_ASSIGN(ro.endpoint, parse_redis_url(o.kv_redis));
-    const uint64_t ns = bytes_fingerprint(fmt::format("{:016x} {} {:016x} {:016x}", f.model,
-                                                      static_cast<int>(f.kv_type), f.profile, f.group_map));
-    ro.key_prefix = o.kv_redis_prefix.empty() ? fmt::format("tangram:{:016x}:", ns) : o.kv_redis_prefix;
+    const uint64_t ns =
+        bytes_fingerprint(fmt::format("{:016x} {} {:016x} {:016x}", f.model,
+                                      static_cast<int>(f.kv_type), f.profile, f.group_map));
+    ro.key_prefix =
+        o.kv_redis_prefix.empty() ? fmt::format("tangram:{:016x}:", ns) : o.kv_redis_prefix;
     ro.ttl_seconds = o.kv_redis_ttl_seconds;
     ro.warn = o.warn;
     to.redis = std::move(ro);
@@ -38,25 +41,34 @@ Result<SessionTierOptions> tier_options(const SessionKeeperOptions& o, const Ses
 }  // namespace
 
 Status SessionKeeperOptions::validate() const {
-  if (kv_idle_offload_seconds < 0) return make_error("--kv-idle-offload must be 0 (off) or positive seconds");
+  if (kv_idle_offload_seconds < 0)
+    return make_error("--kv-idle-offload must be 0 (off) or positive seconds");
   if (kv_idle_offload_seconds > 0 && !tiered())
-    return make_error("--kv-idle-offload needs a tier to move idle sessions to: give --kv-host-memory, --kv-disk or "
-                      "--kv-redis");
+    return make_error(
+        "--kv-idle-offload needs a tier to move idle sessions to: give --kv-host-memory, --kv-disk "
+        "or "
+        "--kv-redis");
   return Status::Ok();
 }
 
-SessionKeeper::SessionKeeper(SessionKeeperOptions options, SessionPool pool, const SessionFingerprint& fingerprint)
-    : options_(std::move(options)), pool_(std::move(pool)), fingerprint_(fingerprint),
+SessionKeeper::SessionKeeper(SessionKeeperOptions options, SessionPool pool,
+                             const SessionFingerprint& fingerprint)
+    : options_(std::move(options)),
+      pool_(std::move(pool)),
+      fingerprint_(fingerprint),
       store_(std::max<size_t>(options_.max_sessions, 1)) {}
 
 SessionKeeper::~SessionKeeper() = default;
 
-Result<std::unique_ptr<SessionKeeper>> SessionKeeper::create(SessionKeeperOptions options, SessionPool pool,
-                                                             const SessionFingerprint& fingerprint) {
+Result<std::unique_ptr<SessionKeeper>> SessionKeeper::create(
+    SessionKeeperOptions options, SessionPool pool, const SessionFingerprint& fingerprint) {
   TG_TRY(options.validate());
   if (!options.warn)
-    options.warn = [](const std::string& m) { fmt::print(stderr, "level=warn event=kv_tier msg=\"{}\"\n", m); };
-  std::unique_ptr<SessionKeeper> k(new SessionKeeper(std::move(options), std::move(pool), fingerprint));
+    options.warn = [](const std::string& m) {
+      fmt::print(stderr, "level=warn event=kv_tier msg=\"{}\"\n", m);
+    };
+  std::unique_ptr<SessionKeeper> k(
+      new SessionKeeper(std::move(options), std::move(pool), fingerprint));
   if (!k->options_.tiered()) return k;
   TG_ASSIGN(SessionTierOptions to, tier_options(k->options_, fingerprint));
   TG_ASSIGN(k->tiers_, SessionTiers::create(std::move(to)));
@@ -71,7 +83,8 @@ void SessionKeeper::claim(Session& session) {
   if (!session.cache) restore(session);
 }
 
-void SessionKeeper::unclaim(Session& session, std::span<const int32_t> tokens, std::unique_ptr<PagedKvCache> cache) {
+void SessionKeeper::unclaim(Session& session, std::span<const int32_t> tokens,
+                            std::unique_ptr<PagedKvCache> cache) {
   if (!session.cache && cache && cache->n_positions() > 0) {
     session.tokens.assign(tokens.begin(), tokens.begin() + cache->n_positions());
     session.cache = std::move(cache);
@@ -83,7 +96,8 @@ std::string SessionKeeper::give_back(const std::string& id, std::span<const int3
                                      std::unique_ptr<PagedKvCache> cache, Clock::time_point now) {
   Session* session = id.empty() ? nullptr : store_.find(id);
   if (cache) {
-    if (session == nullptr) session = &store_.get_or_create(store_.new_anonymous_id(), /*anonymous=*/true);
+    if (session == nullptr)
+      session = &store_.get_or_create(store_.new_anonymous_id(), /*anonymous=*/true);
     cache->truncate(cache->n_positions());  // hands back pages reserved beyond the end
     session->tokens.assign(tokens.begin(), tokens.begin() + cache->n_positions());
     session->cache = std::move(cache);
@@ -171,7 +185,8 @@ bool SessionKeeper::restore(Session& session) {
   if (!summary) {
     // A damaged header, or a blob of another format version: never served; the turn is recomputed.
     ++tiers_->counters().restore_failures;
-    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id, fetched->tier, summary.message()));
+    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id,
+                              fetched->tier, summary.message()));
     tiers_->erase(session.id);
     return false;
   }
@@ -181,15 +196,18 @@ bool SessionKeeper::restore(Session& session) {
   bool fits = n <= pool_.context;
   while (fits && pool_.pool.free_pages() < uncompressed_pages) fits = evict_one() >= 0;
   if (!fits) {
-    if (std::string_view(fetched->tier) == "host") tiers_->offload(session.id, std::move(blob));  // stays in a tier
+    if (std::string_view(fetched->tier) == "host")
+      tiers_->offload(session.id, std::move(blob));  // stays in a tier
     return false;
   }
-  auto decoded = decode_session(blob, fingerprint_, pool_.pool, pool_.map, pool_.shape, pool_.context);
+  auto decoded =
+      decode_session(blob, fingerprint_, pool_.pool, pool_.map, pool_.shape, pool_.context);
   tiers_->counters().restore_seconds += seconds_since(t0);
   if (!decoded) {
     // Another model or policy, or a damaged blob: never served; the turn is recomputed.
     ++tiers_->counters().restore_failures;
-    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id, fetched->tier, decoded.message()));
+    options_.warn(fmt::format("session {} from the {} tier not restored: {}", session.id,
+                              fetched->tier, decoded.message()));
     tiers_->erase(session.id);
     return false;
   }
@@ -214,7 +232,8 @@ void SessionKeeper::persist(const Session& session) {
 
 SessionTiers::Location SessionKeeper::where(const std::string& id) {
   if (const Session* s = store_.find(id); s != nullptr && s->cache)
-    return {"resident", s->cache->pages_held() * static_cast<int64_t>(pool_.pool.geometry().page_bytes())};
+    return {"resident",
+            s->cache->pages_held() * static_cast<int64_t>(pool_.pool.geometry().page_bytes())};
   if (tiers_) return tiers_->where(id);
   return {};
 }

@@ -68,7 +68,8 @@ class SessionKeeper {
   using Clock = std::chrono::steady_clock;
   // `fingerprint` is what a tier's blob must match to be restored (unused without tiers).
   // Errors: invalid options, an unparsable Redis address, a disk directory that cannot be used.
-  static Result<std::unique_ptr<SessionKeeper>> create(SessionKeeperOptions options, SessionPool pool,
+  static Result<std::unique_ptr<SessionKeeper>> create(SessionKeeperOptions options,
+                                                       SessionPool pool,
                                                        const SessionFingerprint& fingerprint);
   ~SessionKeeper();
   SessionKeeper(const SessionKeeper&) = delete;
@@ -87,13 +88,14 @@ class SessionKeeper {
   void claim(Session& session);
   // Undoes claim() for a request that was not admitted: the cache it was given (covering
   // tokens[0, n_positions)) returns to the session unless the session already holds one.
-  void unclaim(Session& session, std::span<const int32_t> tokens, std::unique_ptr<PagedKvCache> cache);
+  void unclaim(Session& session, std::span<const int32_t> tokens,
+               std::unique_ptr<PagedKvCache> cache);
   // Ends a request's use of session `id` ("" = none): a cache (covering tokens[0, n_positions))
   // stays resident under the session, an anonymous one made for it when id is "", and is written
   // through to disk and Redis; without a cache the session's tokens are forgotten (recomputed
   // next turn). Returns the session's id ("" when there is none).
-  std::string give_back(const std::string& id, std::span<const int32_t> tokens, std::unique_ptr<PagedKvCache> cache,
-                        Clock::time_point now);
+  std::string give_back(const std::string& id, std::span<const int32_t> tokens,
+                        std::unique_ptr<PagedKvCache> cache, Clock::time_point now);
   // Reads a session's KV from disk or Redis in the background while its request waits (no-op
   // when it is resident, lent, or there are no tiers).
   void prefetch(const std::string& id);
@@ -132,7 +134,8 @@ class SessionKeeper {
   const SessionKeeperOptions& options() const { return options_; }
 
  private:
-  SessionKeeper(SessionKeeperOptions options, SessionPool pool, const SessionFingerprint& fingerprint);
+  SessionKeeper(SessionKeeperOptions options, SessionPool pool,
+                const SessionFingerprint& fingerprint);
   // Moves an idle resident session's cache down a tier (encoded first) and frees its pages;
   // returns the pages freed.
   int64_t offload(Session& victim);

@@ -46,7 +46,9 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
   RedisEndpoint e;
   std::string_view rest = url;
   if (rest.substr(0, 8) == "redis://") rest.remove_prefix(8);
-  if (rest.empty()) return make_error("empty Redis address: give host[:port] or redis://[:password@]host[:port][/db]");
+  if (rest.empty())
+    return make_error(
+        "empty Redis address: give host[:port] or redis://[:password@]host[:port][/db]");
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view auth = rest.substr(0, at);
     if (auto colon = auth.find(':'); colon != std::string_view::npos) auth.remove_prefix(colon + 1);
@@ -72,7 +74,9 @@ Result<RedisEndpoint> parse_redis_url(std::string_view url) {
 
 SessionRedisStore::SessionRedisStore(RedisStoreOptions options) : options_(std::move(options)) {
   if (!options_.warn)
-    options_.warn = [](const std::string& m) { fmt::print(stderr, "level=warn event=kv_redis msg=\"{}\"\n", m); };
+    options_.warn = [](const std::string& m) {
+      fmt::print(stderr, "level=warn event=kv_redis msg=\"{}\"\n", m);
+    };
 }
 
 SessionRedisStore::~SessionRedisStore() {
@@ -88,7 +92,9 @@ Result<std::unique_ptr<SessionRedisStore>> SessionRedisStore::open(RedisStoreOpt
   return s;
 }
 
-std::string SessionRedisStore::key(std::string_view id) const { return options_.key_prefix + std::string(id); }
+std::string SessionRedisStore::key(std::string_view id) const {
+  return options_.key_prefix + std::string(id);
+}
 
 Error SessionRedisStore::fail(const std::string& what) {
   ++stats_.errors;
@@ -127,17 +133,21 @@ Status SessionRedisStore::connection() {
   ctx_ = c;
   auto check = [&](Reply r, const char* what) -> Status {
     if (!r) return fail(fmt::format("{} failed: {}", what, ctx_->errstr));
-    if (r->type == REDIS_REPLY_ERROR) return fail(fmt::format("{} refused: {}", what, std::string(r->str, r->len)));
+    if (r->type == REDIS_REPLY_ERROR)
+      return fail(fmt::format("{} refused: {}", what, std::string(r->str, r->len)));
     return Status::Ok();
   };
-  if (!options_.endpoint.password.empty()) TG_TRY(check(command(ctx_, {"AUTH", options_.endpoint.password}), "AUTH"));
+  if (!options_.endpoint.password.empty())
+    TG_TRY(check(command(ctx_, {"AUTH", options_.endpoint.password}), "AUTH"));
   if (options_.endpoint.db != 0) {
     const std::string db = std::to_string(options_.endpoint.db);
     TG_TRY(check(command(ctx_, {"SELECT", db}), "SELECT"));
   }
   ++stats_.connects;
   stats_.connected = true;
-  if (warned_) options_.warn(fmt::format("Redis {} is back; sessions are shared again", options_.endpoint.describe()));
+  if (warned_)
+    options_.warn(
+        fmt::format("Redis {} is back; sessions are shared again", options_.endpoint.describe()));
   warned_ = false;
   return Status::Ok();
 }
@@ -146,7 +156,8 @@ Status SessionRedisStore::put(std::string_view id, std::string_view blob) {
   TG_TRY(connection());
   const std::string k = key(id);
   const std::string ttl = std::to_string(options_.ttl_seconds);
-  Reply r = options_.ttl_seconds > 0 ? command(ctx_, {"SET", k, blob, "EX", ttl}) : command(ctx_, {"SET", k, blob});
+  Reply r = options_.ttl_seconds > 0 ? command(ctx_, {"SET", k, blob, "EX", ttl})
+                                     : command(ctx_, {"SET", k, blob});
   if (!r) return fail(fmt::format("SET failed: {}", ctx_->errstr));
   if (r->type == REDIS_REPLY_ERROR) {
     // An error reply (out of memory, read-only replica) leaves the connection usable.

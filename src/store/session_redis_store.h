@@ -30,8 +30,8 @@ namespace tangram {
 struct RedisEndpoint {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string password;  // AUTH when non-empty
-  int db = 0;            // SELECT when non-zero
+  std::string password;          // AUTH when non-empty
+  int db = 0;                    // SELECT when non-zero
   std::string describe() const;  // "host:port/db", never the password
 };
 
@@ -52,9 +52,9 @@ struct RedisStoreStats {
   bool connected = false;
   int64_t puts = 0;
   int64_t bytes_put = 0;
-  int64_t gets = 0;    // lookups answered (hit or miss)
+  int64_t gets = 0;  // lookups answered (hit or miss)
   int64_t hits = 0;
-  int64_t errors = 0;  // calls that failed: no connection, a timeout, an error reply
+  int64_t errors = 0;    // calls that failed: no connection, a timeout, an error reply
   int64_t attempts = 0;  // connection attempts
   int64_t connects = 0;  // successful connections (the first and every reconnection)
 };

@@ -27,7 +27,8 @@ Session& SessionStore::get_or_create(const std::string& id, bool anonymous) {
   while (sessions_.size() >= max_sessions_) {
     auto victim = sessions_.end();
     for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-      if (!it->second.busy && (victim == sessions_.end() || it->second.last_used < victim->second.last_used))
+      if (!it->second.busy &&
+          (victim == sessions_.end() || it->second.last_used < victim->second.last_used))
         victim = it;
     if (victim == sessions_.end()) break;
     if (victim->second.cache) ++evictions_;
@@ -69,11 +70,13 @@ Session* SessionStore::lru_idle_resident() {
   return victim;
 }
 
-std::vector<Session*> SessionStore::idle_resident_before(std::chrono::steady_clock::time_point cutoff) {
+std::vector<Session*> SessionStore::idle_resident_before(
+    std::chrono::steady_clock::time_point cutoff) {
   std::vector<Session*> out;
   for (auto& [id, s] : sessions_)
     if (!s.busy && s.cache && s.idle_since < cutoff) out.push_back(&s);
-  std::sort(out.begin(), out.end(), [](const Session* a, const Session* b) { return a->last_used < b->last_used; });
+  std::sort(out.begin(), out.end(),
+            [](const Session* a, const Session* b) { return a->last_used < b->last_used; });
   return out;
 }
 
@@ -100,8 +103,9 @@ bool SessionStore::erase(const std::string& id) {
 }
 
 size_t SessionStore::resident() const {
-  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(),
-                                           [](const auto& kv) { return kv.second.cache != nullptr; }));
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& kv) {
+    return kv.second.cache != nullptr;
+  }));
 }
 
 }  // namespace tangram

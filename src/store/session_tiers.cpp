@@ -92,7 +92,8 @@ void SessionTiers::io_loop() {
       if (redis_) redis_ok = redis_->put(id, blob).ok();
       snapshot_io_stats();
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
     writing_.clear();
     write_seconds_ += seconds;
@@ -229,7 +230,8 @@ std::optional<SessionTiers::Fetched> SessionTiers::fetch(const std::string& id) 
 }
 
 SessionTiers::Location SessionTiers::where(const std::string& id) {
-  if (auto it = host_.find(id); it != host_.end()) return {"host", static_cast<int64_t>(it->second.first.size())};
+  if (auto it = host_.find(id); it != host_.end())
+    return {"host", static_cast<int64_t>(it->second.first.size())};
   {
     std::unique_lock lock(mu_);
     if (auto it = pending_.find(id); it != pending_.end())  // as good as written
@@ -274,7 +276,8 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> SessionTiers::disk_ses
     if (auto head = disk_->peek(f.id, kSessionHeaderBytes); head.ok())
       if (auto n = session_summary_bytes(*head); n.ok())
         if (auto prefix = disk_->peek(f.id, *n); prefix.ok())
-          if (auto summary = inspect_session(*prefix); summary.ok()) tokens = std::move(summary->tokens);
+          if (auto summary = inspect_session(*prefix); summary.ok())
+            tokens = std::move(summary->tokens);
     out.emplace_back(f.id, std::move(tokens));
   }
   return out;

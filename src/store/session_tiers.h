@@ -20,24 +20,24 @@
 // Read-ahead: prefetch() asks the same thread to read a session from disk or Redis while its
 // request waits in the queue, so that the restore at admission only decodes (no I/O on the
 // engine thread). Reads go before writes. A prefetched blob is dropped when the session is
-// written, offloaded or erased meanwhile (it would be stale). A local copy may be older than Redis's when another replica served later
-// turns: that is safe (a restored cache is only used for the prefix its tokens share with the
-// new prompt), just less reuse.
+// written, offloaded or erased meanwhile (it would be stale). A local copy may be older than
+// Redis's when another replica served later turns: that is safe (a restored cache is only used for
+// the prefix its tokens share with the new prompt), just less reuse.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
-#include <condition_variable>
-#include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/result.h"
 #include "store/session_disk_store.h"
@@ -46,8 +46,8 @@
 namespace tangram {
 
 struct SessionTierOptions {
-  size_t host_bytes = 0;              // the spill area's cap (0: none)
-  std::filesystem::path disk_dir;     // empty: no disk tier
+  size_t host_bytes = 0;           // the spill area's cap (0: none)
+  std::filesystem::path disk_dir;  // empty: no disk tier
   uint64_t disk_bytes = uint64_t{8} << 30;
   std::optional<RedisStoreOptions> redis;  // none: no shared tier
 };
@@ -57,21 +57,21 @@ struct SessionTierStats {
   int64_t host_bytes = 0;
   int64_t disk_sessions = 0;
   int64_t disk_bytes = 0;
-  int64_t offloads = 0;        // blobs put into a tier
-  int64_t demotions = 0;       // host -> disk moves
-  int64_t dropped = 0;         // blobs that fit no local tier (recomputed unless Redis has them)
-  int64_t restores = 0;        // blobs decoded back into the pool
-  int64_t restores_host = 0;   // ... of which from each tier
+  int64_t offloads = 0;       // blobs put into a tier
+  int64_t demotions = 0;      // host -> disk moves
+  int64_t dropped = 0;        // blobs that fit no local tier (recomputed unless Redis has them)
+  int64_t restores = 0;       // blobs decoded back into the pool
+  int64_t restores_host = 0;  // ... of which from each tier
   int64_t restores_disk = 0;
   int64_t restores_redis = 0;
   int64_t restore_failures = 0;  // blobs refused on restore (fingerprint, corruption): recomputed
-  int64_t recomputes = 0;      // evicted sessions whose next turn found them in no tier
-  double offload_seconds = 0;  // encoding and storing
-  double restore_seconds = 0;  // fetching and decoding
-  int64_t prefetches = 0;      // sessions read ahead while their request waited
-  int64_t prefetch_hits = 0;   // restores served from a read-ahead (no I/O at admission)
-  double write_seconds = 0;    // the writer thread's disk and Redis writes (off the engine thread)
-  int64_t write_errors = 0;    // write-throughs that failed (disk full, Redis down)
+  int64_t recomputes = 0;        // evicted sessions whose next turn found them in no tier
+  double offload_seconds = 0;    // encoding and storing
+  double restore_seconds = 0;    // fetching and decoding
+  int64_t prefetches = 0;        // sessions read ahead while their request waited
+  int64_t prefetch_hits = 0;     // restores served from a read-ahead (no I/O at admission)
+  double write_seconds = 0;  // the writer thread's disk and Redis writes (off the engine thread)
+  int64_t write_errors = 0;  // write-throughs that failed (disk full, Redis down)
   bool redis_enabled = false;
   RedisStoreStats redis;
 };

@@ -117,8 +117,8 @@ class SynthWriter {
           }
         },
         16);
-    const std::vector<int64_t> ne = is_vector ? std::vector<int64_t>{cols}
-                                              : std::vector<int64_t>{cols, rows};
+    const std::vector<int64_t> ne =
+        is_vector ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
     return w_.add_tensor(name, type, ne, data.data(), data.size());
   }
 
@@ -126,8 +126,8 @@ class SynthWriter {
     return add(name, GgmlType::F32, n, 1, fill, true);
   }
   Status add_vector(const std::string& name, const std::vector<float>& values) {
-    return w_.add_tensor(name, GgmlType::F32, {static_cast<int64_t>(values.size())},
-                         values.data(), values.size() * sizeof(float));
+    return w_.add_tensor(name, GgmlType::F32, {static_cast<int64_t>(values.size())}, values.data(),
+                         values.size() * sizeof(float));
   }
   Status add_matrix(const std::string& name, std::string_view role, int64_t cols, int64_t rows,
                     Fill fill) {
@@ -165,7 +165,8 @@ GgmlType synth_matrix_type(const SynthSpec& spec, std::string_view role, int64_t
         role == "attn_v.weight" || role == "ffn_down.weight" || role == "output.weight";
     t = more_bits ? GgmlType::Q6_K : GgmlType::Q4_K;
   }
-  if (cols % ggml_type_info(t).block_elems != 0) t = cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+  if (cols % ggml_type_info(t).block_elems != 0)
+    t = cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
   if (t == GgmlType::Q8_0 && cols % 32 != 0) t = GgmlType::F16;
   return t;
 }
@@ -286,8 +287,7 @@ Status write_synth_model(const SynthSpec& spec, const std::string& path, int n_t
     w.set_string(a + ".rope.scaling.type", "llama3");
     w.set_f32(a + ".rope.scaling.factor", static_cast<float>(spec.rope_scale_factor));
     w.set_f32(a + ".rope.scaling.low_freq_factor", static_cast<float>(spec.rope_low_freq_factor));
-    w.set_f32(a + ".rope.scaling.high_freq_factor",
-              static_cast<float>(spec.rope_high_freq_factor));
+    w.set_f32(a + ".rope.scaling.high_freq_factor", static_cast<float>(spec.rope_high_freq_factor));
     w.set_u32(a + ".rope.scaling.original_context_length",
               static_cast<uint32_t>(spec.rope_original_context));
   }
@@ -334,8 +334,8 @@ Status write_synth_model(const SynthSpec& spec, const std::string& path, int n_t
     TG_TRY(sw.add_vector(name("ffn_norm.weight"), c.n_embd, norm));
     TG_TRY(sw.add_matrix(name("ffn_gate.weight"), "ffn_gate.weight", c.n_embd, c.n_ff,
                          scaled(c.n_embd)));
-    TG_TRY(sw.add_matrix(name("ffn_up.weight"), "ffn_up.weight", c.n_embd, c.n_ff,
-                         scaled(c.n_embd)));
+    TG_TRY(
+        sw.add_matrix(name("ffn_up.weight"), "ffn_up.weight", c.n_embd, c.n_ff, scaled(c.n_embd)));
     TG_TRY(sw.add_matrix(name("ffn_down.weight"), "ffn_down.weight", c.n_ff, c.n_embd,
                          scaled(c.n_ff)));
   }

@@ -35,7 +35,8 @@ struct CandidateAfter {
 
 }  // namespace
 
-Result<std::unique_ptr<BpeEncoder>> BpeEncoder::create(const Vocab& vocab, const TokenIndex& index) {
+Result<std::unique_ptr<BpeEncoder>> BpeEncoder::create(const Vocab& vocab,
+                                                       const TokenIndex& index) {
   std::unique_ptr<BpeEncoder> e(new BpeEncoder());
   TG_ASSIGN(e->pre_, PreTokenizer::create(vocab.pre));
   e->index_ = &index;
@@ -99,7 +100,8 @@ void BpeEncoder::encode_piece(std::string_view piece, std::vector<int32_t>& out)
     if (it == merges_.end()) return;
     queue.push(Candidate{it->second.rank, left, right, l, r, it->second.result});
   };
-  for (size_t i = 0; i + 1 < piece.size(); ++i) consider(static_cast<int>(i), static_cast<int>(i) + 1);
+  for (size_t i = 0; i + 1 < piece.size(); ++i)
+    consider(static_cast<int>(i), static_cast<int>(i) + 1);
 
   while (!queue.empty()) {
     const Candidate c = queue.top();

@@ -35,13 +35,14 @@ class BpeEncoder {
     int32_t result = 0;  // id of the merged token
   };
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
 
   std::unique_ptr<PreTokenizer> pre_;
   const TokenIndex* index_ = nullptr;
   std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left id, right id) -> merge
-  std::array<int32_t, 256> byte_token_{};        // [byte] -> id of its one-character token, or -1
+  std::array<int32_t, 256> byte_token_{};       // [byte] -> id of its one-character token, or -1
   int32_t unk_ = -1;
   // Llama-3 style: a piece that is itself a token is emitted whole, without merging.
   bool ignore_merges_ = false;

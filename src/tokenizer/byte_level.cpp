@@ -15,7 +15,7 @@ bool keeps_own_codepoint(int b) {
 }
 
 struct ByteTables {
-  std::array<uint32_t, 256> to_cp{};  // [byte] -> code point
+  std::array<uint32_t, 256> to_cp{};   // [byte] -> code point
   std::array<int16_t, 324> to_byte{};  // [code point < 324] -> byte, or -1
   ByteTables() {
     to_byte.fill(-1);

@@ -43,10 +43,12 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(std::string_view pre)
   if (pre.empty() || pre == "default" || pre == "gpt-2" || pre == "gpt2") {
     return from_pattern(kGpt2Pattern);
   }
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return from_pattern(kLlama3Pattern);
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3")
+    return from_pattern(kLlama3Pattern);
   if (pre == "qwen2") return from_pattern(kQwen2Pattern);
   return make_error(
-      "tokenizer: unsupported BPE pre-tokenizer '{}' (supported: default, gpt-2, llama-bpe, llama3, "
+      "tokenizer: unsupported BPE pre-tokenizer '{}' (supported: default, gpt-2, llama-bpe, "
+      "llama3, "
       "qwen2)",
       pre);
 }
@@ -79,7 +81,10 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
     if (valid != in_valid) {
       if (pos > run_start) {
         const std::string_view run = text.substr(run_start, pos - run_start);
-        if (in_valid) split_valid(run, out); else out.push_back(run);
+        if (in_valid)
+          split_valid(run, out);
+        else
+          out.push_back(run);
       }
       run_start = pos;
       in_valid = valid;
@@ -88,7 +93,10 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   }
   if (pos > run_start) {
     const std::string_view run = text.substr(run_start, pos - run_start);
-    if (in_valid) split_valid(run, out); else out.push_back(run);
+    if (in_valid)
+      split_valid(run, out);
+    else
+      out.push_back(run);
   }
   return out;
 }
@@ -105,7 +113,8 @@ void PreTokenizer::split_valid(std::string_view text, std::vector<std::string_vi
   size_t offset = 0;
   while (offset < n) {
     int rc = -1;
-    if (compiled_->jit) rc = pcre2_jit_match(compiled_->code, subject, n, offset, 0, md.get(), nullptr);
+    if (compiled_->jit)
+      rc = pcre2_jit_match(compiled_->code, subject, n, offset, 0, md.get(), nullptr);
     // The interpreter is the fallback when JIT is missing or runs out of its stack.
     if (!compiled_->jit || (rc < 0 && rc != PCRE2_ERROR_NOMATCH)) {
       rc = pcre2_match(compiled_->code, subject, n, offset, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,

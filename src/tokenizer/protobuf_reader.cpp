@@ -21,9 +21,11 @@ Result<ProtoField> ProtoReader::next() {
   const auto wire = static_cast<uint32_t>(key & 7);
   if (f.number == 0) return make_error("protobuf: field number 0 at byte {}", start);
   const auto take_fixed = [&](size_t n) -> Status {
-    if (data_.size() - pos_ < n) return make_error("protobuf: fixed field truncated at byte {}", pos_);
+    if (data_.size() - pos_ < n)
+      return make_error("protobuf: fixed field truncated at byte {}", pos_);
     uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    for (size_t i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
     f.varint = v;
     pos_ += n;
     return {};
@@ -42,7 +44,8 @@ Result<ProtoField> ProtoReader::next() {
       f.wire = WireType::kLengthDelimited;
       TG_ASSIGN(const uint64_t len, read_varint());
       if (len > data_.size() - pos_) {
-        return make_error("protobuf: field {} of {} bytes overruns the buffer at byte {}", f.number, len, pos_);
+        return make_error("protobuf: field {} of {} bytes overruns the buffer at byte {}", f.number,
+                          len, pos_);
       }
       f.bytes = data_.substr(pos_, static_cast<size_t>(len));
       pos_ += static_cast<size_t>(len);

@@ -14,8 +14,8 @@ enum class WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2
 struct ProtoField {
   uint32_t number = 0;
   WireType wire = WireType::kVarint;
-  uint64_t varint = 0;      // kVarint, kFixed64 (raw bits), kFixed32 (raw bits)
-  std::string_view bytes;   // kLengthDelimited: the payload
+  uint64_t varint = 0;     // kVarint, kFixed64 (raw bits), kFixed32 (raw bits)
+  std::string_view bytes;  // kLengthDelimited: the payload
 };
 
 class ProtoReader {

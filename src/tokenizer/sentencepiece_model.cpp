@@ -38,19 +38,22 @@ constexpr uint32_t kRemoveExtraWhitespaces = 4;
 struct TrainerSpec {
   int64_t model_type = 1;  // proto default UNIGRAM
   bool byte_fallback = false;
-  int32_t unk_id = 0;      // proto defaults
+  int32_t unk_id = 0;  // proto defaults
   int32_t bos_id = 1;
   int32_t eos_id = 2;
   int32_t pad_id = -1;
 };
 
 Status expect_wire(const ProtoField& f, WireType w, std::string_view what) {
-  if (f.wire != w) return make_error("sentencepiece: field {} ({}) has the wrong wire type", f.number, what);
+  if (f.wire != w)
+    return make_error("sentencepiece: field {} ({}) has the wrong wire type", f.number, what);
   return {};
 }
 
 // int32 fields are varints of the sign-extended 64-bit value; the low 32 bits are the number.
-int32_t as_int32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v & 0xFFFFFFFFu)); }
+int32_t as_int32(uint64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(v & 0xFFFFFFFFu));
+}
 
 Status parse_piece(std::string_view bytes, Vocab& v) {
   ProtoReader r(bytes);
@@ -71,7 +74,8 @@ Status parse_piece(std::string_view bytes, Vocab& v) {
     }
   }
   if (type < 1 || type > 6) {
-    return make_error("sentencepiece: piece {} ('{}') has unknown type {}", v.tokens.size(), text, type);
+    return make_error("sentencepiece: piece {} ('{}') has unknown type {}", v.tokens.size(), text,
+                      type);
   }
   v.tokens.push_back(std::move(text));
   v.scores.push_back(score);
@@ -85,13 +89,26 @@ Status parse_trainer_spec(std::string_view bytes, TrainerSpec& t) {
     TG_ASSIGN(const ProtoField f, r.next());
     if (f.wire != WireType::kVarint) continue;  // strings and repeated fields we do not need
     switch (f.number) {
-      case trainer_proto::kModelType: t.model_type = static_cast<int64_t>(f.varint); break;
-      case trainer_proto::kByteFallback: t.byte_fallback = f.varint != 0; break;
-      case trainer_proto::kUnkId: t.unk_id = as_int32(f.varint); break;
-      case trainer_proto::kBosId: t.bos_id = as_int32(f.varint); break;
-      case trainer_proto::kEosId: t.eos_id = as_int32(f.varint); break;
-      case trainer_proto::kPadId: t.pad_id = as_int32(f.varint); break;
-      default: break;
+      case trainer_proto::kModelType:
+        t.model_type = static_cast<int64_t>(f.varint);
+        break;
+      case trainer_proto::kByteFallback:
+        t.byte_fallback = f.varint != 0;
+        break;
+      case trainer_proto::kUnkId:
+        t.unk_id = as_int32(f.varint);
+        break;
+      case trainer_proto::kBosId:
+        t.bos_id = as_int32(f.varint);
+        break;
+      case trainer_proto::kEosId:
+        t.eos_id = as_int32(f.varint);
+        break;
+      case trainer_proto::kPadId:
+        t.pad_id = as_int32(f.varint);
+        break;
+      default:
+        break;
     }
   }
   return {};
@@ -105,7 +122,8 @@ Status parse_normalizer_spec(std::string_view bytes, SentencePieceModel& m) {
       m.normalizer_name = std::string(f.bytes);
     } else if (f.number == normalizer_proto::kAddDummyPrefix && f.wire == WireType::kVarint) {
       m.vocab.add_space_prefix = f.varint != 0;
-    } else if (f.number == normalizer_proto::kRemoveExtraWhitespaces && f.wire == WireType::kVarint) {
+    } else if (f.number == normalizer_proto::kRemoveExtraWhitespaces &&
+               f.wire == WireType::kVarint) {
       m.remove_extra_whitespaces = f.varint != 0;
     }
   }

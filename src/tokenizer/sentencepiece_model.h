@@ -21,8 +21,8 @@ struct SentencePieceModel {
   Vocab vocab;
   SentencePieceModelType model_type = SentencePieceModelType::kUnigram;
   bool byte_fallback = false;
-  std::string normalizer_name;            // e.g. "identity", "nmt_nfkc"
-  bool remove_extra_whitespaces = true;   // SentencePiece collapses whitespace runs when set
+  std::string normalizer_name;           // e.g. "identity", "nmt_nfkc"
+  bool remove_extra_whitespaces = true;  // SentencePiece collapses whitespace runs when set
 };
 
 // Parses the bytes of a ModelProto.

@@ -11,7 +11,8 @@ SpecialTokenMatcher::SpecialTokenMatcher(const Vocab& vocab) {
     const TokenType type = vocab.type(id);
     const std::string& text = vocab.tokens[static_cast<size_t>(id)];
     if (text.empty()) continue;
-    if (type != TokenType::kControl && type != TokenType::kUnknown && type != TokenType::kUserDefined) {
+    if (type != TokenType::kControl && type != TokenType::kUnknown &&
+        type != TokenType::kUserDefined) {
       continue;
     }
     const bool always = type == TokenType::kUserDefined;
@@ -38,7 +39,8 @@ std::vector<TextRange> normalized(std::span<const TextRange> ranges, size_t size
     r.end = std::min(r.end, size);
     if (r.begin < r.end) out.push_back(r);
   }
-  std::sort(out.begin(), out.end(), [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
+  std::sort(out.begin(), out.end(),
+            [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
   std::vector<TextRange> merged;
   for (const TextRange& r : out) {
     if (!merged.empty() && r.begin <= merged.back().end) {
@@ -52,8 +54,8 @@ std::vector<TextRange> normalized(std::span<const TextRange> ranges, size_t size
 
 }  // namespace
 
-std::vector<TextFragment> SpecialTokenMatcher::split(std::string_view text, bool parse_special,
-                                                     std::span<const TextRange> protected_ranges) const {
+std::vector<TextFragment> SpecialTokenMatcher::split(
+    std::string_view text, bool parse_special, std::span<const TextRange> protected_ranges) const {
   std::vector<TextFragment> out;
   const std::vector<TextRange> guarded = normalized(protected_ranges, text.size());
   size_t next_guard = 0;  // the first protected range that ends after pos
@@ -67,7 +69,9 @@ std::vector<TextFragment> SpecialTokenMatcher::split(std::string_view text, bool
       if (!text.substr(pos).starts_with(c.text)) continue;
       // A control token may not take even one protected byte: that would let a message's text
       // complete a token the template started, or the other way round.
-      if (!c.always && next_guard < guarded.size() && guarded[next_guard].begin < pos + c.text.size()) continue;
+      if (!c.always && next_guard < guarded.size() &&
+          guarded[next_guard].begin < pos + c.text.size())
+        continue;
       hit = &c;
       break;
     }

@@ -41,7 +41,8 @@ SpmEncoder::SpmEncoder(const Vocab& vocab) : unk_(vocab.unk) {
     const TokenType type = vocab.type(id);
     if (type == TokenType::kByte) {
       const int b = byte_token_value(text);
-      if (b >= 0 && byte_token_[static_cast<size_t>(b)] < 0) byte_token_[static_cast<size_t>(b)] = id;
+      if (b >= 0 && byte_token_[static_cast<size_t>(b)] < 0)
+        byte_token_[static_cast<size_t>(b)] = id;
     } else if ((type == TokenType::kNormal || type == TokenType::kUserDefined ||
                 type == TokenType::kUndefined) &&
                !text.empty()) {
@@ -107,7 +108,8 @@ void SpmEncoder::encode(std::string_view raw, std::vector<int32_t>& out) const {
     if (id < 0) return;
     queue.push(Bigram{scores_[static_cast<size_t>(id)], left, right, l.len + r.len});
   };
-  for (size_t i = 1; i < symbols.size(); ++i) consider(static_cast<int>(i) - 1, static_cast<int>(i));
+  for (size_t i = 1; i < symbols.size(); ++i)
+    consider(static_cast<int>(i) - 1, static_cast<int>(i));
 
   while (!queue.empty()) {
     const Bigram b = queue.top();

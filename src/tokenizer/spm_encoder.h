@@ -32,7 +32,7 @@ class SpmEncoder {
   // Only NORMAL and USER_DEFINED tokens take part in merging, as in SentencePiece; control,
   // byte, unknown and unused tokens are never produced by a merge.
   std::unordered_map<std::string, int32_t> pieces_;
-  std::vector<float> scores_;             // [n_tokens]
+  std::vector<float> scores_;              // [n_tokens]
   std::array<int32_t, 256> byte_token_{};  // [byte] -> id of "<0xNN>", or -1
   int32_t unk_ = -1;
 };

@@ -16,8 +16,10 @@ namespace {
 std::optional<std::string> decode_base64(std::string_view in) {
   std::array<int8_t, 256> value{};
   value.fill(-1);
-  const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (size_t i = 0; i < alphabet.size(); ++i) value[static_cast<uint8_t>(alphabet[i])] = static_cast<int8_t>(i);
+  const std::string_view alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (size_t i = 0; i < alphabet.size(); ++i)
+    value[static_cast<uint8_t>(alphabet[i])] = static_cast<int8_t>(i);
   while (!in.empty() && in.back() == '=') in.remove_suffix(1);
   std::string out;
   uint32_t acc = 0;
@@ -43,23 +45,47 @@ struct SpecialToken {
 
 std::vector<SpecialToken> llama3_specials() {
   std::vector<SpecialToken> s = {
-      {"<|begin_of_text|>"}, {"<|end_of_text|>"}, {"<|reserved_special_token_0|>"},
-      {"<|reserved_special_token_1|>"}, {"<|finetune_right_pad_id|>"}, {"<|reserved_special_token_2|>"},
-      {"<|start_header_id|>"}, {"<|end_header_id|>"}, {"<|eom_id|>"}, {"<|eot_id|>"},
+      {"<|begin_of_text|>"},
+      {"<|end_of_text|>"},
+      {"<|reserved_special_token_0|>"},
+      {"<|reserved_special_token_1|>"},
+      {"<|finetune_right_pad_id|>"},
+      {"<|reserved_special_token_2|>"},
+      {"<|start_header_id|>"},
+      {"<|end_header_id|>"},
+      {"<|eom_id|>"},
+      {"<|eot_id|>"},
       {"<|python_tag|>"},
   };
-  for (int i = 3; s.size() < 256; ++i) s.push_back({fmt::format("<|reserved_special_token_{}|>", i)});
+  for (int i = 3; s.size() < 256; ++i)
+    s.push_back({fmt::format("<|reserved_special_token_{}|>", i)});
   return s;
 }
 
 std::vector<SpecialToken> qwen2_specials() {
   return {
-      {"<|endoftext|>"}, {"<|im_start|>"}, {"<|im_end|>"}, {"<|object_ref_start|>"},
-      {"<|object_ref_end|>"}, {"<|box_start|>"}, {"<|box_end|>"}, {"<|quad_start|>"},
-      {"<|quad_end|>"}, {"<|vision_start|>"}, {"<|vision_end|>"}, {"<|vision_pad|>"},
-      {"<|image_pad|>"}, {"<|video_pad|>"}, {"<tool_call>", TokenType::kUserDefined},
-      {"</tool_call>", TokenType::kUserDefined}, {"<|fim_prefix|>"}, {"<|fim_middle|>"},
-      {"<|fim_suffix|>"}, {"<|fim_pad|>"}, {"<|repo_name|>"}, {"<|file_sep|>"},
+      {"<|endoftext|>"},
+      {"<|im_start|>"},
+      {"<|im_end|>"},
+      {"<|object_ref_start|>"},
+      {"<|object_ref_end|>"},
+      {"<|box_start|>"},
+      {"<|box_end|>"},
+      {"<|quad_start|>"},
+      {"<|quad_end|>"},
+      {"<|vision_start|>"},
+      {"<|vision_end|>"},
+      {"<|vision_pad|>"},
+      {"<|image_pad|>"},
+      {"<|video_pad|>"},
+      {"<tool_call>", TokenType::kUserDefined},
+      {"</tool_call>", TokenType::kUserDefined},
+      {"<|fim_prefix|>"},
+      {"<|fim_middle|>"},
+      {"<|fim_suffix|>"},
+      {"<|fim_pad|>"},
+      {"<|repo_name|>"},
+      {"<|file_sep|>"},
   };
 }
 
@@ -88,7 +114,8 @@ std::vector<std::string> merges_from_ranks(const std::vector<std::string>& ranke
       return a.left_rank != b.left_rank ? a.left_rank < b.left_rank : a.right_rank < b.right_rank;
     });
     for (const Split& s : splits) {
-      merges.push_back(bytes_to_byte_level(t.substr(0, s.at)) + " " + bytes_to_byte_level(t.substr(s.at)));
+      merges.push_back(bytes_to_byte_level(t.substr(0, s.at)) + " " +
+                       bytes_to_byte_level(t.substr(s.at)));
     }
   }
   return merges;
@@ -114,17 +141,20 @@ Result<Vocab> vocab_from_tiktoken(std::string_view text, TiktokenFlavor flavor) 
     if (!bytes || bytes->empty()) return make_error("tiktoken: line {} has bad base64", line_no);
     const std::string_view rank_text = line.substr(sp + 1);
     uint64_t rank = 0;
-    if (rank_text.empty() || rank_text.size() > 9) return make_error("tiktoken: line {} has a bad rank", line_no);
+    if (rank_text.empty() || rank_text.size() > 9)
+      return make_error("tiktoken: line {} has a bad rank", line_no);
     for (char c : rank_text) {
       if (c < '0' || c > '9') return make_error("tiktoken: line {} has a bad rank", line_no);
       rank = rank * 10 + static_cast<uint64_t>(c - '0');
     }
-    if (rank >= max_lines) return make_error("tiktoken: rank {} on line {} exceeds the line count", rank, line_no);
+    if (rank >= max_lines)
+      return make_error("tiktoken: rank {} on line {} exceeds the line count", rank, line_no);
     if (rank >= ranked.size()) {
       ranked.resize(rank + 1);
       seen.resize(rank + 1, 0);
     }
-    if (seen[rank] != 0) return make_error("tiktoken: rank {} appears twice (line {})", rank, line_no);
+    if (seen[rank] != 0)
+      return make_error("tiktoken: rank {} appears twice (line {})", rank, line_no);
     seen[rank] = 1;
     ranked[rank] = *bytes;
   }
@@ -149,10 +179,10 @@ Result<Vocab> vocab_from_tiktoken(std::string_view text, TiktokenFlavor flavor) 
   }
   if (flavor == TiktokenFlavor::kLlama3) {
     v.pre = "llama-bpe";
-    v.bos = base + 0;   // <|begin_of_text|>
-    v.eos = base + 1;   // <|end_of_text|>
-    v.eom = base + 8;   // <|eom_id|>
-    v.eot = base + 9;   // <|eot_id|>
+    v.bos = base + 0;  // <|begin_of_text|>
+    v.eos = base + 1;  // <|end_of_text|>
+    v.eom = base + 8;  // <|eom_id|>
+    v.eot = base + 9;  // <|eot_id|>
     v.add_bos = true;
   } else {
     v.pre = "qwen2";

@@ -23,7 +23,8 @@ TokenIndex::TokenIndex(const std::vector<std::string>& texts) : texts_(&texts) {
         tags_[slot] = tag;
         break;
       }
-      if (tags_[slot] == tag && texts[static_cast<size_t>(occupant)] == texts[id]) break;  // duplicate
+      if (tags_[slot] == tag && texts[static_cast<size_t>(occupant)] == texts[id])
+        break;  // duplicate
     }
   }
 }

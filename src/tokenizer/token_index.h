@@ -23,9 +23,9 @@ class TokenIndex {
   static uint64_t hash(std::string_view text);
 
   const std::vector<std::string>* texts_ = nullptr;
-  std::vector<int32_t> slots_;   // [capacity] token id, or -1 for an empty slot
-  std::vector<uint32_t> tags_;   // [capacity] high hash bits of the slot's text, to skip compares
-  uint64_t mask_ = 0;            // capacity - 1 (capacity is a power of two)
+  std::vector<int32_t> slots_;  // [capacity] token id, or -1 for an empty slot
+  std::vector<uint32_t> tags_;  // [capacity] high hash bits of the slot's text, to skip compares
+  uint64_t mask_ = 0;           // capacity - 1 (capacity is a power of two)
 };
 
 }  // namespace tangram

@@ -14,8 +14,8 @@ namespace {
 
 // Special-token texts that end a turn in the chat formats we know.
 constexpr std::array<std::string_view, 7> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>", "<|end|>",
-    "<end_of_turn>",
+    "<|eot_id|>",    "<|eom_id|>", "<|end_of_text|>", "<|im_end|>",
+    "<|endoftext|>", "<|end|>",    "<end_of_turn>",
 };
 
 std::string replace_space_marks(std::string_view text) {
@@ -123,7 +123,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   return out;
 }
 
-const std::vector<std::string>& Tokenizer::parse_special_texts() const { return specials_->parse_special_texts(); }
+const std::vector<std::string>& Tokenizer::parse_special_texts() const {
+  return specials_->parse_special_texts();
+}
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
   return valid(id) ? pieces_[static_cast<size_t>(id)] : std::string();

@@ -19,7 +19,8 @@ Utf8Char utf8_decode(std::string_view s, size_t pos) {
   }
   size_t need = 0;
   uint32_t cp = 0;
-  // The second byte's allowed range excludes overlongs (E0, F0), surrogates (ED) and > U+10FFFF (F4).
+  // The second byte's allowed range excludes overlongs (E0, F0), surrogates (ED) and > U+10FFFF
+  // (F4).
   uint8_t lo = 0x80;
   uint8_t hi = 0xBF;
   if (b0 >= 0xC2 && b0 <= 0xDF) {

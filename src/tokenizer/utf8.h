@@ -18,7 +18,8 @@ enum class Utf8Status {
 struct Utf8Char {
   Utf8Status status = Utf8Status::kInvalid;
   uint32_t codepoint = 0;  // valid only for kComplete
-  size_t length = 1;       // bytes consumed: the sequence (kComplete), bytes present (kIncomplete), 1 (kInvalid)
+  size_t length =
+      1;  // bytes consumed: the sequence (kComplete), bytes present (kIncomplete), 1 (kInvalid)
 };
 
 // Decodes the sequence starting at s[pos] (pos < s.size()). Rejects overlong forms, surrogates

@@ -114,13 +114,16 @@ Result<Vocab> vocab_from_gguf(const GgufFile& f) {
 
   if (f.find("tokenizer.ggml.scores") != nullptr) {
     const std::vector<double>* scores = f.get_float_array("tokenizer.ggml.scores");
-    if (scores == nullptr) return make_error("tokenizer: tokenizer.ggml.scores in {} is not a float array", f.path());
+    if (scores == nullptr)
+      return make_error("tokenizer: tokenizer.ggml.scores in {} is not a float array", f.path());
     v.scores.reserve(scores->size());
     for (double s : *scores) v.scores.push_back(static_cast<float>(s));
   }
   if (f.find("tokenizer.ggml.token_type") != nullptr) {
     const std::vector<int64_t>* types = f.get_int_array("tokenizer.ggml.token_type");
-    if (types == nullptr) return make_error("tokenizer: tokenizer.ggml.token_type in {} is not an integer array", f.path());
+    if (types == nullptr)
+      return make_error("tokenizer: tokenizer.ggml.token_type in {} is not an integer array",
+                        f.path());
     v.types.reserve(types->size());
     for (int64_t t : *types) {
       if (t < 0 || t > static_cast<int64_t>(TokenType::kByte)) {
@@ -131,7 +134,8 @@ Result<Vocab> vocab_from_gguf(const GgufFile& f) {
   }
   if (f.find("tokenizer.ggml.merges") != nullptr) {
     const std::vector<std::string>* merges = f.get_string_array("tokenizer.ggml.merges");
-    if (merges == nullptr) return make_error("tokenizer: tokenizer.ggml.merges in {} is not a string array", f.path());
+    if (merges == nullptr)
+      return make_error("tokenizer: tokenizer.ggml.merges in {} is not a string array", f.path());
     v.merges = *merges;
   }
 
@@ -163,7 +167,8 @@ void vocab_to_gguf(const Vocab& v, GgufWriter& w) {
   w.set_string_array("tokenizer.ggml.tokens", v.tokens);
   if (!v.scores.empty()) w.set_f32_array("tokenizer.ggml.scores", v.scores);
   std::vector<int32_t> types(v.tokens.size(), static_cast<int32_t>(TokenType::kNormal));
-  for (size_t i = 0; i < v.types.size() && i < types.size(); ++i) types[i] = static_cast<int32_t>(v.types[i]);
+  for (size_t i = 0; i < v.types.size() && i < types.size(); ++i)
+    types[i] = static_cast<int32_t>(v.types[i]);
   w.set_i32_array("tokenizer.ggml.token_type", types);
   if (!v.merges.empty()) w.set_string_array("tokenizer.ggml.merges", v.merges);
   const auto put_id = [&w](const char* key, int32_t id) {

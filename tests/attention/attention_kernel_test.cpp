@@ -20,9 +20,9 @@
 #include <random>
 #include <vector>
 
+#include "attention/attention_kernel_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/quant.h"
-#include "attention/attention_kernel_avx512.h"
 
 namespace tangram {
 namespace {
@@ -71,9 +71,12 @@ struct HeadRows {
       view.k_base = bytes.data();
       view.v_base = bytes.data() + static_cast<size_t>(len) * view.k_row_bytes;
       for (int64_t e = 0; e < len; ++e) {
-        store(&src_k[static_cast<size_t>(e * hd)], hd, bytes.data() + static_cast<size_t>(e) * view.k_row_bytes, &k[static_cast<size_t>(e * hd)]);
+        store(&src_k[static_cast<size_t>(e * hd)], hd,
+              bytes.data() + static_cast<size_t>(e) * view.k_row_bytes,
+              &k[static_cast<size_t>(e * hd)]);
         store(&src_v[static_cast<size_t>(e * hdv)], hdv,
-              bytes.data() + static_cast<size_t>(len) * view.k_row_bytes + static_cast<size_t>(e) * view.v_row_bytes,
+              bytes.data() + static_cast<size_t>(len) * view.k_row_bytes +
+                  static_cast<size_t>(e) * view.v_row_bytes,
               &v[static_cast<size_t>(e * hdv)]);
       }
       return;
@@ -89,10 +92,13 @@ struct HeadRows {
     view.k_base = bytes.data();
     view.v_base = bytes.data() + static_cast<size_t>(page_tokens) * view.k_row_bytes;
     for (int64_t e = 0; e < len; ++e) {
-      const size_t page = static_cast<size_t>(pages[static_cast<size_t>(e / page_tokens)]) * view.page_bytes;
+      const size_t page =
+          static_cast<size_t>(pages[static_cast<size_t>(e / page_tokens)]) * view.page_bytes;
       const auto slot = static_cast<size_t>(e % page_tokens);
-      store(&src_k[static_cast<size_t>(e * hd)], hd, bytes.data() + page + slot * view.k_row_bytes, &k[static_cast<size_t>(e * hd)]);
-      store(&src_v[static_cast<size_t>(e * hdv)], hdv, const_cast<uint8_t*>(view.v_base) + page + slot * view.v_row_bytes,
+      store(&src_k[static_cast<size_t>(e * hd)], hd, bytes.data() + page + slot * view.k_row_bytes,
+            &k[static_cast<size_t>(e * hd)]);
+      store(&src_v[static_cast<size_t>(e * hdv)], hdv,
+            const_cast<uint8_t*>(view.v_base) + page + slot * view.v_row_bytes,
             &v[static_cast<size_t>(e * hdv)]);
     }
   }
@@ -106,7 +112,8 @@ std::vector<double> reference(const HeadRows& h, const float* q, int64_t begin, 
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t e = begin; e < limit; ++e) {
     double d = 0.0;
-    for (int i = 0; i < h.hd; ++i) d += double{q[i]} * double{h.k[static_cast<size_t>(e * h.hd + i)]};
+    for (int i = 0; i < h.hd; ++i)
+      d += double{q[i]} * double{h.k[static_cast<size_t>(e * h.hd + i)]};
     s.push_back(d);
     max = std::max(max, d);
   }
@@ -114,7 +121,8 @@ std::vector<double> reference(const HeadRows& h, const float* q, int64_t begin, 
   for (double& x : s) sum += (x = std::exp(x - max));
   for (int64_t e = begin; e < limit; ++e)
     for (int i = 0; i < h.hdv; ++i)
-      out[static_cast<size_t>(i)] += s[static_cast<size_t>(e - begin)] / sum * double{h.v[static_cast<size_t>(e * h.hdv + i)]};
+      out[static_cast<size_t>(i)] +=
+          s[static_cast<size_t>(e - begin)] / sum * double{h.v[static_cast<size_t>(e * h.hdv + i)]};
   return out;
 }
 
@@ -148,7 +156,8 @@ void check_case(const Case& c, cpu::KernelLevel level, std::mt19937& rng) {
     for (size_t ln = 0; ln < lanes; ++ln) {
       // Ragged: the last lane sees everything, others a random prefix (sometimes none).
       const int64_t len = rows[h].length;
-      const int64_t lim = ln + 1 == lanes ? len : static_cast<int64_t>(rng() % static_cast<uint32_t>(len + 1));
+      const int64_t lim =
+          ln + 1 == lanes ? len : static_cast<int64_t>(rng() % static_cast<uint32_t>(len + 1));
       limit[h * lanes + ln] = std::clamp(lim, std::min(begin, len), len);
       end = std::max(end, limit[h * lanes + ln]);
     }
@@ -162,15 +171,22 @@ void check_case(const Case& c, cpu::KernelLevel level, std::mt19937& rng) {
   for (size_t h = 0; h < n_heads; ++h)
     for (size_t ln = 0; ln < lanes; ++ln) {
       const size_t lane = h * lanes + ln;
-      const auto want = reference(rows[h], q.data() + lane * static_cast<size_t>(c.hd), begin, limit[lane]);
+      const auto want =
+          reference(rows[h], q.data() + lane * static_cast<size_t>(c.hd), begin, limit[lane]);
       double diff = 0.0;
       for (int i = 0; i < c.hdv; ++i) {
-        const double got = l[lane] > 0.0f ? double{acc[lane * static_cast<size_t>(c.hdv) + static_cast<size_t>(i)]} / double{l[lane]} : 0.0;
+        const double got =
+            l[lane] > 0.0f
+                ? double{acc[lane * static_cast<size_t>(c.hdv) + static_cast<size_t>(i)]} /
+                      double{l[lane]}
+                : 0.0;
         diff = std::max(diff, std::abs(got - want[static_cast<size_t>(i)]));
       }
-      ASSERT_LE(diff, kTol) << fmt::format("level {}, {}, hd {} hdv {}, {} lanes, P {}, head {} (length {}), lane {} (limit {}), begin {}",
-                                           cpu::level_name(level), c.type == KvType::F16 ? "F16" : "F32", c.hd, c.hdv,
-                                           c.lanes, c.page_tokens, h, rows[h].length, ln, limit[lane], begin);
+      ASSERT_LE(diff, kTol) << fmt::format(
+          "level {}, {}, hd {} hdv {}, {} lanes, P {}, head {} (length {}), lane {} (limit {}), "
+          "begin {}",
+          cpu::level_name(level), c.type == KvType::F16 ? "F16" : "F32", c.hd, c.hdv, c.lanes,
+          c.page_tokens, h, rows[h].length, ln, limit[lane], begin);
     }
 }
 
@@ -192,8 +208,10 @@ TEST(AttentionKernel, EveryLevelMatchesReference) {
 // below the running maximum (where the result is 0) to it, -inf padding, and the sum they
 // return. 2 ulp of a float is 2.4e-7 relative.
 TEST(AttentionKernel, ExpWeightsMatchExp) {
-  std::vector<std::pair<const char*, float (*)(float*, int, float)>> loops = {{"walk", attention_exp_weights}};
-  if (cpu::supports(cpu::KernelLevel::Avx512Vnni)) loops.emplace_back("avx512", vec::avx512::attention_exp_weights);
+  std::vector<std::pair<const char*, float (*)(float*, int, float)>> loops = {
+      {"walk", attention_exp_weights}};
+  if (cpu::supports(cpu::KernelLevel::Avx512Vnni))
+    loops.emplace_back("avx512", vec::avx512::attention_exp_weights);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> below(-95.0f, 0.0f);
   for (const auto& [name, exp_weights] : loops)
@@ -204,7 +222,7 @@ TEST(AttentionKernel, ExpWeightsMatchExp) {
         for (int j = 0; j < n_pad; ++j) s[j] = m_new + below(rng);
         s[0] = m_new;  // the maximum itself: weight 1
         if (round % 3 == 0) s[n_pad - 1] = -std::numeric_limits<float>::infinity();  // padding
-        s[n_pad] = 42.0f;                                                             // not to be touched
+        s[n_pad] = 42.0f;  // not to be touched
         float want[kAttentionBlock];
         double want_sum = 0.0;
         for (int j = 0; j < n_pad; ++j) {
@@ -214,8 +232,10 @@ TEST(AttentionKernel, ExpWeightsMatchExp) {
         }
         const float sum = exp_weights(s, n_pad, m_new);
         for (int j = 0; j < n_pad; ++j)
-          ASSERT_NEAR(s[j], want[j], 3e-7f * want[j] + 2e-38f) << name << ", n_pad " << n_pad << " slot " << j;
-        EXPECT_NEAR(static_cast<double>(sum), want_sum, 1e-6 * want_sum) << name << ", n_pad " << n_pad;
+          ASSERT_NEAR(s[j], want[j], 3e-7f * want[j] + 2e-38f)
+              << name << ", n_pad " << n_pad << " slot " << j;
+        EXPECT_NEAR(static_cast<double>(sum), want_sum, 1e-6 * want_sum)
+            << name << ", n_pad " << n_pad;
         EXPECT_EQ(s[n_pad], 42.0f) << name << " wrote past n_pad";
       }
 }

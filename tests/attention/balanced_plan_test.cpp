@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kv/kv_test_util.h"
 #include "attention/paged_attention.h"
+#include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {
@@ -38,7 +38,8 @@ int64_t skewed_length(int64_t n, std::mt19937& rng) {
   if (pick == 0) return 0;
   if (pick == 1) return std::min<int64_t>(1, n);
   std::lognormal_distribution<double> ratio(std::log(0.2), 1.0);
-  return std::clamp<int64_t>(std::llround(std::min(1.0, ratio(rng)) * static_cast<double>(n)), 0, n);
+  return std::clamp<int64_t>(std::llround(std::min(1.0, ratio(rng)) * static_cast<double>(n)), 0,
+                             n);
 }
 
 // One sequence: a one-layer paged cache and the mirror of what it stores.
@@ -66,7 +67,10 @@ class Fixture {
   // n positions written, then every head cut to a skewed length.
   Seq make_seq(int64_t n, int64_t rows, std::mt19937& rng) {
     Seq s{std::move(PagedKvCache::create(shape_, 4096, *pool_, map_).value()),
-          std::make_unique<KvMirror>(shape_, type_), rows, {}, {}};
+          std::make_unique<KvMirror>(shape_, type_),
+          rows,
+          {},
+          {}};
     append(s, n, rng);
     for (int h = 0; h < shape_.n_kv_head; ++h) {
       const int64_t len = skewed_length(n, rng);
@@ -80,7 +84,8 @@ class Fixture {
   void append(Seq& s, int64_t n, std::mt19937& rng) {
     ASSERT_TRUE(s.cache->reserve(s.cache->n_positions() + n).ok());
     const auto k = random_values(static_cast<size_t>(n * shape_.n_kv_head * shape_.head_dim), rng);
-    const auto v = random_values(static_cast<size_t>(n * shape_.n_kv_head * shape_.head_dim_v), rng);
+    const auto v =
+        random_values(static_cast<size_t>(n * shape_.n_kv_head * shape_.head_dim_v), rng);
     ASSERT_TRUE(s.cache->write(0, s.mirror->positions(0), k.data(), v.data(), n).ok());
     s.mirror->write(0, k.data(), v.data(), n);
   }
@@ -91,7 +96,8 @@ class Fixture {
     for (Seq& s : seqs) {
       s.q = random_values(static_cast<size_t>(s.rows * shape_.n_head * shape_.head_dim), rng, 2.0f);
       s.out.assign(static_cast<size_t>(s.rows * shape_.n_head * shape_.head_dim_v), -7.0f);
-      items.push_back({s.cache.get(), s.q.data(), s.out.data(), s.rows, s.cache->n_positions() - s.rows});
+      items.push_back(
+          {s.cache.get(), s.q.data(), s.out.data(), s.rows, s.cache->n_positions() - s.rows});
     }
     return items;
   }
@@ -137,7 +143,8 @@ TEST_P(BalancedPlanSweep, MatchesReferenceAndStaysCorrectWhileHeadsGrow) {
       ASSERT_TRUE(build_attention_batch(0, items, ws.batch).ok());
       for (size_t p = 0; p < pools.size(); ++p) {
         ThreadPool& pool = *pools[p];
-        const std::string what = fmt::format("{} sequences, {} threads, step {}", n_seqs, pool.size(), step);
+        const std::string what =
+            fmt::format("{} sequences, {} threads, step {}", n_seqs, pool.size(), step);
         if (step == 0) {
           plan_attention_balanced(ws.batch, pool.size(), plans[p]);
           merges += plans[p].merges.size();
@@ -162,14 +169,15 @@ TEST_P(BalancedPlanSweep, MatchesReferenceAndStaysCorrectWhileHeadsGrow) {
   EXPECT_TRUE(fx.pool().check_consistency().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    PagesGroupsTypes, BalancedPlanSweep,
-    ::testing::Combine(::testing::Values(1, 16, 64), ::testing::Values(1, 2, 4, 8),
-                       ::testing::Values(KvType::F32, KvType::F16)),
-    [](const ::testing::TestParamInfo<Param>& p) {
-      return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
-                         kv_type_name(std::get<2>(p.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(PagesGroupsTypes, BalancedPlanSweep,
+                         ::testing::Combine(::testing::Values(1, 16, 64),
+                                            ::testing::Values(1, 2, 4, 8),
+                                            ::testing::Values(KvType::F32, KvType::F16)),
+                         [](const ::testing::TestParamInfo<Param>& p) {
+                           return fmt::format("P{}_G{}_{}", std::get<0>(p.param),
+                                              std::get<1>(p.param),
+                                              kv_type_name(std::get<2>(p.param)));
+                         });
 
 // ---- planning alone, on batches that hold only head lengths (no KV data is read) ----
 
@@ -206,7 +214,9 @@ std::vector<std::vector<int64_t>> skewed_lengths(int n_seqs, std::mt19937& rng) 
     for (int h = 0; h < 8; ++h) {
       std::lognormal_distribution<double> ratio(std::log(0.12), 1.2);
       const auto pick = static_cast<uint32_t>(rng() % 10);
-      seq.push_back(pick == 0 ? 0 : pick == 1 ? 1 : std::llround(std::min(1.0, ratio(rng)) * static_cast<double>(n)));
+      seq.push_back(pick == 0   ? 0
+                    : pick == 1 ? 1
+                                : std::llround(std::min(1.0, ratio(rng)) * static_cast<double>(n)));
     }
   }
   return lengths;
@@ -221,7 +231,9 @@ TEST(BalancedPlan, BalancesWhereTheNaivePlanStraggles) {
   const std::vector<Case> cases = {
       {{{8000, 8000, 8000, 8000, 8000, 8000, 8000, 8000}, {100, 90, 80, 0, 1, 60, 50, 40}}, {8}},
       {{{30000, 100, 100, 100, 100, 100, 100, 100}}, {1, 2, 4, 8}},
-      {{{20000, 20000, 5, 5, 5, 5, 5, 5}, {300, 300, 300, 300, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}},
+      {{{20000, 20000, 5, 5, 5, 5, 5, 5},
+        {300, 300, 300, 300, 0, 0, 0, 0},
+        {1, 1, 1, 1, 1, 1, 1, 1}},
        {2, 4, 8}},
   };
   for (size_t c = 0; c < cases.size(); ++c)
@@ -257,13 +269,16 @@ TEST(BalancedPlan, RandomSkewedBatchesStayWithinFivePercent) {
         AttentionPlan naive, balanced;
         plan_attention_naive(batch, threads, naive);
         plan_attention_balanced(batch, threads, balanced);
-        const std::string what = fmt::format("round {}, {} sequences, G {}, {} threads", round, n_seqs, group, threads);
+        const std::string what =
+            fmt::format("round {}, {} sequences, G {}, {} threads", round, n_seqs, group, threads);
         ASSERT_TRUE(check_attention_coverage(batch, balanced).ok()) << what;
         ASSERT_TRUE(check_attention_coverage(batch, naive).ok()) << what;
         double total = 0.0;
-        for (const AttentionWork& w : balanced.work) total += static_cast<double>(predicted_work_cost(batch, w));
+        for (const AttentionWork& w : balanced.work)
+          total += static_cast<double>(predicted_work_cost(batch, w));
         const double share = total / threads;
-        const double grain = 16.0 * group * gq + static_cast<double>(BalancedPlanOptions{}.item_overhead);
+        const double grain =
+            16.0 * group * gq + static_cast<double>(BalancedPlanOptions{}.item_overhead);
         const double b = plan_imbalance(batch, balanced, threads);
         EXPECT_GE(b, 1.0 - 1e-12) << what;
         EXPECT_LE(b, 1.0 + 2.0 * std::max(grain, 0.01 * share) / share + 1e-9) << what;

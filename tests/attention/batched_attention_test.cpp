@@ -1,9 +1,10 @@
 // BatchedAttention (the attention of one forward step over many sequences) against the plain
 // double-precision reference over a mirror of each cache, on the same inputs: paged caches
 // under every split (one planned call per layer), contiguous and mixed caches (the same planned
-// call, through their dense head views), ahead-of-time plans reused while heads grow; then the planner's bookkeeping
-// (when plans are re-made, which plans are scored). Tolerance as in paged_attention_test.cpp:
-// the mirror holds exactly what the caches store, so only float vs double arithmetic differs.
+// call, through their dense head views), ahead-of-time plans reused while heads grow; then the
+// planner's bookkeeping (when plans are re-made, which plans are scored). Tolerance as in
+// paged_attention_test.cpp: the mirror holds exactly what the caches store, so only float vs double
+// arithmetic differs.
 #include "attention/batched_attention.h"
 
 #include <gtest/gtest.h>
@@ -51,7 +52,8 @@ class BatchedAttentionTest : public ::testing::Test {
   }
 
   Seq paged_seq(int64_t length, int64_t rows) {
-    Seq s{std::move(PagedKvCache::create(kShape, 4096, *pool_, map_).value()), KvMirror(kShape, type_), rows};
+    Seq s{std::move(PagedKvCache::create(kShape, 4096, *pool_, map_).value()),
+          KvMirror(kShape, type_), rows};
     append(s, length);
     return s;
   }
@@ -63,8 +65,10 @@ class BatchedAttentionTest : public ::testing::Test {
   void append(Seq& s, int64_t n) {
     ASSERT_TRUE(s.cache->reserve(s.cache->n_positions() + n).ok());
     for (int l = 0; l < kShape.n_layers; ++l) {
-      const auto k = random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim), rng_);
-      const auto v = random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim_v), rng_);
+      const auto k =
+          random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim), rng_);
+      const auto v =
+          random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim_v), rng_);
       ASSERT_TRUE(s.cache->write(l, s.mirror.positions(l), k.data(), v.data(), n).ok());
       s.mirror.write(l, k.data(), v.data(), n);
     }
@@ -105,7 +109,8 @@ class BatchedAttentionTest : public ::testing::Test {
       for (size_t i = 0; i < seqs.size(); ++i) {
         const Seq& s = seqs[i];
         const auto want = s.mirror.attend(l, q.data() + r * q_row, s.rows, queries[i].pos0);
-        const std::vector<float> got(out.begin() + r * out_row, out.begin() + (r + s.rows) * out_row);
+        const std::vector<float> got(out.begin() + r * out_row,
+                                     out.begin() + (r + s.rows) * out_row);
         EXPECT_LE(max_abs_diff(want, got), kTol) << what << ", layer " << l << ", sequence " << i;
         r += s.rows;
       }
@@ -120,9 +125,12 @@ class BatchedAttentionTest : public ::testing::Test {
 
 const char* split_name(AttentionSplit split) {
   switch (split) {
-    case AttentionSplit::Runtime: return "runtime";
-    case AttentionSplit::Naive: return "naive";
-    case AttentionSplit::AheadOfTime: return "ahead-of-time";
+    case AttentionSplit::Runtime:
+      return "runtime";
+    case AttentionSplit::Naive:
+      return "naive";
+    case AttentionSplit::AheadOfTime:
+      return "ahead-of-time";
   }
   return "?";
 }
@@ -140,7 +148,8 @@ TEST_F(BatchedAttentionTest, PagedStepMatchesReferenceUnderEverySplit) {
       ThreadPool pool(threads);
       BatchedAttention attention;
       attention.planner().set_split(split);
-      const std::string what = std::string(split_name(split)) + ", " + std::to_string(threads) + " threads";
+      const std::string what =
+          std::string(split_name(split)) + ", " + std::to_string(threads) + " threads";
       // Three steps of the same structure: ahead-of-time plans are made once and reused while
       // every head grows by the step's rows.
       for (int step = 0; step < 3; ++step) {

@@ -18,16 +18,16 @@
 #include <tuple>
 #include <vector>
 
-#include "kv/contiguous_kv_cache.h"
 #include "attention/dense_attention.h"
+#include "kv/contiguous_kv_cache.h"
 #include "kv/kv_test_util.h"
 #include "kv/paged_kv_cache.h"
 
 namespace tangram {
 namespace {
 
-using testing::KvMirror;
 using testing::attend_cache;
+using testing::KvMirror;
 using testing::max_abs_diff;
 using testing::max_excess;
 using testing::random_values;
@@ -140,7 +140,8 @@ TEST_P(PagedAttentionSweep, MatchesReferenceThroughPrefillCompactionAndDecode) {
   const auto [page_tokens, group, type] = GetParam();
   // 8 KV heads, 2 query heads each; value size differs from key size (Q8_0: both multiples
   // of its 32-element blocks, so a row of two blocks and a row of one).
-  const KvShape shape = type == KvType::Q8_0 ? KvShape{2, 16, 8, 64, 32} : KvShape{2, 16, 8, 32, 24};
+  const KvShape shape =
+      type == KvType::Q8_0 ? KvShape{2, 16, 8, 64, 32} : KvShape{2, 16, 8, 32, 24};
   Env env(shape, page_tokens, group, type);
   ThreadPool pool(3);
   std::mt19937 rng(static_cast<uint32_t>(page_tokens * 100 + group * 10 + (type == KvType::F16)));
@@ -160,14 +161,16 @@ TEST_P(PagedAttentionSweep, MatchesReferenceThroughPrefillCompactionAndDecode) {
   EXPECT_TRUE(env.pool->check_consistency().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    PagesGroupsTypes, PagedAttentionSweep,
-    ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128), ::testing::Values(1, 2, 4, 8),
-                       ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
-    [](const ::testing::TestParamInfo<Param>& p) {
-      return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
-                         kv_type_name(std::get<2>(p.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(PagesGroupsTypes, PagedAttentionSweep,
+                         ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128),
+                                            ::testing::Values(1, 2, 4, 8),
+                                            ::testing::Values(KvType::F32, KvType::F16,
+                                                              KvType::Q8_0)),
+                         [](const ::testing::TestParamInfo<Param>& p) {
+                           return fmt::format("P{}_G{}_{}", std::get<0>(p.param),
+                                              std::get<1>(p.param),
+                                              kv_type_name(std::get<2>(p.param)));
+                         });
 
 // Heads of every layer shuffled and cut into groups of G (the last may be shorter): groups mix
 // layers, as the global clustering makes them.
@@ -180,7 +183,8 @@ std::shared_ptr<const HeadGroupMap> shuffled_cross_layer_map(const KvShape& s, i
   std::vector<std::vector<int>> groups;
   for (size_t i = 0; i < heads.size(); i += static_cast<size_t>(group))
     groups.emplace_back(heads.begin() + static_cast<std::ptrdiff_t>(i),
-                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(heads.size(), i + static_cast<size_t>(group))));
+                        heads.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                            heads.size(), i + static_cast<size_t>(group))));
   return std::make_shared<const HeadGroupMap>(
       HeadGroupMap::from_flat_groups(s.n_layers, s.n_kv_head, group, groups).value());
 }
@@ -210,7 +214,8 @@ class CrossLayerAttentionSweep : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecodeAndSecondTurn) {
   const auto [page_tokens, group, type] = GetParam();
-  const KvShape shape = type == KvType::Q8_0 ? KvShape{3, 12, 6, 32, 64} : KvShape{3, 12, 6, 32, 24};
+  const KvShape shape =
+      type == KvType::Q8_0 ? KvShape{3, 12, 6, 32, 64} : KvShape{3, 12, 6, 32, 24};
   const auto seed = static_cast<uint32_t>(page_tokens * 100 + group * 10 + (type == KvType::F16));
   auto map = shuffled_cross_layer_map(shape, group, seed);
   ASSERT_FALSE(map->per_layer());
@@ -233,19 +238,22 @@ TEST_P(CrossLayerAttentionSweep, MatchesReferenceThroughPrefillCompressionDecode
     int64_t longest = 0;
     for (const int f : map->members(g))
       longest = std::max(longest, s.cache->length(map->layer_of_head(f), map->kv_head_of(f)));
-    EXPECT_EQ(static_cast<int64_t>(s.cache->group_pages(g).size()), (longest + P - 1) / P) << "group " << g;
+    EXPECT_EQ(static_cast<int64_t>(s.cache->group_pages(g).size()), (longest + P - 1) / P)
+        << "group " << g;
   }
   EXPECT_TRUE(env.pool->check_consistency().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    PagesGroupsTypes, CrossLayerAttentionSweep,
-    ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128), ::testing::Values(2, 4, 5, 8),
-                       ::testing::Values(KvType::F32, KvType::F16, KvType::Q8_0)),
-    [](const ::testing::TestParamInfo<Param>& p) {
-      return fmt::format("P{}_G{}_{}", std::get<0>(p.param), std::get<1>(p.param),
-                         kv_type_name(std::get<2>(p.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(PagesGroupsTypes, CrossLayerAttentionSweep,
+                         ::testing::Combine(::testing::Values(1, 5, 16, 32, 48, 64, 96, 128),
+                                            ::testing::Values(2, 4, 5, 8),
+                                            ::testing::Values(KvType::F32, KvType::F16,
+                                                              KvType::Q8_0)),
+                         [](const ::testing::TestParamInfo<Param>& p) {
+                           return fmt::format("P{}_G{}_{}", std::get<0>(p.param),
+                                              std::get<1>(p.param),
+                                              kv_type_name(std::get<2>(p.param)));
+                         });
 
 TEST(PagedAttention, NonContiguousHeadGroups) {
   using Groups = std::vector<std::vector<std::vector<int>>>;
@@ -320,8 +328,8 @@ TEST(PagedAttention, LongHeadsSplitAcrossThreadsMergeExactly) {
   ASSERT_TRUE(build_attention_batch(0, std::span(&it, 1), ws.batch).ok());
   ws.plan.thread_begin.clear();
   for (int t = 0; t <= pool.size(); ++t)
-    ws.plan.thread_begin.push_back(static_cast<int32_t>(ws.plan.work.size() * static_cast<size_t>(t) /
-                                                        static_cast<size_t>(pool.size())));
+    ws.plan.thread_begin.push_back(static_cast<int32_t>(
+        ws.plan.work.size() * static_cast<size_t>(t) / static_cast<size_t>(pool.size())));
   ASSERT_TRUE(run_attention(ws.batch, ws.plan, pool, ws).ok());
   EXPECT_EQ(got, fixed);
   // Every item assigned to the last thread: the others take its unstarted items (work_ranges.h),
@@ -340,9 +348,10 @@ TEST(PagedAttention, BatchOfSequencesInOneCall) {
   ThreadPool pool(3);
   std::mt19937 rng(15);
   using Groups = std::vector<std::vector<std::vector<int>>>;
-  Env other(shape, 4, 3, KvType::F16,
-            std::make_shared<const HeadGroupMap>(
-                HeadGroupMap::from_groups(4, 3, Groups{{{3, 1, 0}, {2}}, {{2}, {0, 1, 3}}}).value()));
+  Env other(
+      shape, 4, 3, KvType::F16,
+      std::make_shared<const HeadGroupMap>(
+          HeadGroupMap::from_groups(4, 3, Groups{{{3, 1, 0}, {2}}, {{2}, {0, 1, 3}}}).value()));
   std::vector<Seq> seqs;  // after the pools: caches go first
   const int64_t lengths[] = {5, 130, 1, 64};
   for (const int64_t len : lengths) {
@@ -357,7 +366,8 @@ TEST(PagedAttention, BatchOfSequencesInOneCall) {
     const int64_t n = &s == &seqs[3] ? 7 : 1;
     q.push_back(random_values(static_cast<size_t>(n * 16 * 32), rng, 2.0f));
     out.emplace_back(static_cast<size_t>(n * 16 * 32), -7.0f);
-    items.push_back({s.cache.get(), q.back().data(), out.back().data(), n, s.cache->n_positions() - n});
+    items.push_back(
+        {s.cache.get(), q.back().data(), out.back().data(), n, s.cache->n_positions() - n});
   }
   // One more sequence whose cache groups its heads differently (same shape and type).
   seqs.push_back(make_seq(other));
@@ -373,7 +383,8 @@ TEST(PagedAttention, BatchOfSequencesInOneCall) {
     ASSERT_TRUE(paged_attention(layer, items, pool, ws).ok());
     for (size_t i = 0; i < seqs.size(); ++i) {
       const auto want = seqs[i].mirror->attend(layer, items[i].q, items[i].n, items[i].pos0);
-      const auto bound = seqs[i].mirror->weight_rounding_bound(layer, items[i].q, items[i].n, items[i].pos0);
+      const auto bound =
+          seqs[i].mirror->weight_rounding_bound(layer, items[i].q, items[i].n, items[i].pos0);
       EXPECT_LE(max_excess(want, out[i], bound), kTol) << "sequence " << i << " layer " << layer;
     }
   }
@@ -397,7 +408,8 @@ TEST(PagedAttention, DefaultPlanGivesOneItemPerHeadGroup) {
   std::vector<std::vector<int>> covered;
   for (const AttentionWork& w : ws.plan.work) {
     std::vector<int> heads;
-    for (int32_t i = w.head_begin; i < w.head_end; ++i) heads.push_back(ws.batch.head_order[static_cast<size_t>(i)]);
+    for (int32_t i = w.head_begin; i < w.head_end; ++i)
+      heads.push_back(ws.batch.head_order[static_cast<size_t>(i)]);
     covered.push_back(heads);
     EXPECT_EQ(w.merge, -1);
   }
@@ -481,7 +493,8 @@ TEST(PagedAttention, HeadWithoutEntriesGivesZeros) {
   check_attend(s, 0, 1, rng, pool, "empty head");
   std::vector<float> q(32, 1.0f), out(32, -7.0f);
   attend_cache(*s.cache, 0, q.data(), 1, 9, out.data(), pool);
-  for (int i = 16; i < 32; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);  // heads 2, 3 read KV head 1
+  for (int i = 16; i < 32; ++i)
+    EXPECT_EQ(out[static_cast<size_t>(i)], 0.0f);  // heads 2, 3 read KV head 1
 }
 
 TEST(PagedAttention, LargeScoresStayFinite) {
@@ -568,8 +581,10 @@ TEST(DenseAttention, MatchesReference) {
     for (int64_t t = 0; t < len; ++t)
       for (int h = 0; h < 4; ++h)
         for (int i = 0; i < 32; ++i) {
-          kt[static_cast<size_t>((t * 4 + h) * 32 + i)] = kf[static_cast<size_t>((h * len + t) * 32 + i)];
-          vt[static_cast<size_t>((t * 4 + h) * 32 + i)] = vf[static_cast<size_t>((h * len + t) * 32 + i)];
+          kt[static_cast<size_t>((t * 4 + h) * 32 + i)] =
+              kf[static_cast<size_t>((h * len + t) * 32 + i)];
+          vt[static_cast<size_t>((t * 4 + h) * 32 + i)] =
+              vf[static_cast<size_t>((h * len + t) * 32 + i)];
         }
     mirror.write(0, kt.data(), vt.data(), len);
     const size_t row = kv_row_bytes(type, 32);
@@ -584,7 +599,8 @@ TEST(DenseAttention, MatchesReference) {
     const auto q = random_values(static_cast<size_t>(n * 16 * 32), rng, 2.0f);
     std::vector<float> got(static_cast<size_t>(n * 16 * 32));
     ASSERT_TRUE(dense_attention(shape, kv, q.data(), n, pos0, got.data(), pool, ws).ok());
-    EXPECT_LE(max_excess(mirror.attend(0, q.data(), n, pos0), got, mirror.weight_rounding_bound(0, q.data(), n, pos0)),
+    EXPECT_LE(max_excess(mirror.attend(0, q.data(), n, pos0), got,
+                         mirror.weight_rounding_bound(0, q.data(), n, pos0)),
               kTol);
   }
 }

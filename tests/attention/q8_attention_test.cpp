@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_kernel_q8_avx512.h"
 #include "kernels/cpu_features.h"
 #include "kernels/half.h"
-#include "attention/attention_kernel_q8_avx512.h"
 #include "kv/block_pool.h"
 #include "kv/key_tiles.h"
 #include "kv/kv_row.h"
@@ -48,8 +48,8 @@ constexpr double kTol = 2e-5;
 struct Q8Head {
   int hd = 0, hdv = 0;
   int64_t length = 0;
-  std::vector<uint8_t> k, v;   // [length][row bytes]
-  std::vector<float> kf, vf;   // [length][hd], [length][hdv]: what the rows hold
+  std::vector<uint8_t> k, v;  // [length][row bytes]
+  std::vector<float> kf, vf;  // [length][hd], [length][hdv]: what the rows hold
 
   Q8Head(int hd_, int hdv_, int64_t len, std::mt19937& rng)
       : hd(hd_),
@@ -91,7 +91,8 @@ struct Lanes {
   KvHeadView view;
 
   HeadLanes lanes(int64_t end) {
-    return HeadLanes{&view, n, q.data(), limit.data(), end, m.data(), l.data(), acc.data(), scores.data()};
+    return HeadLanes{&view,    n,        q.data(),   limit.data(), end,
+                     m.data(), l.data(), acc.data(), scores.data()};
   }
 };
 
@@ -99,7 +100,8 @@ Lanes make_lanes(const Q8Head& h, int n, int64_t begin, std::mt19937& rng) {
   Lanes s;
   s.n = n;
   s.view = h.view();
-  s.q = random_values(static_cast<size_t>(n * h.hd), rng, 2.0f / std::sqrt(static_cast<float>(h.hd)));
+  s.q =
+      random_values(static_cast<size_t>(n * h.hd), rng, 2.0f / std::sqrt(static_cast<float>(h.hd)));
   std::uniform_int_distribution<int64_t> lim(begin, h.length);
   for (int i = 0; i < n; ++i) s.limit.push_back(i == 0 ? h.length : i == 1 ? begin : lim(rng));
   s.m.assign(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
@@ -131,7 +133,8 @@ double query_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin) {
       for (int c = 0; c < h.hd; c += 32) {
         double amax = 0.0, kabs = 0.0;
         for (int i = c; i < c + 32; ++i) {
-          amax = std::max(amax, static_cast<double>(std::abs(s.q[static_cast<size_t>(ln * h.hd + i)])));
+          amax = std::max(amax,
+                          static_cast<double>(std::abs(s.q[static_cast<size_t>(ln * h.hd + i)])));
           kabs += std::abs(static_cast<double>(h.kf[static_cast<size_t>(e * h.hd + i)]));
         }
         shift += kabs * amax / 127.0 / 2.0;
@@ -155,7 +158,8 @@ double row_scale(const uint8_t* row, int b) {
 // its step s = max_j P_j * max_j |d_j| / 32767 (P_j = exp(score_j - max score), the weights
 // in the units of the final sum L), the values |v_int| <= 127. q: the queries the reference
 // attends with ([n][hd]).
-double weight_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin, const std::vector<float>& q) {
+double weight_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin,
+                             const std::vector<float>& q) {
   const size_t vr = kv_row_bytes(KvType::Q8_0, h.hdv);
   double bound = 0.0;
   for (int ln = 0; ln < s.n; ++ln) {
@@ -178,9 +182,11 @@ double weight_rounding_bound(const Q8Head& h, const Lanes& s, int64_t begin, con
         double pmax = 0.0, dmax = 0.0;
         for (int64_t e = blk; e < std::min(blk + kAttentionBlock, end); ++e)
           pmax = std::max(pmax, sc[static_cast<size_t>(e - begin)]);
-        for (int64_t e = blk; e < std::min<int64_t>(blk + kAttentionBlock, h.length); ++e)  // rows another lane reads too
+        for (int64_t e = blk; e < std::min<int64_t>(blk + kAttentionBlock, h.length);
+             ++e)  // rows another lane reads too
           dmax = std::max(dmax, std::abs(row_scale(h.v.data() + static_cast<size_t>(e) * vr, b)));
-        err += pmax * dmax / testing::kQ8WeightLevels / 2.0 * 127.0 * static_cast<double>(std::min(blk + kAttentionBlock, end) - blk);
+        err += pmax * dmax / testing::kQ8WeightLevels / 2.0 * 127.0 *
+               static_cast<double>(std::min(blk + kAttentionBlock, end) - blk);
       }
       bound = std::max(bound, err / sum);
     }
@@ -209,13 +215,15 @@ double worst_error(const Q8Head& h, const Lanes& s, int64_t begin, const std::ve
       for (double& x : sc) sum += (x = std::exp(x - mx));
       for (int64_t e = begin; e < end; ++e)
         for (int i = 0; i < h.hdv; ++i)
-          out[static_cast<size_t>(i)] += sc[static_cast<size_t>(e - begin)] / sum *
-                                         static_cast<double>(h.vf[static_cast<size_t>(e * h.hdv + i)]);
+          out[static_cast<size_t>(i)] +=
+              sc[static_cast<size_t>(e - begin)] / sum *
+              static_cast<double>(h.vf[static_cast<size_t>(e * h.hdv + i)]);
     }
     const float l = s.l[static_cast<size_t>(ln)];
     for (int i = 0; i < h.hdv; ++i) {
       const float a = s.acc[static_cast<size_t>(ln * h.hdv + i)];
-      const double got = end > begin ? static_cast<double>(a / l) : static_cast<double>(a) + static_cast<double>(l);
+      const double got = end > begin ? static_cast<double>(a / l)
+                                     : static_cast<double>(a) + static_cast<double>(l);
       const double d = std::abs(got - out[static_cast<size_t>(i)]);
       worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(worst, d);
     }
@@ -252,13 +260,16 @@ TiledHead tiled_copy(const Q8Head& h, int run) {
   for (int64_t i = 0; i < n_pages; ++i) t.pages.push_back(static_cast<PageId>(n_pages - 1 - i));
   for (int64_t e = 0; e < h.length; ++e) {
     const int64_t slot = e % page_tokens;
-    uint8_t* run_at = t.arena.data() + static_cast<size_t>(t.pages[static_cast<size_t>(e / page_tokens)]) * page_bytes +
-                      static_cast<size_t>(slot / run) * run_bytes;
+    uint8_t* run_at =
+        t.arena.data() +
+        static_cast<size_t>(t.pages[static_cast<size_t>(e / page_tokens)]) * page_bytes +
+        static_cast<size_t>(slot / run) * run_bytes;
     store_tiled_keys(h.k.data() + static_cast<size_t>(e) * kr, 1, run_at, run, slot % run, h.hd);
     std::memcpy(run_at + static_cast<size_t>(run) * kr + static_cast<size_t>(slot % run) * vr,
                 h.v.data() + static_cast<size_t>(e) * vr, vr);
   }
-  t.view = testing::tiled_head_view({t.arena.data(), t.pages.data(), page_tokens, page_bytes, run, h.hd, vr, h.length});
+  t.view = testing::tiled_head_view(
+      {t.arena.data(), t.pages.data(), page_tokens, page_bytes, run, h.hd, vr, h.length});
   return t;
 }
 
@@ -288,8 +299,8 @@ std::vector<NamedKernels> q8_kernels() {
 TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
   std::mt19937 rng(5);
   for (const auto& [name, kernels] : q8_kernels())
-    for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{96, 64}, std::pair{128, 128},
-                                  std::pair{160, 32}})
+    for (const auto& [hd, hdv] : {std::pair{32, 32}, std::pair{64, 96}, std::pair{96, 64},
+                                  std::pair{128, 128}, std::pair{160, 32}})
       for (const int n_lanes : {1, 2, 3, 4, 5, 6, 7, 8, 11})
         for (const int64_t length : {1, 7, 31, 32, 33, 100})
           for (const int64_t begin : {int64_t{0}, std::min<int64_t>(length, 32)}) {
@@ -298,16 +309,17 @@ TEST(Q8Attention, EveryPathMatchesDequantiseThenAttend) {
             const HeadLanes one = s.lanes(*std::max_element(s.limit.begin(), s.limit.end()));
             attend_heads_with(std::span(&one, 1), kernels, hd, hdv, begin);
             expect_close(h, s, begin,
-                         name + " hd " + std::to_string(hd) + "/" + std::to_string(hdv) + " lanes " +
-                             std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
-                             std::to_string(begin));
+                         name + " hd " + std::to_string(hd) + "/" + std::to_string(hdv) +
+                             " lanes " + std::to_string(n_lanes) + " length " +
+                             std::to_string(length) + " begin " + std::to_string(begin));
           }
 }
 
 // Keys in key tiles of 16 and 32 tokens (key_tiles.h) through every path: within the bounds
 // above of dequantise-then-attend, and within float rounding (and the value weights' rounding)
-// of the same loops over the same keys as rows (the same integer sums, scaled in another order). Blocks starting at any entry
-// (begin 5, 20, 37), so a block's entries start, end and break anywhere inside the tiles.
+// of the same loops over the same keys as rows (the same integer sums, scaled in another order).
+// Blocks starting at any entry (begin 5, 20, 37), so a block's entries start, end and break
+// anywhere inside the tiles.
 TEST(Q8Attention, KeyTilesMatchRowsOnEveryPath) {
   std::mt19937 rng(15);
   for (const auto& [name, kernels] : q8_kernels())
@@ -326,17 +338,19 @@ TEST(Q8Attention, KeyTilesMatchRowsOnEveryPath) {
               const HeadLanes r = rows.lanes(end), k = tiles.lanes(end);
               attend_heads_with(std::span(&r, 1), kernels, hd, hdv, begin);
               attend_heads_with(std::span(&k, 1), kernels, hd, hdv, begin);
-              const std::string what = name + " run " + std::to_string(run) + " hd " + std::to_string(hd) + " lanes " +
-                                       std::to_string(n_lanes) + " length " + std::to_string(length) + " begin " +
+              const std::string what = name + " run " + std::to_string(run) + " hd " +
+                                       std::to_string(hd) + " lanes " + std::to_string(n_lanes) +
+                                       " length " + std::to_string(length) + " begin " +
                                        std::to_string(begin);
               expect_close(h, tiles, begin, what);
               // The AVX-512 value loop rounds each weight to a step of its block's largest; the
               // scores' last-bit differences may move a weight by one step on each side.
-              const double tol = kTol + 2.0 * weight_rounding_bound(h, rows, begin, rounded_queries(rows.q, hd));
+              const double tol =
+                  kTol + 2.0 * weight_rounding_bound(h, rows, begin, rounded_queries(rows.q, hd));
               for (size_t i = 0; i < rows.acc.size(); ++i) {
                 const size_t lane = i / static_cast<size_t>(hdv);
-                ASSERT_NEAR(tiles.acc[i] / std::max(tiles.l[lane], 1e-30f), rows.acc[i] / std::max(rows.l[lane], 1e-30f),
-                            tol)
+                ASSERT_NEAR(tiles.acc[i] / std::max(tiles.l[lane], 1e-30f),
+                            rows.acc[i] / std::max(rows.l[lane], 1e-30f), tol)
                     << what << " output " << i;
               }
             }
@@ -358,31 +372,42 @@ TEST(Q8Attention, TileScoresEqualRowScoresInTheirSlots) {
           const auto q = random_values(static_cast<size_t>(n_lanes * hd), rng);
           std::vector<uint8_t> prepared(static_cast<size_t>(n_lanes) * kernels.prepared.bytes(hd));
           for (int ln = 0; ln < n_lanes; ++ln)
-            kernels.prepared.prepare(q.data() + ln * hd, hd, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(hd));
+            kernels.prepared.prepare(
+                q.data() + ln * hd, hd,
+                prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(hd));
           for (const int64_t blk : {0, 5, 16, 27, 31, 68})
             for (const int nb : {1, 7, 16, 21, 32}) {
               if (blk + nb > h.length) continue;
               std::vector<const uint8_t*> rows;
-              for (int64_t e = blk; e < blk + nb; ++e) rows.push_back(h.k.data() + static_cast<size_t>(e) * kv_row_bytes(KvType::Q8_0, hd));
+              for (int64_t e = blk; e < blk + nb; ++e)
+                rows.push_back(h.k.data() +
+                               static_cast<size_t>(e) * kv_row_bytes(KvType::Q8_0, hd));
               KeyTiles tiles;
               tiles.run_tokens = run;
-              t.view.for_each_key_tile(blk, blk + nb, [&](int64_t first, const uint8_t* tile, int64_t token, int64_t count) {
-                tiles.span[tiles.n++] = {tile, static_cast<int>(token), static_cast<int>(count), static_cast<int>(first - blk)};
-              });
+              t.view.for_each_key_tile(
+                  blk, blk + nb,
+                  [&](int64_t first, const uint8_t* tile, int64_t token, int64_t count) {
+                    tiles.span[tiles.n++] = {tile, static_cast<int>(token), static_cast<int>(count),
+                                             static_cast<int>(first - blk)};
+                  });
               std::vector<float> want(static_cast<size_t>(n_lanes) * kAttentionBlock);
               std::vector<float> got(static_cast<size_t>(n_lanes + 1) * kAttentionBlock, kSentinel);
-              kernels.prepared.scores(n_lanes, prepared.data(), hd, rows.data(), nb, want.data(), nullptr);
+              kernels.prepared.scores(n_lanes, prepared.data(), hd, rows.data(), nb, want.data(),
+                                      nullptr);
               kernels.prepared.tile_scores(n_lanes, prepared.data(), hd, tiles, got.data(), &tiles);
-              const std::string what = name + " run " + std::to_string(run) + " hd " + std::to_string(hd) + " lanes " +
-                                       std::to_string(n_lanes) + " block " + std::to_string(blk) + "+" + std::to_string(nb);
+              const std::string what = name + " run " + std::to_string(run) + " hd " +
+                                       std::to_string(hd) + " lanes " + std::to_string(n_lanes) +
+                                       " block " + std::to_string(blk) + "+" + std::to_string(nb);
               for (int ln = 0; ln < n_lanes; ++ln)
                 for (int j = 0; j < nb; ++j) {
                   const float w = want[static_cast<size_t>(ln * kAttentionBlock + j)];
-                  ASSERT_NEAR(got[static_cast<size_t>(ln * kAttentionBlock + j)], w, 1e-5 * (1.0 + std::abs(static_cast<double>(w))))
+                  ASSERT_NEAR(got[static_cast<size_t>(ln * kAttentionBlock + j)], w,
+                              1e-5 * (1.0 + std::abs(static_cast<double>(w))))
                       << what << " lane " << ln << " entry " << j;
                 }
               for (int j = 0; j < kAttentionBlock; ++j)
-                ASSERT_EQ(got[static_cast<size_t>(n_lanes * kAttentionBlock + j)], kSentinel) << what << " guard slot " << j;
+                ASSERT_EQ(got[static_cast<size_t>(n_lanes * kAttentionBlock + j)], kSentinel)
+                    << what << " guard slot " << j;
             }
         }
       }
@@ -406,10 +431,12 @@ TEST(Q8Attention, ValueLoopsWithinTheirWeightRounding) {
           const size_t vr = kv_row_bytes(KvType::Q8_0, hdv);
           std::vector<const uint8_t*> rows;
           for (int j = 0; j < n; ++j) rows.push_back(h.v.data() + static_cast<size_t>(j) * vr);
-          std::vector<float> p(static_cast<size_t>(n_lanes * kAttentionBlock), std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> p(static_cast<size_t>(n_lanes * kAttentionBlock),
+                               std::numeric_limits<float>::quiet_NaN());
           for (int ln = 0; ln < n_lanes; ++ln) {
             const int seen = ln == 1 ? std::max(1, n / 2) : n;
-            for (int j = 0; j < n; ++j) p[static_cast<size_t>(ln * kAttentionBlock + j)] = j < seen ? unit(rng) : 0.0f;
+            for (int j = 0; j < n; ++j)
+              p[static_cast<size_t>(ln * kAttentionBlock + j)] = j < seen ? unit(rng) : 0.0f;
           }
           const auto start = random_values(static_cast<size_t>(n_lanes * hdv), rng);
           std::vector<float> want = start, got = start;
@@ -419,21 +446,28 @@ TEST(Q8Attention, ValueLoopsWithinTheirWeightRounding) {
             for (int b = 0; b < hdv / 32; ++b) {
               double pmax = 0.0, dmax = 0.0;
               for (int j = 0; j < n; ++j) {
-                pmax = std::max(pmax, static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]));
+                pmax = std::max(
+                    pmax, static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]));
                 dmax = std::max(dmax, std::abs(row_scale(rows[static_cast<size_t>(j)], b)));
               }
               const double half_step = pmax * dmax / testing::kQ8WeightLevels / 2.0;
               for (int c = 32 * b; c < 32 * b + 32; ++c) {
-                double rounding = 0.0, magnitude = std::abs(static_cast<double>(start[static_cast<size_t>(ln * hdv + c)]));
+                double rounding = 0.0,
+                       magnitude =
+                           std::abs(static_cast<double>(start[static_cast<size_t>(ln * hdv + c)]));
                 for (int j = 0; j < n; ++j) {
                   const double d = row_scale(rows[static_cast<size_t>(j)], b);
                   const double v = static_cast<double>(h.vf[static_cast<size_t>(j * hdv + c)]);
                   rounding += d > 0.0 ? half_step * std::abs(v) / d : 0.0;  // |v_int| = |v| / d
-                  magnitude += static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]) * std::abs(v);
+                  magnitude +=
+                      static_cast<double>(p[static_cast<size_t>(ln * kAttentionBlock + j)]) *
+                      std::abs(v);
                 }
                 const auto at = static_cast<size_t>(ln * hdv + c);
-                EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])), rounding + 1e-5 * magnitude)
-                    << name << " hdv " << hdv << " lanes " << n_lanes << " rows " << n << " lane " << ln << " column " << c;
+                EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])),
+                          rounding + 1e-5 * magnitude)
+                    << name << " hdv " << hdv << " lanes " << n_lanes << " rows " << n << " lane "
+                    << ln << " column " << c;
               }
             }
         }
@@ -451,9 +485,11 @@ TEST(Q8Attention, VanishingWeightsNeverFlipSign) {
   const int hdv = 64, n = 16;
   const Q8Head h(32, hdv, n, rng);
   std::vector<const uint8_t*> rows;
-  for (int j = 0; j < n; ++j) rows.push_back(h.v.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, hdv));
+  for (int j = 0; j < n; ++j)
+    rows.push_back(h.v.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, hdv));
   for (const auto& [name, kernels] : q8_kernels())
-    for (const float tiny : {1e-35f, 1e-38f, 1e-44f}) {  // normal, subnormal, near the smallest subnormal
+    for (const float tiny :
+         {1e-35f, 1e-38f, 1e-44f}) {  // normal, subnormal, near the smallest subnormal
       std::vector<float> p(2 * kAttentionBlock, 0.0f);
       for (int j = 0; j < n; ++j) {
         p[static_cast<size_t>(j)] = j % 3 == 0 ? 0.0f : tiny;
@@ -469,15 +505,20 @@ TEST(Q8Attention, VanishingWeightsNeverFlipSign) {
         const auto at = static_cast<size_t>(c);
         double magnitude = 0.0;  // sum_j p_j |v_j|: all the float loop adds, at most
         for (int j = 0; j < n; ++j)
-          magnitude += static_cast<double>(p[static_cast<size_t>(j)]) * std::abs(static_cast<double>(h.vf[static_cast<size_t>(j * hdv + c)]));
+          magnitude += static_cast<double>(p[static_cast<size_t>(j)]) *
+                       std::abs(static_cast<double>(h.vf[static_cast<size_t>(j * hdv + c)]));
         ASSERT_TRUE(std::isfinite(got[at])) << name << " tiny " << tiny << " column " << c;
-        EXPECT_GE(static_cast<double>(got[at]) * static_cast<double>(want[at]), 0.0) << name << " tiny " << tiny << " column " << c;
-        EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])), magnitude * 1.001)
+        EXPECT_GE(static_cast<double>(got[at]) * static_cast<double>(want[at]), 0.0)
+            << name << " tiny " << tiny << " column " << c;
+        EXPECT_LE(std::abs(static_cast<double>(got[at]) - static_cast<double>(want[at])),
+                  magnitude * 1.001)
             << name << " tiny " << tiny << " column " << c;
         // The ordinary lane: within its weight rounding (a step of max p * max d / 32767 per
         // row, 16 rows of |v_int| <= 127) and float rounding.
         const auto o = static_cast<size_t>(hdv + c);
-        EXPECT_NEAR(got[o], want[o], 0.05 * static_cast<double>(std::abs(want[o] - start[o])) + 1e-3) << name << " column " << c;
+        EXPECT_NEAR(got[o], want[o],
+                    0.05 * static_cast<double>(std::abs(want[o] - start[o])) + 1e-3)
+            << name << " column " << c;
       }
     }
 }
@@ -496,7 +537,8 @@ TEST(Q8Attention, NonFiniteValueScaleIsNotHidden) {
     std::vector<const uint8_t*> rows;
     for (int j = 0; j < n; ++j) rows.push_back(v.data() + static_cast<size_t>(j) * vr);
     std::vector<float> p(2 * kAttentionBlock, 0.0f);
-    for (int j = 0; j < n; ++j) p[static_cast<size_t>(j)] = p[static_cast<size_t>(kAttentionBlock + j)] = 0.25f;
+    for (int j = 0; j < n; ++j)
+      p[static_cast<size_t>(j)] = p[static_cast<size_t>(kAttentionBlock + j)] = 0.25f;
     for (const auto& [name, kernels] : q8_kernels()) {
       std::vector<float> acc(static_cast<size_t>(2 * hdv), 0.0f);
       kernels.accumulate(2, p.data(), hdv, rows.data(), n, acc.data(), nullptr);
@@ -521,7 +563,8 @@ TEST(Q8Attention, QueryRoundingIsMeasuredAndBounded) {
     attend_heads_with(std::span(&one, 1), kernels, 128, 128, 0);
     const double err = worst_error(h, s, 0, s.q);
     EXPECT_GT(err, kTol) << name;
-    EXPECT_LE(err, query_rounding_bound(h, s, 0) + weight_rounding_bound(h, s, 0, rounded_queries(s.q, 128)) + kTol)
+    EXPECT_LE(err, query_rounding_bound(h, s, 0) +
+                       weight_rounding_bound(h, s, 0, rounded_queries(s.q, 128)) + kTol)
         << name;
   }
 }
@@ -534,16 +577,20 @@ TEST(Q8Attention, NanQueryGivesNanScores) {
   auto q = random_values(2 * 64, rng);
   q[5] = std::numeric_limits<float>::quiet_NaN();  // lane 0 only
   std::vector<const uint8_t*> rows;
-  for (int j = 0; j < 8; ++j) rows.push_back(h.k.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, 64));
+  for (int j = 0; j < 8; ++j)
+    rows.push_back(h.k.data() + static_cast<size_t>(j) * kv_row_bytes(KvType::Q8_0, 64));
   for (const auto& [name, kernels] : q8_kernels()) {
     std::vector<uint8_t> prepared(2 * kernels.prepared.bytes(64));
     for (int ln = 0; ln < 2; ++ln)
-      kernels.prepared.prepare(q.data() + ln * 64, 64, prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(64));
+      kernels.prepared.prepare(
+          q.data() + ln * 64, 64,
+          prepared.data() + static_cast<size_t>(ln) * kernels.prepared.bytes(64));
     std::vector<float> scores(2 * kAttentionBlock, 0.0f);
     kernels.prepared.scores(2, prepared.data(), 64, rows.data(), 8, scores.data(), nullptr);
     for (int j = 0; j < 8; ++j) {
       EXPECT_TRUE(std::isnan(scores[static_cast<size_t>(j)])) << name << " row " << j;
-      EXPECT_TRUE(std::isfinite(scores[static_cast<size_t>(kAttentionBlock + j)])) << name << " row " << j;
+      EXPECT_TRUE(std::isfinite(scores[static_cast<size_t>(kAttentionBlock + j)]))
+          << name << " row " << j;
     }
   }
 }
@@ -577,7 +624,8 @@ TEST(Q8Attention, HeadsOfDifferentLengthsWalkedTogether) {
     std::vector<HeadLanes> hl;
     for (Lanes& s : lanes) hl.push_back(s.lanes(*std::max_element(s.limit.begin(), s.limit.end())));
     attend_heads_with(hl, kernels, 64, 32, 0);
-    for (size_t i = 0; i < heads.size(); ++i) expect_close(heads[i], lanes[i], 0, name + " head " + std::to_string(i));
+    for (size_t i = 0; i < heads.size(); ++i)
+      expect_close(heads[i], lanes[i], 0, name + " head " + std::to_string(i));
   }
 }
 
@@ -604,12 +652,14 @@ TEST(KvRow, SizesAndRoundTrip) {
   load_kv_row(KvType::Q8_0, bytes.data(), y.data(), 96);
   for (int b = 0; b < 3; ++b) {  // error at most half a step of the block's scale (amax / 127)
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[static_cast<size_t>(32 * b + i)]));
+    for (int i = 0; i < 32; ++i)
+      amax = std::max(amax, std::abs(x[static_cast<size_t>(32 * b + i)]));
     for (int i = 0; i < 32; ++i)
       EXPECT_LE(std::abs(x[static_cast<size_t>(32 * b + i)] - y[static_cast<size_t>(32 * b + i)]),
                 amax / 127.0f * 0.51f);
   }
-  for (const KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) EXPECT_EQ(parse_kv_type(kv_type_name(t)), t);
+  for (const KvType t : {KvType::F32, KvType::F16, KvType::Q8_0})
+    EXPECT_EQ(parse_kv_type(kv_type_name(t)), t);
   EXPECT_FALSE(parse_kv_type("q4_0"));
 }
 

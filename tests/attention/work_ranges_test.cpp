@@ -74,7 +74,8 @@ TEST(WorkRanges, ConcurrentTakersTakeEveryItemOnce) {
       int64_t total = 0;
       for (const int64_t n : per_thread) total += n;
       EXPECT_EQ(total, 10000);
-      for (int32_t i = 0; i < 10000; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
+      for (int32_t i = 0; i < 10000; ++i)
+        ASSERT_EQ(taken[static_cast<size_t>(i)].load(), 1) << "item " << i;
       EXPECT_EQ(ranges.take(0), -1);
     }
   }

@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-
 #include "chat/chat_template.h"
 #include "chat/reference_renderer.h"
 #include "support/test_support.h"
@@ -82,7 +81,9 @@ const std::vector<std::string>& template_names() {
   return names;
 }
 
-ChatMessage msg(std::string role, std::string content) { return ChatMessage{std::move(role), std::move(content), {}, {}, {}, {}}; }
+ChatMessage msg(std::string role, std::string content) {
+  return ChatMessage{std::move(role), std::move(content), {}, {}, {}, {}};
+}
 
 struct Conversation {
   std::string name;
@@ -103,24 +104,30 @@ std::vector<Conversation> conversations() {
         "required": ["city"]}}}])");
 
   std::vector<Conversation> out;
-  out.push_back({"system_user", {msg("system", "You are a helpful assistant."), msg("user", "Hello! How are you?")}, nullptr});
+  out.push_back(
+      {"system_user",
+       {msg("system", "You are a helpful assistant."), msg("user", "Hello! How are you?")},
+       nullptr});
   out.push_back({"user_only", {msg("user", "What is 2+2?")}, nullptr});
   out.push_back({"multi_turn",
                  {msg("user", "Hi there"), msg("assistant", "Hello! How can I help you today?"),
                   msg("user", "Tell me a joke.")},
                  nullptr});
   out.push_back({"system_multi_turn",
-                 {msg("system", "Answer briefly."), msg("user", "Capital of France?"), msg("assistant", "Paris."),
-                  msg("user", "And of Italy?")},
+                 {msg("system", "Answer briefly."), msg("user", "Capital of France?"),
+                  msg("assistant", "Paris."), msg("user", "And of Italy?")},
                  nullptr});
-  out.push_back({"unicode",
-                 {msg("user", "Héllo wörld — 日本語のテキスト 🚀, Ελληνικά, русский"),
-                  msg("assistant", "Ответ: ✓ ñ ü ß"), msg("user", "¿Qué tal?\u00a0Ça va 👍🏽")},
-                 nullptr});
-  out.push_back({"braces_quotes",
-                 {msg("user", "Use {{ braces }}, {% tags %} and {# comments #} with \"double\" and 'single' "
-                              "quotes, a back\\slash, {\"json\": [1, 2]} and </s> <|im_end|>")},
-                 nullptr});
+  out.push_back(
+      {"unicode",
+       {msg("user", "Héllo wörld — 日本語のテキスト 🚀, Ελληνικά, русский"),
+        msg("assistant", "Ответ: ✓ ñ ü ß"), msg("user", "¿Qué tal?\u00a0Ça va 👍🏽")},
+       nullptr});
+  out.push_back(
+      {"braces_quotes",
+       {msg("user",
+            "Use {{ braces }}, {% tags %} and {# comments #} with \"double\" and 'single' "
+            "quotes, a back\\slash, {\"json\": [1, 2]} and </s> <|im_end|>")},
+       nullptr});
   out.push_back({"whitespace",
                  {msg("system", "  padded system  \n"), msg("user", "\n  indented question\n\n"),
                   msg("assistant", "  answer with spaces  "), msg("user", "next\tone ")},
@@ -136,12 +143,16 @@ std::vector<Conversation> conversations() {
     result.tool_call_id = "call12345";
     result.name = "get_weather";
     out.push_back({"tool_call",
-                   {msg("system", "You can call tools."), msg("user", "What's the weather in Paris?"), call, result},
+                   {msg("system", "You can call tools."),
+                    msg("user", "What's the weather in Paris?"), call, result},
                    {{"tools", tools}}});
   }
   out.push_back({"tools_available", {msg("user", "Weather in Rome?")}, {{"tools", tools}}});
-  out.push_back({"no_thinking", {msg("user", "Quick answer please.")}, {{"enable_thinking", false}}});
-  out.push_back({"date_string", {msg("system", "Be nice."), msg("user", "What day is it?")}, {{"date_string", "01 Jan 2025"}}});
+  out.push_back(
+      {"no_thinking", {msg("user", "Quick answer please.")}, {{"enable_thinking", false}}});
+  out.push_back({"date_string",
+                 {msg("system", "Be nice."), msg("user", "What day is it?")},
+                 {{"date_string", "01 Jan 2025"}}});
   // Variables some templates require (firefunction-v2 reads `functions` and `datetime`).
   out.push_back({"functions_datetime",
                  {msg("user", "Find flights.")},
@@ -179,7 +190,8 @@ std::set<std::string> selected_templates() {
       const auto* info = suite->GetTestInfo(j);
       if (!info->should_run()) continue;
       for (const std::string& name : template_names())
-        if (std::string(info->name()) == "MatchesPythonJinja2/" + sanitized(name)) selected.insert(name);
+        if (std::string(info->name()) == "MatchesPythonJinja2/" + sanitized(name))
+          selected.insert(name);
     }
   }
   return selected;
@@ -219,8 +231,9 @@ const TemplateRun& reference_run(const std::string& name) {
     for (const std::string& n : batch) {
       TemplateRun& run = runs[n];
       if (results.size() == cases.size()) {
-        run.expected.assign(results.begin() + static_cast<std::ptrdiff_t>(next),
-                            results.begin() + static_cast<std::ptrdiff_t>(next + run.contexts.size()));
+        run.expected.assign(
+            results.begin() + static_cast<std::ptrdiff_t>(next),
+            results.begin() + static_cast<std::ptrdiff_t>(next + run.contexts.size()));
       }
       next += run.contexts.size();
     }
@@ -241,7 +254,8 @@ TEST_P(RealTemplate, MatchesPythonJinja2) {
   int rendered = 0;
   int errors = 0;
   for (size_t i = 0; i < run.contexts.size(); ++i) {
-    const std::string label = run.keys[i].conversation + (run.keys[i].add_generation_prompt ? " +gen" : " -gen");
+    const std::string label =
+        run.keys[i].conversation + (run.keys[i].add_generation_prompt ? " +gen" : " -gen");
     const ReferenceResult& want = run.expected[i];
     auto got = tmpl->render_context(run.contexts[i], options);
     if (want.ok) {
@@ -250,7 +264,8 @@ TEST_P(RealTemplate, MatchesPythonJinja2) {
       ++rendered;
     } else {
       ++errors;
-      EXPECT_FALSE(got.ok()) << label << ": Python raised '" << want.error << "' but we rendered:\n" << got.value();
+      EXPECT_FALSE(got.ok()) << label << ": Python raised '" << want.error << "' but we rendered:\n"
+                             << got.value();
       if (!got.ok()) {
         EXPECT_NE(got.message().find("line "), std::string::npos) << got.message();
       }
@@ -258,17 +273,23 @@ TEST_P(RealTemplate, MatchesPythonJinja2) {
   }
   // Every template renders at least the plain user-only conversation.
   EXPECT_GT(rendered, 0);
-  fmt::print("[ summary  ] {}: {} renderings identical to Python, {} clean errors where Python raises too\n",
-             GetParam(), rendered, errors);
+  fmt::print(
+      "[ summary  ] {}: {} renderings identical to Python, {} clean errors where Python raises "
+      "too\n",
+      GetParam(), rendered, errors);
 }
 
-std::string test_name(const ::testing::TestParamInfo<std::string>& info) { return sanitized(info.param); }
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  return sanitized(info.param);
+}
 
-INSTANTIATE_TEST_SUITE_P(ChatTemplates, RealTemplate, ::testing::ValuesIn(template_names()), test_name);
+INSTANTIATE_TEST_SUITE_P(ChatTemplates, RealTemplate, ::testing::ValuesIn(template_names()),
+                         test_name);
 
 // The public render() builds the same context as make_context() and renders it.
 TEST(ChatTemplateApi, RenderMatchesRenderContext) {
-  auto tmpl = ChatTemplate::parse(testing::read_file(testing::data_file("models/chat-templates/Qwen-Qwen3-0.6B.jinja")));
+  auto tmpl = ChatTemplate::parse(
+      testing::read_file(testing::data_file("models/chat-templates/Qwen-Qwen3-0.6B.jinja")));
   ASSERT_TRUE(tmpl.ok()) << tmpl.message();
   const std::vector<ChatMessage> messages = {msg("system", "S"), msg("user", "U")};
   const nlohmann::json extra = {{"enable_thinking", false}};
@@ -280,7 +301,8 @@ TEST(ChatTemplateApi, RenderMatchesRenderContext) {
   ASSERT_TRUE(via_context.ok());
   EXPECT_EQ(direct.value(), via_context.value());
   EXPECT_EQ(direct.value(),
-            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>"
+            "assistant\n<think>\n\n</think>\n\n");
 }
 
 TEST(ChatTemplateApi, ExtraMustBeAnObject) {

@@ -14,8 +14,10 @@ namespace {
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -31,8 +33,10 @@ std::string find_python_with_jinja2(std::string* why) {
   for (const std::string candidate : {"python3", "/usr/bin/python3"}) {
     if (can_import_jinja2(candidate)) return candidate;
   }
-  *why = "neither `python3` on PATH nor /usr/bin/python3 can import jinja2; install it "
-         "(apt-get install python3-jinja2, or pip install jinja2) to generate the reference renderings";
+  *why =
+      "neither `python3` on PATH nor /usr/bin/python3 can import jinja2; install it "
+      "(apt-get install python3-jinja2, or pip install jinja2) to generate the reference "
+      "renderings";
   return "";
 }
 
@@ -57,8 +61,8 @@ std::vector<ReferenceResult> render_with_python(const std::vector<ReferenceCase>
     out << request.dump();
   }
   const std::string script = std::string(TANGRAM_SOURCE_DIR) + "/tests/chat/render_reference.py";
-  const std::string cmd = python + " " + shell_quote(script) + " " + shell_quote(input.string()) + " " +
-                          shell_quote(output.string()) + " 2>" + shell_quote(errors.string());
+  const std::string cmd = python + " " + shell_quote(script) + " " + shell_quote(input.string()) +
+                          " " + shell_quote(output.string()) + " 2>" + shell_quote(errors.string());
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << "render_reference.py failed (" << cmd << "):\n" << read_file(errors);
     return {};

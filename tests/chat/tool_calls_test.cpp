@@ -13,7 +13,8 @@ namespace {
 using nlohmann::json;
 
 ToolCallSyntax syntax_of(const std::string& name) {
-  const std::string src = testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja"));
+  const std::string src =
+      testing::read_file(testing::data_file("models/chat-templates/" + name + ".jinja"));
   EXPECT_FALSE(src.empty()) << name;
   return detect_tool_call_syntax(src);
 }
@@ -37,54 +38,60 @@ void expect_call(const ParsedToolCall& c, const std::string& name, const json& a
 }
 
 TEST(ToolCalls, Hermes) {
-  const ParsedReply r = parse_tool_calls(
-      ToolCallSyntax::Hermes,
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
-      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{\\\"tz\\\": \\\"CET\\\"}\"}\n</tool_call>");
+  const ParsedReply r = parse_tool_calls(ToolCallSyntax::Hermes,
+                                         "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+                                         "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+                                         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+                                         "\"{\\\"tz\\\": \\\"CET\\\"}\"}\n</tool_call>");
   EXPECT_EQ(r.content, "Let me check.");
   ASSERT_EQ(r.calls.size(), 2u);
   expect_call(r.calls[0], "get_weather", {{"city", "Paris"}});
   expect_call(r.calls[1], "get_time", {{"tz", "CET"}});
   // The model stopped after the call, before its closing tag.
-  const ParsedReply open = parse_tool_calls(ToolCallSyntax::Hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");
+  const ParsedReply open =
+      parse_tool_calls(ToolCallSyntax::Hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");
   ASSERT_EQ(open.calls.size(), 1u);
   expect_call(open.calls[0], "f", json::object());
   EXPECT_EQ(open.content, "");
 }
 
 TEST(ToolCalls, QwenXml) {
-  const ParsedReply r = parse_tool_calls(ToolCallSyntax::QwenXml,
-                                         "<tool_call>\n<function=search>\n<parameter=query>\nred cats\n</parameter>\n"
-                                         "<parameter=limit>\n5\n</parameter>\n</function>\n</tool_call>");
+  const ParsedReply r =
+      parse_tool_calls(ToolCallSyntax::QwenXml,
+                       "<tool_call>\n<function=search>\n<parameter=query>\nred cats\n</parameter>\n"
+                       "<parameter=limit>\n5\n</parameter>\n</function>\n</tool_call>");
   ASSERT_EQ(r.calls.size(), 1u);
   expect_call(r.calls[0], "search", {{"query", "red cats"}, {"limit", 5}});
 }
 
 TEST(ToolCalls, Llama3) {
-  const ParsedReply one =
-      parse_tool_calls(ToolCallSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
+  const ParsedReply one = parse_tool_calls(
+      ToolCallSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
   ASSERT_EQ(one.calls.size(), 1u);
   expect_call(one.calls[0], "get_weather", {{"city", "Oslo"}});
-  const ParsedReply two = parse_tool_calls(
-      ToolCallSyntax::Llama3,
-      "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {\"x\": \"}\"}}");
+  const ParsedReply two = parse_tool_calls(ToolCallSyntax::Llama3,
+                                           "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; "
+                                           "{\"name\": \"b\", \"parameters\": {\"x\": \"}\"}}");
   ASSERT_EQ(two.calls.size(), 2u);
   expect_call(two.calls[1], "b", {{"x", "}"}});
   // Prose that merely holds braces is content.
-  const ParsedReply prose = parse_tool_calls(ToolCallSyntax::Llama3, "Use {name} as a placeholder.");
+  const ParsedReply prose =
+      parse_tool_calls(ToolCallSyntax::Llama3, "Use {name} as a placeholder.");
   EXPECT_TRUE(prose.calls.empty());
   EXPECT_EQ(prose.content, "Use {name} as a placeholder.");
 }
 
 TEST(ToolCalls, Mistral) {
-  const ParsedReply nemo = parse_tool_calls(
-      ToolCallSyntax::MistralJson,
-      "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}, {\"name\": \"g\", \"arguments\": {}}]");
+  const ParsedReply nemo =
+      parse_tool_calls(ToolCallSyntax::MistralJson,
+                       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": "
+                       "\"abc123def\"}, {\"name\": \"g\", \"arguments\": {}}]");
   ASSERT_EQ(nemo.calls.size(), 2u);
   expect_call(nemo.calls[0], "f", {{"a", 1}});
   EXPECT_EQ(nemo.calls[0].id, "abc123def");
-  const ParsedReply small = parse_tool_calls(ToolCallSyntax::MistralArgs,
-                                             "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]now[ARGS]{}");
+  const ParsedReply small = parse_tool_calls(
+      ToolCallSyntax::MistralArgs,
+      "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]now[ARGS]{}");
   EXPECT_EQ(small.content, "Sure.");
   ASSERT_EQ(small.calls.size(), 2u);
   expect_call(small.calls[0], "get_weather", {{"city", "Rome"}});
@@ -106,7 +113,8 @@ TEST(ToolCalls, MalformedCallsStayContent) {
     EXPECT_TRUE(r.calls.empty()) << text;
     EXPECT_EQ(r.content, text);
   }
-  EXPECT_EQ(parse_tool_calls(ToolCallSyntax::None, "<tool_call>{}</tool_call>").content, "<tool_call>{}</tool_call>");
+  EXPECT_EQ(parse_tool_calls(ToolCallSyntax::None, "<tool_call>{}</tool_call>").content,
+            "<tool_call>{}</tool_call>");
 }
 
 TEST(ToolCalls, StreamingHoldsBackWhatMayStartACall) {
@@ -132,18 +140,22 @@ std::vector<std::pair<ToolCallSyntax, std::string>> replies_of_every_family() {
       {ToolCallSyntax::Hermes, "<<tool_call<tool_call>"},
       {ToolCallSyntax::Hermes, "no call at all"},
       {ToolCallSyntax::QwenXml,
-       "<tool_call>\n<function=search>\n<parameter=q>\nred\n</parameter>\n</function>\n</tool_call>"},
+       "<tool_call>\n<function=search>\n<parameter=q>\nred\n</parameter>\n</function>\n</"
+       "tool_call>"},
       {ToolCallSyntax::QwenXml, "x <tool_call><function=f><parameter=x>1</tool_call>"},
       {ToolCallSyntax::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"},
       {ToolCallSyntax::Llama3,
-       "  \n<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
+       "  \n<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": "
+       "{}}"},
       {ToolCallSyntax::Llama3, " <|pyth0n|> no"},
       {ToolCallSyntax::Llama3, "Use {name} as a placeholder."},
       {ToolCallSyntax::Llama3, "   \n\t "},
       {ToolCallSyntax::MistralJson,
-       "Sure [TOOL_[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": \"abc123def\"}]"},
+       "Sure [TOOL_[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"id\": "
+       "\"abc123def\"}]"},
       {ToolCallSyntax::MistralJson, "[TOOL_CALLS]not json"},
-      {ToolCallSyntax::MistralArgs, "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]now[ARGS]{}"},
+      {ToolCallSyntax::MistralArgs,
+       "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]now[ARGS]{}"},
       {ToolCallSyntax::MistralArgs, "[TOOL_CALLS][ARGS]{}"},
       {ToolCallSyntax::None, "<tool_call>{}</tool_call>"},
   };
@@ -159,8 +171,10 @@ TEST(ToolCalls, IncrementalStartEqualsWholeTextStartAtEverySplit) {
       ToolCallStartScanner scanner(syntax);
       size_t from = 0;
       for (size_t cut : cuts) {
-        const std::optional<size_t> got = scanner.append(std::string_view(text).substr(from, cut - from));
-        ASSERT_EQ(got, tool_call_start(syntax, std::string_view(text).substr(0, cut))) << "after " << cut << " bytes";
+        const std::optional<size_t> got =
+            scanner.append(std::string_view(text).substr(from, cut - from));
+        ASSERT_EQ(got, tool_call_start(syntax, std::string_view(text).substr(0, cut)))
+            << "after " << cut << " bytes";
         from = cut;
       }
     };

@@ -23,7 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_tangram;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string quoted(const fs::path& p) {
   std::string s(1, '\'');
@@ -36,8 +38,8 @@ std::string quoted(const fs::path& p) {
 std::vector<fs::path> cached_profiles(const fs::path& cache) {
   std::vector<fs::path> out;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(cache, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(cache, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     if (it->is_regular_file()) out.push_back(it->path());
   std::sort(out.begin(), out.end());
   return out;
@@ -47,8 +49,8 @@ std::vector<fs::path> cached_profiles(const fs::path& cache) {
 // its exit code and its output.
 testing::CommandRun serve_until_listening(const std::string& args, const fs::path& dir) {
   const fs::path log = dir / "serve.log", script = dir / "serve.sh";
-  std::ofstream(script) << "'" << TANGRAM_BINARY << "' serve " << args << " --port 0 >" << quoted(log)
-                        << " 2>&1 &\npid=$!\n"
+  std::ofstream(script) << "'" << TANGRAM_BINARY << "' serve " << args << " --port 0 >"
+                        << quoted(log) << " 2>&1 &\npid=$!\n"
                         << "for _ in $(seq 1 1200); do grep -q '^listening on' " << quoted(log)
                         << " && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done\n"
                         << "kill -TERM $pid 2>/dev/null\nwait $pid\n";
@@ -63,7 +65,8 @@ TEST(AutoProfile, FirstStartProfilesLaterStartsReuseAnotherModelGetsItsOwn) {
   const fs::path dir = testing::temp_dir();
   const fs::path cache = dir / "profiles";
   const std::string stories = quoted(testing::data_file("models/stories260K/stories260K.gguf"));
-  const std::string tangram = " -t 1 --kv-memory 64MiB --kv-policy tangram --kv-ratio 0.5 --profile-cache " + quoted(cache);
+  const std::string tangram =
+      " -t 1 --kv-memory 64MiB --kv-policy tangram --kv-ratio 0.5 --profile-cache " + quoted(cache);
 
   // First serve on a fresh cache: profiled from the calibration text, the file written.
   auto r = serve_until_listening("-m " + stories + tangram, dir);
@@ -113,8 +116,10 @@ TEST(AutoProfile, UnwritableCacheProfilesForThisRunOnly) {
     return n;
   };
   const size_t before = temporary_profiles();
-  const auto r = run_tangram("run -m " + stories + " -p 'Once upon a time' -n 4 --temp 0 -t 1 --kv-memory 64MiB "
-                             "--kv-policy tangram --kv-ratio 0.5 --profile-cache " + quoted(blocker / "profiles"));
+  const auto r = run_tangram("run -m " + stories +
+                             " -p 'Once upon a time' -n 4 --temp 0 -t 1 --kv-memory 64MiB "
+                             "--kv-policy tangram --kv-ratio 0.5 --profile-cache " +
+                             quoted(blocker / "profiles"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "warning: cannot write the profile cache")) << r.output;
   EXPECT_TRUE(contains(r.output, "--profile-cache")) << r.output;
@@ -128,13 +133,17 @@ TEST(AutoProfile, DryRunShowsWhereTheProfileComesFrom) {
     const auto r = run_tangram("serve -m " + stories + " " + flags + " --dry-run");
     EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.output;
     const auto j = nlohmann::json::parse(r.output, nullptr, false);
-    return j.is_discarded() ? nlohmann::json() : j["config"]["engine"]["compression"]["profile_source"];
+    return j.is_discarded() ? nlohmann::json()
+                            : j["config"]["engine"]["compression"]["profile_source"];
   };
-  const nlohmann::json automatic = source("--kv-policy tangram --kv-ratio 0.3 --profile-cache /somewhere/else");
+  const nlohmann::json automatic =
+      source("--kv-policy tangram --kv-ratio 0.3 --profile-cache /somewhere/else");
   EXPECT_EQ(automatic["source"], "auto") << automatic.dump();
   EXPECT_EQ(automatic["cache"], "/somewhere/else");
-  EXPECT_TRUE(fs::exists(fs::path(automatic["calibration"].get<std::string>()) / "narrative.txt")) << automatic.dump();
-  EXPECT_EQ(source("--kv-policy tangram --kv-ratio 0.3 --kv-profile " + stories)["source"], "--kv-profile");
+  EXPECT_TRUE(fs::exists(fs::path(automatic["calibration"].get<std::string>()) / "narrative.txt"))
+      << automatic.dump();
+  EXPECT_EQ(source("--kv-policy tangram --kv-ratio 0.3 --kv-profile " + stories)["source"],
+            "--kv-profile");
   EXPECT_EQ(source("--kv-policy tangram")["source"], "none");  // ratio 1: nothing compressed
   EXPECT_EQ(source("")["source"], "none");
 
@@ -143,7 +152,8 @@ TEST(AutoProfile, DryRunShowsWhereTheProfileComesFrom) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto samples = nlohmann::json::parse(r.output)["config"]["samples"];
   ASSERT_EQ(samples.size(), 5u) << r.output;
-  EXPECT_EQ(fs::path(samples[0].get<std::string>()).parent_path(), fs::path(automatic["calibration"].get<std::string>()));
+  EXPECT_EQ(fs::path(samples[0].get<std::string>()).parent_path(),
+            fs::path(automatic["calibration"].get<std::string>()));
 }
 
 }  // namespace

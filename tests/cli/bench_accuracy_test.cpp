@@ -17,8 +17,10 @@ TEST(CliBenchAccuracy, RealModelGetsItsOwnProfileAndAWindowThatFits) {
   const auto out = testing::temp_dir() / "acc";
   const std::string model = testing::data_file("models/stories260K/stories260K.gguf").string();
   const auto r = testing::run_tangram(
-      "bench -m '" + model + "' --policies full,uniform,tangram --ratios 0.4 --conversations 2 --concurrency 2 "
-      "--turns 2 --first-turn-tokens 64 --followup-tokens 8 --gen-tokens 4 -c 200 -t 1 -o '" + out.string() + "'");
+      "bench -m '" + model +
+      "' --policies full,uniform,tangram --ratios 0.4 --conversations 2 --concurrency 2 "
+      "--turns 2 --first-turn-tokens 64 --followup-tokens 8 --gen-tokens 4 -c 200 -t 1 -o '" +
+      out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("planted facts off"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(out / "own_text_profile.json"));
@@ -27,7 +29,8 @@ TEST(CliBenchAccuracy, RealModelGetsItsOwnProfileAndAWindowThatFits) {
   ASSERT_TRUE(j.is_object()) << r.output;
   EXPECT_EQ(j["accuracy_workload"]["window"], 200);
   EXPECT_EQ(j["accuracy_workload"]["chunk"], 50);
-  EXPECT_NE(j["accuracy_workload"]["profile"].get<std::string>().find("own text"), std::string::npos);
+  EXPECT_NE(j["accuracy_workload"]["profile"].get<std::string>().find("own text"),
+            std::string::npos);
   ASSERT_EQ(j["runs"].size(), 3u);
   for (const auto& run : j["runs"]) {
     SCOPED_TRACE(run["policy"].get<std::string>());

@@ -14,10 +14,12 @@ TEST(CliBenchSections, RestoreContextsAndOversubscriptionInTheReport) {
   const auto dir = testing::temp_dir();
   const auto out = dir / "out";
   const auto r = testing::run_tangram(
-      "bench --preset tiny-qwen3 --type f32 --policies full,uniform --no-accuracy --quick --conversations 12 "
-      "--concurrency 2 --turns 3 --first-turn-tokens 96 --followup-tokens 8 --gen-tokens 4 --restore-contexts 64,200 "
-      "--oversubscription 10 --json --cache-dir '" + dir.string() + "' --disk-dir '" + (dir / "disk").string() +
-      "' -o '" + out.string() + "'");
+      "bench --preset tiny-qwen3 --type f32 --policies full,uniform --no-accuracy --quick "
+      "--conversations 12 "
+      "--concurrency 2 --turns 3 --first-turn-tokens 96 --followup-tokens 8 --gen-tokens 4 "
+      "--restore-contexts 64,200 "
+      "--oversubscription 10 --json --cache-dir '" +
+      dir.string() + "' --disk-dir '" + (dir / "disk").string() + "' -o '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto all = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
   ASSERT_TRUE(all.is_object()) << r.output;
@@ -44,7 +46,8 @@ TEST(CliBenchSections, RestoreContextsAndOversubscriptionInTheReport) {
     SCOPED_TRACE(w["configs"][k]["name"].get<std::string>());
     EXPECT_GT(w["configs"][k]["restores"].get<int64_t>(), 0);
   }
-  EXPECT_TRUE(testing::read_file(out / "report.md").find("Restoring an idle conversation") != std::string::npos);
+  EXPECT_TRUE(testing::read_file(out / "report.md").find("Restoring an idle conversation") !=
+              std::string::npos);
 }
 
 // Flags that a run would overwrite are refused, naming the list-valued flag to use.

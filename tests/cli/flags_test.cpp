@@ -21,8 +21,8 @@ namespace {
 using testing::run_tangram;
 
 struct HelpFlag {
-  std::string name;          // the long name (or the short one when it has none), with dashes
-  std::string spec;          // what --help prints after the names: type, checks, [default]
+  std::string name;  // the long name (or the short one when it has none), with dashes
+  std::string spec;  // what --help prints after the names: type, checks, [default]
   bool takes_value = false;
 };
 
@@ -33,8 +33,8 @@ std::vector<HelpFlag> flags_of(const std::string& help) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("  -", 0) != 0) continue;
-    const std::string head = line.substr(2, line.find("  ", 2) == std::string::npos ? std::string::npos
-                                                                                    : line.find("  ", 2) - 2);
+    const std::string head = line.substr(
+        2, line.find("  ", 2) == std::string::npos ? std::string::npos : line.find("  ", 2) - 2);
     const size_t names_end = head.find(' ');
     const std::string names = head.substr(0, names_end);
     HelpFlag f;
@@ -73,11 +73,21 @@ std::string format_number(double v, bool integral) {
 // A cheap value for a flag, different from its default, from the type and checks --help shows.
 std::string value_for(const HelpFlag& f, const std::string& existing_file) {
   static const std::map<std::string, std::string> by_name = {
-      {"--kv-memory", "256MiB"},     {"--kv-host-memory", "64MiB"}, {"--kv-disk-max", "1GiB"},
-      {"--max-body", "1MiB"},        {"--max-header-bytes", "16KiB"}, {"--kv-redis", "127.0.0.1:6390"},
-      {"--host", "0.0.0.0"},         {"--kv-scorer", "snapkv"},     {"--scorer", "snapkv"},
-      {"--chat-template", "chatml"}, {"--flavor", "qwen2"},          {"--preset", "tiny-qwen2"},
-      {"--arch", "qwen2"},           {"--type", "q8_0"},            {"--kv-idle-offload", "5"},
+      {"--kv-memory", "256MiB"},
+      {"--kv-host-memory", "64MiB"},
+      {"--kv-disk-max", "1GiB"},
+      {"--max-body", "1MiB"},
+      {"--max-header-bytes", "16KiB"},
+      {"--kv-redis", "127.0.0.1:6390"},
+      {"--host", "0.0.0.0"},
+      {"--kv-scorer", "snapkv"},
+      {"--scorer", "snapkv"},
+      {"--chat-template", "chatml"},
+      {"--flavor", "qwen2"},
+      {"--preset", "tiny-qwen2"},
+      {"--arch", "qwen2"},
+      {"--type", "q8_0"},
+      {"--kv-idle-offload", "5"},
   };
   // Where a command's default is the value above (bench's --type is q8_0).
   static const std::map<std::string, std::string> alternative = {{"--type", "q4_k"}};
@@ -88,9 +98,11 @@ std::string value_for(const HelpFlag& f, const std::string& existing_file) {
   if (std::regex_search(spec, m, std::regex(R"(=(\S+)\s*$)")))
     def = m[1];
   else if (std::regex_search(spec, m, std::regex(R"(\[([^\]]*)\]\s*(REQUIRED)?\s*$)")) &&
-           m.prefix().str().size() >= 3 && m.prefix().str().substr(m.prefix().str().size() - 3) != "in ")
+           m.prefix().str().size() >= 3 &&
+           m.prefix().str().substr(m.prefix().str().size() - 3) != "in ")
     def = m[1];
-  if (auto it = by_name.find(f.name); it != by_name.end()) return it->second == def ? alternative.at(f.name) : it->second;
+  if (auto it = by_name.find(f.name); it != by_name.end())
+    return it->second == def ? alternative.at(f.name) : it->second;
   if (spec.find(":FILE") != std::string::npos) return existing_file;
   if (std::regex_search(spec, m, std::regex(R"(\{([^}]*)\})"))) {
     std::istringstream members(m[1].str());
@@ -110,7 +122,8 @@ std::string value_for(const HelpFlag& f, const std::string& existing_file) {
   if (spec.find("NONNEGATIVE") != std::string::npos) lo = std::max(lo, 0.0);
   const std::optional<double> d = number(def);
   for (double candidate : {d ? *d + 1 : 3.0, lo + 1, lo, hi, (lo + hi) / 2})
-    if (candidate >= lo && candidate <= hi && (!d || candidate != *d)) return format_number(candidate, integral);
+    if (candidate >= lo && candidate <= hi && (!d || candidate != *d))
+      return format_number(candidate, integral);
   return "1";
 }
 
@@ -147,7 +160,8 @@ TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
     const nlohmann::json baseline = nlohmann::json::parse(base.output);
     int acted = 0;
     for (const HelpFlag& f : flags_of(help.output)) {
-      if (f.name == "--help" || f.name == "--dry-run" || c.base_args.find(f.name + " ") != std::string::npos)
+      if (f.name == "--help" || f.name == "--dry-run" ||
+          c.base_args.find(f.name + " ") != std::string::npos)
         continue;
       if (f.spec.find("REQUIRED") != std::string::npos) continue;  // given in base_args
       const std::string arg = f.takes_value ? f.name + " " + q + value_for(f, model) + q : f.name;
@@ -159,10 +173,11 @@ TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
         EXPECT_EQ(r.output.find("were not expected"), std::string::npos) << arg << ": " << r.output;
         continue;
       }
-      const nlohmann::json config = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json config =
+          nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
       ASSERT_FALSE(config.is_discarded()) << arg << ": " << r.output;
-      EXPECT_TRUE(config != baseline) << "tangram " << c.name << " accepts " << arg
-                                  << " but its configuration does not change";
+      EXPECT_TRUE(config != baseline)
+          << "tangram " << c.name << " accepts " << arg << " but its configuration does not change";
       ++acted;
     }
     EXPECT_GT(acted, 0) << "no flag of " << c.name << " was checked";
@@ -185,10 +200,13 @@ TEST(CliFlags, KvGroupScopeIsGlobalByDefaultAndPerLayerOnRequest) {
   const std::string base = "run -m '" + model + "' -p hi --dry-run";
   const auto plain = run_tangram(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_EQ(nlohmann::json::parse(plain.output)["config"]["engine"]["compression"]["group_scope"], "global");
+  EXPECT_EQ(nlohmann::json::parse(plain.output)["config"]["engine"]["compression"]["group_scope"],
+            "global");
   const auto per_layer = run_tangram(base + " --kv-group-scope per-layer");
   ASSERT_EQ(per_layer.exit_code, 0) << per_layer.output;
-  EXPECT_EQ(nlohmann::json::parse(per_layer.output)["config"]["engine"]["compression"]["group_scope"], "per-layer");
+  EXPECT_EQ(
+      nlohmann::json::parse(per_layer.output)["config"]["engine"]["compression"]["group_scope"],
+      "per-layer");
   const auto bad = run_tangram(base + " --kv-group-scope layer");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("global"), std::string::npos) << bad.output;

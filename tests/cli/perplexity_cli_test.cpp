@@ -14,7 +14,9 @@ namespace {
 
 using testing::run_tangram;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 std::string model_arg() {
   return "-m '" + testing::data_file("models/stories260K/stories260K.gguf").string() + "'";
@@ -22,7 +24,9 @@ std::string model_arg() {
 // The model's own greedy continuation of "Once upon a time" (llama2.c's output).
 std::string text_arg() {
   return "-f '" +
-         testing::data_file("models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt").string() +
+         testing::data_file(
+             "models/stories260K/expected/runc_greedy_prompt_once_upon_a_time_n256.txt")
+             .string() +
          "'";
 }
 
@@ -44,8 +48,9 @@ TEST(PerplexityCli, PrintsRunningAndFinalPerplexity) {
 }
 
 TEST(PerplexityCli, JsonReportsKlAndRetentionWhenCompressing) {
-  const auto r = run_tangram("perplexity " + model_arg() + " " + text_arg() +
-                             " --chunk 32 --kv-policy uniform --kv-ratio 0.5 --kv-window 16 --kv-type f32 -t 1 --json");
+  const auto r = run_tangram(
+      "perplexity " + model_arg() + " " + text_arg() +
+      " --chunk 32 --kv-policy uniform --kv-ratio 0.5 --kv-window 16 --kv-type f32 -t 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const size_t brace = r.output.find("\n{");  // progress lines (stderr) come first
   ASSERT_NE(brace, std::string::npos) << r.output;

@@ -26,14 +26,17 @@ void* operator new(std::size_t n) {
   void* p = std::malloc(n == 0 ? 1 : n);
   if (p == nullptr) throw std::bad_alloc();
   if (tracking.load(std::memory_order_relaxed)) {
-    const int64_t now = live.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) + static_cast<int64_t>(malloc_usable_size(p));
+    const int64_t now = live.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) +
+                        static_cast<int64_t>(malloc_usable_size(p));
     int64_t seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {}
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
   }
   return p;
 }
 void operator delete(void* p) noexcept {
-  if (p != nullptr && tracking.load(std::memory_order_relaxed)) live.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)));
+  if (p != nullptr && tracking.load(std::memory_order_relaxed))
+    live.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)));
   std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
@@ -49,7 +52,8 @@ TEST(JsonParse, NestingIsBoundedWhileParsing) {
   EXPECT_TRUE(parse_json(nested(limits.max_depth)).ok());
   auto too_deep = parse_json(nested(limits.max_depth + 1));
   ASSERT_FALSE(too_deep.ok());
-  EXPECT_NE(too_deep.message().find("nests deeper than 64"), std::string::npos) << too_deep.message();
+  EXPECT_NE(too_deep.message().find("nests deeper than 64"), std::string::npos)
+      << too_deep.message();
   // What crashed the server: 20,000 and 1,000,000 levels, arrays and objects, unterminated too.
   EXPECT_FALSE(parse_json(nested(20000)).ok());
   EXPECT_FALSE(parse_json(std::string(1000000, '[')).ok());
@@ -76,7 +80,8 @@ TEST(JsonParse, ParsesWhatNlohmannParsesAndReportsWhy) {
   auto j = parse_ordered_json(R"({"b": [1, 2.5, "x", null, true], "a": {"c": -3}})");
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(j->dump(), R"({"b":[1,2.5,"x",null,true],"a":{"c":-3}})");  // order kept
-  for (const std::string bad : {"", "{", "[1,]", "{\"a\" 1}", "1e400", "\"\\ud800\"", "[1] x", "\"\xff\""}) {
+  for (const std::string bad :
+       {"", "{", "[1,]", "{\"a\" 1}", "1e400", "\"\\ud800\"", "[1] x", "\"\xff\""}) {
     auto r = parse_json(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_FALSE(r.message().empty()) << bad;
@@ -87,7 +92,8 @@ TEST(JsonParse, ParsesWhatNlohmannParsesAndReportsWhy) {
 // that each allocate a container) and ordinary ones: at most 32x the input plus 64 KiB, and
 // never more than about 48 MiB however long the input.
 TEST(JsonParse, HeapStaysWithinAMultipleOfTheInput) {
-  auto repeat = [](const std::string& unit, size_t bytes, const std::string& open, const std::string& close) {
+  auto repeat = [](const std::string& unit, size_t bytes, const std::string& open,
+                   const std::string& close) {
     std::string s = open;
     while (s.size() + unit.size() + close.size() < bytes) s += unit;
     if (s.back() == ',') s.pop_back();
@@ -98,7 +104,8 @@ TEST(JsonParse, HeapStaysWithinAMultipleOfTheInput) {
       {"empty objects", repeat("{},", 1 << 20, "[", "]")},
       {"small objects", repeat("{\"a\":1},", 1 << 20, "[", "]")},
       {"numbers", repeat("1,", 1 << 20, "[", "]")},
-      {"keys", [] {
+      {"keys",
+       [] {
          std::string s = "{";
          for (int i = 0; s.size() < (1 << 20); ++i) s += "\"k" + std::to_string(i) + "\":[],";
          s.back() = '}';
@@ -126,7 +133,8 @@ TEST(JsonParse, HeapStaysWithinAMultipleOfTheInput) {
 // nlohmann's parser directly (it has no depth limit).
 TEST(JsonParse, NoSourceFileParsesJsonAnotherWay) {
   const std::filesystem::path src = std::filesystem::path(TANGRAM_SOURCE_DIR) / "src";
-  const std::regex direct(R"((json|basic_json<[^>]*>)\s*::\s*(parse|sax_parse|accept|from_cbor|from_msgpack)\s*\()");
+  const std::regex direct(
+      R"((json|basic_json<[^>]*>)\s*::\s*(parse|sax_parse|accept|from_cbor|from_msgpack)\s*\()");
   std::vector<std::string> offenders;
   for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
     const std::string ext = e.path().extension().string();

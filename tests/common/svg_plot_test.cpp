@@ -90,12 +90,15 @@ TEST(SvgPlot, LongCaptionLinesWrapAtSpacesInsideTheChartWidth) {
   // Every caption line is short enough, and together they hold every word in order.
   std::string joined;
   size_t lines = 0;
-  for (size_t at = svg.find("fill=\"#444\">"); at != std::string::npos; at = svg.find("fill=\"#444\">", at + 1)) {
+  for (size_t at = svg.find("fill=\"#444\">"); at != std::string::npos;
+       at = svg.find("fill=\"#444\">", at + 1)) {
     const size_t begin = at + std::string("fill=\"#444\">").size();
     const std::string text = svg.substr(begin, svg.find("</text>", begin) - begin);
     EXPECT_LE(text.size(), 97u) << text;
-    if (lines++ > 0) joined += (text.rfind("  ", 0) == 0 ? " " + text.substr(2) : "\n" + text);
-    else joined = text;
+    if (lines++ > 0)
+      joined += (text.rfind("  ", 0) == 0 ? " " + text.substr(2) : "\n" + text);
+    else
+      joined = text;
   }
   EXPECT_GE(lines, 4u);
   EXPECT_EQ(joined, p.caption);

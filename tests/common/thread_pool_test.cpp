@@ -33,11 +33,13 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
           n,
           [&](int64_t b, int64_t e, int) {
             EXPECT_LE(b, e);
-            if (b % grain != 0) ADD_FAILURE() << "chunk start " << b << " not a multiple of " << grain;
+            if (b % grain != 0)
+              ADD_FAILURE() << "chunk start " << b << " not a multiple of " << grain;
             for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
           },
           grain);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " i=" << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n=" << n << " i=" << i;
     }
   }
 }

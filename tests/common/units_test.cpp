@@ -29,7 +29,8 @@ TEST(Units, ParsesDurations) {
   EXPECT_EQ(*parse_duration("10m"), 600.0);
   EXPECT_EQ(*parse_duration("1.5h"), 5400.0);
   EXPECT_EQ(*parse_duration("250ms"), 0.25);
-  for (const char* bad : {"", "m", "-5s", "10d", "nan", "5 s"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
+  for (const char* bad : {"", "m", "-5s", "10d", "nan", "5 s"})
+    EXPECT_FALSE(parse_duration(bad).ok()) << bad;
   EXPECT_NE(parse_duration("10d").message().find("unknown unit"), std::string::npos);
 }
 

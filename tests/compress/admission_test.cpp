@@ -12,10 +12,10 @@
 #include "compress/budgets.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
-#include "model/model.h"
-#include "synth/synth.h"
 #include "compress_test_util.h"
+#include "model/model.h"
 #include "support/test_support.h"
+#include "synth/synth.h"
 
 namespace tangram {
 namespace {
@@ -43,7 +43,8 @@ RuleSetup setup(const CompressionOptions& o) {
   EXPECT_TRUE(c.ok()) << c.message();
   s.compressor = std::move(c).value();
   const ModelConfig& cfg = m.config();
-  auto pool = BlockPool::create(PageGeometry{kPageTokens, 1, cfg.head_dim, cfg.head_dim_v, KvType::F32}, 8u << 20, false);
+  auto pool = BlockPool::create(
+      PageGeometry{kPageTokens, 1, cfg.head_dim, cfg.head_dim_v, KvType::F32}, 8u << 20, false);
   EXPECT_TRUE(pool.ok()) << pool.message();
   s.pool = std::move(pool).value();
   auto cache = PagedKvCache::create(m.kv_shape(), 1024, *s.pool, s.compressor->group_map());

@@ -18,12 +18,15 @@ namespace tangram {
 namespace {
 
 // The committed footprint, written out plainly: each group at its largest member's length.
-int64_t committed_plain(const std::vector<float>& fractions, const std::vector<std::vector<int>>& groups,
-                        int64_t total, int sink, int window) {
+int64_t committed_plain(const std::vector<float>& fractions,
+                        const std::vector<std::vector<int>>& groups, int64_t total, int sink,
+                        int window) {
   int64_t sum = 0;
   for (const auto& g : groups) {
     int64_t longest = 0;
-    for (int i : g) longest = std::max(longest, budget_length(fractions[static_cast<size_t>(i)], total, sink, window));
+    for (int i : g)
+      longest =
+          std::max(longest, budget_length(fractions[static_cast<size_t>(i)], total, sink, window));
     sum += longest * static_cast<int64_t>(g.size());
   }
   return sum;
@@ -65,7 +68,8 @@ TEST(BudgetScaling, RealProfileCommitsTheRatioUnderEveryGrouping) {
         // Within one token per head of ratio · full (each step of the footprint is one group
         // gaining a token per member), counted by the plain loop.
         const double full = n * static_cast<double>(total);
-        const double kept = static_cast<double>(committed_plain(scaled->fractions, groups, total, sink, window));
+        const double kept =
+            static_cast<double>(committed_plain(scaled->fractions, groups, total, sink, window));
         EXPECT_LE(std::abs(kept - ratio * full), n);
         EXPECT_NEAR(scaled->committed_ratio, kept / full, 1e-12);
         // One factor for all: fractions are clip(scale · score); ranks and ratios between
@@ -109,14 +113,24 @@ TEST(BudgetScaling, UnreachableTargetsAndBadInputs) {
   ASSERT_TRUE(zeros.ok());
   EXPECT_NEAR(zeros->committed_ratio, 0.036, 1e-12);
   // A head in no group, in two, outside the range; a bad ratio, context or score.
-  EXPECT_FALSE(scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {2}}, 0.5, 100, 4, 8).ok());
-  EXPECT_FALSE(scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {1, 2, 3}}, 0.5, 100, 4, 8).ok());
-  EXPECT_FALSE(scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {2, 7}}, 0.5, 100, 4, 8).ok());
+  EXPECT_FALSE(
+      scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {2}}, 0.5, 100, 4, 8)
+          .ok());
+  EXPECT_FALSE(scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {1, 2, 3}}, 0.5,
+                                      100, 4, 8)
+                   .ok());
+  EXPECT_FALSE(
+      scale_budgets_to_ratio(score, std::vector<std::vector<int>>{{0, 1}, {2, 7}}, 0.5, 100, 4, 8)
+          .ok());
   EXPECT_FALSE(scale_budgets_to_ratio(score, groups, 0.0, 100, 4, 8).ok());
   EXPECT_FALSE(scale_budgets_to_ratio(score, groups, 1.5, 100, 4, 8).ok());
   EXPECT_FALSE(scale_budgets_to_ratio(score, groups, 0.5, 0, 4, 8).ok());
-  EXPECT_FALSE(scale_budgets_to_ratio(std::vector<float>{0.1f, -1.0f, 0.2f, 0.3f}, groups, 0.5, 100, 4, 8).ok());
-  EXPECT_FALSE(scale_budgets_to_ratio(std::vector<float>{0.1f, NAN, 0.2f, 0.3f}, groups, 0.5, 100, 4, 8).ok());
+  EXPECT_FALSE(
+      scale_budgets_to_ratio(std::vector<float>{0.1f, -1.0f, 0.2f, 0.3f}, groups, 0.5, 100, 4, 8)
+          .ok());
+  EXPECT_FALSE(
+      scale_budgets_to_ratio(std::vector<float>{0.1f, NAN, 0.2f, 0.3f}, groups, 0.5, 100, 4, 8)
+          .ok());
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ TEST(Budgets, UniformLengthKeepsTheRatioOfTheContextAndAtLeastSinkAndWindow) {
   EXPECT_EQ(uniform_length(0.25, 1001, 4, 32), 251);  // rounded up
   EXPECT_EQ(uniform_length(1.0, 1000, 4, 32), 1000);
   EXPECT_EQ(uniform_length(0.01, 1000, 4, 32), 36);  // sink + window floor
-  EXPECT_EQ(uniform_length(0.3, 20, 4, 32), 20);      // never more than the context
+  EXPECT_EQ(uniform_length(0.3, 20, 4, 32), 20);     // never more than the context
   EXPECT_EQ(uniform_length(0.3, 0, 4, 32), 0);
 }
 
@@ -53,8 +53,9 @@ TEST(Budgets, SelectKeepsSinkWindowAndTheBestScores) {
 
 // The plain definition select_keep must match: protected entries, then the best `room` others
 // by (score descending, index ascending), all sorted by index.
-std::vector<int64_t> select_keep_reference(const std::vector<float>& scores, const std::vector<int32_t>& pos,
-                                           int64_t total, int sink, int window, int64_t length) {
+std::vector<int64_t> select_keep_reference(const std::vector<float>& scores,
+                                           const std::vector<int32_t>& pos, int64_t total, int sink,
+                                           int window, int64_t length) {
   const auto n = static_cast<int64_t>(scores.size());
   std::vector<int64_t> keep, others;
   for (int64_t i = 0; i < n; ++i) {
@@ -69,7 +70,8 @@ std::vector<int64_t> select_keep_reference(const std::vector<float>& scores, con
       return sa > sb || (sa == sb && a < b);
     });
     const int64_t room = std::max<int64_t>(0, length - static_cast<int64_t>(keep.size()));
-    others.resize(static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(others.size()))));
+    others.resize(
+        static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(others.size()))));
     keep.insert(keep.end(), others.begin(), others.end());
   }
   std::sort(keep.begin(), keep.end());

@@ -20,7 +20,8 @@ namespace {
 using nlohmann::json;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 RetentionProfile load_or_fail(const std::string& path) {
@@ -64,7 +65,8 @@ TEST(Cluster, ReproducesEveryShippedMapExactly) {
     EXPECT_EQ(shipped->rank_score, p.median);
     EXPECT_EQ(shipped->layer_ids, p.layer_ids);
 
-    auto ours = cluster_heads(p.median, p.n_layers, p.n_kv_head, shipped->group_size, shipped->global);
+    auto ours =
+        cluster_heads(p.median, p.n_layers, p.n_kv_head, shipped->group_size, shipped->global);
     ASSERT_TRUE(ours.ok()) << ours.message();
     EXPECT_EQ(ours->cluster_of, shipped->cluster_of);
     EXPECT_EQ(ours->column_of, shipped->column_of);
@@ -89,11 +91,14 @@ TEST(Cluster, GlobalGroupsOfFourOverRetainLittleForEveryShippedProfile) {
     if (f.kind != "cluster_map") continue;
     ++n_maps;
     SCOPED_TRACE(f.path);
-    const RetentionProfile p = load_or_fail(testing::profile_path(f.scorer, f.model, ends_with(f.name, "_perlayer")));
-    const double global = waste(p.median, cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, /*global=*/true));
+    const RetentionProfile p =
+        load_or_fail(testing::profile_path(f.scorer, f.model, ends_with(f.name, "_perlayer")));
+    const double global =
+        waste(p.median, cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, /*global=*/true));
     EXPECT_LE(global, p.n_heads() >= 256 ? 0.08 : 0.15);
     if (p.n_kv_head % 4 == 0) {
-      EXPECT_LE(global, waste(p.median, cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, /*global=*/false)));
+      EXPECT_LE(global, waste(p.median, cluster_heads(p.median, p.n_layers, p.n_kv_head, 4,
+                                                      /*global=*/false)));
     }
   }
   EXPECT_EQ(n_maps, 33);
@@ -116,15 +121,18 @@ TEST(Cluster, StabilityMatchesUpstreamRecord) {
     EXPECT_NEAR(st.global_spearman_min, rec["global_spearman_min"].get<double>(), tol);
     EXPECT_NEAR(st.per_layer_spearman_mean, rec["per_layer_spearman_mean"].get<double>(), tol);
     EXPECT_NEAR(st.per_layer_spearman_min, rec["per_layer_spearman_min"].get<double>(), tol);
-    const json profile = json::parse(testing::read_file(testing::profile_path(f.scorer, f.model, per_layer)));
-    EXPECT_NEAR(st.intrinsic_coverage, profile["meta"]["model_intrinsic_coverage"].get<double>(), 1e-9);
+    const json profile =
+        json::parse(testing::read_file(testing::profile_path(f.scorer, f.model, per_layer)));
+    EXPECT_NEAR(st.intrinsic_coverage, profile["meta"]["model_intrinsic_coverage"].get<double>(),
+                1e-9);
   }
 }
 
 // Digest §5.4, SnapKV on Qwen3-4B (cross-layer profile): median metric and, in parentheses,
 // the per-sample metric on kept tokens.
 TEST(Cluster, WasteMatchesDigestTable) {
-  const RetentionProfile p = load_or_fail(testing::profile_path("snapkv", "qwen3-4b-instruct-2507", false));
+  const RetentionProfile p =
+      load_or_fail(testing::profile_path("snapkv", "qwen3-4b-instruct-2507", false));
   ASSERT_EQ(p.n_layers, 36);
   ASSERT_EQ(p.n_kv_head, 8);
   const int L = p.n_layers, H = p.n_kv_head;
@@ -154,7 +162,8 @@ TEST(Cluster, WasteMatchesDigestTable) {
   EXPECT_EQ(waste(p.median, contiguous_map(L, H, 1)), 0.0);
   EXPECT_EQ(sample_waste(p, contiguous_map(L, H, 1), WasteUnit::Retention), 0.0);
   for (int g : {2, 4})
-    EXPECT_LT(waste(p.median, cluster_heads(p.median, L, H, g, false)), waste(p.median, contiguous_map(L, H, g)));
+    EXPECT_LT(waste(p.median, cluster_heads(p.median, L, H, g, false)),
+              waste(p.median, contiguous_map(L, H, g)));
 }
 
 TEST(Cluster, SortedChunkOnAKnownExample) {
@@ -189,8 +198,8 @@ TEST(Cluster, RejectsBadArguments) {
   auto r = cluster_heads(score, 2, 8, 3, false);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("groups of 3"), std::string::npos) << r.message();
-  EXPECT_FALSE(cluster_heads(score, 2, 8, 16, false).ok());  // per-layer G > H
-  EXPECT_TRUE(cluster_heads(score, 2, 8, 16, true).ok());    // global G = L·H
+  EXPECT_FALSE(cluster_heads(score, 2, 8, 16, false).ok());                // per-layer G > H
+  EXPECT_TRUE(cluster_heads(score, 2, 8, 16, true).ok());                  // global G = L·H
   EXPECT_EQ(cluster_heads(score, 2, 8, 5, true).value().n_clusters(), 4);  // global: 5, 5, 5 and 1
   EXPECT_FALSE(cluster_heads(score, 2, 8, 0, true).ok());
   EXPECT_FALSE(cluster_heads(score, 3, 8, 2, true).ok());  // wrong score count
@@ -210,7 +219,8 @@ TEST(Cluster, RejectsBadArguments) {
 }
 
 TEST(Cluster, SaveLoadRoundTrip) {
-  const RetentionProfile p = load_or_fail(testing::profile_path("keydiff", "llama-3.1-8b-instruct", true));
+  const RetentionProfile p =
+      load_or_fail(testing::profile_path("keydiff", "llama-3.1-8b-instruct", true));
   for (bool global : {false, true}) {
     auto m = cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, global);
     ASSERT_TRUE(m.ok()) << m.message();
@@ -240,7 +250,8 @@ TEST(Cluster, SaveLoadRoundTrip) {
                 *grouping_waste(std::span<const float>(p.median), *m), 1e-12);
   }
   // A shipped map survives save + load unchanged.
-  auto shipped = load_cluster_map(testing::data_file("profiles/fastkvzip/gpt-oss-20b/pg4_r0.3.json").string());
+  auto shipped =
+      load_cluster_map(testing::data_file("profiles/fastkvzip/gpt-oss-20b/pg4_r0.3.json").string());
   ASSERT_TRUE(shipped.ok()) << shipped.message();
   const std::string path = (testing::temp_dir() / "again.json").string();
   ASSERT_TRUE(save_cluster_map(*shipped, path).ok());
@@ -266,8 +277,8 @@ std::string map_error_after(const std::function<void(json&)>& edit) {
 
 TEST(Cluster, MalformedMapsGiveErrors) {
   const auto dir = testing::temp_dir();
-  const std::string text =
-      testing::read_file(testing::data_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json"));
+  const std::string text = testing::read_file(
+      testing::data_file("profiles/snapkv/gemma-3-12b-it/pg4_r0.3_perlayer.json"));
   for (size_t cut : {size_t{0}, text.size() / 4, text.size() / 2, text.size() - 3}) {
     std::ofstream((dir / "cut.json").string()) << text.substr(0, cut);
     EXPECT_FALSE(load_cluster_map((dir / "cut.json").string()).ok()) << cut;
@@ -280,7 +291,8 @@ TEST(Cluster, MalformedMapsGiveErrors) {
 
   // Non-bijective: two heads in the same (cluster, column) slot.
   auto msg = map_error_after([](json& j) {
-    for (const char* a : {"cluster_of", "column_of"}) j["arrays"][a]["data"][1] = j["arrays"][a]["data"][0];
+    for (const char* a : {"cluster_of", "column_of"})
+      j["arrays"][a]["data"][1] = j["arrays"][a]["data"][0];
   });
   EXPECT_NE(msg.find("bijection"), std::string::npos) << msg;
   msg = map_error_after([](json& j) { j["arrays"]["cluster_of"]["data"][5] = 16; });
@@ -328,7 +340,8 @@ TEST(Cluster, MalformedMapsGiveErrors) {
 // Attention reads one layer at a time: in a group that mixes layers, each layer's members must
 // sit in adjacent page columns, so that the layer's share of every page is one contiguous run.
 TEST(Cluster, GlobalGroupsKeepEachLayersMembersInAdjacentColumns) {
-  const RetentionProfile p = load_or_fail(testing::profile_path("snapkv", "qwen3-4b-instruct-2507", false));
+  const RetentionProfile p =
+      load_or_fail(testing::profile_path("snapkv", "qwen3-4b-instruct-2507", false));
   auto m = cluster_heads(p.median, p.n_layers, p.n_kv_head, 4, /*global=*/true);
   ASSERT_TRUE(m.ok()) << m.message();
   auto hg = to_head_group_map(*m, p.n_layers, p.layer_ids);
@@ -337,7 +350,8 @@ TEST(Cluster, GlobalGroupsKeepEachLayersMembersInAdjacentColumns) {
   for (int g = 0; g < hg->total_groups(); ++g) {
     const std::span<const int> members = hg->members(g);
     for (size_t c = 1; c < members.size(); ++c)
-      EXPECT_LE(hg->layer_of_head(members[c - 1]), hg->layer_of_head(members[c])) << "group " << g << " column " << c;
+      EXPECT_LE(hg->layer_of_head(members[c - 1]), hg->layer_of_head(members[c]))
+          << "group " << g << " column " << c;
     mixed += hg->layer_of_head(members.front()) != hg->layer_of_head(members.back()) ? 1 : 0;
   }
   EXPECT_GT(mixed, 0) << "no group mixes layers: the check above tested nothing";
@@ -358,13 +372,15 @@ TEST(Cluster, PerLayerMapBecomesHeadGroups) {
     const auto it = std::find(p.layer_ids.begin(), p.layer_ids.end(), phys);
     for (int h = 0; h < 8; ++h) {
       if (it == p.layer_ids.end()) {  // unprofiled: contiguous
-        EXPECT_EQ(hg->group_of(phys, h), hg->layer_groups(phys)[static_cast<size_t>(h / 4)].flat_group);
+        EXPECT_EQ(hg->group_of(phys, h),
+                  hg->layer_groups(phys)[static_cast<size_t>(h / 4)].flat_group);
         EXPECT_EQ(hg->column_of(phys, h), h % 4);
         continue;
       }
       const int l = static_cast<int>(it - p.layer_ids.begin());
       const size_t i = m->head_index(l, h);
-      EXPECT_EQ(hg->group_of(phys, h), hg->layer_groups(phys)[static_cast<size_t>(m->cluster_of[i] - l * 2)].flat_group)
+      EXPECT_EQ(hg->group_of(phys, h),
+                hg->layer_groups(phys)[static_cast<size_t>(m->cluster_of[i] - l * 2)].flat_group)
           << phys << " " << h;
       EXPECT_EQ(hg->column_of(phys, h), m->column_of[i]);
     }

@@ -34,8 +34,8 @@ inline Model& small_compress_model() {
 
 // A per-layer keydiff profile of an L x H model whose every statistic is `fractions` (one per
 // (layer, head)), as if measured on `samples` identical samples; written to temp_dir()/name.
-inline std::string write_test_profile(const std::vector<float>& fractions, int L, int H, const std::string& name,
-                                      int samples = 1) {
+inline std::string write_test_profile(const std::vector<float>& fractions, int L, int H,
+                                      const std::string& name, int samples = 1) {
   RetentionProfile p;
   p.scorer = "keydiff";
   p.model = "test";

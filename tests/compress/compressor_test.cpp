@@ -13,15 +13,15 @@
 
 #include <fmt/format.h>
 
+#include "attention/dense_attention.h"
+#include "attention/paged_attention.h"
 #include "compress/budgets.h"
 #include "compress/cluster.h"
 #include "compress/compressor.h"
 #include "compress/profile.h"
-#include "kernels/half.h"
-#include "attention/dense_attention.h"
-#include "attention/paged_attention.h"
-#include "model/model.h"
 #include "compress_test_util.h"
+#include "kernels/half.h"
+#include "model/model.h"
 #include "support/test_support.h"
 #include "synth/synth.h"
 
@@ -37,7 +37,8 @@ std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
 }
 
 // A profile for the test model with the given per-head fractions (as means, zero spread).
-std::string write_profile(const std::vector<float>& fractions, int L, int H, const std::string& name) {
+std::string write_profile(const std::vector<float>& fractions, int L, int H,
+                          const std::string& name) {
   return testing::write_test_profile(fractions, L, H, name, /*samples=*/2);
 }
 
@@ -82,8 +83,9 @@ void read_entry(const PagedKvCache& cache, int l, int h, int64_t e, float* k, fl
 
 // Attention of a fresh query over the compressed cache vs dense attention over the kept
 // positions' keys and values taken from an uncompressed prefill of the same tokens.
-void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::vector<int32_t>& toks,
-                                ThreadPool& threads, const std::string& what) {
+void expect_attention_over_kept(Model& m, const PagedKvCache& cache,
+                                const std::vector<int32_t>& toks, ThreadPool& threads,
+                                const std::string& what) {
   const ModelConfig& c = m.config();
   auto ref_pool = BlockPool::create(cache.pool().geometry(), 32u << 20, false);
   ASSERT_TRUE(ref_pool.ok());
@@ -91,7 +93,8 @@ void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::
                                      std::make_shared<const HeadGroupMap>(cache.head_groups()));
   ASSERT_TRUE(full_r.ok());
   PagedKvCache& full = **full_r;
-  ASSERT_TRUE(m.forward(full, toks.data(), static_cast<int64_t>(toks.size()), 0, nullptr, threads).ok());
+  ASSERT_TRUE(
+      m.forward(full, toks.data(), static_cast<int64_t>(toks.size()), 0, nullptr, threads).ok());
   std::mt19937 rng(11);
   std::normal_distribution<float> d(0.0f, 1.0f);
   const int qpk = c.n_head / c.n_kv_head;
@@ -109,7 +112,8 @@ void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::
       std::vector<float> k, val;
       for (int64_t e = 0; e < v.length; ++e) {
         const int64_t p = cache.entry_position(l, h, e);
-        std::vector<float> kr(static_cast<size_t>(c.head_dim)), vr(static_cast<size_t>(c.head_dim_v));
+        std::vector<float> kr(static_cast<size_t>(c.head_dim)),
+            vr(static_cast<size_t>(c.head_dim_v));
         read_entry(full, l, h, p, kr.data(), vr.data());
         k.insert(k.end(), kr.begin(), kr.end());
         val.insert(val.end(), vr.begin(), vr.end());
@@ -132,7 +136,8 @@ void expect_attention_over_kept(Model& m, const PagedKvCache& cache, const std::
         for (int i = 0; i < c.head_dim_v; ++i) {
           double o = 0;
           for (int64_t e = 0; e < v.length; ++e)
-            o += sc[static_cast<size_t>(e)] * static_cast<double>(val[static_cast<size_t>(e * c.head_dim_v + i)]);
+            o += sc[static_cast<size_t>(e)] *
+                 static_cast<double>(val[static_cast<size_t>(e * c.head_dim_v + i)]);
           EXPECT_NEAR(got[static_cast<size_t>(qh * c.head_dim_v + i)], o / sum, 1e-4)
               << what << " layer " << l << " head " << qh;
         }
@@ -175,14 +180,16 @@ TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTo
   std::vector<float> queries;
   PagedSetup s = prefill(m, **comp, toks, pc.page_tokens, threads, &queries, n_q);
   const int64_t pages_before = s.cache->pages_held();
-  auto rep = (*comp)->compress(*s.cache, queries.empty() ? nullptr : queries.data(), n_q, 300 - n_q, threads);
+  auto rep = (*comp)->compress(*s.cache, queries.empty() ? nullptr : queries.data(), n_q, 300 - n_q,
+                               threads);
   ASSERT_TRUE(rep.ok()) << rep.message();
   EXPECT_EQ(rep->pages_before, pages_before);
   EXPECT_LT(rep->entries_after, rep->entries_before);
   EXPECT_LT(s.cache->pages_held(), pages_before);
   EXPECT_EQ(s.cache->n_positions(), 300);
   EXPECT_TRUE(s.pool->check_consistency().ok());
-  // Budgets: deterministic policies keep exactly their lengths; every head keeps its sink and window.
+  // Budgets: deterministic policies keep exactly their lengths; every head keeps its sink and
+  // window.
   const auto target = (*comp)->target_lengths(300);
   for (int l = 0; l < cfg.n_layers; ++l)
     for (int h = 0; h < cfg.n_kv_head; ++h) {
@@ -195,7 +202,8 @@ TEST_P(CompressorPolicies, AttentionOverCompressedCacheEqualsAttentionOverKeptTo
   if (pc.policy == KvPolicy::Tangram || pc.policy == KvPolicy::Uniform) {
     EXPECT_EQ(s.cache->pages_held(), (*comp)->predicted_pages(300, pc.page_tokens));
   }
-  expect_attention_over_kept(m, *s.cache, toks, threads, std::string(kv_policy_name(pc.policy)) + "/" + pc.scorer);
+  expect_attention_over_kept(m, *s.cache, toks, threads,
+                             std::string(kv_policy_name(pc.policy)) + "/" + pc.scorer);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -206,13 +214,14 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{KvPolicy::Tangram, "keydiff", 1, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "tova", 2, BudgetLevel::PerLayer},
                       PolicyCase{KvPolicy::Tangram, "expected_attention", 4, BudgetLevel::PerLayer},
-                      PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer},  // global, a short group
+                      PolicyCase{KvPolicy::Tangram, "keydiff", 3,
+                                 BudgetLevel::PerLayer},  // global, a short group
                       PolicyCase{KvPolicy::Uniform, "streamingllm", 0, BudgetLevel::Uniform},
                       PolicyCase{KvPolicy::Uniform, "keydiff", 0, BudgetLevel::Uniform, 64},
                       PolicyCase{KvPolicy::Tangram, "keydiff", 3, BudgetLevel::PerLayer, 64}),
     [](const auto& tinfo) {
-      std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer + "_G" +
-                      std::to_string(tinfo.param.group_size);
+      std::string n = std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer +
+                      "_G" + std::to_string(tinfo.param.group_size);
       if (tinfo.param.page_tokens != 16) n += "_P" + std::to_string(tinfo.param.page_tokens);
       return n;
     });
@@ -236,7 +245,8 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     o.sink = 4;
     o.window = 8 + trial;
     o.budget_scaling = (trial / 2) % 2 == 0 ? BudgetScaling::Footprint : BudgetScaling::None;
-    o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head, "footprint-" + std::to_string(trial) + ".json");
+    o.profile = write_profile(f, cfg.n_layers, cfg.n_kv_head,
+                              "footprint-" + std::to_string(trial) + ".json");
     o.per_layer_groups = trial % 4 == 3;
     const int G = trial % 4 == 1 ? 3 : 1 << (trial % 3);
     const int P = trial % 2 == 0 ? 16 : 8;
@@ -244,7 +254,8 @@ TEST(Compressor, PredictedFootprintEqualsPagesHeld) {
     ASSERT_TRUE(comp.ok()) << comp.message();
     const int64_t n = 40 + 37 * trial;
     const int64_t predicted = (*comp)->predicted_pages(n, P);
-    PagedSetup s = prefill(m, **comp, tokens(n, 100 + static_cast<uint32_t>(trial), cfg.vocab), P, threads, nullptr, 0);
+    PagedSetup s = prefill(m, **comp, tokens(n, 100 + static_cast<uint32_t>(trial), cfg.vocab), P,
+                           threads, nullptr, 0);
     ASSERT_TRUE((*comp)->compress(*s.cache, nullptr, 0, 0, threads).ok());
     EXPECT_EQ(s.cache->pages_held(), predicted) << "trial " << trial;
     EXPECT_EQ(s.pool->used_pages(), predicted);
@@ -292,19 +303,24 @@ TEST(Compressor, F16PagesAreReadBackAsTheSameFloatsAsF32Pages) {
     std::vector<std::vector<int64_t>> kept[2];
     for (int t = 0; t < 2; ++t) {
       const KvType type = t == 0 ? KvType::F16 : KvType::F32;
-      auto pool = BlockPool::create(PageGeometry{8, (*comp)->group_size(), cfg.head_dim, cfg.head_dim_v, type},
-                                    4u << 20, false);
+      auto pool = BlockPool::create(
+          PageGeometry{8, (*comp)->group_size(), cfg.head_dim, cfg.head_dim_v, type}, 4u << 20,
+          false);
       ASSERT_TRUE(pool.ok()) << pool.message();
       auto cache = PagedKvCache::create(shape, 256, **pool, (*comp)->group_map());
       ASSERT_TRUE(cache.ok()) << cache.message();
       ASSERT_TRUE((*cache)->reserve(n).ok());
       for (int l = 0; l < cfg.n_layers; ++l)
-        ASSERT_TRUE((*cache)->write(l, 0, k[static_cast<size_t>(l)].data(), v[static_cast<size_t>(l)].data(), n).ok());
+        ASSERT_TRUE(
+            (*cache)
+                ->write(l, 0, k[static_cast<size_t>(l)].data(), v[static_cast<size_t>(l)].data(), n)
+                .ok());
       ASSERT_TRUE((*comp)->compress(**cache, nullptr, 0, 0, threads).ok());
       for (int l = 0; l < cfg.n_layers; ++l)
         for (int h = 0; h < cfg.n_kv_head; ++h) {
           std::vector<int64_t> pos;
-          for (int64_t e = 0; e < (*cache)->length(l, h); ++e) pos.push_back((*cache)->entry_position(l, h, e));
+          for (int64_t e = 0; e < (*cache)->length(l, h); ++e)
+            pos.push_back((*cache)->entry_position(l, h, e));
           kept[t].push_back(pos);
         }
     }
@@ -335,7 +351,8 @@ TEST(Compressor, TangramAndDynamicKeepTheSameTokensWhenBudgetsCoincide) {
   for (int l = 0; l < cfg.n_layers; ++l)
     for (int h = 0; h < cfg.n_kv_head; ++h) {
       const int64_t len = a.cache->length(l, h);
-      f.push_back((static_cast<float>(len - dyn.sink - dyn.window) - 0.5f) / static_cast<float>(n - dyn.sink));
+      f.push_back((static_cast<float>(len - dyn.sink - dyn.window) - 0.5f) /
+                  static_cast<float>(n - dyn.sink));
     }
   CompressionOptions tg = dyn;
   tg.policy = KvPolicy::Tangram;
@@ -364,12 +381,14 @@ TEST(Compressor, ScaledTangramCommitsTheRatioOfFullKv) {
   const int L = cfg.n_layers, H = cfg.n_kv_head;
   const auto n_heads = static_cast<double>(L * H);
   std::vector<float> f;  // distinct budgets, not in head order
-  for (int i = 0; i < L * H; ++i) f.push_back(0.02f + 0.05f * static_cast<float>((i * 5) % (L * H)));
+  for (int i = 0; i < L * H; ++i)
+    f.push_back(0.02f + 0.05f * static_cast<float>((i * 5) % (L * H)));
   const std::string profile = write_profile(f, L, H, "scaled.json");
   auto per_layer = cluster_heads(f, L, H, 2, /*global=*/false);
   ASSERT_TRUE(per_layer.ok()) << per_layer.message();
   // Beside the profile: temp_dir() starts an empty folder each call.
-  const std::string map_path = (std::filesystem::path(profile).parent_path() / "scaled-map.json").string();
+  const std::string map_path =
+      (std::filesystem::path(profile).parent_path() / "scaled-map.json").string();
   ASSERT_TRUE(save_cluster_map(*per_layer, map_path).ok());
   for (const int G : {1, 2, 4})
     for (const double ratio : {0.15, 0.3, 0.6})
@@ -417,7 +436,8 @@ TEST(Compressor, UnscaledTangramKeepsTheProfileForm) {
   const ModelConfig& cfg = m.config();
   const int L = cfg.n_layers, H = cfg.n_kv_head;
   std::vector<float> f;
-  for (int i = 0; i < L * H; ++i) f.push_back(0.03f + 0.07f * static_cast<float>((i * 3) % (L * H)));
+  for (int i = 0; i < L * H; ++i)
+    f.push_back(0.03f + 0.07f * static_cast<float>((i * 3) % (L * H)));
   CompressionOptions o;
   o.policy = KvPolicy::Tangram;
   o.ratio = 0.2;
@@ -440,7 +460,9 @@ TEST(Compressor, UnscaledTangramKeepsTheProfileForm) {
     for (const auto& group : map->members()) {
       float most = 0;
       for (int i : group) most = std::max(most, b[static_cast<size_t>(i)]);
-      for (int i : group) EXPECT_EQ(len[static_cast<size_t>(i)], budget_length(most, total, 4, 16)) << total << " " << i;
+      for (int i : group)
+        EXPECT_EQ(len[static_cast<size_t>(i)], budget_length(most, total, 4, 16))
+            << total << " " << i;
     }
   }
 }
@@ -474,7 +496,8 @@ TEST(Compressor, GroupScopeChoosesTheMapAndAGlobalMapFileNeedsTheGlobalScope) {
   ASSERT_TRUE(save_cluster_map(*cm, o.cluster_map).ok());
   auto refused = Compressor::create(o, cfg, m.rope(), 2);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("--kv-group-scope is per-layer"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("--kv-group-scope is per-layer"), std::string::npos)
+      << refused.message();
   o.per_layer_groups = false;
   auto from_file = Compressor::create(o, cfg, m.rope(), 2);
   ASSERT_TRUE(from_file.ok()) << from_file.message();

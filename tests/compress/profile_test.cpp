@@ -39,9 +39,9 @@ RetentionProfile tiny_profile() {
   p.base_ratio = 0.5;
   p.sink = 4;
   p.window = 8;
-  p.raw_ratio = {0.25, 0.5, 0.25, 0.375,  // sample 0 [L][H]
-                 0.5, 0.5, 0.5, 0.375,    // sample 1
-                 0.75, 0.5, 0.0, 0.375};  // sample 2
+  p.raw_ratio = {0.25, 0.5, 0.25, 0.375,   // sample 0 [L][H]
+                 0.5,  0.5, 0.5,  0.375,   // sample 1
+                 0.75, 0.5, 0.0,  0.375};  // sample 2
   p.median = {0.5f, 0.5f, 0.25f, 0.375f};
   p.mean = {0.5f, 0.5f, 0.25f, 0.375f};
   p.std_dev = {0.204124f, 0.0f, 0.204124f, 0.0f};
@@ -92,7 +92,8 @@ TEST(Profile, EveryShippedProfileLoadsAndIsSelfConsistent) {
     // mean / median / population std over samples agree with the raw values.
     for (size_t i = 0; i < heads; ++i) {
       std::vector<double> v;
-      for (int s = 0; s < p.n_samples; ++s) v.push_back(p.raw_ratio[static_cast<size_t>(s) * heads + i]);
+      for (int s = 0; s < p.n_samples; ++s)
+        v.push_back(p.raw_ratio[static_cast<size_t>(s) * heads + i]);
       std::sort(v.begin(), v.end());
       const size_t n = v.size();
       const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -178,7 +179,8 @@ TEST(Profile, MalformedFilesGiveErrorsNotCrashes) {
   auto r = load_profile((dir / "nope.json").string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("cannot open"), std::string::npos) << r.message();
-  const std::string text = testing::read_file(testing::profile_path("snapkv", "gpt-oss-20b", false));
+  const std::string text =
+      testing::read_file(testing::profile_path("snapkv", "gpt-oss-20b", false));
   for (size_t cut : {size_t{0}, size_t{1}, text.size() / 3, text.size() / 2, text.size() - 2}) {
     write_text((dir / "cut.json").string(), text.substr(0, cut));
     r = load_profile((dir / "cut.json").string());
@@ -248,7 +250,8 @@ TEST(Spearman, KnownVectors) {
   EXPECT_NEAR(*spearman(a, std::vector<double>{50, 40, 30, 20, 10}), -1.0, 1e-12);
   // Monotone transforms do not change it.
   EXPECT_NEAR(*spearman(a, std::vector<double>{0.1, 4, 9, 100, 1e6}), 1.0, 1e-12);
-  // Ties take their average rank: ranks (1, 2, 3.5, 5, 3.5) → 8 / sqrt(10 · 9.5) (scipy: 0.8207826816681233).
+  // Ties take their average rank: ranks (1, 2, 3.5, 5, 3.5) → 8 / sqrt(10 · 9.5) (scipy:
+  // 0.8207826816681233).
   EXPECT_NEAR(*spearman(a, std::vector<double>{5, 6, 7, 8, 7}), 0.8207826816681233, 1e-12);
   // No ties: 1 - 6 Σd² / (n (n² - 1)) with d = (0, 0, 1, -1, 0) → 0.9.
   EXPECT_NEAR(*spearman(a, std::vector<double>{1, 2, 4, 3, 5}), 0.9, 1e-12);
@@ -270,7 +273,8 @@ TEST(Profile, StabilityOfHandMadeProfile) {
   const std::vector<double> mean{0.5, 0.5, 0.25, 0.375};
   double sum = 0, mn = 1;
   for (int s = 0; s < 3; ++s) {
-    const double r = *spearman(std::span<const double>(p.raw_ratio).subspan(static_cast<size_t>(s) * 4, 4), mean);
+    const double r = *spearman(
+        std::span<const double>(p.raw_ratio).subspan(static_cast<size_t>(s) * 4, 4), mean);
     sum += r;
     mn = std::min(mn, r);
   }
@@ -328,7 +332,7 @@ TEST(Budget, LengthUsesTheProfileDefinition) {
   // total 1032, sink 32, window 100: evictable context 1000.
   EXPECT_EQ(budget_length(0.25f, 1032, 32, 100), 32 + 100 + 250);
   EXPECT_EQ(budget_length(0.0f, 1032, 32, 100), 132);
-  EXPECT_EQ(budget_length(0.2501f, 1032, 32, 100), 32 + 100 + 251);  // ceil
+  EXPECT_EQ(budget_length(0.2501f, 1032, 32, 100), 32 + 100 + 251);    // ceil
   EXPECT_EQ(budget_length(0.25f, 1032, 32, 100, 16), 32 + 100 + 256);  // whole 16-token blocks
   EXPECT_EQ(budget_length(1.0f, 1032, 32, 100), 1032);                 // clipped to total
   EXPECT_EQ(budget_length(2.0f, 1032, 32, 100), 1032);

@@ -44,7 +44,9 @@ std::pair<int, int> pair_of(const RopeSpec& rope, int i) {
   return {i, i + rope.rope_dim / 2};
 }
 
-double inv_freq(const RopeSpec& rope, int i) { return std::pow(rope.base, -2.0 * i / rope.rope_dim); }
+double inv_freq(const RopeSpec& rope, int i) {
+  return std::pow(rope.base, -2.0 * i / rope.rope_dim);
+}
 
 }  // namespace
 
@@ -109,7 +111,8 @@ std::vector<double> streamingllm(const HeadData& h) {
   return std::vector<double>(h.positions.begin(), h.positions.end());
 }
 
-std::vector<double> expected_attention(const HeadData& h, const RopeSpec& rope, const EaParams& prm) {
+std::vector<double> expected_attention(const HeadData& h, const RopeSpec& rope,
+                                       const EaParams& prm) {
   const int d = h.head_dim;
   const int64_t n = h.n(), nq = h.n_queries();
   const int64_t first = nq > prm.skip ? prm.skip : 0;
@@ -145,7 +148,8 @@ std::vector<double> expected_attention(const HeadData& h, const RopeSpec& rope, 
     std::vector<double> cov(static_cast<size_t>(d * d), 0.0);
     for (const auto& q : pre)
       for (int a = 0; a < d; ++a)
-        for (int b = 0; b < d; ++b) cov[a * d + b] += (q[a] - mu[a]) * (q[b] - mu[b]) / double(n_obs);
+        for (int b = 0; b < d; ++b)
+          cov[a * d + b] += (q[a] - mu[a]) * (q[b] - mu[b]) / double(n_obs);
     std::vector<double> z(static_cast<size_t>(n));
     double zmax = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {

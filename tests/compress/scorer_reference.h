@@ -21,11 +21,11 @@ struct RopeSpec {
 struct HeadData {
   int head_dim = 0;
   int head_dim_v = 0;
-  int group = 1;                        // q_per_kv
-  std::vector<double> keys;             // [n][head_dim] after RoPE
-  std::vector<double> values;           // [n][head_dim_v]
-  std::vector<int32_t> positions;       // [n]
-  std::vector<double> queries;          // [n_queries][group][head_dim] after RoPE
+  int group = 1;                         // q_per_kv
+  std::vector<double> keys;              // [n][head_dim] after RoPE
+  std::vector<double> values;            // [n][head_dim_v]
+  std::vector<int32_t> positions;        // [n]
+  std::vector<double> queries;           // [n_queries][group][head_dim] after RoPE
   std::vector<int32_t> query_positions;  // [n_queries]
   int64_t next_position = 0;
   int64_t n() const { return static_cast<int64_t>(positions.size()); }

@@ -65,11 +65,12 @@ HeadCase random_head(uint32_t seed, int64_t n, int head_dim, int group, int64_t 
                                     ? static_cast<int32_t>(last - (n_queries - 1 - i))
                                     : static_cast<int32_t>(last + 1 + i));
   }
-  h.next_position = (placement == QueryPlacement::Observation ? last : h.query_positions.back()) + 1;
+  h.next_position =
+      (placement == QueryPlacement::Observation ? last : h.query_positions.back()) + 1;
   std::vector<double> offset(static_cast<size_t>(head_dim));
   for (double& o : offset) o = 0.7 * normal(rng);
-  auto fill_rotated = [&](std::vector<double>& out, int64_t rows, int heads, const std::vector<int32_t>& at,
-                          double scale) {
+  auto fill_rotated = [&](std::vector<double>& out, int64_t rows, int heads,
+                          const std::vector<int32_t>& at, double scale) {
     for (int64_t r = 0; r < rows; ++r)
       for (int g = 0; g < heads; ++g) {
         std::vector<double> x(static_cast<size_t>(head_dim));
@@ -98,7 +99,8 @@ std::unique_ptr<Scorer> scorer_or_die(const ScorerOptions& o) {
 }
 
 // Tolerance: |got - ref| <= 1e-5 |ref| + 1e-6 max|ref| (float math against double).
-void expect_matches(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what) {
+void expect_matches(const std::vector<float>& got, const std::vector<double>& ref,
+                    const std::string& what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   double max_abs = 0.0;
   for (double r : ref) max_abs = std::max(max_abs, std::abs(r));
@@ -115,8 +117,8 @@ std::vector<float> run(const Scorer& s, const HeadScoreInput& in) {
 }
 
 std::string label(const char* name, int64_t n, int d, int g, int64_t nq) {
-  return std::string(name) + " n=" + std::to_string(n) + " d=" + std::to_string(d) + " g=" +
-         std::to_string(g) + " nq=" + std::to_string(nq);
+  return std::string(name) + " n=" + std::to_string(n) + " d=" + std::to_string(d) +
+         " g=" + std::to_string(g) + " nq=" + std::to_string(nq);
 }
 
 constexpr int64_t kSizes[] = {1, 5, 37, 130};
@@ -138,7 +140,8 @@ TEST(ScorerReference, SnapKv) {
               o.snap_kernel = kernel;
               auto s = scorer_or_die(o);
               ASSERT_NE(s, nullptr);
-              HeadCase c = random_head(seed++, n, d, g, nq, QueryPlacement::Observation, kPlainRope);
+              HeadCase c =
+                  random_head(seed++, n, d, g, nq, QueryPlacement::Observation, kPlainRope);
               expect_matches(run(*s, c.input()), testing::ref::snapkv(c.data, window, kernel),
                              label("snapkv", n, d, g, nq) + " k=" + std::to_string(kernel) +
                                  " w=" + std::to_string(window));
@@ -154,7 +157,8 @@ TEST(ScorerReference, Tova) {
       for (int g : kGroups)
         for (int64_t nq : {int64_t{1}, int64_t{3}}) {
           HeadCase c = random_head(seed++, n, d, g, nq, QueryPlacement::Observation, kPlainRope);
-          expect_matches(run(*s, c.input()), testing::ref::tova(c.data), label("tova", n, d, g, nq));
+          expect_matches(run(*s, c.input()), testing::ref::tova(c.data),
+                         label("tova", n, d, g, nq));
         }
 }
 
@@ -194,7 +198,8 @@ TEST(ScorerReference, Kvzip) {
         for (QueryPlacement place : {QueryPlacement::Reconstruction, QueryPlacement::Observation}) {
           const int64_t nq = std::max<int64_t>(1, n / 2);
           HeadCase c = random_head(seed++, n, d, g, nq, place, kPlainRope);
-          expect_matches(run(*s, c.input()), testing::ref::kvzip(c.data), label("kvzip", n, d, g, nq));
+          expect_matches(run(*s, c.input()), testing::ref::kvzip(c.data),
+                         label("kvzip", n, d, g, nq));
         }
       }
 }
@@ -231,9 +236,9 @@ TEST(ScorerReference, ExpectedAttention) {
     bool covariance, value_norm;
   };
   const Variant variants[] = {
-      {256, 4, 512, true, true},   // published defaults
+      {256, 4, 512, true, true},  // published defaults
       {256, 4, 7, true, false},
-      {8, 0, 300, false, true},    // spans two tables() chunks of future positions
+      {8, 0, 300, false, true},  // spans two tables() chunks of future positions
       {256, 4, 3, false, false},
   };
   for (const Variant& v : variants)
@@ -256,9 +261,9 @@ TEST(ScorerReference, ExpectedAttention) {
               ASSERT_NE(s, nullptr);
               HeadCase c = random_head(seed++, n, d, g, nq, QueryPlacement::Observation, spec);
               testing::ref::EaParams p{v.skip, v.future, 1e-2, v.covariance, v.value_norm};
-              expect_matches(run(*s, c.input(&rope)), testing::ref::expected_attention(c.data, spec, p),
-                             label("expected_attention", n, d, g, nq) + " future=" +
-                                 std::to_string(v.future));
+              expect_matches(
+                  run(*s, c.input(&rope)), testing::ref::expected_attention(c.data, spec, p),
+                  label("expected_attention", n, d, g, nq) + " future=" + std::to_string(v.future));
             }
 }
 
@@ -367,7 +372,8 @@ TEST(ScorerBehaviour, ExpectedAttentionZeroValueScoresZero) {
   auto s = scorer_or_die({.name = "expected_attention"});
   ASSERT_NE(s, nullptr);
   HeadCase c = random_head(17, 12, 8, 2, 10, QueryPlacement::Observation, spec);
-  std::fill(c.values.begin() + 5 * c.data.head_dim_v, c.values.begin() + 6 * c.data.head_dim_v, 0.0f);
+  std::fill(c.values.begin() + 5 * c.data.head_dim_v, c.values.begin() + 6 * c.data.head_dim_v,
+            0.0f);
   const std::vector<float> got = run(*s, c.input(&rope));
   EXPECT_EQ(got[5], 0.0f);
   for (int j = 0; j < 12; ++j)
@@ -407,7 +413,8 @@ TEST(ScorerErrors, UnknownNameListsValidNames) {
   auto s = make_scorer({.name = "h2o"});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("h2o"), std::string::npos);
-  for (const std::string& name : scorer_names()) EXPECT_NE(s.message().find(name), std::string::npos) << name;
+  for (const std::string& name : scorer_names())
+    EXPECT_NE(s.message().find(name), std::string::npos) << name;
   EXPECT_EQ(scorer_names().size(), 6u);
 }
 

@@ -10,14 +10,13 @@
 #include <random>
 #include <set>
 
-
 #include "compress/compressor.h"
 #include "compress/profile.h"
 #include "compress_test_util.h"
 #include "gguf/gguf_file.h"
+#include "model/model.h"
 #include "store/session_codec.h"
 #include "store/session_test_util.h"
-#include "model/model.h"
 #include "support/test_support.h"
 #include "synth/synth.h"
 
@@ -56,7 +55,8 @@ std::vector<int32_t> tokens(int64_t n, uint32_t seed, int64_t vocab) {
 // A tangram profile with per-head fractions spread over [0.05, 0.37]; returns its path.
 std::string write_profile(const ModelConfig& c) {
   std::vector<float> fractions;
-  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) fractions.push_back(0.05f + 0.08f * static_cast<float>(i % 5));
+  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i)
+    fractions.push_back(0.05f + 0.08f * static_cast<float>(i % 5));
   return testing::write_test_profile(fractions, c.n_layers, c.n_kv_head, "session-profile.json");
 }
 
@@ -111,18 +111,20 @@ TEST_P(SessionPolicies, RoundTripKeepsAttentionAndContinuationExact) {
   if (pc.policy == KvPolicy::Tangram) {
     EXPECT_EQ(map->group_size(), pc.group_size);
     // The default global clustering: ceil(L·H / G) groups, which may span layers.
-    EXPECT_EQ(map->total_groups(), (cfg.n_layers * cfg.n_kv_head + pc.group_size - 1) / pc.group_size);
+    EXPECT_EQ(map->total_groups(),
+              (cfg.n_layers * cfg.n_kv_head + pc.group_size - 1) / pc.group_size);
   }
   // Ragged per-head lengths (unified tangram gives every head of a layer its group's budget).
-  if ((pc.policy == KvPolicy::Tangram && pc.group_size < cfg.n_kv_head) || pc.policy == KvPolicy::Dynamic) {
+  if ((pc.policy == KvPolicy::Tangram && pc.group_size < cfg.n_kv_head) ||
+      pc.policy == KvPolicy::Dynamic) {
     std::set<int64_t> lengths;
     for (int l = 0; l < cfg.n_layers; ++l)
       for (int h = 0; h < cfg.n_kv_head; ++h) lengths.insert(original.length(l, h));
     EXPECT_GT(lengths.size(), 1u);
   }
 
-  const SessionFingerprint fp{model_fingerprint(m.gguf()), pc.type, bytes_fingerprint(profile_bytes),
-                              group_map_fingerprint(*map)};
+  const SessionFingerprint fp{model_fingerprint(m.gguf()), pc.type,
+                              bytes_fingerprint(profile_bytes), group_map_fingerprint(*map)};
   auto blob = encode_session(original, history, fp);
   ASSERT_TRUE(blob.ok()) << blob.message();
   auto fresh_pool = BlockPool::create(geo, 16u << 20, false);
@@ -137,7 +139,8 @@ TEST_P(SessionPolicies, RoundTripKeepsAttentionAndContinuationExact) {
 
   // The next turn runs identically on both.
   const auto next = tokens(5, 7, cfg.vocab);
-  std::vector<float> la(static_cast<size_t>(cfg.vocab)), lb(static_cast<size_t>(cfg.vocab));  // [vocab]
+  std::vector<float> la(static_cast<size_t>(cfg.vocab)),
+      lb(static_cast<size_t>(cfg.vocab));  // [vocab]
   ASSERT_TRUE(m.forward(original, next.data(), 5, original.n_positions(), la.data(), threads).ok());
   ASSERT_TRUE(m.forward(restored, next.data(), 5, restored.n_positions(), lb.data(), threads).ok());
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
@@ -154,18 +157,20 @@ TEST_P(SessionPolicies, RoundTripKeepsAttentionAndContinuationExact) {
   EXPECT_NE(other_fp.model, fp.model);
   auto refused = decode_session(*blob, other_fp, **fresh_pool, map, m.kv_shape(), 1024);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("model fingerprint differs"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("model fingerprint differs"), std::string::npos)
+      << refused.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, SessionPolicies,
-                         ::testing::Values(PolicyCase{KvPolicy::Full, 0, KvType::F16, "full_f16"},
-                                           PolicyCase{KvPolicy::Uniform, 0, KvType::F32, "uniform_f32"},
-                                           PolicyCase{KvPolicy::Dynamic, 0, KvType::F16, "dynamic_f16"},
-                                           PolicyCase{KvPolicy::Dynamic, 0, KvType::F32, "dynamic_f32"},
-                                           PolicyCase{KvPolicy::Tangram, 4, KvType::F16, "tangram_G4_f16"},
-                                           PolicyCase{KvPolicy::Tangram, 4, KvType::F32, "tangram_G4_f32"},
-                                           PolicyCase{KvPolicy::Tangram, 8, KvType::F16, "tangram_unified_f16"}),
-                         [](const auto& tinfo) { return std::string(tinfo.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Policies, SessionPolicies,
+    ::testing::Values(PolicyCase{KvPolicy::Full, 0, KvType::F16, "full_f16"},
+                      PolicyCase{KvPolicy::Uniform, 0, KvType::F32, "uniform_f32"},
+                      PolicyCase{KvPolicy::Dynamic, 0, KvType::F16, "dynamic_f16"},
+                      PolicyCase{KvPolicy::Dynamic, 0, KvType::F32, "dynamic_f32"},
+                      PolicyCase{KvPolicy::Tangram, 4, KvType::F16, "tangram_G4_f16"},
+                      PolicyCase{KvPolicy::Tangram, 4, KvType::F32, "tangram_G4_f32"},
+                      PolicyCase{KvPolicy::Tangram, 8, KvType::F16, "tangram_unified_f16"}),
+    [](const auto& tinfo) { return std::string(tinfo.param.name); });
 
 }  // namespace
 }  // namespace tangram

@@ -13,8 +13,8 @@
 namespace tangram::testing {
 
 struct ShippedFile {
-  std::string path;    // absolute
-  std::string kind;    // profile | cluster_map
+  std::string path;  // absolute
+  std::string kind;  // profile | cluster_map
   std::string scorer, model, name;
   nlohmann::json entry;  // the index entry
 };
@@ -47,8 +47,10 @@ inline std::vector<ShippedFile> shipped_profile_files() {
   return out;
 }
 
-inline std::string profile_path(const std::string& scorer, const std::string& model, bool per_layer) {
-  return data_file("profiles/" + scorer + "/" + model + (per_layer ? "/profile_perlayer.json" : "/profile.json"))
+inline std::string profile_path(const std::string& scorer, const std::string& model,
+                                bool per_layer) {
+  return data_file("profiles/" + scorer + "/" + model +
+                   (per_layer ? "/profile_perlayer.json" : "/profile.json"))
       .string();
 }
 

@@ -73,12 +73,15 @@ TEST(AccuracyNumerics, KlMatchesPlainFormulaOnHandMadeDistributions) {
 TEST(AccuracyNumerics, KlGuardsZeroProbabilities) {
   const float inf = std::numeric_limits<float>::infinity();
   // p_0 = 0: its term is 0 even where q_0 = 0 too.
-  EXPECT_NEAR(kl_divergence(std::vector<float>{-inf, 0.0f, 0.0f}, std::vector<float>{-inf, 0.0f, 1.0f}),
-              plain_kl({0.0f, 0.0f}, {0.0f, 1.0f}), 1e-12);
+  EXPECT_NEAR(
+      kl_divergence(std::vector<float>{-inf, 0.0f, 0.0f}, std::vector<float>{-inf, 0.0f, 1.0f}),
+      plain_kl({0.0f, 0.0f}, {0.0f, 1.0f}), 1e-12);
   // p_0 > 0 where q_0 = 0: infinite.
-  EXPECT_TRUE(std::isinf(kl_divergence(std::vector<float>{0.0f, 0.0f}, std::vector<float>{-inf, 0.0f})));
+  EXPECT_TRUE(
+      std::isinf(kl_divergence(std::vector<float>{0.0f, 0.0f}, std::vector<float>{-inf, 0.0f})));
   // Underflowing probabilities (exp(-200) in float logits) are handled like tiny ones.
-  EXPECT_TRUE(std::isfinite(kl_divergence(std::vector<float>{0.0f, -200.0f}, std::vector<float>{-200.0f, 0.0f})));
+  EXPECT_TRUE(std::isfinite(
+      kl_divergence(std::vector<float>{0.0f, -200.0f}, std::vector<float>{-200.0f, 0.0f})));
   // Mismatched or empty spans.
   EXPECT_TRUE(std::isnan(kl_divergence(std::vector<float>{0.0f}, std::vector<float>{0.0f, 1.0f})));
   EXPECT_TRUE(std::isnan(kl_divergence(std::vector<float>{}, std::vector<float>{})));
@@ -90,7 +93,8 @@ TEST(AccuracyNumerics, LogSoftmaxArgmaxAndFiniteness) {
   log_softmax(x, out);
   double s = 0;
   for (float v : x) s += std::exp(static_cast<double>(v));
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], static_cast<double>(x[i]) - std::log(s), 1e-12);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(out[i], static_cast<double>(x[i]) - std::log(s), 1e-12);
   EXPECT_EQ(argmax(x), 1);  // first of the tied maxima
   EXPECT_EQ(argmax(std::vector<float>{}), 0);
   EXPECT_TRUE(all_finite(x));
@@ -122,22 +126,37 @@ Stories& stories() {
 
 // Two stories in the model's own domain (TinyStories), written for this test.
 const char* const kStoryTexts[] = {
-    "Once upon a time, there was a little boy named Tim. Tim had a red ball that he loved very much. "
-    "Every day he went to the park with his mom and played with the ball on the green grass. One day, "
-    "a big dog came to the park. The dog saw the red ball and ran after it. Tim was scared, but his mom "
-    "said, \"Do not be afraid, Tim. The dog wants to play with you.\" Tim threw the ball and the dog ran "
-    "fast to get it. The dog brought the ball back and wagged its tail. Tim laughed and threw the ball "
-    "again. They played all day long. When the sun went down, Tim said goodbye to the dog. He went home "
-    "with his mom and ate a big dinner. Then he went to bed and dreamed about the dog and the red ball. "
-    "The next day, Tim went back to the park. He looked for the dog, but he could not find it. Tim was "
+    "Once upon a time, there was a little boy named Tim. Tim had a red ball that he loved very "
+    "much. "
+    "Every day he went to the park with his mom and played with the ball on the green grass. One "
+    "day, "
+    "a big dog came to the park. The dog saw the red ball and ran after it. Tim was scared, but "
+    "his mom "
+    "said, \"Do not be afraid, Tim. The dog wants to play with you.\" Tim threw the ball and the "
+    "dog ran "
+    "fast to get it. The dog brought the ball back and wagged its tail. Tim laughed and threw the "
+    "ball "
+    "again. They played all day long. When the sun went down, Tim said goodbye to the dog. He went "
+    "home "
+    "with his mom and ate a big dinner. Then he went to bed and dreamed about the dog and the red "
+    "ball. "
+    "The next day, Tim went back to the park. He looked for the dog, but he could not find it. Tim "
+    "was "
     "sad. Then he heard a happy bark. The dog was there!",
-    "Lily was a little girl who liked to help her dad in the garden. They planted flowers and carrots "
-    "and a small tree. Every morning Lily gave water to the plants with her little blue can. One day, "
-    "Lily saw that a flower was sad and did not stand up. She said to her dad, \"Dad, the flower is sick. "
-    "What can we do?\" Her dad smiled and said, \"The flower needs more sun, Lily. Let us move it.\" They "
-    "moved the flower to a sunny spot near the fence. The next day, the flower was happy and tall. Lily "
-    "was very proud. She told her friend Sue about the flower. Sue wanted to see it, so Lily showed her "
-    "the garden. Sue liked the carrots the most. They picked one carrot and shared it. It was sweet and "
+    "Lily was a little girl who liked to help her dad in the garden. They planted flowers and "
+    "carrots "
+    "and a small tree. Every morning Lily gave water to the plants with her little blue can. One "
+    "day, "
+    "Lily saw that a flower was sad and did not stand up. She said to her dad, \"Dad, the flower "
+    "is sick. "
+    "What can we do?\" Her dad smiled and said, \"The flower needs more sun, Lily. Let us move "
+    "it.\" They "
+    "moved the flower to a sunny spot near the fence. The next day, the flower was happy and tall. "
+    "Lily "
+    "was very proud. She told her friend Sue about the flower. Sue wanted to see it, so Lily "
+    "showed her "
+    "the garden. Sue liked the carrots the most. They picked one carrot and shared it. It was "
+    "sweet and "
     "good. Lily and Sue played in the garden until it was time to go home. Lily said, \"I love our "
     "garden.\" Her dad gave her a big hug.",
 };
@@ -158,7 +177,8 @@ std::vector<Sample> samples() {
     if (static_cast<int64_t>(ids.size()) < kContextTokens + kContinuationTokens) continue;
     Sample s;
     s.context.assign(ids.begin(), ids.begin() + kContextTokens);
-    s.continuation.assign(ids.begin() + kContextTokens, ids.begin() + kContextTokens + kContinuationTokens);
+    s.continuation.assign(ids.begin() + kContextTokens,
+                          ids.begin() + kContextTokens + kContinuationTokens);
     out.push_back(std::move(s));
   }
   return out;
@@ -178,7 +198,8 @@ CompressionOptions compressing(KvPolicy policy, double ratio, const char* scorer
 
 Result<AgreementResult> agree(const CompressionOptions& o, const Sample& s, int group_size = 0) {
   ThreadPool threads(1);
-  return policy_agreement(*stories().model, o, group_size, 16, s.context, s.continuation, kGenerate, threads);
+  return policy_agreement(*stories().model, o, group_size, 16, s.context, s.continuation, kGenerate,
+                          threads);
 }
 
 void expect_consistent(const AgreementResult& r) {
@@ -248,8 +269,10 @@ TEST(AccuracyAgreement, GreedyPhaseLeavesTheCompressedCacheAsItWas) {
   ThreadPool threads(1);
   const Sample s = samples().back();
   const CompressionOptions o = compressing(KvPolicy::Uniform, 0.3, "keydiff");
-  auto with = policy_agreement(*stories().model, o, 0, 16, s.context, s.continuation, kGenerate, threads);
-  auto without = policy_agreement(*stories().model, o, 0, 16, s.context, s.continuation, 0, threads);
+  auto with =
+      policy_agreement(*stories().model, o, 0, 16, s.context, s.continuation, kGenerate, threads);
+  auto without =
+      policy_agreement(*stories().model, o, 0, 16, s.context, s.continuation, 0, threads);
   ASSERT_TRUE(with.ok()) << with.message();
   ASSERT_TRUE(without.ok()) << without.message();
   EXPECT_EQ(with->mean_kl, without->mean_kl);

@@ -42,7 +42,8 @@ TEST(AccuracyWorkload, WindowIsTheSmallestOfTextContextAndBudget) {
   const std::vector<int32_t> text = ids(1000);
   struct Case {
     int64_t context, max_tokens, window;
-  } cases[] = {{2048, 512, 512}, {512, 4096, 512}, {200, 512, 200}, {4096, 300, 300}, {4096, 4096, 1000}};
+  } cases[] = {
+      {2048, 512, 512}, {512, 4096, 512}, {200, 512, 200}, {4096, 300, 300}, {4096, 4096, 1000}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "context " << c.context << " max " << c.max_tokens);
     auto w = choose_accuracy_workload(text, c.context, c.max_tokens);
@@ -61,7 +62,8 @@ TEST(AccuracyWorkload, WindowIsTheSmallestOfTextContextAndBudget) {
 TEST(AccuracyWorkload, TooShortAContextOrTextIsAnError) {
   EXPECT_FALSE(choose_accuracy_workload(ids(1000), kMinAccuracyWindow - 1, 512).ok());
   EXPECT_FALSE(choose_accuracy_workload(ids(1000), 512, kMinAccuracyWindow - 1).ok());
-  EXPECT_FALSE(choose_accuracy_workload(ids(static_cast<int>(kMinAccuracyWindow) - 1), 512, 512).ok());
+  EXPECT_FALSE(
+      choose_accuracy_workload(ids(static_cast<int>(kMinAccuracyWindow) - 1), 512, 512).ok());
   EXPECT_FALSE(choose_accuracy_workload({}, 512, 512).ok());
 }
 
@@ -77,7 +79,8 @@ TEST(AccuracyWorkload, BuiltInTextFitsStories260K) {
   ASSERT_TRUE(m.ok()) << m.message();
   auto tok = Tokenizer::from_gguf((*m)->gguf());
   ASSERT_TRUE(tok.ok()) << tok.message();
-  const std::vector<int32_t> tokens = (*tok)->encode(std::string(default_accuracy_text()), true, false);
+  const std::vector<int32_t> tokens =
+      (*tok)->encode(std::string(default_accuracy_text()), true, false);
   ASSERT_GT(tokens.size(), 512u);
   auto w = choose_accuracy_workload(tokens, (*m)->config().context_length, 512);
   ASSERT_TRUE(w.ok()) << w.message();
@@ -93,14 +96,15 @@ TEST(AccuracyWorkload, BuiltInTextFitsStories260K) {
 
 TEST(AccuracyWorkload, EffectiveRetentionPrefersTheServingRunsBytes) {
   EXPECT_DOUBLE_EQ(effective_retention(300.0, 1200.0, 0.9), 0.25);
-  EXPECT_DOUBLE_EQ(effective_retention(0.0, 1200.0, 0.4), 0.4);   // the policy's bytes unmeasured
-  EXPECT_DOUBLE_EQ(effective_retention(300.0, 0.0, 0.4), 0.4);    // no full run
+  EXPECT_DOUBLE_EQ(effective_retention(0.0, 1200.0, 0.4), 0.4);  // the policy's bytes unmeasured
+  EXPECT_DOUBLE_EQ(effective_retention(300.0, 0.0, 0.4), 0.4);   // no full run
 }
 
 TEST(AccuracyWorkload, RetentionSeriesOnePerPolicySortedByRetention) {
-  const std::vector<AccuracyPoint> points = {
-      {"full", 1.0, 0.0},      {"uniform", 0.5, 0.02}, {"uniform", 0.25, 0.09}, {"tangram G=2", 0.6, 0.01},
-      {"tangram G=4", 0.3, 0.03}, {"uniform", 0.75, 0.005}, {"tangram G=2", 0.35, 0.04}};
+  const std::vector<AccuracyPoint> points = {{"full", 1.0, 0.0},         {"uniform", 0.5, 0.02},
+                                             {"uniform", 0.25, 0.09},    {"tangram G=2", 0.6, 0.01},
+                                             {"tangram G=4", 0.3, 0.03}, {"uniform", 0.75, 0.005},
+                                             {"tangram G=2", 0.35, 0.04}};
   const std::vector<PlotSeries> s = retention_series(points);
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[0].name, "full");

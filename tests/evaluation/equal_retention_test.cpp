@@ -10,8 +10,9 @@ namespace tangram {
 namespace {
 
 std::vector<RetentionPoint> runs() {
-  return {{"full", 1.0, 1.0, 2.0},     {"dynamic", 0.5, 0.60, 10.0}, {"dynamic", 0.25, 0.30, 16.0},
-          {"dynamic", 0.1, 0.15, 20.0}, {"tangram", 0.25, 0.26, 18.0}, {"tangram", 0.5, 0.52, 12.0}};
+  return {{"full", 1.0, 1.0, 2.0},       {"dynamic", 0.5, 0.60, 10.0},
+          {"dynamic", 0.25, 0.30, 16.0}, {"dynamic", 0.1, 0.15, 20.0},
+          {"tangram", 0.25, 0.26, 18.0}, {"tangram", 0.5, 0.52, 12.0}};
 }
 
 TEST(EqualRetention, InterpolatesBetweenTheBracketingRuns) {

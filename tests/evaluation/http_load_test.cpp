@@ -51,7 +51,8 @@ class FakeServer {
   using Script = std::function<bool(int call, const httplib::Request&, httplib::Response&)>;
 
   explicit FakeServer(Script script = {}) : script_(std::move(script)) {
-    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
+    http_.Post("/v1/completions",
+               [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
     http_.Get("/v1/sessions", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard lock(mu_);
       authorizations_.push_back(req.get_header_value("Authorization"));
@@ -59,11 +60,12 @@ class FakeServer {
       for (const auto& [id, n] : last_prompt_) data.push_back({{"id", id}});
       res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
     });
-    http_.Delete(R"(/v1/sessions/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard lock(mu_);
-      deleted_.push_back(req.matches[1]);
-      res.set_content("{\"deleted\":true}", "application/json");
-    });
+    http_.Delete(R"(/v1/sessions/(.+))",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   std::lock_guard lock(mu_);
+                   deleted_.push_back(req.matches[1]);
+                   res.set_content("{\"deleted\":true}", "application/json");
+                 });
     port_ = http_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { http_.listen_after_bind(); });
   }
@@ -72,7 +74,9 @@ class FakeServer {
     thread_.join();
   }
 
-  HttpEndpoint endpoint() const { return HttpEndpoint{"http://127.0.0.1:" + std::to_string(port_), ""}; }
+  HttpEndpoint endpoint() const {
+    return HttpEndpoint{"http://127.0.0.1:" + std::to_string(port_), ""};
+  }
   std::vector<Seen> seen() {
     std::lock_guard lock(mu_);
     return seen_;
@@ -120,8 +124,10 @@ class FakeServer {
       last_prompt_[s.session_id] = static_cast<int64_t>(s.prompt.size());
     }
     const std::string text = " r" + std::to_string(s.prompt.size());
-    const json piece = {{"object", "text_completion"}, {"choices", {{{"text", text}, {"finish_reason", nullptr}}}}};
-    const json last = {{"object", "text_completion"}, {"choices", {{{"text", ""}, {"finish_reason", "length"}}}}};
+    const json piece = {{"object", "text_completion"},
+                        {"choices", {{{"text", text}, {"finish_reason", nullptr}}}}};
+    const json last = {{"object", "text_completion"},
+                       {"choices", {{{"text", ""}, {"finish_reason", "length"}}}}};
     const json usage = {{"object", "text_completion"},
                         {"choices", json::array()},
                         {"usage",
@@ -129,17 +135,19 @@ class FakeServer {
                           {"completion_tokens", 2},
                           {"total_tokens", s.prompt.size() + 2},
                           {"prompt_tokens_details", {{"cached_tokens", cached}}}}}};
-    const std::string stream = ": keep-alive\n\ndata: " + piece.dump() + "\n\ndata: " + last.dump() +
-                               "\n\ndata: " + usage.dump() + "\n\ndata: [DONE]\n\n";
+    const std::string stream = ": keep-alive\n\ndata: " + piece.dump() +
+                               "\n\ndata: " + last.dump() + "\n\ndata: " + usage.dump() +
+                               "\n\ndata: [DONE]\n\n";
     const auto delay = stream_delay;
-    res.set_chunked_content_provider("text/event-stream", [this, stream, delay](size_t, httplib::DataSink& sink) {
-      std::this_thread::sleep_for(delay);
-      for (size_t i = 0; i < stream.size(); i += 3)
-        if (!sink.write(stream.data() + i, std::min<size_t>(3, stream.size() - i))) break;
-      sink.done();
-      --in_flight_;
-      return true;
-    });
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, stream, delay](size_t, httplib::DataSink& sink) {
+          std::this_thread::sleep_for(delay);
+          for (size_t i = 0; i < stream.size(); i += 3)
+            if (!sink.write(stream.data() + i, std::min<size_t>(3, stream.size() - i))) break;
+          sink.done();
+          --in_flight_;
+          return true;
+        });
   }
 
   Script script_;
@@ -154,7 +162,8 @@ class FakeServer {
   std::atomic<int> in_flight_{0}, max_in_flight_{0};
 };
 
-Conversation conversation(const std::string& id, std::vector<std::vector<int32_t>> users, double arrival_s = 0) {
+Conversation conversation(const std::string& id, std::vector<std::vector<int32_t>> users,
+                          double arrival_s = 0) {
   Conversation c;
   c.id = id;
   c.arrival_s = arrival_s;
@@ -209,7 +218,8 @@ TEST(HttpLoad, HistoryIsEveryPromptPlusEachReplyAndReuseKeepsOneSessionId) {
       EXPECT_EQ(r.http_status, 200);
       EXPECT_EQ(r.finish_reason, "length");
       EXPECT_EQ(r.record.output_tokens, 2);
-      EXPECT_EQ(r.record.prompt_tokens, static_cast<int64_t>(seen[static_cast<size_t>(r.record.turn)].prompt.size()));
+      EXPECT_EQ(r.record.prompt_tokens,
+                static_cast<int64_t>(seen[static_cast<size_t>(r.record.turn)].prompt.size()));
       EXPECT_LE(r.record.submit_s, r.record.first_token_s);
       EXPECT_LE(r.record.first_token_s, r.record.finish_s);
       // The fake server's cache: the previous prompt of the same session id.
@@ -230,7 +240,8 @@ TEST(HttpLoad, A429IsRetriedAfterItsRetryAfter) {
     if (call != 0) return false;
     res.status = 429;
     res.set_header("Retry-After", "0");
-    res.set_content(R"({"error":{"message":"at capacity","type":"rate_limit_error"}})", "application/json");
+    res.set_content(R"({"error":{"message":"at capacity","type":"rate_limit_error"}})",
+                    "application/json");
     return true;
   });
   auto run = run_http_load(options_for(server, SessionReuse::On), {conversation("c", {{5, 6}})});
@@ -257,7 +268,8 @@ TEST(HttpLoad, PersistentRejectionGivesUpAndSkipsTheRest) {
   auto run = run_http_load(o, {conversation("c", {{1}, {2}, {3}})});
   ASSERT_TRUE(run.ok()) << run.message();
   ASSERT_EQ(run->requests.size(), 1u);
-  EXPECT_NE(run->requests[0].error.find("at capacity"), std::string::npos) << run->requests[0].error;
+  EXPECT_NE(run->requests[0].error.find("at capacity"), std::string::npos)
+      << run->requests[0].error;
   EXPECT_EQ(run->requests[0].http_status, 429);
   EXPECT_EQ(run->rejected_429, 3);  // the first try and two retries
   EXPECT_EQ(run->gave_up_429, 1);
@@ -321,7 +333,8 @@ TEST(HttpLoad, NoServerIsAnErrorRecordNotACrash) {
   ASSERT_TRUE(run.ok()) << run.message();
   ASSERT_EQ(run->requests.size(), 1u);
   EXPECT_EQ(run->requests[0].http_status, 0);
-  EXPECT_NE(run->requests[0].error.find("no response"), std::string::npos) << run->requests[0].error;
+  EXPECT_NE(run->requests[0].error.find("no response"), std::string::npos)
+      << run->requests[0].error;
   EXPECT_EQ(run->skipped, 1);
 }
 
@@ -411,8 +424,9 @@ TEST(HttpLoadHelpers, ParseBaseUrl) {
   ASSERT_TRUE(e.ok()) << e.message();
   EXPECT_EQ(e->origin, "http://[::1]:9000");
   EXPECT_EQ(e->base_path, "/x");
-  for (const char* bad : {"127.0.0.1:8080", "ftp://h", "http://", "http://:80", "http://h:0", "http://h:65536",
-                          "http://h:", "http://h:8x", "http://u:p@h", "http://h/?q=1", "http://[::1"})
+  for (const char* bad :
+       {"127.0.0.1:8080", "ftp://h", "http://", "http://:80", "http://h:0", "http://h:65536",
+        "http://h:", "http://h:8x", "http://u:p@h", "http://h/?q=1", "http://[::1"})
     EXPECT_FALSE(parse_base_url(bad).ok()) << bad;
 }
 
@@ -450,7 +464,8 @@ TEST(HttpLoadHelpers, EncodeContinuationReproducesTheGeneratedTokens) {
   const std::vector<int32_t> head = (*tok)->encode("Once upon a time", false, false);
   ASSERT_GT(all.size(), head.size());
   ASSERT_TRUE(std::equal(head.begin(), head.end(), all.begin()));
-  const std::vector<int32_t> tail(all.begin() + static_cast<std::ptrdiff_t>(head.size()), all.end());
+  const std::vector<int32_t> tail(all.begin() + static_cast<std::ptrdiff_t>(head.size()),
+                                  all.end());
   std::string streamed;  // what a server streams for the tail: the pieces' bytes
   for (int32_t id : tail) streamed += (*tok)->token_to_piece(id);
   ASSERT_EQ(streamed.front(), ' ');

@@ -153,12 +153,13 @@ TEST(RunMetrics, FollowupTurnsResidentRestoredRecomputed) {
     x.prompt_tokens = 100;
     x.output_tokens = 4;
   }
-  r[0].turn = 0;                                              // first turn: not a follow-up
-  r[1].turn = 1, r[1].cached_tokens = 90;                     // resident
-  r[2].turn = 2, r[2].cached_tokens = 95;                     // resident
+  r[0].turn = 0;                                                      // first turn: not a follow-up
+  r[1].turn = 1, r[1].cached_tokens = 90;                             // resident
+  r[2].turn = 2, r[2].cached_tokens = 95;                             // resident
   r[3].turn = 1, r[3].cached_tokens = 90, r[3].restored_tokens = 90;  // restored from a tier
-  r[4].turn = 3;                                              // recomputed: nothing cached
-  r[5].turn = 2, r[5].recomputed_tokens = 50, r[5].preemptions = 1;  // recomputed, then preempted too
+  r[4].turn = 3;                                                      // recomputed: nothing cached
+  r[5].turn = 2, r[5].recomputed_tokens = 50,
+  r[5].preemptions = 1;                                       // recomputed, then preempted too
   r[6].turn = 1, r[6].cached_tokens = 90, r[6].error = true;  // failed: left out
   const FollowupSources f = classify_followups(r);
   EXPECT_EQ(f.resident, 2);

@@ -24,14 +24,22 @@ struct Stories {
 
 // A story in the model's own domain (TinyStories), written for these tests.
 constexpr const char* kStory =
-    "Once upon a time, there was a little boy named Tim. Tim had a red ball that he loved very much. "
-    "Every day he went to the park with his mom and played with the ball on the green grass. One day, "
-    "a big dog came to the park. The dog saw the red ball and ran after it. Tim was scared, but his mom "
-    "said, \"Do not be afraid, Tim. The dog wants to play with you.\" Tim threw the ball and the dog ran "
-    "fast to get it. The dog brought the ball back and wagged its tail. Tim laughed and threw the ball "
-    "again. They played all day long. When the sun went down, Tim said goodbye to the dog. He went home "
-    "with his mom and ate a big dinner. Then he went to bed and dreamed about the dog and the red ball. "
-    "The next day, Tim went back to the park. He looked for the dog, but he could not find it. Tim was "
+    "Once upon a time, there was a little boy named Tim. Tim had a red ball that he loved very "
+    "much. "
+    "Every day he went to the park with his mom and played with the ball on the green grass. One "
+    "day, "
+    "a big dog came to the park. The dog saw the red ball and ran after it. Tim was scared, but "
+    "his mom "
+    "said, \"Do not be afraid, Tim. The dog wants to play with you.\" Tim threw the ball and the "
+    "dog ran "
+    "fast to get it. The dog brought the ball back and wagged its tail. Tim laughed and threw the "
+    "ball "
+    "again. They played all day long. When the sun went down, Tim said goodbye to the dog. He went "
+    "home "
+    "with his mom and ate a big dinner. Then he went to bed and dreamed about the dog and the red "
+    "ball. "
+    "The next day, Tim went back to the park. He looked for the dog, but he could not find it. Tim "
+    "was "
     "sad. Then he heard a happy bark. The dog was there!";
 
 Stories& stories() {
@@ -53,8 +61,8 @@ Stories& stories() {
 
 // The reference: consecutive windows of `window` tokens (BOS first), each one forward pass over
 // a contiguous F32 cache; mean NLL over every position's next token, in double.
-double reference_mean_nll(Model& model, const std::vector<int32_t>& tokens, int64_t window, int32_t bos,
-                          ThreadPool& pool) {
+double reference_mean_nll(Model& model, const std::vector<int32_t>& tokens, int64_t window,
+                          int32_t bos, ThreadPool& pool) {
   const int64_t vocab = model.config().vocab;
   const auto n = static_cast<int64_t>(tokens.size());
   double sum = 0;
@@ -67,7 +75,8 @@ double reference_mean_nll(Model& model, const std::vector<int32_t>& tokens, int6
     EXPECT_TRUE(model.forward(*cache, win.data(), window, 0, logits.data(), pool, true).ok());
     std::vector<double> lp(static_cast<size_t>(vocab));
     for (int64_t i = 0; i + 1 < window; ++i) {
-      log_softmax(std::span<const float>(logits.data() + i * vocab, static_cast<size_t>(vocab)), lp);
+      log_softmax(std::span<const float>(logits.data() + i * vocab, static_cast<size_t>(vocab)),
+                  lp);
       sum -= lp[static_cast<size_t>(win[static_cast<size_t>(i + 1)])];
       ++count;
     }
@@ -155,12 +164,14 @@ TEST(Perplexity, CompressionCostsMoreAsTheRatioFalls) {
   Model& m = *stories().model;
   ThreadPool pool(1);
   for (const char* scorer : {"keydiff", "snapkv"}) {
-    auto full = evaluate_perplexity(m, stories().tokens, options_for(KvPolicy::Full, 1.0, scorer, 32), pool);
+    auto full = evaluate_perplexity(m, stories().tokens,
+                                    options_for(KvPolicy::Full, 1.0, scorer, 32), pool);
     ASSERT_TRUE(full.ok()) << full.message();
     const double margin = 0.01 * full->ppl;  // noise allowed between neighbouring ratios
     double prev_ppl = full->ppl, prev_kl = 0.0, prev_retention = 1.0;
     for (const double ratio : {0.7, 0.5, 0.3}) {
-      auto r = evaluate_perplexity(m, stories().tokens, options_for(KvPolicy::Uniform, ratio, scorer, 32), pool);
+      auto r = evaluate_perplexity(m, stories().tokens,
+                                   options_for(KvPolicy::Uniform, ratio, scorer, 32), pool);
       ASSERT_TRUE(r.ok()) << r.message();
       SCOPED_TRACE(::testing::Message() << scorer << " ratio " << ratio);
       EXPECT_TRUE(r->compared);

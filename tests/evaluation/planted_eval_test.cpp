@@ -32,7 +32,8 @@ TEST(PlantedEval, PlaysTheWholeChatAndScoresEveryQuestion) {
   EXPECT_LE(a->conversation_tokens, (*model)->config().context_length);
   EXPECT_GT(a->conversation_tokens, 1000);  // the filler was shrunk, not dropped
   int64_t correct = 0;
-  for (size_t i = 0; i < a->answers.size(); ++i) correct += exact_match(a->answers[i], a->expected[i]) ? 1 : 0;
+  for (size_t i = 0; i < a->answers.size(); ++i)
+    correct += exact_match(a->answers[i], a->expected[i]) ? 1 : 0;
   EXPECT_EQ(correct, a->correct);
   // Greedy: the same chat gives the same answers.
   auto b = run_planted_facts(**model, **tok, *tmpl, eo, po);

@@ -12,17 +12,24 @@ namespace {
 
 // A stream as `tangram serve` sends it for /v1/completions with include_usage.
 const std::string kStream =
-    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"Hel\",\"index\":0,"
+    "data: "
+    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"Hel\",\"index\":0,"
     "\"finish_reason\":null}],\"usage\":null}\n\n"
     ": keep-alive\n\n"
-    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"\",\"index\":0,"
+    "data: "
+    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"\",\"index\":0,"
     "\"finish_reason\":null}],\"usage\":null}\n\n"
-    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"lo \\u00e9\",\"index\":0,"
+    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"lo "
+    "\\u00e9\",\"index\":0,"
     "\"finish_reason\":null}],\"usage\":null}\n\n"
-    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"\",\"index\":0,"
+    "data: "
+    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"\",\"index\":0,"
     "\"finish_reason\":\"length\"}],\"usage\":null}\n\n"
-    "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,"
-    "\"completion_tokens\":3,\"total_tokens\":43,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n"
+    "data: "
+    "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":"
+    "40,"
+    "\"completion_tokens\":3,\"total_tokens\":43,\"prompt_tokens_details\":{\"cached_tokens\":32}}}"
+    "\n\n"
     "data: [DONE]\n\n";
 
 std::vector<std::string> feed_in_pieces(SseParser& p, const std::string& s, size_t piece) {
@@ -49,8 +56,9 @@ TEST(SseParser, SameEventsWhateverTheReadSizes) {
 
 TEST(SseParser, CrLfMultiLineDataAndOtherFields) {
   SseParser p;
-  const auto events =
-      p.feed("event: message\r\nid: 7\r\ndata: a\r\ndata:b\r\n\r\nretry: 10\n\n:c1\n:c2\ndata: [DONE]\n\n");
+  const auto events = p.feed(
+      "event: message\r\nid: 7\r\ndata: a\r\ndata:b\r\n\r\nretry: 10\n\n:c1\n:c2\ndata: "
+      "[DONE]\n\n");
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0], "a\nb");  // data lines joined by "\n"; the space after ':' is optional
   EXPECT_EQ(events[1], "[DONE]");
@@ -95,7 +103,10 @@ TEST(CompletionStreamReader, ReadsTextFinishAndUsageAtEverySplit) {
 
 TEST(CompletionStreamReader, UsageWithoutDetailsMeansNoCachedTokens) {
   CompletionStreamReader r;
-  r.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\n");
+  r.feed(
+      "data: "
+      "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}"
+      "\n\n");
   ASSERT_TRUE(r.has_usage());
   EXPECT_EQ(r.cached_tokens(), 0);
   EXPECT_FALSE(r.done());
@@ -103,12 +114,16 @@ TEST(CompletionStreamReader, UsageWithoutDetailsMeansNoCachedTokens) {
 
 TEST(CompletionStreamReader, ReadsChatDeltas) {
   CompletionStreamReader r;
-  EXPECT_EQ(r.feed("data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
-                   "\"assistant\"},\"finish_reason\":null}]}\n\n"
-                   "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
-                   "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-                   "data: [DONE]\n\n"),
-            1);
+  EXPECT_EQ(
+      r.feed(
+          "data: "
+          "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+          "\"assistant\"},\"finish_reason\":null}]}\n\n"
+          "data: "
+          "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n"
+          "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+          "data: [DONE]\n\n"),
+      1);
   EXPECT_EQ(r.text(), "Hi");
   EXPECT_EQ(r.finish_reason(), "stop");
   EXPECT_TRUE(r.done());
@@ -119,7 +134,9 @@ TEST(CompletionStreamReader, FailuresAreReportedAndStopTheCount) {
   {
     CompletionStreamReader r;
     r.feed("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
-    r.feed("data: {\"error\":{\"message\":\"generation failed: out of KV\",\"type\":\"server_error\"}}\n\n");
+    r.feed(
+        "data: {\"error\":{\"message\":\"generation failed: out of "
+        "KV\",\"type\":\"server_error\"}}\n\n");
     EXPECT_EQ(r.error(), "generation failed: out of KV");
     EXPECT_EQ(r.feed("data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n"), 0);
     EXPECT_EQ(r.text(), "a");

@@ -97,7 +97,8 @@ TEST(SyntheticKv, DynamicSpreadsEachLayersUniformTotalByTheProfile) {
     EXPECT_EQ(sum, kKvHeads * uni.lengths[0]) << "layer " << l;  // the same total as uniform
     for (int a = 0; a < kKvHeads; ++a)
       for (int b = 0; b < kKvHeads; ++b) {
-        if (budget[static_cast<size_t>(l * kKvHeads + a)] > budget[static_cast<size_t>(l * kKvHeads + b)]) {
+        if (budget[static_cast<size_t>(l * kKvHeads + a)] >
+            budget[static_cast<size_t>(l * kKvHeads + b)]) {
           EXPECT_GE(first[a], first[b]) << "layer " << l << " heads " << a << ", " << b;
         }
       }
@@ -109,7 +110,8 @@ TEST(SyntheticKv, DynamicSpreadsEachLayersUniformTotalByTheProfile) {
 
 TEST(SyntheticKv, TangramIsFittedToUniformsPageMemoryAtTheLargestRatio) {
   Fixture f;
-  f.options.tangram_group_size = 2;  // half of uniform's (unified) pages: memory is compared in slots
+  f.options.tangram_group_size =
+      2;  // half of uniform's (unified) pages: memory is compared in slots
   const SyntheticKvLayout tg = f.layout(KvPolicy::Tangram);
   const SyntheticKvLayout uni = f.layout(KvPolicy::Uniform);
   EXPECT_EQ(tg.group_size, 2);
@@ -138,7 +140,8 @@ TEST(SyntheticKv, FillHoldsTheFootprintAndTheLayoutsLengthsAndPositions) {
   Fixture f;
   const KvShape shape{kLayers, 8, kKvHeads, f.config.head_dim, f.config.head_dim_v};
   for (const KvType type : {KvType::F16, KvType::Q8_0}) {
-    for (const KvPolicy policy : {KvPolicy::Full, KvPolicy::Uniform, KvPolicy::Dynamic, KvPolicy::Tangram}) {
+    for (const KvPolicy policy :
+         {KvPolicy::Full, KvPolicy::Uniform, KvPolicy::Dynamic, KvPolicy::Tangram}) {
       SCOPED_TRACE(std::string(kv_policy_name(policy)) + " on " + std::string(kv_type_name(type)));
       const SyntheticKvLayout layout = f.layout(policy);
       PageGeometry geo;
@@ -147,7 +150,8 @@ TEST(SyntheticKv, FillHoldsTheFootprintAndTheLayoutsLengthsAndPositions) {
       geo.head_dim = shape.head_dim;
       geo.head_dim_v = shape.head_dim_v;
       geo.type = type;
-      auto pool = BlockPool::create(geo, static_cast<size_t>(2 * layout.footprint_pages(16)) * geo.page_bytes());
+      auto pool = BlockPool::create(
+          geo, static_cast<size_t>(2 * layout.footprint_pages(16)) * geo.page_bytes());
       ASSERT_TRUE(pool.ok()) << pool.message();
       auto cache = PagedKvCache::create(shape, 3100, **pool, layout.map);
       ASSERT_TRUE(cache.ok()) << cache.message();
@@ -165,7 +169,8 @@ TEST(SyntheticKv, FillHoldsTheFootprintAndTheLayoutsLengthsAndPositions) {
           EXPECT_EQ(c.entry_position(l, h, 0), 0);
           EXPECT_EQ(c.entry_position(l, h, len - 1), 2999);
           for (int64_t e = 1; e < len; ++e)
-            ASSERT_LT(c.entry_position(l, h, e - 1), c.entry_position(l, h, e)) << l << "," << h << "," << e;
+            ASSERT_LT(c.entry_position(l, h, e - 1), c.entry_position(l, h, e))
+                << l << "," << h << "," << e;
           EXPECT_EQ(c.head_view(l, h).visible(3000), len);
         }
       // The cache decodes on from there: one more position fits in the reserved pages.
@@ -196,9 +201,11 @@ TEST(SyntheticKv, RefusesBadOptionsAndAMismatchedCache) {
   geo.group_size = kKvHeads;
   geo.head_dim = f.config.head_dim;
   geo.head_dim_v = f.config.head_dim_v;
-  auto pool = BlockPool::create(geo, static_cast<size_t>(uni.footprint_pages(16) + 4) * geo.page_bytes());
+  auto pool =
+      BlockPool::create(geo, static_cast<size_t>(uni.footprint_pages(16) + 4) * geo.page_bytes());
   ASSERT_TRUE(pool.ok());
-  auto cache = PagedKvCache::create({kLayers, 8, kKvHeads, f.config.head_dim, f.config.head_dim_v}, 3100, **pool, uni.map);
+  auto cache = PagedKvCache::create({kLayers, 8, kKvHeads, f.config.head_dim, f.config.head_dim_v},
+                                    3100, **pool, uni.map);
   ASSERT_TRUE(cache.ok());
   EXPECT_FALSE(fill_synthetic_kv(**cache, tg, 3000, f.options, 1).ok());
   EXPECT_TRUE(fill_synthetic_kv(**cache, uni, 3000, f.options, 1).ok());

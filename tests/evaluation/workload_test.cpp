@@ -243,8 +243,8 @@ TEST(Workload, SharedContextIsACommonPrefix) {
   for (const Conversation& c : w) {
     const auto& u = c.turns[0].user_tokens;
     ASSERT_EQ(u.size(), 320u);
-    common = std::min<size_t>(common, std::mismatch(ref.begin(), ref.end(), u.begin()).first -
-                                          ref.begin());
+    common = std::min<size_t>(common,
+                              std::mismatch(ref.begin(), ref.end(), u.begin()).first - ref.begin());
   }
   EXPECT_GE(common, 300u);  // the context is shared...
   EXPECT_LT(common, 320u);  // ...the questions are not
@@ -267,8 +267,9 @@ TEST(Workload, SharedContextWithJitterStillShared) {
     const auto& r = w[0].turns[0].user_tokens;
     const auto& u = c.turns[0].user_tokens;
     const size_t n = std::min(r.size(), u.size());
-    common = std::min<size_t>(common, std::mismatch(r.begin(), r.begin() + static_cast<long>(n),
-                                                    u.begin()).first - r.begin());
+    common = std::min<size_t>(
+        common,
+        std::mismatch(r.begin(), r.begin() + static_cast<long>(n), u.begin()).first - r.begin());
   }
   EXPECT_GE(common, 1u);
 }

@@ -57,7 +57,8 @@ void check_copy_against_map(const std::string& path, size_t min_progress_calls) 
 
   // The copy starts on a huge-page boundary (where the kernel can back it with 2 MiB pages).
   const GgufTensorInfo& first = c.tensors().front();
-  const auto start = reinterpret_cast<uintptr_t>(c.view(first).data) - c.data_offset() - first.offset;
+  const auto start =
+      reinterpret_cast<uintptr_t>(c.view(first).data) - c.data_offset() - first.offset;
   EXPECT_EQ(start % (uintptr_t{2} << 20), 0u);
 
   // Progress: rising, ending at the file's size.
@@ -79,7 +80,9 @@ TEST(GgufFileMemory, CopyAcrossReadChunks) {
   GgufWriter w;
   w.set_string("general.architecture", "test");
   ASSERT_TRUE(w.add_tensor("first", GgmlType::F32, {16}, data.data(), 16 * sizeof(float)).ok());
-  ASSERT_TRUE(w.add_tensor("big", GgmlType::F32, {kCols, kRows}, data.data(), data.size() * sizeof(float)).ok());
+  ASSERT_TRUE(
+      w.add_tensor("big", GgmlType::F32, {kCols, kRows}, data.data(), data.size() * sizeof(float))
+          .ok());
   const std::string path = (testing::temp_dir() / "chunks.gguf").string();
   ASSERT_TRUE(w.write(path).ok());
   check_copy_against_map(path, 2);
@@ -87,10 +90,14 @@ TEST(GgufFileMemory, CopyAcrossReadChunks) {
 
 TEST(GgufFileMemory, ACopyThatDoesNotFitFallsBackToTheMap) {
   constexpr size_t kMiB = size_t{1} << 20;
-  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 200 * kMiB), FileMemory::kHugePages);
-  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 100 * kMiB), FileMemory::kHugePages);
-  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB + 1, 100 * kMiB), FileMemory::kMapped);
-  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, std::nullopt), FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 200 * kMiB),
+            FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, 100 * kMiB),
+            FileMemory::kHugePages);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB + 1, 100 * kMiB),
+            FileMemory::kMapped);
+  EXPECT_EQ(file_memory_for(FileMemory::kHugePages, 100 * kMiB, std::nullopt),
+            FileMemory::kHugePages);
   EXPECT_EQ(file_memory_for(FileMemory::kMapped, 1, 200 * kMiB), FileMemory::kMapped);
 }
 
@@ -129,9 +136,11 @@ TEST(GgufFileMemory, RewriteTensorsInTheHugePageCopyOnly) {
     const TensorView v = f.view(t);
     const uint8_t* file = bytes.data() + f.data_offset() + t.offset;
     const bool rewritten = t.name == name;
-    EXPECT_EQ(v.layout, rewritten ? TensorLayout::kInterleaved16 : TensorLayout::kRowMajor) << t.name;
+    EXPECT_EQ(v.layout, rewritten ? TensorLayout::kInterleaved16 : TensorLayout::kRowMajor)
+        << t.name;
     for (size_t i = 0; i < t.nbytes; ++i)
-      ASSERT_EQ(v.data[i], rewritten ? static_cast<uint8_t>(~file[i]) : file[i]) << t.name << " " << i;
+      ASSERT_EQ(v.data[i], rewritten ? static_cast<uint8_t>(~file[i]) : file[i])
+          << t.name << " " << i;
   }
 }
 

@@ -46,7 +46,8 @@ std::string valid_file_bytes(const std::filesystem::path& dir) {
 
 // Checks a parse result: on failure the message shape (returning the offset), on success that
 // the parsed directory stays inside the file (returning -1).
-int64_t check_result(const Result<std::unique_ptr<GgufFile>>& r, const std::string& path, size_t size) {
+int64_t check_result(const Result<std::unique_ptr<GgufFile>>& r, const std::string& path,
+                     size_t size) {
   if (!r.ok()) return expect_located_error(r.message(), path, size);
   const GgufFile& f = **r;
   EXPECT_EQ(f.file_size(), size);
@@ -84,7 +85,8 @@ size_t end_of_tensor_data(const std::string& path) {
   EXPECT_TRUE(r.ok());
   if (!r.ok()) return 0;
   size_t end = (*r)->data_offset();
-  for (const auto& t : (*r)->tensors()) end = std::max(end, (*r)->data_offset() + t.offset + t.nbytes);
+  for (const auto& t : (*r)->tensors())
+    end = std::max(end, (*r)->data_offset() + t.offset + t.nbytes);
   return end;
 }
 
@@ -146,8 +148,9 @@ TEST(GgufMalformed, SeededExtremeFieldOverwrites) {
   const auto dir = temp_dir();
   const std::string good = valid_file_bytes(dir);
   const auto path = (dir / "wide.gguf").string();
-  const uint64_t extremes[] = {kU64Max, kU64Max / 2, 1ull << 32, 1ull << 62, 0x7fffffffffffffffull,
-                               good.size(), good.size() - 7, 0};
+  const uint64_t extremes[] = {
+      kU64Max,     kU64Max / 2,     1ull << 32, 1ull << 62, 0x7fffffffffffffffull,
+      good.size(), good.size() - 7, 0};
   std::mt19937 rng(99);
   for (int iter = 0; iter < 1500; ++iter) {
     std::string bad = good;
@@ -162,8 +165,8 @@ TEST(GgufMalformed, SeededExtremeFieldOverwrites) {
 struct Crafted {
   std::string name;
   std::string bytes;
-  int64_t offset;                      // expected error offset
-  std::vector<std::string> mentions;   // substrings the message must contain
+  int64_t offset;                     // expected error offset
+  std::vector<std::string> mentions;  // substrings the message must contain
 };
 
 std::vector<Crafted> crafted_cases() {
@@ -185,12 +188,16 @@ std::vector<Crafted> crafted_cases() {
   c.push_back({"version 0", RawGguf().header(0, 0, 0).bytes, 4, {"version 0"}});
   c.push_back({"big-endian", RawGguf().header(0x03000000, 0, 0).bytes, 4, {"big-endian"}});
   c.push_back({"short header", RawGguf().header(3, 0, 0).bytes.substr(0, 10), 8, {"tensor count"}});
-  c.push_back({"huge kv count", RawGguf().header(3, 0, kU64Max).bytes, 16, {"metadata count 18446744073709551615"}});
+  c.push_back({"huge kv count",
+               RawGguf().header(3, 0, kU64Max).bytes,
+               16,
+               {"metadata count 18446744073709551615"}});
   c.push_back({"huge tensor count", RawGguf().header(3, 1ull << 60, 0).bytes, 8, {"tensor count"}});
   {
     RawGguf g;
     g.header(3, 0, 1).u64(9000000000000000000ull).zeros(40);
-    c.push_back({"huge key length", g.bytes, 24, {"length 9000000000000000000 exceeds", "file size 72"}});
+    c.push_back(
+        {"huge key length", g.bytes, 24, {"length 9000000000000000000 exceeds", "file size 72"}});
   }
   {
     RawGguf g;
@@ -254,21 +261,37 @@ std::vector<Crafted> crafted_cases() {
     g.header(3, 0, 1).kv_str("general.alignment", "32");
     c.push_back({"alignment string", g.bytes, 53, {"must be an integer"}});
   }
-  c.push_back({"misaligned tensor offset", one_tensor("w", {8}, 0, 4, 64), 24 + 9 + 4 + 8 + 4,
+  c.push_back({"misaligned tensor offset",
+               one_tensor("w", {8}, 0, 4, 64),
+               24 + 9 + 4 + 8 + 4,
                {"tensor 'w'", "not a multiple of the alignment 32"}});
-  c.push_back({"tensor past EOF", one_tensor("w", {8}, 0, 32, 32), 24,
+  c.push_back({"tensor past EOF",
+               one_tensor("w", {8}, 0, 32, 32),
+               24,
                {"tensor 'w'", "extends past the end of the file"}});
-  c.push_back({"tensor data truncated", one_tensor("w", {64}, 0, 0, 255), 24,
+  c.push_back({"tensor data truncated",
+               one_tensor("w", {64}, 0, 0, 255),
+               24,
                {"tensor 'w'", "extends past the end of the file"}});
-  c.push_back({"unsupported type Q5_K", one_tensor("blk.0.w", {256}, 13, 0, 256), 24 + 15 + 4 + 8,
+  c.push_back({"unsupported type Q5_K",
+               one_tensor("blk.0.w", {256}, 13, 0, 256),
+               24 + 15 + 4 + 8,
                {"'blk.0.w'", "type id 13", "Q5_K"}});
-  c.push_back({"unknown type 99", one_tensor("w", {8}, 99, 0, 64), 24 + 9 + 4 + 8, {"'w'", "type id 99"}});
+  c.push_back(
+      {"unknown type 99", one_tensor("w", {8}, 99, 0, 64), 24 + 9 + 4 + 8, {"'w'", "type id 99"}});
   c.push_back({"n_dims 5", one_tensor("w", {1, 1, 1, 1, 1}, 0, 0, 64), 24 + 9, {"n_dims 5"}});
-  c.push_back({"block size", one_tensor("w", {16}, 2, 0, 64), 24 + 9 + 4 + 8, {"ne[0] = 16", "block size 32"}});
-  c.push_back({"element overflow", one_tensor("w", {1ull << 40, 1ull << 40}, 0, 0, 64), 24 + 9 + 4 + 8,
+  c.push_back({"block size",
+               one_tensor("w", {16}, 2, 0, 64),
+               24 + 9 + 4 + 8,
+               {"ne[0] = 16", "block size 32"}});
+  c.push_back({"element overflow",
+               one_tensor("w", {1ull << 40, 1ull << 40}, 0, 0, 64),
+               24 + 9 + 4 + 8,
                {"overflow"}});
   c.push_back({"negative dim", one_tensor("w", {kU64Max}, 0, 0, 64), 24 + 9 + 4, {"negative"}});
-  c.push_back({"byte size overflow", one_tensor("w", {1ull << 62}, 0, 0, 64), 24 + 9 + 4 + 8,
+  c.push_back({"byte size overflow",
+               one_tensor("w", {1ull << 62}, 0, 0, 64),
+               24 + 9 + 4 + 8,
                {"overflow"}});
   {
     RawGguf g;
@@ -296,7 +319,8 @@ TEST(GgufMalformed, CraftedCorruptions) {
     EXPECT_EQ(off, c.offset);
     auto r = GgufFile::open_memory(path, c.bytes.data(), c.bytes.size());
     ASSERT_FALSE(r.ok());
-    for (const auto& m : c.mentions) EXPECT_NE(r.message().find(m), std::string::npos) << r.message();
+    for (const auto& m : c.mentions)
+      EXPECT_NE(r.message().find(m), std::string::npos) << r.message();
   }
 }
 
@@ -307,8 +331,9 @@ TEST(GgufMalformed, ArrayLengthCap) {
   g.header(3, 0, 1).str("k").u32(9).u32(0).u64(n).zeros(n);
   auto r = GgufFile::open_memory("big.gguf", g.bytes.data(), g.bytes.size());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.message(), "big.gguf: offset 41: metadata key 'k': array length 16777217 exceeds the supported "
-                         "maximum 16777216");
+  EXPECT_EQ(r.message(),
+            "big.gguf: offset 41: metadata key 'k': array length 16777217 exceeds the supported "
+            "maximum 16777216");
   // One item fewer is accepted.
   RawGguf ok;
   ok.header(3, 0, 1).str("k").u32(9).u32(0).u64(n - 1).zeros(n - 1);
@@ -323,7 +348,11 @@ TEST(GgufMalformed, CraftedValidEdgeCases) {
   const auto path = (dir / "model.gguf").string();
   {
     RawGguf g;  // alignment 64 from the file, tensor at offset 64
-    g.header(3, 2, 1).kv_u32("general.alignment", 64).tensor("a", {4}, 0, 0).tensor("b", {4}, 0, 64).pad(64);
+    g.header(3, 2, 1)
+        .kv_u32("general.alignment", 64)
+        .tensor("a", {4}, 0, 0)
+        .tensor("b", {4}, 0, 64)
+        .pad(64);
     g.zeros(80);
     write_bytes(path, g.bytes);
     auto r = GgufFile::open(path);

@@ -25,7 +25,8 @@ TEST(GgufRealFiles, Stories260K) {
   EXPECT_EQ(f.get_int("llama.embedding_length"), 64);
   EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), 4);
   EXPECT_EQ(f.get_int("tokenizer.ggml.seperator_token_id"), 4294967295);
-  EXPECT_FLOAT_EQ(static_cast<float>(*f.get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*f.get_float("llama.attention.layer_norm_rms_epsilon")),
+                  1e-5f);
 
   const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);

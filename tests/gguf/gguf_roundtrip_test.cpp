@@ -2,9 +2,9 @@
 // shapes, alignment handling, atomic replacement and writer-side validation.
 #include <gtest/gtest.h>
 
-#include <numbers>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <random>
 
 #include "gguf/gguf_file.h"
@@ -62,10 +62,16 @@ void expect_same_value(const GgufValue& a, const GgufValue& b, const std::string
   SCOPED_TRACE(key);
   ASSERT_EQ(a.type, b.type);
   switch (a.type) {
-    case GgufValueType::STRING: EXPECT_EQ(a.s, b.s); break;
-    case GgufValueType::BOOL: EXPECT_EQ(a.b, b.b); break;
+    case GgufValueType::STRING:
+      EXPECT_EQ(a.s, b.s);
+      break;
+    case GgufValueType::BOOL:
+      EXPECT_EQ(a.b, b.b);
+      break;
     case GgufValueType::FLOAT32:
-    case GgufValueType::FLOAT64: EXPECT_EQ(a.f, b.f); break;
+    case GgufValueType::FLOAT64:
+      EXPECT_EQ(a.f, b.f);
+      break;
     case GgufValueType::ARRAY:
       EXPECT_EQ(a.elem_type, b.elem_type);
       EXPECT_EQ(a.strings, b.strings);
@@ -97,14 +103,10 @@ struct TensorSpec {
 // One tensor of each supported type, 1 to 4 dims, including an empty one.
 std::vector<TensorSpec> tensor_specs() {
   return {
-      {"f32.vec", GgmlType::F32, {7}},
-      {"f16.mat", GgmlType::F16, {3, 5}},
-      {"q4_0.mat", GgmlType::Q4_0, {64, 3}},
-      {"q8_0.3d", GgmlType::Q8_0, {32, 2, 2}},
-      {"q4_k.mat", GgmlType::Q4_K, {256, 2}},
-      {"q6_k.4d", GgmlType::Q6_K, {512, 1, 1, 2}},
-      {"bf16.4d", GgmlType::BF16, {4, 4, 2, 1}},
-      {"q8_k.row", GgmlType::Q8_K, {256}},
+      {"f32.vec", GgmlType::F32, {7}},           {"f16.mat", GgmlType::F16, {3, 5}},
+      {"q4_0.mat", GgmlType::Q4_0, {64, 3}},     {"q8_0.3d", GgmlType::Q8_0, {32, 2, 2}},
+      {"q4_k.mat", GgmlType::Q4_K, {256, 2}},    {"q6_k.4d", GgmlType::Q6_K, {512, 1, 1, 2}},
+      {"bf16.4d", GgmlType::BF16, {4, 4, 2, 1}}, {"q8_k.row", GgmlType::Q8_K, {256}},
       {"empty", GgmlType::F32, {0, 3}},
   };
 }
@@ -136,7 +138,8 @@ std::vector<GgufKV> all_value_kvs() {
       {"t.a.u32", int_array(T::UINT32, {0, 4294967295})},
       {"t.a.i32", int_array(T::INT32, {std::numeric_limits<int32_t>::min(), -1, 2})},
       {"t.a.u64", int_array(T::UINT64, {0, -1})},  // -1 is the bit pattern of UINT64_MAX
-      {"t.a.i64", int_array(T::INT64, {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()})},
+      {"t.a.i64", int_array(T::INT64, {std::numeric_limits<int64_t>::min(),
+                                       std::numeric_limits<int64_t>::max()})},
       {"t.a.bool", int_array(T::BOOL, {1, 0, 1})},
       {"t.a.f32", float_array(T::FLOAT32, {1.5, -0.25, static_cast<double>(1e-7f)})},
       {"t.a.f64", float_array(T::FLOAT64, {std::numbers::pi, -1e300, 0.0})},
@@ -171,7 +174,8 @@ TEST(GgufRoundTrip, EveryValueTypeAndTensorType) {
   std::vector<std::vector<uint8_t>> datas;
   for (size_t k = 0; k < specs.size(); ++k) {
     datas.push_back(random_bytes(spec_bytes(specs[k]), static_cast<uint32_t>(k)));
-    const Status s = w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, datas[k].data(), datas[k].size());
+    const Status s =
+        w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, datas[k].data(), datas[k].size());
     ASSERT_TRUE(s.ok()) << s.message();
   }
   const Status ws = w.write(path);
@@ -220,7 +224,8 @@ TEST(GgufRoundTrip, OpenMemoryMatchesOpen) {
   const auto specs = tensor_specs();
   for (size_t k = 0; k < specs.size(); ++k) {
     const auto data = random_bytes(spec_bytes(specs[k]), 7 + static_cast<uint32_t>(k));
-    ASSERT_TRUE(w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, data.data(), data.size()).ok());
+    ASSERT_TRUE(
+        w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, data.data(), data.size()).ok());
   }
   ASSERT_TRUE(w.write(path).ok());
   const std::string bytes = testing::read_file(path);
@@ -236,7 +241,8 @@ TEST(GgufRoundTrip, OpenMemoryMatchesOpen) {
     const TensorView b = (*f)->view(t.name);
     ASSERT_EQ(a.nbytes, b.nbytes);
     EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << t.name;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 32, 0u) << t.name;  // keeps the file's alignment
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 32, 0u)
+        << t.name;  // keeps the file's alignment
   }
   EXPECT_FALSE(GgufFile::open_memory("none", nullptr, 0).ok());
 }
@@ -296,7 +302,8 @@ TEST(GgufRoundTrip, CopyingMetadataAndTensorsReproducesTheFileExactly) {
   const auto specs = tensor_specs();
   for (size_t k = 0; k < specs.size(); ++k) {
     const auto data = random_bytes(spec_bytes(specs[k]), 100 + static_cast<uint32_t>(k));
-    ASSERT_TRUE(w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, data.data(), data.size()).ok());
+    ASSERT_TRUE(
+        w.add_tensor(specs[k].name, specs[k].type, specs[k].ne, data.data(), data.size()).ok());
   }
   ASSERT_TRUE(w.write((dir / "a.gguf").string()).ok());
 
@@ -369,13 +376,14 @@ TEST(GgufWriter, RefusesInvalidInput) {
   EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {}, buf.data(), 4).ok());
   EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {1, 1, 1, 1, 1}, buf.data(), 4).ok());
   EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {-1}, buf.data(), 4).ok());
-  EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {2}, buf.data(), 4).ok());      // wrong byte count
-  EXPECT_FALSE(w.add_tensor("x", GgmlType::Q4_0, {16}, buf.data(), 9).ok());    // not a whole block
+  EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {2}, buf.data(), 4).ok());    // wrong byte count
+  EXPECT_FALSE(w.add_tensor("x", GgmlType::Q4_0, {16}, buf.data(), 9).ok());  // not a whole block
   EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {1}, nullptr, 4).ok());
   EXPECT_FALSE(w.add_tensor("x", static_cast<GgmlType>(99), {1}, buf.data(), 4).ok());
-  EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {int64_t{1} << 62, 8}, buf.data(), 4).ok());  // overflow
+  EXPECT_FALSE(
+      w.add_tensor("x", GgmlType::F32, {int64_t{1} << 62, 8}, buf.data(), 4).ok());  // overflow
   ASSERT_TRUE(w.add_tensor("x", GgmlType::F32, {1}, buf.data(), 4).ok());
-  EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {1}, buf.data(), 4).ok());      // duplicate
+  EXPECT_FALSE(w.add_tensor("x", GgmlType::F32, {1}, buf.data(), 4).ok());  // duplicate
 
   const auto dir = temp_dir();
   GgufWriter bad_align;
@@ -395,7 +403,9 @@ TEST(GgufWriter, RefusesInvalidInput) {
   wrong_vector.set_value("k", v);
   EXPECT_FALSE(wrong_vector.write((dir / "e.gguf").string()).ok());
   EXPECT_FALSE(std::filesystem::exists(dir / "a.gguf"));
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 0);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir),
+                          std::filesystem::directory_iterator()),
+            0);
 }
 
 TEST(GgufReader, ReadsVersion2) {
@@ -448,7 +458,8 @@ TEST(GgufReader, NestedArraysAreParsedAndRendered) {
 TEST(GgufValue, ToString) {
   using T = GgufValueType;
   EXPECT_EQ(scalar_u(T::UINT32, 42).to_string(), "42");
-  EXPECT_EQ(scalar_u(T::UINT64, std::numeric_limits<uint64_t>::max()).to_string(), "18446744073709551615");
+  EXPECT_EQ(scalar_u(T::UINT64, std::numeric_limits<uint64_t>::max()).to_string(),
+            "18446744073709551615");
   EXPECT_EQ(scalar_i(T::INT8, -5).to_string(), "-5");
   EXPECT_EQ(scalar_f(T::FLOAT32, static_cast<double>(1e-5f)).to_string(), "1e-05");
   EXPECT_EQ(scalar_f(T::FLOAT64, 0.5).to_string(), "0.5");

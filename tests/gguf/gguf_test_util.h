@@ -39,7 +39,8 @@ class RawGguf {
   }
   RawGguf& kv_u32(std::string_view key, uint32_t v) { return str(key).u32(4).u32(v); }
   RawGguf& kv_str(std::string_view key, std::string_view v) { return str(key).u32(8).str(v); }
-  RawGguf& tensor(std::string_view name, std::initializer_list<uint64_t> ne, uint32_t type, uint64_t offset) {
+  RawGguf& tensor(std::string_view name, std::initializer_list<uint64_t> ne, uint32_t type,
+                  uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(ne.size()));
     for (const uint64_t n : ne) u64(n);
     return u32(type).u64(offset);
@@ -66,7 +67,8 @@ inline void write_bytes(const std::filesystem::path& p, std::string_view bytes) 
 
 // The parser's error shape: "<path>: offset <N>: <problem>", with N inside the file. Returns
 // N, or -1 (after recording a failure) when the message does not have that shape.
-inline int64_t expect_located_error(const std::string& message, const std::string& path, size_t file_size) {
+inline int64_t expect_located_error(const std::string& message, const std::string& path,
+                                    size_t file_size) {
   const std::string prefix = path + ": offset ";
   if (message.rfind(prefix, 0) != 0) {
     ADD_FAILURE() << "error does not start with '" << prefix << "': " << message;

@@ -32,8 +32,8 @@ std::vector<uint8_t> allowed_one_by_one(const GrammarConstraint& c, int32_t n) {
 
 // Walks a constraint through `text` token by token (pieces chosen greedily, longest first) and
 // checks, at every step, that the trie mask equals the per-token reference.
-void check_masks_along(const std::shared_ptr<const OutputGrammar>& g, const std::shared_ptr<const TokenTexts>& texts,
-                       std::mt19937_64& rng) {
+void check_masks_along(const std::shared_ptr<const OutputGrammar>& g,
+                       const std::shared_ptr<const TokenTexts>& texts, std::mt19937_64& rng) {
   GrammarConstraint c(g, texts);
   std::vector<uint8_t> fast;
   std::string written;
@@ -43,7 +43,8 @@ void check_masks_along(const std::shared_ptr<const OutputGrammar>& g, const std:
     ASSERT_EQ(fast, plain) << "step " << step;
     std::vector<int32_t> options;
     for (int32_t id = 0; id < texts->n_vocab(); ++id)
-      if (plain[static_cast<size_t>(id)] != 0 && texts->kind(id) == TokenTexts::Kind::Text) options.push_back(id);
+      if (plain[static_cast<size_t>(id)] != 0 && texts->kind(id) == TokenTexts::Kind::Text)
+        options.push_back(id);
     if (options.empty()) {  // only the end is left
       ASSERT_TRUE(c.may_end()) << "a dead end after: " << written;
       return;
@@ -61,9 +62,10 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnARealVocabulary) {
   ASSERT_TRUE(tok.ok()) << tok.message();
   auto texts = TokenTexts::from_tokenizer(**tok);
   std::mt19937_64 rng(7);
-  for (const char* schema :
-       {R"({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "number"}}, "required": ["n"]})",
-        R"({"type": "array", "items": {"enum": ["once", "upon", 3]}})", R"({})"}) {
+  for (
+      const char* schema :
+      {R"({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "number"}}, "required": ["n"]})",
+       R"({"type": "array", "items": {"enum": ["once", "upon", 3]}})", R"({})"}) {
     check_masks_along(grammar_of(schema), texts, rng);
   }
 }
@@ -71,16 +73,19 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnARealVocabulary) {
 // Byte-level BPE with 151k tokens (Qwen2): the mask agrees with the per-token reference at
 // states inside a key, a string, a number and between values. The times are printed, not judged.
 TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
-  auto file = GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
+  auto file =
+      GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();
   auto texts = TokenTexts::from_tokenizer(**tok);
   ASSERT_GT(texts->n_vocab(), 100000);
-  auto g = grammar_of(R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+  auto g = grammar_of(
+      R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
       "units": {"enum": ["metric", "imperial"]}}, "required": ["city"], "additionalProperties": false})");
   using Clock = std::chrono::steady_clock;
-  for (const char* prefix : {"", R"({"ci)", R"({"city": "Os)", R"({"city": "Oslo", "days": 1)", R"({"city":"x",)"}) {
+  for (const char* prefix :
+       {"", R"({"ci)", R"({"city": "Os)", R"({"city": "Oslo", "days": 1)", R"({"city":"x",)"}) {
     GrammarConstraint c(g, texts);
     OutputMatcher check(g);
     ASSERT_TRUE(check.feed(prefix)) << prefix;
@@ -97,8 +102,8 @@ TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
     const auto t2 = Clock::now();
     EXPECT_EQ(fast, plain) << prefix;
     const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::cout << "mask after '" << prefix << "': " << std::count(fast.begin(), fast.end(), 1) << " allowed, trie "
-              << ms(t1 - t0) << " ms, per-token " << ms(t2 - t1) << " ms\n";
+    std::cout << "mask after '" << prefix << "': " << std::count(fast.begin(), fast.end(), 1)
+              << " allowed, trie " << ms(t1 - t0) << " ms, per-token " << ms(t2 - t1) << " ms\n";
   }
 }
 
@@ -107,20 +112,22 @@ TEST(GrammarConstraint, TrieMaskOnALargeByteLevelVocabulary) {
 // anyOf paths at once) equals the per-token reference at every step. Tokens are drawn among the
 // allowed ones, so walks pass through split UTF-8 characters and escapes too.
 TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
-  auto file = GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
+  auto file =
+      GgufFile::open(testing::data_file("models/llama.cpp-vocab/ggml-vocab-qwen2.gguf").string());
   ASSERT_TRUE(file.ok()) << file.message();
   auto tok = Tokenizer::from_gguf(**file);
   ASSERT_TRUE(tok.ok()) << tok.message();
   auto texts = TokenTexts::from_tokenizer(**tok);
   std::mt19937_64 rng(18);
-  for (const char* schema : {
-           R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 6},
+  for (
+      const char* schema : {
+          R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 6},
                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}}, "required": ["title", "tags"]})",
-           R"({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2},
+          R"({"anyOf": [{"type": "string", "maxLength": 3}, {"type": "string", "minLength": 2},
                {"type": "integer"}]})",
-           R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
+          R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}},
                "additionalProperties": {"type": "number"}})",
-           R"({"type": "string"})"}) {
+          R"({"type": "string"})"}) {
     SCOPED_TRACE(schema);
     GrammarConstraint c(grammar_of(schema), texts);
     std::vector<uint8_t> fast;
@@ -130,7 +137,8 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
       ASSERT_EQ(fast, plain) << "step " << step;
       std::vector<int32_t> options;
       for (int32_t id = 0; id < texts->n_vocab(); ++id)
-        if (plain[static_cast<size_t>(id)] != 0 && texts->kind(id) == TokenTexts::Kind::Text) options.push_back(id);
+        if (plain[static_cast<size_t>(id)] != 0 && texts->kind(id) == TokenTexts::Kind::Text)
+          options.push_back(id);
       if (options.empty()) break;
       // Every other step, a token that leaves a character or an escape unfinished where one is
       // allowed: the string scanner's other states.
@@ -139,7 +147,8 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
         const std::string& p = texts->piece(id);
         if (static_cast<uint8_t>(p.back()) >= 0xC0 || p.back() == '\\') unfinished.push_back(id);
       }
-      const std::vector<int32_t>& from = step % 2 == 1 && !unfinished.empty() ? unfinished : options;
+      const std::vector<int32_t>& from =
+          step % 2 == 1 && !unfinished.empty() ? unfinished : options;
       c.accept(from[rng() % from.size()]);
     }
   }
@@ -148,7 +157,8 @@ TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksOnRandomWalksOverQwen2) {
 // Every state a small vocabulary reaches in four tokens, strings bounded and not: the trie mask
 // equals the per-token reference, through split UTF-8 characters, escapes and \u escapes near
 // the length bound and at the closing quote.
-void check_every_state(const GrammarConstraint& c, const std::shared_ptr<const TokenTexts>& texts, int depth) {
+void check_every_state(const GrammarConstraint& c, const std::shared_ptr<const TokenTexts>& texts,
+                       int depth) {
   std::vector<uint8_t> fast;
   c.allowed_tokens(texts->n_vocab(), fast);
   const std::vector<uint8_t> plain = allowed_one_by_one(c, texts->n_vocab());
@@ -165,8 +175,24 @@ void check_every_state(const GrammarConstraint& c, const std::shared_ptr<const T
 
 TEST(GrammarConstraint, TrieMaskEqualsPerTokenChecksInEveryStringStateOfASmallVocabulary) {
   using K = TokenTexts::Kind;
-  const std::vector<std::string> pieces{"\"", "a", "ab", "\xC3", "\xA9", "\xA9" "b", "\xA9\"", "b\"", "\\", "\\n",
-                                        "u00", "e9", "\"]", "[", "[\"", ",", "\xC3\xA9"};
+  const std::vector<std::string> pieces{"\"",
+                                        "a",
+                                        "ab",
+                                        "\xC3",
+                                        "\xA9",
+                                        "\xA9"
+                                        "b",
+                                        "\xA9\"",
+                                        "b\"",
+                                        "\\",
+                                        "\\n",
+                                        "u00",
+                                        "e9",
+                                        "\"]",
+                                        "[",
+                                        "[\"",
+                                        ",",
+                                        "\xC3\xA9"};
   auto texts = std::make_shared<const TokenTexts>(pieces, std::vector<K>(pieces.size(), K::Text));
   for (const char* schema : {R"({"type": "string"})", R"({"type": "string", "maxLength": 1})",
                              R"({"type": "string", "maxLength": 2, "minLength": 1})",
@@ -191,7 +217,8 @@ TEST(TokenTrie, EveryTokenAtItsPrefixAndSubtreesNest) {
     while (static_cast<size_t>(trie.depth(parent)) != d - 1) --parent;
     EXPECT_LE(node, trie.subtree_end(parent) - 1);
     EXPECT_LE(trie.subtree_end(node), trie.subtree_end(parent));
-    prefix_of.push_back(prefix_of[static_cast<size_t>(parent)] + static_cast<char>(trie.byte(node)));
+    prefix_of.push_back(prefix_of[static_cast<size_t>(parent)] +
+                        static_cast<char>(trie.byte(node)));
     for (int32_t id : trie.tokens(node)) {
       EXPECT_EQ(pieces[static_cast<size_t>(id)], prefix_of.back());
       seen.push_back(id);
@@ -209,7 +236,8 @@ TEST(GrammarConstraint, TokenKindsAndEnding) {
   using K = TokenTexts::Kind;
   auto texts = std::make_shared<const TokenTexts>(
       std::vector<std::string>{"{", "}", "{}", "", "<s>", "</s>", "{\"", " "},
-      std::vector<K>{K::Text, K::Text, K::Text, K::Text, K::Never, K::EndOfGeneration, K::Text, K::Text});
+      std::vector<K>{K::Text, K::Text, K::Text, K::Text, K::Never, K::EndOfGeneration, K::Text,
+                     K::Text});
   auto g = grammar_of(R"({"type": "object", "additionalProperties": false})");
   GrammarConstraint c(g, texts);
   EXPECT_TRUE(c.allows(0));

@@ -33,31 +33,33 @@ bool accepts_prefix(const std::shared_ptr<const OutputGrammar>& g, std::string_v
 }
 
 TEST(OutputMatcher, ObjectWithRequiredAndOptionalProperties) {
-  const json schema = json::parse(R"({"type": "object", "additionalProperties": false, "required": ["name", "age"],
+  const json schema =
+      json::parse(R"({"type": "object", "additionalProperties": false, "required": ["name", "age"],
       "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}})");
   auto g = grammar_of(schema);
   EXPECT_TRUE(matches(g, R"({"name":"Ann","age":31})"));
   EXPECT_TRUE(matches(g, R"({ "age" : -7, "name" : "B\u00e9\n", "tags": ["a", "b"] })"));
   EXPECT_TRUE(matches(g, "{\n\"name\": \"x\",\n\"age\": 0\n}"));  // one blank between tokens
-  EXPECT_FALSE(accepts_prefix(g, "{\n  \"name\""));                    // not an indentation
-  EXPECT_FALSE(matches(g, R"({"name":"Ann"})"));               // age missing: may not end
-  EXPECT_FALSE(accepts_prefix(g, R"({"name":"Ann"})"));        // ... nor close
-  EXPECT_FALSE(accepts_prefix(g, R"({"nam":)"));               // not a property
-  EXPECT_FALSE(accepts_prefix(g, R"({"name":"a","name")"));     // each key once
-  EXPECT_FALSE(accepts_prefix(g, R"({"age":1.5)"));            // integer
-  EXPECT_FALSE(accepts_prefix(g, R"({"age":01)"));             // no leading zeros
+  EXPECT_FALSE(accepts_prefix(g, "{\n  \"name\""));               // not an indentation
+  EXPECT_FALSE(matches(g, R"({"name":"Ann"})"));                  // age missing: may not end
+  EXPECT_FALSE(accepts_prefix(g, R"({"name":"Ann"})"));           // ... nor close
+  EXPECT_FALSE(accepts_prefix(g, R"({"nam":)"));                  // not a property
+  EXPECT_FALSE(accepts_prefix(g, R"({"name":"a","name")"));       // each key once
+  EXPECT_FALSE(accepts_prefix(g, R"({"age":1.5)"));               // integer
+  EXPECT_FALSE(accepts_prefix(g, R"({"age":01)"));                // no leading zeros
   EXPECT_FALSE(accepts_prefix(g, R"({"name":"a"b)"));
-  EXPECT_FALSE(accepts_prefix(g, "{\"name\":\"a\tb"));         // raw control character
-  EXPECT_FALSE(accepts_prefix(g, R"({"name":"\q)"));           // bad escape
-  EXPECT_FALSE(accepts_prefix(g, R"({"name":"\ud800)"));       // lone surrogate
-  EXPECT_FALSE(accepts_prefix(g, "{\"name\":\"\xC0\xAF"));     // overlong UTF-8
-  EXPECT_FALSE(accepts_prefix(g, R"({"name":"a","age":1} )")); // nothing after the value
+  EXPECT_FALSE(accepts_prefix(g, "{\"name\":\"a\tb"));          // raw control character
+  EXPECT_FALSE(accepts_prefix(g, R"({"name":"\q)"));            // bad escape
+  EXPECT_FALSE(accepts_prefix(g, R"({"name":"\ud800)"));        // lone surrogate
+  EXPECT_FALSE(accepts_prefix(g, "{\"name\":\"\xC0\xAF"));      // overlong UTF-8
+  EXPECT_FALSE(accepts_prefix(g, R"({"name":"a","age":1} )"));  // nothing after the value
   EXPECT_TRUE(accepts_prefix(g, R"({"tags":[)"));
   EXPECT_FALSE(accepts_prefix(g, R"({"tags":[1)"));
 }
 
 TEST(OutputMatcher, MustEndOnlyAfterTheValue) {
-  auto g = grammar_of(json::parse(R"({"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": false})"));
+  auto g = grammar_of(json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": false})"));
   OutputMatcher m(g);
   EXPECT_FALSE(m.may_end());
   ASSERT_TRUE(m.feed(R"({"a":tru)"));
@@ -70,8 +72,10 @@ TEST(OutputMatcher, MustEndOnlyAfterTheValue) {
 
 TEST(OutputMatcher, NumbersEndWhereTheyMay) {
   auto number = grammar_of(json::parse(R"({"type": "number"})"));
-  for (const char* ok : {"0", "-0", "12", "3.25", "1e5", "-2.5E+10", "7e-3"}) EXPECT_TRUE(matches(number, ok)) << ok;
-  for (const char* bad : {"-", "1.", "01", "1e", ".5", "+1", "1.5.2", "NaN"}) EXPECT_FALSE(matches(number, bad)) << bad;
+  for (const char* ok : {"0", "-0", "12", "3.25", "1e5", "-2.5E+10", "7e-3"})
+    EXPECT_TRUE(matches(number, ok)) << ok;
+  for (const char* bad : {"-", "1.", "01", "1e", ".5", "+1", "1.5.2", "NaN"})
+    EXPECT_FALSE(matches(number, bad)) << bad;
   OutputMatcher m(number);
   ASSERT_TRUE(m.feed("12"));
   EXPECT_TRUE(m.may_end());
@@ -83,8 +87,10 @@ TEST(OutputMatcher, NumbersEndWhereTheyMay) {
 
 TEST(OutputMatcher, EnumsConstAndAnyOf) {
   auto colours = grammar_of(json::parse(R"({"enum": ["red", "green", 1, 12, null, {"a": [1]}]})"));
-  for (const char* ok : {R"("red")", R"("green")", "1", "12", "null", R"({"a":[1]})"}) EXPECT_TRUE(matches(colours, ok)) << ok;
-  for (const char* bad : {R"("re")", R"("blue")", "2", "123", R"({"a": [1]})"}) EXPECT_FALSE(matches(colours, bad)) << bad;
+  for (const char* ok : {R"("red")", R"("green")", "1", "12", "null", R"({"a":[1]})"})
+    EXPECT_TRUE(matches(colours, ok)) << ok;
+  for (const char* bad : {R"("re")", R"("blue")", "2", "123", R"({"a": [1]})"})
+    EXPECT_FALSE(matches(colours, bad)) << bad;
   auto either = grammar_of(json::parse(R"({"anyOf": [
       {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"], "additionalProperties": false},
       {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "integer"}}, "required": ["kind", "side"], "additionalProperties": false},
@@ -97,13 +103,16 @@ TEST(OutputMatcher, EnumsConstAndAnyOf) {
 }
 
 TEST(OutputMatcher, AnyValueAndAdditionalProperties) {
-  auto any_object = std::make_shared<const OutputGrammar>(OutputGrammar::json_value(any_json_object()));
+  auto any_object =
+      std::make_shared<const OutputGrammar>(OutputGrammar::json_value(any_json_object()));
   EXPECT_TRUE(matches(any_object, R"({"a":[1,{"b":null}],"c":"d","e":true})"));
   EXPECT_TRUE(matches(any_object, "{}"));
   EXPECT_FALSE(matches(any_object, "[1]"));
-  EXPECT_TRUE(accepts_prefix(any_object, R"({"a":1,"a")"));  // undeclared keys are not checked for repeats
-  EXPECT_FALSE(accepts_prefix(any_object, R"({"a\n)"));        // escapes in free keys: no second spelling
-  auto typed_extra = grammar_of(json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"}},
+  EXPECT_TRUE(
+      accepts_prefix(any_object, R"({"a":1,"a")"));  // undeclared keys are not checked for repeats
+  EXPECT_FALSE(accepts_prefix(any_object, R"({"a\n)"));  // escapes in free keys: no second spelling
+  auto typed_extra =
+      grammar_of(json::parse(R"({"type": "object", "properties": {"id": {"type": "integer"}},
       "additionalProperties": {"type": "string"}})"));
   EXPECT_TRUE(matches(typed_extra, R"({"x":"y","id":3,"idx":"z"})"));
   EXPECT_FALSE(accepts_prefix(typed_extra, R"({"x":3)"));
@@ -111,7 +120,8 @@ TEST(OutputMatcher, AnyValueAndAdditionalProperties) {
 }
 
 TEST(OutputMatcher, ArrayBoundsAndWhitespace) {
-  auto pair = grammar_of(json::parse(R"({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2})"));
+  auto pair = grammar_of(json::parse(
+      R"({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 2})"));
   EXPECT_TRUE(matches(pair, "[true, false]"));
   EXPECT_FALSE(accepts_prefix(pair, "[true]"));
   EXPECT_FALSE(accepts_prefix(pair, "[true,false,"));
@@ -123,7 +133,8 @@ TEST(OutputMatcher, ArrayBoundsAndWhitespace) {
 }
 
 TEST(OutputMatcher, LiteralSegmentsAroundAValueRepeat) {
-  Result<JsonSchemaGraph> graph = compile_json_schema(json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false})"));
+  Result<JsonSchemaGraph> graph = compile_json_schema(json::parse(
+      R"({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false})"));
   ASSERT_TRUE(graph.ok());
   OutputGrammar g;
   const int32_t root = graph->root;
@@ -149,7 +160,7 @@ TEST(OutputMatcher, StringLengthCountsCodePointsAndEscapes) {
   EXPECT_FALSE(accepts_prefix(g, R"("abcd)"));  // a fourth character is refused
   EXPECT_TRUE(matches(g, R"("a\n")"));          // an escape is one character
   EXPECT_TRUE(matches(g, R"("\u00e9\n\"")"));
-  EXPECT_FALSE(accepts_prefix(g, R"("ab\n\)"));  // no fourth, even begun as an escape
+  EXPECT_FALSE(accepts_prefix(g, R"("ab\n\)"));         // no fourth, even begun as an escape
   EXPECT_TRUE(matches(g, "\"\xC3\xA9\xE2\x82\xAC\""));  // two code points in five bytes
   EXPECT_TRUE(accepts_prefix(g, "\"\xC3\xA9\xE2\x82\xAC\xF0\x9F"));  // a third, begun
   EXPECT_FALSE(accepts_prefix(g, "\"abc\xC3"));  // no fourth, even its lead byte
@@ -166,15 +177,22 @@ void expect_integers_in(const json& schema, int64_t lo, int64_t hi, int64_t from
 }
 
 TEST(OutputMatcher, IntegerBoundsDigitByDigit) {
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 0, "maximum": 8})"), 0, 8, -300, 300);
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -20, "maximum": -5})"), -20, -5, -300, 300);
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -12, "maximum": 140})"), -12, 140, -300, 300);
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 1000})"), 1000, kMaxIntegerMagnitude, 0, 2100);
-  expect_integers_in(json::parse(R"({"type": "integer", "exclusiveMinimum": 6, "exclusiveMaximum": 8})"), 7, 7,
-                     -100, 100);
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 7, "maximum": 7})"), 7, 7, -100, 100);
-  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -2.5, "exclusiveMaximum": 3.5})"), -2, 3, -50,
-                     50);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 0, "maximum": 8})"), 0, 8, -300,
+                     300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -20, "maximum": -5})"), -20, -5,
+                     -300, 300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": -12, "maximum": 140})"), -12,
+                     140, -300, 300);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 1000})"), 1000,
+                     kMaxIntegerMagnitude, 0, 2100);
+  expect_integers_in(
+      json::parse(R"({"type": "integer", "exclusiveMinimum": 6, "exclusiveMaximum": 8})"), 7, 7,
+      -100, 100);
+  expect_integers_in(json::parse(R"({"type": "integer", "minimum": 7, "maximum": 7})"), 7, 7, -100,
+                     100);
+  expect_integers_in(
+      json::parse(R"({"type": "integer", "minimum": -2.5, "exclusiveMaximum": 3.5})"), -2, 3, -50,
+      50);
   auto g = grammar_of(json::parse(R"({"type": "integer", "minimum": -20, "maximum": -5})"));
   EXPECT_FALSE(accepts_prefix(g, "-3"));  // no value in range begins with -3
   EXPECT_TRUE(accepts_prefix(g, "-1"));   // -10 .. -19 do
@@ -200,7 +218,8 @@ TEST(OutputMatcher, BoundedNumbersAreIntegersInTheBounds) {
   auto unbounded = grammar_of(json::parse(R"({"type": "number"})"));
   EXPECT_TRUE(matches(unbounded, "1.5e3"));
   // enum/const values are held to the bounds as written, fractions included.
-  auto lits = grammar_of(json::parse(R"({"enum": [1, 5, 0.6, "ab", "abcd"], "minimum": 0.5, "maximum": 5,
+  auto lits =
+      grammar_of(json::parse(R"({"enum": [1, 5, 0.6, "ab", "abcd"], "minimum": 0.5, "maximum": 5,
                                           "exclusiveMaximum": 5, "maxLength": 3})"));
   EXPECT_TRUE(matches(lits, "1"));
   EXPECT_TRUE(matches(lits, "0.6"));
@@ -212,7 +231,8 @@ TEST(OutputMatcher, BoundedNumbersAreIntegersInTheBounds) {
 TEST(JsonSchema, UnsupportedKeywordsAreNamedErrors) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type": "string", "pattern": "^a"})", "'pattern'"},
-      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})", "/properties/a"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})",
+       "/properties/a"},
       {R"({"$ref": "#/$defs/x"})", "'$ref'"},
       {R"({"type": "strange"})", "unknown type"},
       {R"({"type": "object", "required": ["a"], "properties": {}})", "'a'"},
@@ -243,7 +263,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamedErrors) {
 
 // Random walks through the matcher: every output it lets end must parse and match the schema
 // (judged by the reference validator), and the walk never dead-ends.
-std::string random_output(const std::shared_ptr<const OutputGrammar>& g, std::mt19937_64& rng, bool& ended) {
+std::string random_output(const std::shared_ptr<const OutputGrammar>& g, std::mt19937_64& rng,
+                          bool& ended) {
   static const std::string alphabet = [] {
     std::string a = "\n\xC3\xA9";
     for (char c = ' '; c <= '~'; ++c) a += c;

@@ -15,7 +15,9 @@ bool has_type(const json& v, const std::string& t) {
   if (t == "boolean") return v.is_boolean();
   if (t == "null") return v.is_null();
   if (t == "number") return v.is_number();
-  if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "integer")
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   return false;
 }
 
@@ -52,7 +54,8 @@ bool schema_accepts(const json& s, const json& v) {
   }
   if (auto t = s.find("type"); t != s.end()) {
     bool ok = false;
-    if (t->is_string()) ok = has_type(v, t->get<std::string>());
+    if (t->is_string())
+      ok = has_type(v, t->get<std::string>());
     else
       for (const json& e : *t) ok = ok || has_type(v, e.get<std::string>());
     if (!ok) return false;
@@ -64,7 +67,8 @@ bool schema_accepts(const json& s, const json& v) {
     for (const auto& [k, val] : v.items()) {
       if (props.contains(k)) {
         if (!schema_accepts(props[k], val)) return false;
-      } else if (s.contains("additionalProperties") && !schema_accepts(s["additionalProperties"], val)) {
+      } else if (s.contains("additionalProperties") &&
+                 !schema_accepts(s["additionalProperties"], val)) {
         return false;
       }
     }

@@ -42,7 +42,9 @@ class Socket {
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
   bool connected() const { return connected_; }
-  bool send(const std::string& s) { return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
+  bool send(const std::string& s) {
+    return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
   void close() {
     ::close(fd_);
     fd_ = -1;
@@ -57,8 +59,10 @@ class Socket {
       if (::poll(&p, 1, 100) <= 0) continue;
       char b[65536];
       const ssize_t n = ::recv(fd_, b, sizeof b, 0);
-      if (n <= 0) eof_ = true;
-      else buf_.append(b, static_cast<size_t>(n));
+      if (n <= 0)
+        eof_ = true;
+      else
+        buf_.append(b, static_cast<size_t>(n));
     }
     return buf_;
   }
@@ -111,12 +115,16 @@ class CoreFixture : public ::testing::Test {
     o.host = "127.0.0.1";
     o.port = 0;
     core_ = std::make_unique<ServerCore>(o);
-    core_->route("GET", "/health", Lane::Control, [](Request&, Response& res) { res.set_content("ok", "text/plain"); });
-    core_->route("GET", "/big", Lane::Control,
-                 [](Request&, Response& res) { res.set_content(std::string(10000, 'b'), "text/plain"); });
-    core_->route("POST", "/echo", Lane::Work, [](Request& req, Response& res) { res.set_content(req.body, "text/plain"); });
-    core_->route("DELETE", "/items/:id", Lane::Control,
-                 [](Request& req, Response& res) { res.set_content("deleted " + req.params.at(0), "text/plain"); });
+    core_->route("GET", "/health", Lane::Control,
+                 [](Request&, Response& res) { res.set_content("ok", "text/plain"); });
+    core_->route("GET", "/big", Lane::Control, [](Request&, Response& res) {
+      res.set_content(std::string(10000, 'b'), "text/plain");
+    });
+    core_->route("POST", "/echo", Lane::Work,
+                 [](Request& req, Response& res) { res.set_content(req.body, "text/plain"); });
+    core_->route("DELETE", "/items/:id", Lane::Control, [](Request& req, Response& res) {
+      res.set_content("deleted " + req.params.at(0), "text/plain");
+    });
     core_->route("POST", "/block", Lane::Work, [this](Request&, Response& res) {
       std::unique_lock lock(mu_);
       ++blocked_;
@@ -131,7 +139,8 @@ class CoreFixture : public ::testing::Test {
       }
       cv_.notify_all();
       const auto end = std::chrono::steady_clock::now() + 30s;
-      while (!req.peer_closed() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(20ms);
+      while (!req.peer_closed() && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(20ms);
       std::lock_guard lock(mu_);
       saw_hangup_ = req.peer_closed();
       cv_.notify_all();
@@ -204,13 +213,16 @@ TEST_F(CoreFixture, KeepAlivePipeliningHeadAnd405) {
   Socket s(port_);
   ASSERT_TRUE(s.connected());
   // Two requests in one write: two answers, in order, on the same connection.
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /health "
+             "HTTP/1.1\r\nHost: x\r\n\r\n"));
   const std::string a = s.response(), b = s.response();
   EXPECT_EQ(status_of(a), 200);
   EXPECT_EQ(body_of(a), "abc");
   EXPECT_EQ(body_of(b), "ok");
   ASSERT_TRUE(s.send("HEAD /big HTTP/1.1\r\nHost: x\r\n\r\n"));
-  const std::string head = s.read_until([](const std::string& x) { return x.find("\r\n\r\n") != std::string::npos; });
+  const std::string head =
+      s.read_until([](const std::string& x) { return x.find("\r\n\r\n") != std::string::npos; });
   EXPECT_NE(head.find("Content-Length: 10000"), std::string::npos);
   EXPECT_EQ(body_of(head), "");
   Socket t(port_);
@@ -218,7 +230,9 @@ TEST_F(CoreFixture, KeepAlivePipeliningHeadAnd405) {
   const std::string r = t.response();
   EXPECT_EQ(status_of(r), 405);
   EXPECT_NE(r.find("Allow: GET"), std::string::npos);
-  ASSERT_TRUE(t.send("DELETE /items/a%2Fb HTTP/1.1\r\nHost: x\r\n\r\n"));  // a decoded '/' splits no segment it came from
+  ASSERT_TRUE(
+      t.send("DELETE /items/a%2Fb HTTP/1.1\r\nHost: x\r\n\r\n"));  // a decoded '/' splits no
+                                                                   // segment it came from
   EXPECT_EQ(status_of(t.response()), 404);
   ASSERT_TRUE(t.send("DELETE /items/x1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(body_of(t.response()), "deleted x1");
@@ -233,8 +247,10 @@ TEST_F(CoreFixture, StreamsChunksAndContinues) {
   EXPECT_NE(r.find("Transfer-Encoding: chunked"), std::string::npos);
   EXPECT_NE(r.find("data: 2"), std::string::npos);
   // Expect: 100-continue: the body is sent only after the interim answer.
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
-  const std::string interim = s.read_until([](const std::string& x) { return x.find("100 Continue\r\n\r\n") != std::string::npos; });
+  ASSERT_TRUE(s.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  const std::string interim = s.read_until(
+      [](const std::string& x) { return x.find("100 Continue\r\n\r\n") != std::string::npos; });
   ASSERT_NE(interim.find("HTTP/1.1 100 Continue"), std::string::npos);
   s.response();  // consume the interim answer from the buffer
   ASSERT_TRUE(s.send("hi"));
@@ -258,7 +274,8 @@ TEST_F(CoreFixture, AHeaderFloodIsRefusedWith431) {
   start({});
   Socket s(port_);
   std::string flood = "GET /health HTTP/1.1\r\nHost: x\r\n";
-  for (int i = 0; i < 200; ++i) flood += "X-" + std::to_string(i) + ": " + std::string(100, 'v') + "\r\n";
+  for (int i = 0; i < 200; ++i)
+    flood += "X-" + std::to_string(i) + ": " + std::string(100, 'v') + "\r\n";
   s.send(flood + "\r\n");
   EXPECT_EQ(status_of(s.response()), 431);
   EXPECT_TRUE(s.closed_by_peer());
@@ -310,7 +327,8 @@ TEST_F(CoreFixture, ConnectionsAreCappedPerAddress) {
   for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<Socket>(port_));
   wait_connections(3);
   Socket extra(port_);
-  const std::string r = extra.read_until([](const std::string& x) { return x.find("\r\n\r\n") != std::string::npos; });
+  const std::string r = extra.read_until(
+      [](const std::string& x) { return x.find("\r\n\r\n") != std::string::npos; });
   EXPECT_EQ(status_of(r), 503);
   EXPECT_NE(r.find("Retry-After"), std::string::npos);
   EXPECT_TRUE(extra.closed_by_peer());
@@ -340,7 +358,8 @@ TEST_F(CoreFixture, AHalfClosedClientStillGetsItsAnswer) {
   // interim 100 (which a closed socket would answer with a reset), and the answer follows it.
   start({});
   Socket s(port_);
-  ASSERT_TRUE(s.send("POST /look-after-half-close HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /look-after-half-close HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
   wait_blocked(1);
   s.shutdown_write();
   {
@@ -348,8 +367,9 @@ TEST_F(CoreFixture, AHalfClosedClientStillGetsItsAnswer) {
     release_ = true;
   }
   cv_.notify_all();
-  std::string got = s.read_until([](const std::string& b) { return b.find("stayed") != std::string::npos ||
-                                                                    b.find("gone") != std::string::npos; });
+  std::string got = s.read_until([](const std::string& b) {
+    return b.find("stayed") != std::string::npos || b.find("gone") != std::string::npos;
+  });
   EXPECT_EQ(got.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << got;
   EXPECT_NE(got.find("HTTP/1.1 200 OK"), std::string::npos) << got;
   EXPECT_NE(got.find("stayed"), std::string::npos) << got;
@@ -359,8 +379,9 @@ TEST_F(CoreFixture, TheHeadCheckAnswersBeforeAnyBodyAndSendsNoContinue) {
   start({});
   // Refused: the answer comes with no body byte sent, and never a "100 Continue".
   Socket refused(port_);
-  ASSERT_TRUE(refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nX-Refuse: 1\r\nExpect: 100-continue\r\n"
-                           "Content-Length: 8000000\r\n\r\n"));
+  ASSERT_TRUE(
+      refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nX-Refuse: 1\r\nExpect: 100-continue\r\n"
+                   "Content-Length: 8000000\r\n\r\n"));
   const std::string answer = refused.response();
   EXPECT_EQ(status_of(answer), 401) << answer;
   EXPECT_EQ(body_of(answer), "refused on its head");
@@ -368,11 +389,14 @@ TEST_F(CoreFixture, TheHeadCheckAnswersBeforeAnyBodyAndSendsNoContinue) {
   EXPECT_TRUE(refused.closed_by_peer());
   // Let through: "100 Continue", then the body is read and the handler runs.
   Socket admitted(port_);
-  ASSERT_TRUE(admitted.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
-  const std::string go_on = admitted.read_until([](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; });
+  ASSERT_TRUE(admitted.send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+  const std::string go_on = admitted.read_until(
+      [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; });
   EXPECT_EQ(go_on.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << go_on;
   ASSERT_TRUE(admitted.send("ok"));
-  const std::string reply = admitted.read_until([](const std::string& b) { return b.size() >= 2 && b.substr(b.size() - 2) == "ok"; });
+  const std::string reply = admitted.read_until(
+      [](const std::string& b) { return b.size() >= 2 && b.substr(b.size() - 2) == "ok"; });
   EXPECT_NE(reply.find("HTTP/1.1 200 OK"), std::string::npos) << reply;
 }
 
@@ -394,22 +418,27 @@ TEST_F(CoreFixture, BodiesHeldAtOnceStayWithinTheirBudget) {
   start(o);
   // One request holds 900 bytes of its body while the rest is still to come.
   Socket a(port_);
-  ASSERT_TRUE(a.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(900, 'a')));
-  for (int i = 0; i < 3000 && core_->buffered_body_bytes() < 900; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(a.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" +
+                     std::string(900, 'a')));
+  for (int i = 0; i < 3000 && core_->buffered_body_bytes() < 900; ++i)
+    std::this_thread::sleep_for(10ms);
   ASSERT_EQ(core_->buffered_body_bytes(), 900u);
   // A second body that would pass the budget is refused while that one is held.
   Socket b(port_);
-  ASSERT_TRUE(b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'b')));
+  ASSERT_TRUE(b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" +
+                     std::string(1000, 'b')));
   const std::string refused = b.response();
   EXPECT_EQ(status_of(refused), 503) << refused;
   EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos);
   // The first completes; once answered, its bytes are back and the next body fits.
   ASSERT_TRUE(a.send(std::string(100, 'a')));
   EXPECT_EQ(body_of(a.response()), std::string(900, 'a') + std::string(100, 'a'));
-  for (int i = 0; i < 3000 && core_->buffered_body_bytes() > 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 3000 && core_->buffered_body_bytes() > 0; ++i)
+    std::this_thread::sleep_for(10ms);
   EXPECT_EQ(core_->buffered_body_bytes(), 0u);
   Socket c(port_);
-  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + std::string(1000, 'c')));
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" +
+                     std::string(1000, 'c')));
   EXPECT_EQ(status_of(c.response()), 200);
 }
 
@@ -420,7 +449,8 @@ TEST_F(CoreFixture, BodiesOverTheLimitGet413WhateverTheirFraming) {
   Socket s(port_);
   std::string chunks;
   for (int i = 0; i < 10; ++i) chunks += "20\r\n" + std::string(32, 'c') + "\r\n";
-  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n"));
+  ASSERT_TRUE(s.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                     chunks + "0\r\n\r\n"));
   EXPECT_EQ(status_of(s.response()), 413);
 }
 

@@ -62,7 +62,8 @@ TEST(RequestParser, ParsesAGetWithHeadersAndPercentDecodedPath) {
 }
 
 TEST(RequestParser, ByteAtATimeEqualsOneShot) {
-  const std::string wire = post("Transfer-Encoding: chunked\r\n", "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nT: x\r\n\r\n");
+  const std::string wire = post("Transfer-Encoding: chunked\r\n",
+                                "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nT: x\r\n\r\n");
   RequestParser p(small_limits());
   for (size_t i = 0; i < wire.size(); ++i) {
     ASSERT_NE(p.state(), RequestParser::State::Failed) << i << ": " << p.error_message();
@@ -90,7 +91,9 @@ TEST(RequestParser, DecodesGzipAndDeflateBodies) {
   for (int bits : {15 + 16, 15, -15}) {  // gzip, zlib-wrapped deflate, raw deflate
     const std::string enc = bits == 31 ? "gzip" : "deflate";
     const std::string z = compress(body, bits);
-    auto p = parse(post("Content-Encoding: " + enc + "\r\nContent-Length: " + std::to_string(z.size()) + "\r\n", z));
+    auto p = parse(post(
+        "Content-Encoding: " + enc + "\r\nContent-Length: " + std::to_string(z.size()) + "\r\n",
+        z));
     ASSERT_EQ(p.state(), RequestParser::State::Complete) << bits << ": " << p.error_message();
     EXPECT_EQ(p.take().body, body);
   }
@@ -101,7 +104,10 @@ TEST(RequestParser, AGzipBombIsRefusedWhileInflatingWithinTheLimit) {
   l.max_body = 64 * 1024;
   const std::string bomb = compress(std::string(size_t{16} << 20, 'a'), 31);  // 16 MiB of 'a'
   ASSERT_LT(bomb.size(), 64 * 1024u);
-  auto p = parse(post("Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) + "\r\n", bomb), l);
+  auto p = parse(
+      post("Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) + "\r\n",
+           bomb),
+      l);
   ASSERT_EQ(p.state(), RequestParser::State::Failed);
   EXPECT_EQ(p.error_status(), 413);
   EXPECT_LE(p.request().body.size(), l.max_body);  // never held more than the limit
@@ -121,7 +127,8 @@ TEST(RequestParser, AGzipBombIsRefusedWhileInflatingWithinTheLimit) {
 
 TEST(RequestParser, ChunkedBodiesCountAgainstTheLimit) {
   std::string chunks;
-  for (int i = 0; i < 20; ++i) chunks += "64\r\n" + std::string(100, 'x') + "\r\n";  // 2000 bytes > 1000
+  for (int i = 0; i < 20; ++i)
+    chunks += "64\r\n" + std::string(100, 'x') + "\r\n";  // 2000 bytes > 1000
   auto p = parse(post("Transfer-Encoding: chunked\r\n", chunks + "0\r\n\r\n"));
   ASSERT_EQ(p.state(), RequestParser::State::Failed);
   EXPECT_EQ(p.error_status(), 413);
@@ -138,12 +145,15 @@ TEST(RequestParser, HeaderCountAndBytesAndRequestLineAreCapped) {
   std::string many;
   for (int i = 0; i < 11; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\n" + many + "\r\n").error_status(), 431);
-  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(600, 'a') + "\r\n\r\n").error_status(), 431);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(600, 'a') + "\r\n\r\n")
+                .error_status(),
+            431);
   // Refused as soon as the limit is passed, before the line ends: a flood is never buffered.
   RequestParser p(small_limits());
   p.feed("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(600, 'a'));
   EXPECT_EQ(p.error_status(), 431);
-  EXPECT_EQ(parse("GET /" + std::string(200, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n").error_status(), 414);
+  EXPECT_EQ(parse("GET /" + std::string(200, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n").error_status(),
+            414);
 }
 
 struct Bad {
@@ -180,8 +190,10 @@ TEST(RequestParser, RefusesMalformedAndAmbiguousRequests) {
       {"two codings", post("Content-Encoding: gzip, gzip\r\nContent-Length: 1\r\n", "x"), 415},
       {"corrupt gzip", post("Content-Encoding: gzip\r\nContent-Length: 4\r\n", "abcd"), 400},
       {"bad chunk size", post("Transfer-Encoding: chunked\r\n", "zz\r\nab\r\n0\r\n\r\n"), 400},
-      {"chunk size overflow", post("Transfer-Encoding: chunked\r\n", "fffffffffffffffffff\r\n"), 400},
-      {"chunk longer than size", post("Transfer-Encoding: chunked\r\n", "2\r\nabc\r\n0\r\n\r\n"), 400},
+      {"chunk size overflow", post("Transfer-Encoding: chunked\r\n", "fffffffffffffffffff\r\n"),
+       400},
+      {"chunk longer than size", post("Transfer-Encoding: chunked\r\n", "2\r\nabc\r\n0\r\n\r\n"),
+       400},
       {"unknown expectation", post("Expect: 200-ok\r\nContent-Length: 1\r\n", "x"), 417},
   };
   for (const Bad& c : cases) {
@@ -195,7 +207,8 @@ TEST(RequestParser, RefusesMalformedAndAmbiguousRequests) {
 TEST(RequestParser, AcceptsWhatTheRfcAllows) {
   // Empty lines before the request line, identical Content-Lengths, absolute-form targets,
   // lowercase chunked, a truncated-at-the-end body is just incomplete.
-  auto a = parse("\r\nPOST http://host:1/v1/x?q HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\nab");
+  auto a =
+      parse("\r\nPOST http://host:1/v1/x?q HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 2\r\n\r\nab");
   ASSERT_EQ(a.state(), RequestParser::State::Complete) << a.error_message();
   Request r = a.take();
   EXPECT_EQ(r.path, "/v1/x");
@@ -213,7 +226,8 @@ TEST(RequestParser, Http11NeedsExactlyOneHost) {
   EXPECT_NE(none.error_message().find("Host"), std::string::npos);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").error_status(), 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n").error_status(), 400);
-  EXPECT_EQ(parse("GET / HTTP/1.0\r\n\r\n").state(), RequestParser::State::Complete);  // 1.0 may omit it
+  EXPECT_EQ(parse("GET / HTTP/1.0\r\n\r\n").state(),
+            RequestParser::State::Complete);  // 1.0 may omit it
 }
 
 TEST(RequestParser, ChunkLinesAreReadStrictly) {
@@ -237,7 +251,8 @@ TEST(RequestParser, ChunkLinesAreReadStrictly) {
     EXPECT_EQ(p.error_status(), 400) << name;
   }
   // What RFC 9112 7.1 allows: extensions (with whitespace before ';'), upper-case hex, trailers.
-  auto ok = parse(post("Transfer-Encoding: chunked\r\n", "A ;ext=1\r\n0123456789\r\n2;x\r\nab\r\n0\r\nT: v\r\n\r\n"));
+  auto ok = parse(post("Transfer-Encoding: chunked\r\n",
+                       "A ;ext=1\r\n0123456789\r\n2;x\r\nab\r\n0\r\nT: v\r\n\r\n"));
   ASSERT_EQ(ok.state(), RequestParser::State::Complete) << ok.error_message();
   EXPECT_EQ(ok.take().body, "0123456789ab");
 }

@@ -22,8 +22,8 @@ TEST(CpuFeatures, LevelsAreSupportedAndLowestFirst) {
   // AVX-512 needs the OS to save zmm state as well as the instructions.
   const cpu::CpuFeatures& f = cpu::features();
   EXPECT_EQ(cpu::supports(cpu::KernelLevel::Avx512Vnni),
-            f.avx2 && f.fma && f.f16c && f.os_ymm && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni &&
-                f.os_zmm);
+            f.avx2 && f.fma && f.f16c && f.os_ymm && f.avx512f && f.avx512bw && f.avx512vl &&
+                f.avx512_vnni && f.os_zmm);
 }
 
 TEST(CpuFeatures, NamesRoundTripAndUnknownNamesAreRefused) {
@@ -73,7 +73,8 @@ TEST(CpuFeatures, DescribeNamesBrandVendorFamilyAndModel) {
   f.brand = "Intel(R) Xeon(R) Processor @ 2.80GHz";
   f.family = 6;
   f.model = 0x6A;
-  EXPECT_EQ(cpu::describe(f), "Intel(R) Xeon(R) Processor @ 2.80GHz (GenuineIntel family 6h model 6Ah)");
+  EXPECT_EQ(cpu::describe(f),
+            "Intel(R) Xeon(R) Processor @ 2.80GHz (GenuineIntel family 6h model 6Ah)");
   f.brand.clear();
   EXPECT_EQ(cpu::describe(f), "GenuineIntel family 6h model 6Ah");
   const cpu::CpuFeatures& here = cpu::features();
@@ -94,7 +95,8 @@ TEST(CpuFeatures, TuningFollowsTheFamily) {
   intel.family = ice_lake.family = 6;
   intel.model = 0x8F;  // Sapphire Rapids: not measured, so the default
   ice_lake.model = 0x6A;
-  const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5), ti = cpu::tuning_for(intel);
+  const cpu::KernelTuning t4 = cpu::tuning_for(zen4), t5 = cpu::tuning_for(zen5),
+                          ti = cpu::tuning_for(intel);
   const cpu::KernelTuning til = cpu::tuning_for(ice_lake);
   EXPECT_EQ(til.q8_0_avx512_prefetch_min_tokens, t5.q8_0_avx512_prefetch_min_tokens);
   EXPECT_EQ(til.q4_k_avx512_prefetch_min_tokens, t5.q4_k_avx512_prefetch_min_tokens);
@@ -108,10 +110,12 @@ TEST(CpuFeatures, TuningFollowsTheFamily) {
   EXPECT_NE(cpu::describe(t4).find("attention gathers"), std::string::npos);
   cpu::CpuFeatures other_vendor = ice_lake;  // family 6 model 6Ah of another vendor is not Ice Lake
   other_vendor.vendor = "CentaurHauls";
-  EXPECT_EQ(cpu::tuning_for(other_vendor).q8_0_avx512_prefetch_min_tokens, t4.q8_0_avx512_prefetch_min_tokens);
+  EXPECT_EQ(cpu::tuning_for(other_vendor).q8_0_avx512_prefetch_min_tokens,
+            t4.q8_0_avx512_prefetch_min_tokens);
   cpu::CpuFeatures not_amd = zen5;  // family 1Ah of another vendor is not Zen 5
   not_amd.vendor = "HygonGenuine";
-  EXPECT_EQ(cpu::tuning_for(not_amd).q8_0_avx512_prefetch_min_tokens, t4.q8_0_avx512_prefetch_min_tokens);
+  EXPECT_EQ(cpu::tuning_for(not_amd).q8_0_avx512_prefetch_min_tokens,
+            t4.q8_0_avx512_prefetch_min_tokens);
   EXPECT_EQ(t4.q8_0_avx512_prefetch_min_tokens, 4);
   EXPECT_EQ(t4.q4_k_avx512_prefetch_min_tokens, 2);
   EXPECT_EQ(t4.q8_0_avx2_prefetch_min_tokens, 3);

@@ -35,8 +35,9 @@ TEST(DequantBlocks, F32AndF16AndBf16) {
                             0x55, 0x35, 0x00, 0x80, 0x00, 0x04, 0x00, 0x38};
   for (int i = 0; i < 8; ++i) h.insert(h.end(), {0x00, 0x3C});
   const auto yh = dequant(GgmlType::F16, h, 16);
-  const float eh[8] = {1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24), 0.333251953125f, -0.0f,
-                       std::ldexp(1.0f, -14), 0.5f};
+  const float eh[8] = {
+      1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24), 0.333251953125f, -0.0f, std::ldexp(1.0f, -14),
+      0.5f};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(yh[i], eh[i]) << i;
   for (int i = 8; i < 16; ++i) EXPECT_EQ(yh[i], 1.0f);
 
@@ -92,9 +93,11 @@ TEST(DequantBlocks, Q4_K) {
     const int lo = (i * 7 + 3) & 15, hi = (i * 5 + 1) & 15;
     const int e_lo = 64 * g + l, e_hi = 64 * g + 32 + l;
     // x = d * sc[sub] * q - dmin * m[sub], sub = element / 32.
-    EXPECT_EQ(y[e_lo], 1.0f * static_cast<float>(sc[e_lo / 32] * lo) - 0.5f * static_cast<float>(mn[e_lo / 32]))
+    EXPECT_EQ(y[e_lo], 1.0f * static_cast<float>(sc[e_lo / 32] * lo) -
+                           0.5f * static_cast<float>(mn[e_lo / 32]))
         << e_lo;
-    EXPECT_EQ(y[e_hi], 1.0f * static_cast<float>(sc[e_hi / 32] * hi) - 0.5f * static_cast<float>(mn[e_hi / 32]))
+    EXPECT_EQ(y[e_hi], 1.0f * static_cast<float>(sc[e_hi / 32] * hi) -
+                           0.5f * static_cast<float>(mn[e_hi / 32]))
         << e_hi;
   }
 }
@@ -125,10 +128,12 @@ TEST(DequantBlocks, Q8_K) {
   // d = 0.125 as little-endian float (0x3E000000), 256 int8 codes, 16 int16 sums (unused by
   // dequantisation but part of the block).
   std::vector<uint8_t> b = {0x00, 0x00, 0x00, 0x3E};
-  for (int i = 0; i < 256; ++i) b.push_back(static_cast<uint8_t>(static_cast<int8_t>((i * 37) % 255 - 127)));
+  for (int i = 0; i < 256; ++i)
+    b.push_back(static_cast<uint8_t>(static_cast<int8_t>((i * 37) % 255 - 127)));
   b.resize(292, 0);
   const auto y = dequant(GgmlType::Q8_K, b, 256);
-  for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], static_cast<float>((i * 37) % 255 - 127) * 0.125f) << i;
+  for (int i = 0; i < 256; ++i)
+    EXPECT_EQ(y[i], static_cast<float>((i * 37) % 255 - 127) * 0.125f) << i;
 }
 
 // The vectorised dequantisers against the portable ones on random block bytes (scale fields
@@ -159,7 +164,8 @@ TEST(DequantBlocks, SimdMatchesPortableOnRandomBlocks) {
     dequantize_row(c.type, bytes.data(), simd.data(), n);
     c.portable(bytes.data(), portable.data(), n);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(simd[i], portable[i], 1e-6f * (std::fabs(portable[i]) + 1.0f)) << ggml_type_name(c.type) << " " << i;
+      ASSERT_NEAR(simd[i], portable[i], 1e-6f * (std::fabs(portable[i]) + 1.0f))
+          << ggml_type_name(c.type) << " " << i;
   }
 }
 

@@ -53,14 +53,14 @@ enum class WeightPattern {
   kRandom,        // every byte random (valid for every layout), random scales
 };
 constexpr WeightPattern kWeightPatterns[] = {WeightPattern::kMaxCodes, WeightPattern::kMinCodes,
-                                             WeightPattern::kMostNegative, WeightPattern::kMixedSigns,
-                                             WeightPattern::kRandom};
+                                             WeightPattern::kMostNegative,
+                                             WeightPattern::kMixedSigns, WeightPattern::kRandom};
 constexpr int kNumWeightPatterns = 5;
 
 enum class ActivationPattern { kAllMax, kAllMin, kAlternating, kHalves, kRandom };
-constexpr ActivationPattern kActivationPatterns[] = {ActivationPattern::kAllMax, ActivationPattern::kAllMin,
-                                                     ActivationPattern::kAlternating, ActivationPattern::kHalves,
-                                                     ActivationPattern::kRandom};
+constexpr ActivationPattern kActivationPatterns[] = {
+    ActivationPattern::kAllMax, ActivationPattern::kAllMin, ActivationPattern::kAlternating,
+    ActivationPattern::kHalves, ActivationPattern::kRandom};
 constexpr int kNumActivationPatterns = 5;
 
 uint16_t fp16(float v) { return half::fp32_to_fp16(v); }
@@ -76,11 +76,21 @@ void fill_weight_block(GgmlType type, WeightPattern p, std::mt19937& rng, uint8_
       for (int i = 0; i < blocks::kQK0; ++i) {
         int q = 0;
         switch (p) {
-          case WeightPattern::kMaxCodes: q = 127; break;
-          case WeightPattern::kMinCodes: q = -127; break;
-          case WeightPattern::kMostNegative: q = -128; break;
-          case WeightPattern::kMixedSigns: q = i % 2 == 0 ? 127 : -128; break;
-          case WeightPattern::kRandom: q = byte(rng) - 128; break;
+          case WeightPattern::kMaxCodes:
+            q = 127;
+            break;
+          case WeightPattern::kMinCodes:
+            q = -127;
+            break;
+          case WeightPattern::kMostNegative:
+            q = -128;
+            break;
+          case WeightPattern::kMixedSigns:
+            q = i % 2 == 0 ? 127 : -128;
+            break;
+          case WeightPattern::kRandom:
+            q = byte(rng) - 128;
+            break;
         }
         b->qs[i] = static_cast<int8_t>(q);
       }
@@ -90,7 +100,9 @@ void fill_weight_block(GgmlType type, WeightPattern p, std::mt19937& rng, uint8_
       auto* b = reinterpret_cast<blocks::BlockQ4_0*>(dst);
       b->d = fp16(scale(rng));
       for (auto& q : b->qs)
-        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : max_codes ? uint8_t{0xFF} : uint8_t{0x00};
+        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng))
+            : max_codes                 ? uint8_t{0xFF}
+                                        : uint8_t{0x00};
       return;
     }
     case GgmlType::Q4_K: {
@@ -98,9 +110,12 @@ void fill_weight_block(GgmlType type, WeightPattern p, std::mt19937& rng, uint8_
       b->d = fp16(scale(rng));
       b->dmin = fp16(scale(rng));
       // All scale bytes 0xFF: every 6-bit scale and min is 63.
-      for (auto& s : b->scales) s = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : uint8_t{0xFF};
+      for (auto& s : b->scales)
+        s = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : uint8_t{0xFF};
       for (auto& q : b->qs)
-        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : max_codes ? uint8_t{0xFF} : uint8_t{0x00};
+        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng))
+            : max_codes                 ? uint8_t{0xFF}
+                                        : uint8_t{0x00};
       return;
     }
     case GgmlType::Q6_K: {
@@ -108,8 +123,10 @@ void fill_weight_block(GgmlType type, WeightPattern p, std::mt19937& rng, uint8_
       b->d = fp16(scale(rng));
       // Codes: all bits set is 63 (+31), none is 0 (-32).
       const bool top = max_codes || p == WeightPattern::kMostNegative;
-      for (auto& q : b->ql) q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : top ? 0xFF : 0x00;
-      for (auto& q : b->qh) q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : top ? 0xFF : 0x00;
+      for (auto& q : b->ql)
+        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : top ? 0xFF : 0x00;
+      for (auto& q : b->qh)
+        q = p == WeightPattern::kRandom ? static_cast<uint8_t>(byte(rng)) : top ? 0xFF : 0x00;
       for (int j = 0; j < blocks::kQKK / 16; ++j) {
         int s = 127;
         if (p == WeightPattern::kMostNegative) s = -128;
@@ -119,17 +136,23 @@ void fill_weight_block(GgmlType type, WeightPattern p, std::mt19937& rng, uint8_
       }
       return;
     }
-    default: FAIL() << "no extreme pattern for " << ggml_type_name(type);
+    default:
+      FAIL() << "no extreme pattern for " << ggml_type_name(type);
   }
 }
 
 int8_t activation_code(ActivationPattern p, int i, int block_elems, std::mt19937& rng) {
   switch (p) {
-    case ActivationPattern::kAllMax: return 127;
-    case ActivationPattern::kAllMin: return -127;
-    case ActivationPattern::kAlternating: return i % 2 == 0 ? 127 : -127;
-    case ActivationPattern::kHalves: return i % block_elems < block_elems / 2 ? 127 : -127;
-    case ActivationPattern::kRandom: return static_cast<int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
+    case ActivationPattern::kAllMax:
+      return 127;
+    case ActivationPattern::kAllMin:
+      return -127;
+    case ActivationPattern::kAlternating:
+      return i % 2 == 0 ? 127 : -127;
+    case ActivationPattern::kHalves:
+      return i % block_elems < block_elems / 2 ? 127 : -127;
+    case ActivationPattern::kRandom:
+      return static_cast<int8_t>(std::uniform_int_distribution<int>(-127, 127)(rng));
   }
   return 0;
 }
@@ -144,7 +167,8 @@ WeightPattern weight_pattern(int64_t row, int64_t block) {
 ActivationPattern activation_pattern(int64_t token, int64_t block) {
   const int64_t k = token % (kNumActivationPatterns + 2);
   if (k < kNumActivationPatterns) return kActivationPatterns[k];
-  return kActivationPatterns[(block + k + token / (kNumActivationPatterns + 2)) % kNumActivationPatterns];
+  return kActivationPatterns[(block + k + token / (kNumActivationPatterns + 2)) %
+                             kNumActivationPatterns];
 }
 
 // A weight matrix with, per row, the magnitude part of the tolerance that the min term adds
@@ -165,7 +189,8 @@ ExtremeWeights make_weights(GgmlType type, int64_t rows, int64_t cols, uint32_t 
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = w.m.bytes.data() + static_cast<size_t>(r) * rb;
     for (int64_t b = 0; b < nblocks; ++b)
-      fill_weight_block(type, weight_pattern(r, b), rng, row + static_cast<size_t>(b) * info.block_bytes);
+      fill_weight_block(type, weight_pattern(r, b), rng,
+                        row + static_cast<size_t>(b) * info.block_bytes);
     dequantize_row(type, row, w.m.deq.data() + r * cols, cols);
     if (type != GgmlType::Q4_K) continue;
     for (int64_t b = 0; b < nblocks; ++b) {
@@ -242,7 +267,8 @@ Expected expected(const ExtremeWeights& W, const float* x, int64_t r) {
 }
 
 std::vector<int64_t> widths(GgmlType type) {
-  if (ggml_type_info(type).block_elems == 32) return {32, 96, 288, 512};  // odd block counts: pair tails
+  if (ggml_type_info(type).block_elems == 32)
+    return {32, 96, 288, 512};  // odd block counts: pair tails
   return {256, 512, 768};
 }
 
@@ -263,20 +289,22 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
         const size_t w_stride = ggml_row_bytes(type, cols);
         auto check = [&](float got, int64_t r, int64_t t, const char* kernel, int nr, int nt) {
           const Expected e = expected(W, A.deq.data() + t * cols, r);
-          ASSERT_NEAR(got, e.value, e.tol) << lname << " " << kernel << " " << ggml_type_name(type)
-                                           << " cols=" << cols << " r=" << r << " t=" << t << " nr=" << nr
-                                           << " nt=" << nt;
+          ASSERT_NEAR(got, e.value, e.tol)
+              << lname << " " << kernel << " " << ggml_type_name(type) << " cols=" << cols
+              << " r=" << r << " t=" << t << " nr=" << nr << " nt=" << nt;
         };
         const vec::RowDotFn row_dot = vec::row_dot_fn(type, level);
         for (int64_t r = 0; r < kRows; ++r)
           for (int64_t t = 0; t < kTokens; ++t)
-            check(row_dot(W.m.bytes.data() + r * w_stride, A.act.data() + t * A.stride, cols), r, t, "row", 1, 1);
+            check(row_dot(W.m.bytes.data() + r * w_stride, A.act.data() + t * A.stride, cols), r, t,
+                  "row", 1, 1);
         const vec::MultiDotFn multi = vec::multi_dot_fn(type, level);
         for (int nt = 1; nt <= vec::kMultiTokens; ++nt)
           for (int64_t t0 = 0; t0 + nt <= kTokens; ++t0)
             for (int64_t r = 0; r < kRows; ++r) {
               float out[vec::kMultiTokens];
-              multi(W.m.bytes.data() + r * w_stride, A.act.data() + t0 * A.stride, A.stride, nt, cols, out);
+              multi(W.m.bytes.data() + r * w_stride, A.act.data() + t0 * A.stride, A.stride, nt,
+                    cols, out);
               for (int k = 0; k < nt; ++k) check(out[k], r, t0 + k, "multi", 1, nt);
             }
         const vec::TileDotFn tile = vec::tile_dot_fn(type, level);
@@ -286,11 +314,12 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
             for (int64_t r0 = 0; r0 + nr <= kRows; ++r0)
               for (int64_t t0 = 0; t0 + nt <= kTokens; ++t0) {
                 float out[vec::kTileRows * vec::kMultiTokens];
-                tile(W.m.bytes.data() + r0 * w_stride, w_stride, nr, A.act.data() + t0 * A.stride, A.stride, nt,
-                     cols, out);
+                tile(W.m.bytes.data() + r0 * w_stride, w_stride, nr, A.act.data() + t0 * A.stride,
+                     A.stride, nt, cols, out);
                 ++tiles;
                 for (int i = 0; i < nr; ++i)
-                  for (int k = 0; k < nt; ++k) check(out[i * vec::kMultiTokens + k], r0 + i, t0 + k, "tile", nr, nt);
+                  for (int k = 0; k < nt; ++k)
+                    check(out[i * vec::kMultiTokens + k], r0 + i, t0 + k, "tile", nr, nt);
               }
       }
     }
@@ -305,7 +334,8 @@ TEST(ExtremeValues, RowMultiAndTileKernelsAtEveryLevel) {
 // a partial one, 1 to kTileTokens + 2 tokens (a tile is 8 for Q4_K, 16 for Q8_0; past it the
 // kernels run a tile at a time) at several offsets.
 template <typename Interleaved>
-void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, const std::string& name) {
+void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type,
+                       const std::string& name) {
   constexpr int64_t kGroupRows = vec::kInterleavedRows;
   constexpr int64_t kMatrixRows = kGroupRows + 3;
   constexpr int64_t kGemmTokens = vec::InterleavedKernel<Interleaved>::kTileTokens + 2;
@@ -313,27 +343,32 @@ void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, 
     const auto W = make_weights(type, kMatrixRows, cols, static_cast<uint32_t>(cols) + 7);
     const auto A = make_activations(type, kGemmTokens, cols, static_cast<uint32_t>(cols) + 8);
     const int64_t nblocks = cols / Interleaved::kBlockElems;
-    const size_t sums_stride = static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock);
-    std::vector<int32_t> sums(sums_stride * static_cast<size_t>(kGemmTokens));  // [token][block][sum]
+    const size_t sums_stride =
+        static_cast<size_t>(nblocks * vec::InterleavedKernel<Interleaved>::kSumsPerBlock);
+    std::vector<int32_t> sums(sums_stride *
+                              static_cast<size_t>(kGemmTokens));  // [token][block][sum]
     for (int64_t t = 0; t < kGemmTokens; ++t)
       vec::activation_sums(A.act.data() + static_cast<size_t>(t) * A.stride, cols,
-                           static_cast<const Interleaved*>(nullptr), sums.data() + static_cast<size_t>(t) * sums_stride);
+                           static_cast<const Interleaved*>(nullptr),
+                           sums.data() + static_cast<size_t>(t) * sums_stride);
     const size_t rb = ggml_row_bytes(type, cols);
     std::vector<Interleaved> group(static_cast<size_t>(nblocks));
     for (const int64_t r0 : {int64_t{0}, kGroupRows}) {
       const int nr = static_cast<int>(std::min(kGroupRows, kMatrixRows - r0));
-      vec::interleave_rows(W.m.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols, group.data());
+      vec::interleave_rows(W.m.bytes.data() + static_cast<size_t>(r0) * rb, rb, nr, cols,
+                           group.data());
       for (int nt = 1; nt <= kGemmTokens; ++nt)  // past a tile too: run a tile at a time
         for (int64_t t0 = 0; t0 + nt <= kGemmTokens; t0 += 1 + (nt < 4 ? 2 : 0)) {
           float out[kGemmTokens * vec::kInterleavedRows];  // [token][row of the group]
           gemm(group.data(), nblocks, A.act.data() + static_cast<size_t>(t0) * A.stride, A.stride,
-               sums.data() + static_cast<size_t>(t0) * sums_stride, sums_stride, nt, out, vec::kInterleavedRows);
+               sums.data() + static_cast<size_t>(t0) * sums_stride, sums_stride, nt, out,
+               vec::kInterleavedRows);
           for (int k = 0; k < nt; ++k)
             for (int i = 0; i < nr; ++i) {
               const Expected e = expected(W, A.deq.data() + (t0 + k) * cols, r0 + i);
               ASSERT_NEAR(out[k * vec::kInterleavedRows + i], e.value, e.tol)
-                  << name << " interleaved " << ggml_type_name(type) << " cols=" << cols << " r=" << r0 + i
-                  << " t=" << t0 + k << " nt=" << nt;
+                  << name << " interleaved " << ggml_type_name(type) << " cols=" << cols
+                  << " r=" << r0 + i << " t=" << t0 + k << " nt=" << nt;
             }
         }
     }
@@ -341,8 +376,10 @@ void check_interleaved(vec::InterleavedGemmFn<Interleaved> gemm, GgmlType type, 
 }
 
 TEST(ExtremeValues, InterleavedKernelsAtEveryLevel) {
-  check_interleaved<vec::InterleavedQ4_K>(vec::gemm_interleaved_portable, GgmlType::Q4_K, "portable");
-  check_interleaved<vec::InterleavedQ8_0>(vec::gemm_interleaved_portable, GgmlType::Q8_0, "portable");
+  check_interleaved<vec::InterleavedQ4_K>(vec::gemm_interleaved_portable, GgmlType::Q4_K,
+                                          "portable");
+  check_interleaved<vec::InterleavedQ8_0>(vec::gemm_interleaved_portable, GgmlType::Q8_0,
+                                          "portable");
   int checked = 0;
   for (const cpu::KernelLevel level : cpu::supported_levels()) {
     const std::string name(cpu::level_name(level));
@@ -367,7 +404,8 @@ TEST(ExtremeValues, MatmulDecodeAtTokenCounts) {
   constexpr int64_t kMatRows = 37;
   for (const GgmlType type : kIntegerTypes) {
     const int64_t cols = ggml_type_info(type).block_elems == 32 ? 288 : 768;
-    const int64_t block = vec::activation_type(type) == GgmlType::Q8_0 ? blocks::kQK0 : blocks::kQKK;
+    const int64_t block =
+        vec::activation_type(type) == GgmlType::Q8_0 ? blocks::kQK0 : blocks::kQKK;
     const auto W = make_weights(type, kMatRows, cols, 77);
     for (const int64_t n : {1, 4, 5, 8, 16, 33}) {
       std::mt19937 rng(static_cast<uint32_t>(n));
@@ -378,7 +416,8 @@ TEST(ExtremeValues, MatmulDecodeAtTokenCounts) {
           const float s = scale(rng);
           for (int64_t i = 0; i < block; ++i)
             X[static_cast<size_t>(t * cols + b * block + i)] =
-                s * activation_code(activation_pattern(t, b), static_cast<int>(i), static_cast<int>(block), rng);
+                s * activation_code(activation_pattern(t, b), static_cast<int>(i),
+                                    static_cast<int>(block), rng);
         }
       // What the kernels see: X through the activation quantiser, decoded.
       const GgmlType at = vec::activation_type(type);
@@ -388,8 +427,9 @@ TEST(ExtremeValues, MatmulDecodeAtTokenCounts) {
         vec::quantize_activation(type, X.data() + t * cols, q.data(), cols);
         dequantize_row(at, q.data(), xq.data() + t * cols, cols);
         if (t == 0) {  // token 0 is all +127: the extreme codes reach the kernels
-          const int8_t first = at == GgmlType::Q8_0 ? reinterpret_cast<const blocks::BlockQ8_0*>(q.data())->qs[0]
-                                                    : reinterpret_cast<const blocks::BlockQ8_K*>(q.data())->qs[0];
+          const int8_t first = at == GgmlType::Q8_0
+                                   ? reinterpret_cast<const blocks::BlockQ8_0*>(q.data())->qs[0]
+                                   : reinterpret_cast<const blocks::BlockQ8_K*>(q.data())->qs[0];
           ASSERT_EQ(first, 127) << ggml_type_name(type);
         }
       }
@@ -399,8 +439,8 @@ TEST(ExtremeValues, MatmulDecodeAtTokenCounts) {
         for (int64_t r = 0; r < kMatRows; ++r) {
           const Expected e = expected(W, xq.data() + t * cols, r);
           ASSERT_NEAR(Y[static_cast<size_t>(t * kMatRows + r)], e.value, e.tol)
-              << cpu::level_name(cpu::active_level()) << " matmul decode " << ggml_type_name(type) << " n=" << n
-              << " t=" << t << " r=" << r;
+              << cpu::level_name(cpu::active_level()) << " matmul decode " << ggml_type_name(type)
+              << " n=" << n << " t=" << t << " r=" << r;
         }
     }
   }

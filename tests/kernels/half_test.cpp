@@ -16,9 +16,9 @@ TEST(Half, KnownFp16Values) {
   EXPECT_EQ(fp16_to_fp32(0x3C00), 1.0f);
   EXPECT_EQ(fp16_to_fp32(0xC000), -2.0f);
   EXPECT_EQ(fp16_to_fp32(0x7BFF), 65504.0f);
-  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
   EXPECT_EQ(fp16_to_fp32(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
-  EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(fp16_to_fp32(0x0400), std::ldexp(1.0f, -14));     // smallest normal
   EXPECT_EQ(fp16_to_fp32(0x3555), 0.333251953125f);
   EXPECT_TRUE(std::isinf(fp16_to_fp32(0x7C00)));
   EXPECT_TRUE(std::isnan(fp16_to_fp32(0x7E00)));
@@ -29,7 +29,7 @@ TEST(Half, KnownFp16Values) {
   EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7BFF);
   EXPECT_EQ(fp32_to_fp16(65519.0f), 0x7BFF);  // below the halfway point to 65536
   EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7C00);  // ties to even -> overflows to inf
-  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even (down)
+  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);      // tie -> even (down)
   EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);  // tie -> even (up)
   EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and min subnormal
   EXPECT_EQ(fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);

@@ -1,7 +1,7 @@
-// Q8_0 and Q4_K weights interleaved once at load (interleave_for_matmul, TensorLayout::kInterleaved16)
-// against the same weights row-major: matmul at every token count, the groups and their
-// row-major tail, and the row accessors. ctest runs this suite once more with TANGRAM_CPU=avx2,
-// so both kernel levels' in-place paths are covered.
+// Q8_0 and Q4_K weights interleaved once at load (interleave_for_matmul,
+// TensorLayout::kInterleaved16) against the same weights row-major: matmul at every token count,
+// the groups and their row-major tail, and the row accessors. ctest runs this suite once more with
+// TANGRAM_CPU=avx2, so both kernel levels' in-place paths are covered.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,13 +45,15 @@ void check_matmul(GgmlType type, int64_t rows, int64_t cols, ThreadPool& pool) {
   SCOPED_TRACE(ggml_type_name(type));
   const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows * 3 + cols));
   const InterleavedCopy I = interleaved_copy(W);
-  ASSERT_EQ(I.view.layout, rows >= 16 ? TensorLayout::kInterleaved16 : TensorLayout::kRowMajor) << rows;
+  ASSERT_EQ(I.view.layout, rows >= 16 ? TensorLayout::kInterleaved16 : TensorLayout::kRowMajor)
+      << rows;
   if (rows >= 16) {
     ASSERT_NE(std::memcmp(I.bytes.data(), W.bytes.data(), W.bytes.size()), 0);
   }
   for (int64_t n = 1; n <= 20; ++n) {
-    const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n + rows));  // [n][cols]
-    std::vector<float> want(static_cast<size_t>(n * rows), std::nanf("")), got(want);          // [n][rows]
+    const auto X =
+        random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n + rows));  // [n][cols]
+    std::vector<float> want(static_cast<size_t>(n * rows), std::nanf("")), got(want);   // [n][rows]
     matmul(W.view(), X.data(), n, want.data(), pool);
     matmul(I.view, X.data(), n, got.data(), pool);
     for (int64_t t = 0; t < n; ++t)
@@ -75,7 +77,8 @@ void check_matmul(GgmlType type, int64_t rows, int64_t cols, ThreadPool& pool) {
 TEST(InterleavedWeights, MatmulMatchesRowMajor) {
   for (const int threads : {1, 2}) {
     ThreadPool pool(threads);
-    for (const int64_t rows : {5, 16, 37, 100, 133})  // under one group; whole groups; tails of 5, 4, 5
+    for (const int64_t rows :
+         {5, 16, 37, 100, 133})  // under one group; whole groups; tails of 5, 4, 5
       for (const int64_t cols : {32, 256, 2560}) {
         check_matmul(GgmlType::Q8_0, rows, cols, pool);
         if (cols % 256 == 0) check_matmul(GgmlType::Q4_K, rows, cols, pool);
@@ -124,14 +127,16 @@ TEST(InterleavedWeights, RowAccessorsGiveRowMajorRows) {
       std::vector<float> a(static_cast<size_t>(cols)), b(a);
       for (int64_t r = 0; r < rows; ++r) {
         I.view.copy_row(r, row.data());
-        ASSERT_EQ(std::memcmp(row.data(), W.bytes.data() + static_cast<size_t>(r) * rb, rb), 0) << r;
+        ASSERT_EQ(std::memcmp(row.data(), W.bytes.data() + static_cast<size_t>(r) * rb, rb), 0)
+            << r;
         get_row(I.view, r, a.data());
         get_row(W.view(), r, b.data());
         ASSERT_EQ(a, b) << r;
         ASSERT_EQ(row_dot(I.view, r, x.data()), row_dot(W.view(), r, x.data())) << r;
       }
       // Byte ranges across rows, groups and the tail.
-      for (const size_t offset : {size_t{0}, size_t{1}, rb - 3, 15 * rb + 7, 31 * rb + 100, 36 * rb})
+      for (const size_t offset :
+           {size_t{0}, size_t{1}, rb - 3, 15 * rb + 7, 31 * rb + 100, 36 * rb})
         for (const size_t n : {size_t{1}, size_t{64}, rb + 5}) {
           if (offset + n > W.bytes.size()) continue;
           std::vector<uint8_t> got(n);
@@ -147,14 +152,16 @@ TEST(InterleavedWeights, OtherTypesAndLayoutsAreLeftAlone) {
   for (const GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
     const auto W = make_matrix(type, 32, 256, 3);
     std::vector<uint8_t> bytes = W.bytes;
-    EXPECT_EQ(interleave_for_matmul(W.view(), bytes.data()), TensorLayout::kRowMajor) << ggml_type_name(type);
+    EXPECT_EQ(interleave_for_matmul(W.view(), bytes.data()), TensorLayout::kRowMajor)
+        << ggml_type_name(type);
     EXPECT_EQ(bytes, W.bytes) << ggml_type_name(type);
   }
   for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
     const auto W = make_matrix(type, 32, 256, 3);
     InterleavedCopy I = interleaved_copy(W);
     const std::vector<uint8_t> once = I.bytes;
-    EXPECT_EQ(interleave_for_matmul(I.view, I.bytes.data()), TensorLayout::kInterleaved16);  // not twice
+    EXPECT_EQ(interleave_for_matmul(I.view, I.bytes.data()),
+              TensorLayout::kInterleaved16);  // not twice
     EXPECT_EQ(I.bytes, once);
     const auto small = make_matrix(type, 15, 256, 3);  // under one group
     std::vector<uint8_t> bytes = small.bytes;

@@ -75,7 +75,8 @@ inline double activation_error_bound(GgmlType wtype, const float* w, const float
     block = 256;
   }
   double abs_sum = 0.0, bound = 0.0;
-  for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(static_cast<double>(w[i]) * static_cast<double>(x[i]));
+  for (int64_t i = 0; i < n; ++i)
+    abs_sum += std::fabs(static_cast<double>(w[i]) * static_cast<double>(x[i]));
   if (block > 0) {
     for (int64_t b = 0; b < n; b += block) {
       double amax = 0.0, wsum = 0.0;

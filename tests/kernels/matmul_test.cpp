@@ -30,12 +30,19 @@ enum class Path { kAuto, kDecode, kPrefill };
 void check_matmul(GgmlType type, int64_t rows, int64_t cols, int64_t n, ThreadPool& pool,
                   Path path = Path::kAuto) {
   const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols + n));
-  const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 5);  // [n][cols]
-  std::vector<float> Y(static_cast<size_t>(n * rows), std::nanf(""));                         // [n][rows]
+  const auto X =
+      random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 5);  // [n][cols]
+  std::vector<float> Y(static_cast<size_t>(n * rows), std::nanf(""));              // [n][rows]
   switch (path) {
-    case Path::kAuto: matmul(W.view(), X.data(), n, Y.data(), pool); break;
-    case Path::kDecode: matmul_paths::decode(W.view(), X.data(), n, Y.data(), pool); break;
-    case Path::kPrefill: matmul_paths::prefill(W.view(), X.data(), n, Y.data(), pool); break;
+    case Path::kAuto:
+      matmul(W.view(), X.data(), n, Y.data(), pool);
+      break;
+    case Path::kDecode:
+      matmul_paths::decode(W.view(), X.data(), n, Y.data(), pool);
+      break;
+    case Path::kPrefill:
+      matmul_paths::prefill(W.view(), X.data(), n, Y.data(), pool);
+      break;
   }
   for (int64_t t = 0; t < n; ++t) {
     const float* x = X.data() + t * cols;
@@ -45,8 +52,9 @@ void check_matmul(GgmlType type, int64_t rows, int64_t cols, int64_t n, ThreadPo
       for (int64_t k = 0; k < cols; ++k) ref += testing::dbl(w[k]) * testing::dbl(x[k]);
       const double tol = activation_error_bound(type, w, x, cols);
       ASSERT_NEAR(Y[static_cast<size_t>(t * rows + r)], ref, tol)
-          << ggml_type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t
-          << " r=" << r << " threads=" << pool.size() << " path=" << static_cast<int>(path);
+          << ggml_type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n
+          << " t=" << t << " r=" << r << " threads=" << pool.size()
+          << " path=" << static_cast<int>(path);
     }
   }
 }
@@ -68,7 +76,8 @@ TEST(Matmul, EachPathAtEveryTokenCount) {
   ThreadPool pool(2);
   for (const GgmlType type : kTypes)
     for (const int64_t n : {1, 2, 3, 4, 5, 8, 9, 17})
-      for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 67, 768, n, pool, path);
+      for (const Path path : {Path::kDecode, Path::kPrefill})
+        check_matmul(type, 67, 768, n, pool, path);
 }
 
 TEST(Matmul, WideRowsAcrossTiles) {
@@ -78,7 +87,8 @@ TEST(Matmul, WideRowsAcrossTiles) {
   // F32/F16/BF16 rows need not be a multiple of 8 or 16 (SIMD tails).
   for (const GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
     for (const int64_t cols : {1, 7, 13, 37})
-      for (const Path path : {Path::kDecode, Path::kPrefill}) check_matmul(type, 5, cols, 6, pool, path);
+      for (const Path path : {Path::kDecode, Path::kPrefill})
+        check_matmul(type, 5, cols, 6, pool, path);
 }
 
 // Q4_K and Q8_0 from 8 tokens run on panels repacked into 16 interleaved rows (where the level
@@ -89,7 +99,8 @@ TEST(Matmul, InterleavedPanels) {
   check_matmul(GgmlType::Q4_K, 2900, 512, 41, pool);  // 384 KiB panels of 1360 rows at 512 columns
   check_matmul(GgmlType::Q8_0, 1500, 512, 41, pool);  // 384 KiB panels of 720 rows
   for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0})
-    for (const int64_t n : {7, 8, 9, 15, 16, 17}) check_matmul(type, 53, 2560, n, pool, Path::kDecode);
+    for (const int64_t n : {7, 8, 9, 15, 16, 17})
+      check_matmul(type, 53, 2560, n, pool, Path::kDecode);
 }
 
 // Many tokens (interleaved rows where the level has them) against the same tokens one at a time
@@ -102,8 +113,10 @@ TEST(Matmul, ManyTokensMatchOneAtATime) {
       for (const int64_t cols : {256, 512})
         for (const int64_t n : {8, 17, 30, 70}) {
           const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows + cols));
-          const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n), 2.0f);  // [n][cols]
-          std::vector<float> many(static_cast<size_t>(n * rows)), one(static_cast<size_t>(rows));  // [n][rows], [rows]
+          const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n),
+                                       2.0f);  // [n][cols]
+          std::vector<float> many(static_cast<size_t>(n * rows)),
+              one(static_cast<size_t>(rows));  // [n][rows], [rows]
           matmul_paths::decode(W.view(), X.data(), n, many.data(), pool);
           for (int64_t t = 0; t < n; ++t) {
             matmul_paths::decode(W.view(), X.data() + t * cols, 1, one.data(), pool);
@@ -112,9 +125,10 @@ TEST(Matmul, ManyTokensMatchOneAtATime) {
               for (int64_t k = 0; k < cols; ++k)
                 mag += std::fabs(testing::dbl(W.deq[static_cast<size_t>(r * cols + k)]) *
                                  testing::dbl(X[static_cast<size_t>(t * cols + k)]));
-              ASSERT_NEAR(many[static_cast<size_t>(t * rows + r)], one[static_cast<size_t>(r)], 1e-5 * mag + 1e-6)
-                  << ggml_type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t
-                  << " r=" << r;
+              ASSERT_NEAR(many[static_cast<size_t>(t * rows + r)], one[static_cast<size_t>(r)],
+                          1e-5 * mag + 1e-6)
+                  << ggml_type_name(type) << " rows=" << rows << " cols=" << cols << " n=" << n
+                  << " t=" << t << " r=" << r;
             }
           }
         }
@@ -134,8 +148,8 @@ TEST(Matmul, LeavesCallersOpenMpThreadCountAlone) {
 
 // matmul_group / matmul_swiglu against separate matmul calls on the same pool: every row comes
 // from the same kernel on the same activations, so the outputs must match bit for bit.
-void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, std::string_view what, int64_t n,
-                      int threads) {
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      std::string_view what, int64_t n, int threads) {
   ASSERT_EQ(got.size(), want.size());
   ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
       << what << " n=" << n << " threads=" << threads;
@@ -147,10 +161,12 @@ void check_group(std::span<const GgmlType> types, int64_t cols, int64_t n, Threa
   const int64_t row_counts[] = {96, 37, 131, 16};
   std::vector<testing::QuantMatrix> mats;
   for (size_t i = 0; i < types.size(); ++i)
-    mats.push_back(make_matrix(types[i], row_counts[i % 4], cols, static_cast<uint32_t>(i * 11 + n)));
+    mats.push_back(
+        make_matrix(types[i], row_counts[i % 4], cols, static_cast<uint32_t>(i * 11 + n)));
   std::vector<TensorView> views;
   for (const auto& m : mats) views.push_back(m.view());
-  const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 3);  // [n][cols]
+  const auto X =
+      random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 3);  // [n][cols]
   std::vector<std::vector<float>> grouped, separate;
   std::vector<MatmulOutput> outputs;
   for (const auto& v : views) {
@@ -168,7 +184,8 @@ void check_group(std::span<const GgmlType> types, int64_t cols, int64_t n, Threa
 
 TEST(MatmulGroup, EveryTypeTokenCountAndThreadCountMatchesSeparateCalls) {
   const GgmlType mixed_k[] = {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K};
-  const GgmlType mixed_32[] = {GgmlType::Q8_0, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32};
+  const GgmlType mixed_32[] = {GgmlType::Q8_0, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0,
+                               GgmlType::F32};
   for (const int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (const int64_t n : {1, 4, 16, 33, 512}) {
@@ -196,8 +213,9 @@ TEST(Matmul, OutputDoesNotDependOnHowRowsAreSplit) {
       if (n > matmul_paths::decode_max_tokens(type)) continue;
       const int64_t cols = 512;
       const auto W = make_matrix(type, rows, cols, static_cast<uint32_t>(rows + n));
-      const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 5);  // [n][cols]
-      std::vector<float> want(static_cast<size_t>(n * rows));  // [n][rows]
+      const auto X =
+          random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 5);  // [n][cols]
+      std::vector<float> want(static_cast<size_t>(n * rows));                          // [n][rows]
       matmul(W.view(), X.data(), n, want.data(), one);
       for (ThreadPool* pool : {&two, &three, &two})
         for (int repeat = 0; repeat < 2; ++repeat) {
@@ -229,7 +247,8 @@ void check_swiglu(GgmlType type, int64_t rows, int64_t up_rows, int64_t n, Threa
   const int64_t cols = 512;
   const auto G = make_matrix(type, rows, cols, static_cast<uint32_t>(n) + 1);
   const auto U = make_matrix(type, up_rows, cols, static_cast<uint32_t>(n) + 2);
-  const auto X = random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 9);  // [n][cols]
+  const auto X =
+      random_normal(static_cast<size_t>(n * cols), static_cast<uint32_t>(n) + 9);  // [n][cols]
   std::vector<float> gate(static_cast<size_t>(n * rows)), up(static_cast<size_t>(n * up_rows));
   std::vector<float> want_gate(gate.size()), want_up(up.size());
   matmul_swiglu(G.view(), U.view(), X.data(), n, gate.data(), up.data(), pool);
@@ -247,7 +266,8 @@ TEST(MatmulSwiglu, EveryTypeTokenCountAndThreadCountMatchesSeparateCalls) {
     for (const int64_t n : {1, 4, 16, 33, 512})
       for (const GgmlType type : kTypes)
         for (const int64_t rows : {131, 16, 5}) check_swiglu(type, rows, rows, n, pool);
-    check_swiglu(GgmlType::Q8_0, 37, 40, 4, pool);  // shapes that cannot share a split: one after the other
+    check_swiglu(GgmlType::Q8_0, 37, 40, 4,
+                 pool);  // shapes that cannot share a split: one after the other
   }
 }
 

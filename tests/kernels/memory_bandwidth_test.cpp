@@ -38,7 +38,8 @@ TEST(MemoryBandwidth, ScatteredProbeRefusesRunsItCannotScatter) {
   ThreadPool pool(2);
   EXPECT_FALSE(measure_scattered_read_bandwidth(pool, 0, size_t{1} << 20, 1).ok());
   // Two threads need two runs each: 4 runs of 256 KiB do not fit in 1 MiB minus a byte.
-  EXPECT_FALSE(measure_scattered_read_bandwidth(pool, size_t{256} << 10, (size_t{1} << 20) - 1, 1).ok());
+  EXPECT_FALSE(
+      measure_scattered_read_bandwidth(pool, size_t{256} << 10, (size_t{1} << 20) - 1, 1).ok());
   EXPECT_TRUE(measure_scattered_read_bandwidth(pool, size_t{256} << 10, size_t{1} << 20, 1).ok());
 }
 

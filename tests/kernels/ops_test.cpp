@@ -19,7 +19,8 @@ const int64_t kSizes[] = {1, 7, 8, 31, 33, 1000, 4099};
 
 TEST(Ops, DotF32) {
   for (const int64_t n : kSizes) {
-    const auto a = random_normal(static_cast<size_t>(n), 1), b = random_normal(static_cast<size_t>(n), 2);
+    const auto a = random_normal(static_cast<size_t>(n), 1),
+               b = random_normal(static_cast<size_t>(n), 2);
     double ref = 0, abs = 0;
     for (int64_t i = 0; i < n; ++i) {
       ref += dbl(a[i]) * dbl(b[i]);

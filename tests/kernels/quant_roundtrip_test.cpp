@@ -25,7 +25,8 @@ std::vector<float> test_data(uint32_t seed) {
   return x;
 }
 
-std::vector<float> roundtrip(GgmlType t, const std::vector<float>& x, std::vector<uint8_t>* bytes = nullptr) {
+std::vector<float> roundtrip(GgmlType t, const std::vector<float>& x,
+                             std::vector<uint8_t>* bytes = nullptr) {
   std::vector<uint8_t> q(ggml_row_bytes(t, kN));
   quantize_row(t, x.data(), q.data(), kN);
   std::vector<float> y(kN);
@@ -52,7 +53,7 @@ TEST(QuantRoundtrip, FloatTypes) {
     const float ax = std::fabs(x[i]);
     // Half an ulp of 11 bits; below 2^-14 halves are subnormal with a fixed step of 2^-24.
     EXPECT_LE(std::fabs(h[i] - x[i]), std::max(ax * 0x1p-11f, 0x1p-25f)) << i;
-    EXPECT_LE(std::fabs(b[i] - x[i]), ax * 0x1p-8f) << i;   // half an ulp of 8 bits
+    EXPECT_LE(std::fabs(b[i] - x[i]), ax * 0x1p-8f) << i;  // half an ulp of 8 bits
   }
 }
 
@@ -168,15 +169,16 @@ TEST(QuantRoundtrip, KQuantsWithOutliers) {
 // The SIMD activation quantisers write the same bytes as the portable ones.
 TEST(QuantRoundtrip, ActivationQuantisersMatchPortable) {
   auto x = test_data(8);
-  x[5] = 0.5f / 127.0f * 3.0f;  // values near rounding ties
+  x[5] = 0.5f / 127.0f * 3.0f;                        // values near rounding ties
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
   using Fn = void (*)(const float*, void*, int64_t);
   struct Case {
     GgmlType type;
     Fn simd, portable;
   };
-  for (const Case& c : {Case{GgmlType::Q8_0, quant::quantize_row_q8_0, quant::quantize_row_q8_0_portable},
-                        Case{GgmlType::Q8_K, quant::quantize_row_q8_k, quant::quantize_row_q8_k_portable}}) {
+  for (const Case& c :
+       {Case{GgmlType::Q8_0, quant::quantize_row_q8_0, quant::quantize_row_q8_0_portable},
+        Case{GgmlType::Q8_K, quant::quantize_row_q8_k, quant::quantize_row_q8_k_portable}}) {
     const GgmlType type = c.type;
     std::vector<uint8_t> a(ggml_row_bytes(type, kN)), b(a.size());
     c.simd(x.data(), a.data(), kN);
@@ -186,7 +188,8 @@ TEST(QuantRoundtrip, ActivationQuantisersMatchPortable) {
 }
 
 TEST(QuantRoundtrip, ZerosAndConstantsAreExact) {
-  for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
+  for (const GgmlType t :
+       {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
     std::vector<float> zero(kN, 0.0f);
     EXPECT_EQ(roundtrip(t, zero), zero) << ggml_type_name(t);
   }

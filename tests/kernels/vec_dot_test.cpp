@@ -27,7 +27,7 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {GgmlType::F16, vec::dot_f16_f32_portable},   {GgmlType::BF16, vec::dot_bf16_f32_portable},
+    {GgmlType::F16, vec::dot_f16_f32_portable},    {GgmlType::BF16, vec::dot_bf16_f32_portable},
     {GgmlType::Q4_0, vec::dot_q4_0_q8_0_portable}, {GgmlType::Q8_0, vec::dot_q8_0_q8_0_portable},
     {GgmlType::Q4_K, vec::dot_q4_k_q8_k_portable}, {GgmlType::Q6_K, vec::dot_q6_k_q8_k_portable},
 };
@@ -58,7 +58,8 @@ TEST(VecDot, QuantisedKernelsMatchReferencesAtEveryLevel) {
   for (const cpu::KernelLevel level : cpu::supported_levels()) {
     for (const Case& c : kCases) {
       for (const int64_t cols : widths(c.type)) {
-        const auto W = make_matrix(c.type, 5, cols, static_cast<uint32_t>(cols) + static_cast<uint32_t>(c.type));
+        const auto W = make_matrix(c.type, 5, cols,
+                                   static_cast<uint32_t>(cols) + static_cast<uint32_t>(c.type));
         auto x = random_normal(static_cast<size_t>(cols), 99);
         x[3] = 9.0f;  // an outlier makes activation blocks uneven
         const GgmlType at = vec::activation_type(c.type);
@@ -73,15 +74,16 @@ TEST(VecDot, QuantisedKernelsMatchReferencesAtEveryLevel) {
           const float simd = simd_dot(w, act.data(), cols);
           const float portable = c.portable(w, act.data(), cols);
           const double scale = abs_dot(wd, xq.data(), cols);
-          SCOPED_TRACE(::testing::Message() << level_str(level) << " " << ggml_type_name(c.type) << " cols=" << cols
-                                            << " row=" << r);
+          SCOPED_TRACE(::testing::Message() << level_str(level) << " " << ggml_type_name(c.type)
+                                            << " cols=" << cols << " row=" << r);
           // Same products, different float summation order: within a few ulp of sum |w x|.
           EXPECT_NEAR(simd, portable, 1e-6 * scale + 1e-30);
           // Exact arithmetic on the codes the kernel saw: only float rounding (n * 2^-24 bound).
           const double exact = dot_double(wd, xq.data(), cols);
           EXPECT_NEAR(simd, exact, (static_cast<double>(cols) * 6e-8 + 1e-6) * scale + 1e-30);
           // Against the float activation: also the activation's quantisation error, bounded.
-          EXPECT_NEAR(simd, dot_double(wd, x.data(), cols), activation_error_bound(c.type, wd, x.data(), cols));
+          EXPECT_NEAR(simd, dot_double(wd, x.data(), cols),
+                      activation_error_bound(c.type, wd, x.data(), cols));
         }
       }
     }
@@ -125,7 +127,8 @@ TEST(VecDot, MultiTokenKernelsMatchSingle) {
           float out[vec::kMultiTokens];
           vec::multi_dot_fn(t, level)(W.bytes.data(), a.act.data(), a.stride, nt, cols, out);
           for (int k = 0; k < nt; ++k) {
-            const float single = vec::row_dot_fn(t, level)(W.bytes.data(), a.act.data() + k * a.stride, cols);
+            const float single =
+                vec::row_dot_fn(t, level)(W.bytes.data(), a.act.data() + k * a.stride, cols);
             const double scale = abs_dot(W.deq.data(), a.xq.data() + k * cols, cols);
             EXPECT_NEAR(out[k], single, 1e-6 * scale)
                 << level_str(level) << " " << ggml_type_name(t) << " nt=" << nt << " k=" << k;
@@ -155,11 +158,12 @@ TEST(VecDot, TileKernelsMatchPortableAtEveryLevel) {
             ++tiles_checked;
             for (int r = 0; r < nr; ++r) {
               for (int k = 0; k < nt; ++k) {
-                const float ref = c.portable(W.bytes.data() + r * w_stride, a.act.data() + k * a.stride, cols);
+                const float ref =
+                    c.portable(W.bytes.data() + r * w_stride, a.act.data() + k * a.stride, cols);
                 const double scale = abs_dot(W.deq.data() + r * cols, a.xq.data() + k * cols, cols);
                 EXPECT_NEAR(out[r * vec::kMultiTokens + k], ref, 1e-6 * scale + 1e-30)
-                    << level_str(level) << " " << ggml_type_name(c.type) << " cols=" << cols << " nr=" << nr
-                    << " nt=" << nt << " r=" << r << " k=" << k;
+                    << level_str(level) << " " << ggml_type_name(c.type) << " cols=" << cols
+                    << " nr=" << nr << " nt=" << nt << " r=" << r << " k=" << k;
               }
             }
           }
@@ -186,14 +190,16 @@ TEST(VecDot, Q4_KOneTokenTilesEqualTheRowKernelBitForBit) {
     if (tile == nullptr) continue;  // AVX2: no tiles, matmul runs the row kernel itself
     const vec::RowDotFn row_dot = vec::row_dot_fn(GgmlType::Q4_K, level);
     for (const int64_t cols : {int64_t{256}, int64_t{768}, int64_t{2816}}) {
-      const auto W = make_matrix(GgmlType::Q4_K, vec::kTileRows, cols, 17 + static_cast<uint32_t>(cols));
+      const auto W =
+          make_matrix(GgmlType::Q4_K, vec::kTileRows, cols, 17 + static_cast<uint32_t>(cols));
       const size_t w_stride = ggml_row_bytes(GgmlType::Q4_K, cols);
       const TokenActivations a = make_activations(GgmlType::Q4_K, cols);
       for (int nr = 1; nr <= vec::kTileRows; ++nr) {
         float out[vec::kTileRows * vec::kMultiTokens];
         tile(W.bytes.data(), w_stride, nr, a.act.data(), a.stride, 1, cols, out);
         for (int r = 0; r < nr; ++r) {
-          EXPECT_EQ(out[r * vec::kMultiTokens], row_dot(W.bytes.data() + r * w_stride, a.act.data(), cols))
+          EXPECT_EQ(out[r * vec::kMultiTokens],
+                    row_dot(W.bytes.data() + r * w_stride, a.act.data(), cols))
               << level_str(level) << " cols=" << cols << " nr=" << nr << " r=" << r;
           ++checked;
         }
@@ -211,10 +217,11 @@ TEST(VecDot, RowDotUsesExactWeightsAndFloatActivation) {
     const auto x = random_normal(512, 3);
     for (int64_t r = 0; r < 3; ++r) {
       const double ref = dot_double(W.deq.data() + r * 512, x.data(), 512);
-      EXPECT_NEAR(row_dot(W.view(), r, x.data()), ref, 512 * 6e-8 * abs_dot(W.deq.data() + r * 512, x.data(), 512))
+      EXPECT_NEAR(row_dot(W.view(), r, x.data()), ref,
+                  512 * 6e-8 * abs_dot(W.deq.data() + r * 512, x.data(), 512))
           << ggml_type_name(t);
     }
-    EXPECT_EQ(row_dot(W.view(), 3, x.data()), 0.0f);   // out of range: defined, no read
+    EXPECT_EQ(row_dot(W.view(), 3, x.data()), 0.0f);  // out of range: defined, no read
     EXPECT_EQ(row_dot(W.view(), -1, x.data()), 0.0f);
   }
 }
@@ -225,7 +232,8 @@ TEST(VecDot, GetRowMatchesDequantisation) {
     std::vector<float> out(256);
     for (int64_t r = 0; r < 4; ++r) {
       get_row(W.view(), r, out.data());
-      for (int i = 0; i < 256; ++i) ASSERT_EQ(out[i], W.deq[static_cast<size_t>(r * 256 + i)]) << ggml_type_name(t);
+      for (int i = 0; i < 256; ++i)
+        ASSERT_EQ(out[i], W.deq[static_cast<size_t>(r * 256 + i)]) << ggml_type_name(t);
     }
     get_row(W.view(), 4, out.data());
     for (float v : out) ASSERT_EQ(v, 0.0f);

@@ -17,8 +17,8 @@
 namespace tangram {
 namespace {
 
-using testing::KvMirror;
 using testing::cache_matches_mirror;
+using testing::KvMirror;
 using testing::random_values;
 
 struct Seq {
@@ -33,7 +33,9 @@ struct Snapshot {
   int64_t pages_held, used_slots, reserved, free_pages;
 
   Snapshot(const PagedKvCache& c, const BlockPool& pool)
-      : pages_held(c.pages_held()), used_slots(c.used_slots()), reserved(c.reserved_positions()),
+      : pages_held(c.pages_held()),
+        used_slots(c.used_slots()),
+        reserved(c.reserved_positions()),
         free_pages(pool.free_pages()) {
     const KvShape& s = c.shape();
     for (int g = 0; g < c.head_groups().total_groups(); ++g) {
@@ -67,7 +69,8 @@ void check_invariants(const BlockPool& pool, const std::vector<std::optional<Seq
       }
       int64_t longest = 0;
       for (const int f : c.head_groups().members(g))
-        longest = std::max(longest, c.length(c.head_groups().layer_of_head(f), c.head_groups().kv_head_of(f)));
+        longest = std::max(
+            longest, c.length(c.head_groups().layer_of_head(f), c.head_groups().kv_head_of(f)));
       ASSERT_GE(static_cast<int64_t>(table.size()) * p, longest) << "group lacks pages";
       held += static_cast<int64_t>(table.size());
     }
@@ -95,7 +98,8 @@ void run_stress(int page_tokens, int group, int64_t n_pages,
   geo.head_dim = shape.head_dim;
   geo.head_dim_v = shape.head_dim_v;
   geo.type = KvType::F16;
-  auto pool = std::move(BlockPool::create(geo, static_cast<size_t>(n_pages) * geo.page_bytes()).value());
+  auto pool =
+      std::move(BlockPool::create(geo, static_cast<size_t>(n_pages) * geo.page_bytes()).value());
   if (!map)
     map = std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(2, 6, group).value());
   std::mt19937 rng(seed);
@@ -109,7 +113,7 @@ void run_stress(int page_tokens, int group, int64_t n_pages,
       slot = Seq{std::move(PagedKvCache::create(shape, 400, *pool, map).value()),
                  std::make_unique<KvMirror>(shape, KvType::F16)};
     } else if (op == 0 && rng() % 4 == 0) {
-      slot.reset();  // destruction returns the pages
+      slot.reset();        // destruction returns the pages
     } else if (op <= 3) {  // grow by a chunk or a token
       PagedKvCache& c = *slot->cache;
       const int64_t n = op == 1 ? 1 + static_cast<int64_t>(rng() % 24) : 1;
@@ -150,7 +154,10 @@ void run_stress(int page_tokens, int group, int64_t n_pages,
     } else if (op == 6) {  // drop a head's most recent entries
       PagedKvCache& c = *slot->cache;
       const int l = static_cast<int>(rng() % 2), h = static_cast<int>(rng() % 6);
-      const int64_t len = c.length(l, h) == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(c.length(l, h) + 1));
+      const int64_t len =
+          c.length(l, h) == 0
+              ? 0
+              : static_cast<int64_t>(rng() % static_cast<uint64_t>(c.length(l, h) + 1));
       ASSERT_TRUE(c.set_head_length(l, h, len).ok());
       slot->mirror->set_length(l, h, len);
     } else if (op == 7) {
@@ -204,7 +211,8 @@ TEST(AllocatorStress, NonContiguousMap) {
 TEST(AllocatorStress, CrossLayerMap) {
   // Groups mixing both layers' heads, one group shorter than G.
   auto map = std::make_shared<const HeadGroupMap>(
-      HeadGroupMap::from_flat_groups(2, 6, 4, {{0, 7, 3, 11}, {6, 1, 8}, {2, 9, 10, 4}, {5}}).value());
+      HeadGroupMap::from_flat_groups(2, 6, 4, {{0, 7, 3, 11}, {6, 1, 8}, {2, 9, 10, 4}, {5}})
+          .value());
   ASSERT_FALSE(map->per_layer());
   run_stress(4, 4, 300, map, 5, 3000);
 }

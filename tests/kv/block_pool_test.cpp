@@ -77,7 +77,8 @@ TEST(PageGeometry, RowsTileThePageWithoutOverlapAtEveryPageSize) {
       const auto used = static_cast<size_t>(g.group_size) * static_cast<size_t>(p) *
                         (g.key_row_bytes() + g.value_row_bytes());
       EXPECT_EQ(static_cast<size_t>(std::count(owner.begin(), owner.end(), 1)), used) << "P " << p;
-      EXPECT_EQ(std::count_if(owner.begin(), owner.end(), [](int n) { return n > 1; }), 0) << "P " << p;
+      EXPECT_EQ(std::count_if(owner.begin(), owner.end(), [](int n) { return n > 1; }), 0)
+          << "P " << p;
     }
 }
 

@@ -111,12 +111,14 @@ TEST_P(KvAttention, MatchesNaiveAttention) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, KvAttention,
-    ::testing::Values(AttnCase{8, 2, 32, 32, KvType::F32, 1}, AttnCase{8, 2, 32, 32, KvType::F32, 2},
-                      AttnCase{8, 8, 16, 16, KvType::F32, 3}, AttnCase{4, 1, 64, 64, KvType::F32, 2},
-                      AttnCase{8, 2, 32, 32, KvType::F16, 1}, AttnCase{8, 2, 32, 32, KvType::F16, 2},
-                      AttnCase{6, 3, 8, 12, KvType::F32, 2}));
+INSTANTIATE_TEST_SUITE_P(Shapes, KvAttention,
+                         ::testing::Values(AttnCase{8, 2, 32, 32, KvType::F32, 1},
+                                           AttnCase{8, 2, 32, 32, KvType::F32, 2},
+                                           AttnCase{8, 8, 16, 16, KvType::F32, 3},
+                                           AttnCase{4, 1, 64, 64, KvType::F32, 2},
+                                           AttnCase{8, 2, 32, 32, KvType::F16, 1},
+                                           AttnCase{8, 2, 32, 32, KvType::F16, 2},
+                                           AttnCase{6, 3, 8, 12, KvType::F32, 2}));
 
 TEST(KvCache, ReserveGrowsAndRefusesPastCapacity) {
   const KvShape shape{1, 2, 1, 4, 4};

@@ -17,7 +17,8 @@ TEST(HeadGroupMap, ContiguousRunsOfG) {
   EXPECT_EQ(m->layer_groups(1)[1].flat_group, 3);
   EXPECT_EQ(m->group_of(1, 5), 3);
   EXPECT_EQ(m->column_of(1, 5), 1);
-  EXPECT_EQ(std::vector<int>(m->members(2).begin(), m->members(2).end()), (std::vector<int>{8, 9, 10, 11}));
+  EXPECT_EQ(std::vector<int>(m->members(2).begin(), m->members(2).end()),
+            (std::vector<int>{8, 9, 10, 11}));
   EXPECT_TRUE(m->is_contiguous());
   EXPECT_TRUE(m->per_layer());
 }
@@ -73,12 +74,15 @@ TEST(HeadGroupMap, GroupsAcrossLayers) {
   ASSERT_EQ(m->layer_groups(0).size(), 2u);
   EXPECT_EQ(m->layer_groups(0)[0].flat_group, 0);
   EXPECT_EQ(m->layer_groups(0)[1].flat_group, 1);
-  EXPECT_EQ(std::vector<int>(m->layer_heads(0).begin(), m->layer_heads(0).end()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(std::vector<int>(m->layer_heads(0).begin(), m->layer_heads(0).end()),
+            (std::vector<int>{0, 1}));
   // Layer 2: head 1 (flat 5) is in group 0, head 0 (flat 4) in group 1: group order.
   ASSERT_EQ(m->layer_groups(2).size(), 2u);
-  EXPECT_EQ(std::vector<int>(m->layer_heads(2).begin(), m->layer_heads(2).end()), (std::vector<int>{1, 0}));
+  EXPECT_EQ(std::vector<int>(m->layer_heads(2).begin(), m->layer_heads(2).end()),
+            (std::vector<int>{1, 0}));
   // Layer 1: head 0 (flat 2) in group 0, head 1 (flat 3) in group 1.
-  const std::vector<int> per_layer_groups{m->layer_groups(1)[0].flat_group, m->layer_groups(1)[1].flat_group};
+  const std::vector<int> per_layer_groups{m->layer_groups(1)[0].flat_group,
+                                          m->layer_groups(1)[1].flat_group};
   EXPECT_EQ(per_layer_groups, (std::vector<int>{0, 1}));
   // group_max reads the flat per-head array.
   const std::vector<int> len{1, 2, 3, 4, 5, 6};
@@ -93,8 +97,10 @@ TEST(HeadGroupMap, TwoLayerHeadsOfOneGroupAreAdjacentInLayerOrder) {
   ASSERT_EQ(m->layer_groups(0).size(), 1u);
   EXPECT_EQ(m->layer_groups(0)[0].begin, 0);
   EXPECT_EQ(m->layer_groups(0)[0].end, 2);
-  EXPECT_EQ(std::vector<int>(m->layer_heads(0).begin(), m->layer_heads(0).end()), (std::vector<int>{1, 0}));
-  EXPECT_EQ(std::vector<int>(m->layer_heads(1).begin(), m->layer_heads(1).end()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(std::vector<int>(m->layer_heads(0).begin(), m->layer_heads(0).end()),
+            (std::vector<int>{1, 0}));
+  EXPECT_EQ(std::vector<int>(m->layer_heads(1).begin(), m->layer_heads(1).end()),
+            (std::vector<int>{0, 1}));
 }
 
 TEST(HeadGroupMap, RejectsInvalidMaps) {

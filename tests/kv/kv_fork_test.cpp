@@ -15,9 +15,9 @@
 namespace tangram {
 namespace {
 
-using testing::KvMirror;
 using testing::attend_cache;
 using testing::cache_matches_mirror;
+using testing::KvMirror;
 using testing::random_values;
 
 constexpr KvShape kShape{2, 8, 4, 8, 16};  // layers, heads, KV heads, head_dim, head_dim_v
@@ -47,7 +47,8 @@ Rows random_rows(int64_t n, std::mt19937& rng) {
   r.n = n;
   for (int l = 0; l < kShape.n_layers; ++l) {
     r.k.push_back(random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim), rng));
-    r.v.push_back(random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim_v), rng));
+    r.v.push_back(
+        random_values(static_cast<size_t>(n * kShape.n_kv_head * kShape.head_dim_v), rng));
   }
   return r;
 }
@@ -58,7 +59,8 @@ void append(PagedKvCache& cache, KvMirror& mirror, const Rows& rows, bool reserv
   }
   for (int l = 0; l < kShape.n_layers; ++l) {
     const auto li = static_cast<size_t>(l);
-    ASSERT_TRUE(cache.write(l, mirror.positions(l), rows.k[li].data(), rows.v[li].data(), rows.n).ok());
+    ASSERT_TRUE(
+        cache.write(l, mirror.positions(l), rows.k[li].data(), rows.v[li].data(), rows.n).ok());
     mirror.write(l, rows.k[li].data(), rows.v[li].data(), rows.n);
   }
 }
@@ -100,7 +102,8 @@ TEST(PagedKvCacheFork, SharesEveryPageAndCopiesOnlyWhatItWrites) {
   std::mt19937 rng(11);
   auto parent = make_cache(*pool, map);
   KvMirror parent_mirror(kShape, KvType::F16);
-  append(*parent, parent_mirror, random_rows(10, rng));  // 3 pages per group, the last partly filled
+  append(*parent, parent_mirror,
+         random_rows(10, rng));  // 3 pages per group, the last partly filled
   const int64_t held = parent->pages_held();
   ASSERT_EQ(held, 4 * 3);
   ASSERT_EQ(pool->used_pages(), held);
@@ -244,7 +247,8 @@ TEST(PagedKvCacheFork, ForkAttendsLikeAnIndependentlyPrefilledCache) {
         std::vector<float> want(got.size());
         attend_cache(*forks[i], l, q.data(), n, pos0, got.data(), threads);
         attend_cache(*alone[i], l, q.data(), n, pos0, want.data(), threads);
-        EXPECT_EQ(got, want) << "fork " << i << " layer " << l;  // same rows, same kernel: identical
+        EXPECT_EQ(got, want) << "fork " << i << " layer "
+                             << l;  // same rows, same kernel: identical
         EXPECT_LT(testing::max_abs_diff(alone_mirrors[i].attend(l, q.data(), n, pos0), got), 1e-4);
       }
     }

@@ -18,7 +18,8 @@ struct Rows {
 };
 Rows stated_rows(const KvHeadView& view, int64_t e) {
   if (view.pages == nullptr)
-    return {view.k_base + static_cast<size_t>(e) * view.k_row_bytes, view.v_base + static_cast<size_t>(e) * view.v_row_bytes};
+    return {view.k_base + static_cast<size_t>(e) * view.k_row_bytes,
+            view.v_base + static_cast<size_t>(e) * view.v_row_bytes};
   const int64_t run = view.run_tokens > 0 ? view.run_tokens : view.page_tokens;
   const int64_t s = e % view.page_tokens;
   const size_t base = static_cast<size_t>(view.pages[e / view.page_tokens]) * view.page_bytes +
@@ -29,16 +30,17 @@ Rows stated_rows(const KvHeadView& view, int64_t e) {
 
 void check_runs(const KvHeadView& view, int64_t begin, int64_t end) {
   int64_t next = begin;
-  view.for_each_run(begin, end, [&](int64_t first, const uint8_t* k, const uint8_t* v, int64_t count) {
-    ASSERT_EQ(first, next) << "begin " << begin << " end " << end;
-    ASSERT_GT(count, 0);
-    for (int64_t i = 0; i < count; ++i) {
-      const Rows want = stated_rows(view, first + i);
-      ASSERT_EQ(k + static_cast<size_t>(i) * view.k_row_bytes, want.k) << "entry " << first + i;
-      ASSERT_EQ(v + static_cast<size_t>(i) * view.v_row_bytes, want.v) << "entry " << first + i;
-    }
-    next = first + count;
-  });
+  view.for_each_run(
+      begin, end, [&](int64_t first, const uint8_t* k, const uint8_t* v, int64_t count) {
+        ASSERT_EQ(first, next) << "begin " << begin << " end " << end;
+        ASSERT_GT(count, 0);
+        for (int64_t i = 0; i < count; ++i) {
+          const Rows want = stated_rows(view, first + i);
+          ASSERT_EQ(k + static_cast<size_t>(i) * view.k_row_bytes, want.k) << "entry " << first + i;
+          ASSERT_EQ(v + static_cast<size_t>(i) * view.v_row_bytes, want.v) << "entry " << first + i;
+        }
+        next = first + count;
+      });
   EXPECT_EQ(next, std::max(begin, end)) << "begin " << begin << " end " << end;
 }
 
@@ -48,7 +50,8 @@ TEST(KvHeadView, ForEachRunReportsEveryEntryAtItsStatedRow) {
   struct Layout {
     int64_t page_tokens, run_tokens;
   };
-  for (const Layout l : {Layout{16, 0}, Layout{16, 16}, Layout{128, 32}, Layout{96, 32}, Layout{12, 4}, Layout{5, 0}}) {
+  for (const Layout l : {Layout{16, 0}, Layout{16, 16}, Layout{128, 32}, Layout{96, 32},
+                         Layout{12, 4}, Layout{5, 0}}) {
     KvHeadView view;
     view.k_row_bytes = 34;
     view.v_row_bytes = 40;
@@ -62,7 +65,8 @@ TEST(KvHeadView, ForEachRunReportsEveryEntryAtItsStatedRow) {
     view.pages = pages.data();
     view.length = l.page_tokens * static_cast<int64_t>(pages.size());
     for (int64_t begin = 0; begin < view.length; begin += 3)
-      for (const int64_t len : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{64}, int64_t{200}})
+      for (const int64_t len : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{31}, int64_t{32},
+                                int64_t{33}, int64_t{64}, int64_t{200}})
         check_runs(view, begin, std::min(view.length, begin + len));
   }
   KvHeadView dense;

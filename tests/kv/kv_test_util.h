@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/quant.h"
-#include "common/thread_pool.h"
-#include "kv/kv_cache.h"
 #include "attention/paged_attention.h"
+#include "common/thread_pool.h"
+#include "kernels/quant.h"
+#include "kv/kv_cache.h"
 #include "kv/kv_row.h"
 #include "kv/paged_kv_cache.h"
 
@@ -154,19 +154,21 @@ class KvMirror {
         const LaneWeights w = weights(layer, q, t, hq, pos0);
         double* o = out.data() + (t * shape_.n_head + hq) * hdv;
         for (const auto& [j, p] : w.seen)
-          for (int i = 0; i < hdv; ++i) o[i] += p / w.sum * dbl(w.entries[j].v[static_cast<size_t>(i)]);
+          for (int i = 0; i < hdv; ++i)
+            o[i] += p / w.sum * dbl(w.entries[j].v[static_cast<size_t>(i)]);
       }
     return out;
   }
 
   // How far each output of attend may move from the Q8_0 value loops' rounding of the weights
   // (0 for other types; shaped as attend's result). The loops round p_j * d_j, within a walk
-  // block of kAttentionBlock entries, to a step s = max p * max |d| / kQ8WeightLevels of that block, so
-  // entry j's weight is off by at most s / 2 and its term by s / 2 * |v_int| <= s / 2 * 127.
-  // Blocks may start anywhere (split plans), so each entry takes the largest p and |d| within
+  // block of kAttentionBlock entries, to a step s = max p * max |d| / kQ8WeightLevels of that
+  // block, so entry j's weight is off by at most s / 2 and its term by s / 2 * |v_int| <= s / 2 *
+  // 127. Blocks may start anywhere (split plans), so each entry takes the largest p and |d| within
   // kAttentionBlock - 1 entries of it; |d| = max |v| / 127 (the row's largest element is
   // stored as +-127 d).
-  std::vector<double> weight_rounding_bound(int layer, const float* q, int64_t n, int64_t pos0) const {
+  std::vector<double> weight_rounding_bound(int layer, const float* q, int64_t n,
+                                            int64_t pos0) const {
     const int hdv = shape_.head_dim_v;
     std::vector<double> out(static_cast<size_t>(n * shape_.n_head * hdv), 0.0);
     if (type_ != KvType::Q8_0) return out;
@@ -180,11 +182,14 @@ class KvMirror {
         double err = 0.0;
         for (const auto& [j, pj] : w.seen) {
           const size_t lo = j >= 31 ? j - 31 : 0, hi = std::min(d.size(), j + 32);
-          const double pmax = *std::max_element(p.begin() + static_cast<std::ptrdiff_t>(lo), p.begin() + static_cast<std::ptrdiff_t>(hi));
-          const double dmax = *std::max_element(d.begin() + static_cast<std::ptrdiff_t>(lo), d.begin() + static_cast<std::ptrdiff_t>(hi));
+          const double pmax = *std::max_element(p.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                p.begin() + static_cast<std::ptrdiff_t>(hi));
+          const double dmax = *std::max_element(d.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                d.begin() + static_cast<std::ptrdiff_t>(hi));
           err += pmax * dmax / kQ8WeightLevels / 2.0 * 127.0;
         }
-        std::fill_n(out.begin() + (t * shape_.n_head + hq) * hdv, hdv, w.sum > 0.0 ? err / w.sum : 0.0);
+        std::fill_n(out.begin() + (t * shape_.n_head + hq) * hdv, hdv,
+                    w.sum > 0.0 ? err / w.sum : 0.0);
       }
     return out;
   }
@@ -217,7 +222,8 @@ class KvMirror {
         for (int i = 0; i < hd; ++i) s += dbl(qv[i]) * dbl(e.k[static_cast<size_t>(i)]);
         s *= scale;
       } else {
-        for (int i = 0; i < hd; ++i) s += dbl(q8[static_cast<size_t>(i)]) * dbl(e.k[static_cast<size_t>(i)]);
+        for (int i = 0; i < hd; ++i)
+          s += dbl(q8[static_cast<size_t>(i)]) * dbl(e.k[static_cast<size_t>(i)]);
       }
       w.seen.emplace_back(j, s);
     }
@@ -265,7 +271,8 @@ inline double max_excess(const std::vector<double>& want, const std::vector<floa
 
 // Reads back every stored entry of a paged cache and compares it with the mirror (exact: the
 // mirror holds the stored, rounded values).
-inline ::testing::AssertionResult cache_matches_mirror(const PagedKvCache& cache, const KvMirror& mirror) {
+inline ::testing::AssertionResult cache_matches_mirror(const PagedKvCache& cache,
+                                                       const KvMirror& mirror) {
   const KvShape& s = cache.shape();
   for (int l = 0; l < s.n_layers; ++l)
     for (int h = 0; h < s.n_kv_head; ++h) {
@@ -278,21 +285,25 @@ inline ::testing::AssertionResult cache_matches_mirror(const PagedKvCache& cache
       std::vector<uint8_t> key_rows(static_cast<size_t>(view.length) * view.k_row_bytes);
       view.copy_keys(0, view.length, key_rows.data());  // plain rows, whatever the page layout
       ::testing::AssertionResult result = ::testing::AssertionSuccess();
-      view.for_each_run(0, view.length, [&](int64_t first, const uint8_t*, const uint8_t* vr,
-                                            int64_t count) {
-        for (int64_t i = 0; i < count && result; ++i) {
-          const MirrorEntry& e = entries[static_cast<size_t>(first + i)];
-          load_kv_row(cache.type(), key_rows.data() + static_cast<size_t>(first + i) * view.k_row_bytes, k.data(), s.head_dim);
-          load_kv_row(cache.type(), vr + static_cast<size_t>(i) * view.v_row_bytes, v.data(), s.head_dim_v);
-          if (k != e.k || v != e.v)
-            result = ::testing::AssertionFailure() << "layer " << l << " head " << h << " entry "
-                                                   << first + i << " holds other data";
-          if (cache.entry_position(l, h, first + i) != e.pos)
-            result = ::testing::AssertionFailure()
-                     << "layer " << l << " head " << h << " entry " << first + i << " position "
-                     << cache.entry_position(l, h, first + i) << " != " << e.pos;
-        }
-      });
+      view.for_each_run(
+          0, view.length, [&](int64_t first, const uint8_t*, const uint8_t* vr, int64_t count) {
+            for (int64_t i = 0; i < count && result; ++i) {
+              const MirrorEntry& e = entries[static_cast<size_t>(first + i)];
+              load_kv_row(cache.type(),
+                          key_rows.data() + static_cast<size_t>(first + i) * view.k_row_bytes,
+                          k.data(), s.head_dim);
+              load_kv_row(cache.type(), vr + static_cast<size_t>(i) * view.v_row_bytes, v.data(),
+                          s.head_dim_v);
+              if (k != e.k || v != e.v)
+                result = ::testing::AssertionFailure()
+                         << "layer " << l << " head " << h << " entry " << first + i
+                         << " holds other data";
+              if (cache.entry_position(l, h, first + i) != e.pos)
+                result = ::testing::AssertionFailure()
+                         << "layer " << l << " head " << h << " entry " << first + i << " position "
+                         << cache.entry_position(l, h, first + i) << " != " << e.pos;
+            }
+          });
       if (!result) return result;
     }
   return ::testing::AssertionSuccess();

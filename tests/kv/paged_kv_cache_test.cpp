@@ -11,8 +11,8 @@
 namespace tangram {
 namespace {
 
-using testing::KvMirror;
 using testing::cache_matches_mirror;
+using testing::KvMirror;
 using testing::random_values;
 
 constexpr KvShape kShape{2, 8, 4, 8, 16};  // layers, heads, KV heads, head_dim, head_dim_v
@@ -22,7 +22,7 @@ struct PoolSetup {
   std::shared_ptr<const HeadGroupMap> map;
 
   PoolSetup(int page_tokens, int group, int64_t n_pages, KvType type = KvType::F16,
-        const KvShape& shape = kShape) {
+            const KvShape& shape = kShape) {
     PageGeometry g;
     g.page_tokens = page_tokens;
     g.group_size = group;
@@ -181,7 +181,8 @@ TEST(PagedKvCache, Q8KeyTilesHoldTheRowsThroughWritesAndCompaction) {
   const KvShape q8_shape{2, 4, 2, 64, 32};
   for (const int page_tokens : {8, 16, 32}) {
     PoolSetup s(page_tokens, 2, 64, KvType::Q8_0, q8_shape);
-    EXPECT_EQ(s.pool->geometry().key_layout(), page_tokens >= 16 ? KeyLayout::Q8Tiles : KeyLayout::Rows);
+    EXPECT_EQ(s.pool->geometry().key_layout(),
+              page_tokens >= 16 ? KeyLayout::Q8Tiles : KeyLayout::Rows);
     auto cache = s.cache(1000, q8_shape);
     KvMirror mirror(q8_shape, KvType::Q8_0);
     std::mt19937 rng(static_cast<uint32_t>(page_tokens));

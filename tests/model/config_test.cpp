@@ -82,12 +82,11 @@ TEST(ModelConfig, ReadsWhatSynthWrites) {
 }
 
 TEST(ModelConfig, DefaultsWhenOptionalKeysAreAbsent) {
-  const std::string path =
-      rewrite_gguf(tiny("tiny-llama"), "defaults.gguf",
-                   {"llama.rope.freq_base", "llama.attention.head_count_kv",
-                    "llama.attention.key_length", "llama.attention.value_length",
-                    "llama.rope.dimension_count", "blk.0.attn_k.weight", "blk.1.attn_k.weight",
-                    "blk.0.attn_v.weight", "blk.1.attn_v.weight"});
+  const std::string path = rewrite_gguf(
+      tiny("tiny-llama"), "defaults.gguf",
+      {"llama.rope.freq_base", "llama.attention.head_count_kv", "llama.attention.key_length",
+       "llama.attention.value_length", "llama.rope.dimension_count", "blk.0.attn_k.weight",
+       "blk.1.attn_k.weight", "blk.0.attn_v.weight", "blk.1.attn_v.weight"});
   auto c = config_of(path);
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_DOUBLE_EQ(c->rope_base, 10000.0);
@@ -97,23 +96,24 @@ TEST(ModelConfig, DefaultsWhenOptionalKeysAreAbsent) {
 }
 
 TEST(ModelConfig, UnknownArchitectureIsRefusedByName) {
-  const std::string path = rewrite_gguf(tiny("tiny-llama"), "gpt2.gguf", {"general.architecture"},
-                                        [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); });
+  const std::string path =
+      rewrite_gguf(tiny("tiny-llama"), "gpt2.gguf", {"general.architecture"},
+                   [](GgufWriter& w) { w.set_string("general.architecture", "gpt2"); });
   const std::string err = load_error(path);
   EXPECT_NE(err.find("unsupported architecture 'gpt2'"), std::string::npos) << err;
 }
 
 TEST(ModelConfig, MissingRequiredKeyIsAnError) {
-  const std::string path = rewrite_gguf(tiny("tiny-qwen2"), "nokey.gguf", {"qwen2.embedding_length"});
+  const std::string path =
+      rewrite_gguf(tiny("tiny-qwen2"), "nokey.gguf", {"qwen2.embedding_length"});
   const std::string err = load_error(path);
   EXPECT_NE(err.find("qwen2.embedding_length"), std::string::npos) << err;
 }
 
 TEST(ModelConfig, InconsistentHeadCountsAreAnError) {
-  const std::string path =
-      rewrite_gguf(tiny("tiny-llama"), "heads.gguf", {}, [](GgufWriter& w) {
-        w.set_u32("llama.attention.head_count_kv", 3);  // 8 heads are not a multiple of 3
-      });
+  const std::string path = rewrite_gguf(tiny("tiny-llama"), "heads.gguf", {}, [](GgufWriter& w) {
+    w.set_u32("llama.attention.head_count_kv", 3);  // 8 heads are not a multiple of 3
+  });
   const std::string err = load_error(path);
   EXPECT_NE(err.find("head_count_kv"), std::string::npos) << err;
 }
@@ -127,7 +127,8 @@ TEST(ModelConfig, UnsupportedRopeScalingIsAnError) {
 }
 
 TEST(ModelWeights, MissingTensorIsNamed) {
-  const std::string path = rewrite_gguf(tiny("tiny-qwen3"), "missing.gguf", {"blk.1.attn_k_norm.weight"});
+  const std::string path =
+      rewrite_gguf(tiny("tiny-qwen3"), "missing.gguf", {"blk.1.attn_k_norm.weight"});
   const std::string err = load_error(path);
   EXPECT_NE(err.find("missing tensor 'blk.1.attn_k_norm.weight'"), std::string::npos) << err;
   const std::string path2 = rewrite_gguf(tiny("tiny-qwen2"), "nobias.gguf", {"blk.0.attn_v.bias"});

@@ -1,5 +1,5 @@
-// A model whose Q8_0 or Q4_K matmul weights the loader interleaves in its huge-page copy against the
-// same file read through the memory map (row-major, interleaved per panel from 8 tokens): the
+// A model whose Q8_0 or Q4_K matmul weights the loader interleaves in its huge-page copy against
+// the same file read through the memory map (row-major, interleaved per panel from 8 tokens): the
 // layouts the loader chose, then prompts and greedy decode. Prompts of 8 tokens or more run the
 // same interleaved kernels on both, so their logits are bit-identical; decode (one token) runs
 // the row-major kernels on the map, which add the same exact integer block sums in another
@@ -68,9 +68,10 @@ void expect_same_run(const std::string& path, int64_t prompt_len) {
   EXPECT_EQ(w.token_embd.layout, TensorLayout::kRowMajor);  // looked up by rows: never rewritten
   for (const LayerWeights& L : w.layers)
     for (const TensorView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-      EXPECT_EQ(v->layout, (v->type == GgmlType::Q8_0 || v->type == GgmlType::Q4_K) && v->rows() >= 16
-                               ? TensorLayout::kInterleaved16
-                               : TensorLayout::kRowMajor)
+      EXPECT_EQ(v->layout,
+                (v->type == GgmlType::Q8_0 || v->type == GgmlType::Q4_K) && v->rows() >= 16
+                    ? TensorLayout::kInterleaved16
+                    : TensorLayout::kRowMajor)
           << v->name;
   EXPECT_EQ(mapped->weights().layers[0].wq.layout, TensorLayout::kRowMajor);
 
@@ -138,7 +139,8 @@ TEST(InterleavedWeightsModel, RealStories260KInQ8_0HugePagesMatchMap) {
     const size_t rb = ggml_row_bytes(GgmlType::Q8_0, t.ne[0]);
     std::vector<uint8_t> q(rb * static_cast<size_t>(t.ne[1]));  // [rows][rb]
     for (int64_t r = 0; r < t.ne[1]; ++r)
-      quantize_row(GgmlType::Q8_0, reinterpret_cast<const float*>(v.data) + r * t.ne[0], q.data() + r * rb, t.ne[0]);
+      quantize_row(GgmlType::Q8_0, reinterpret_cast<const float*>(v.data) + r * t.ne[0],
+                   q.data() + r * rb, t.ne[0]);
     ASSERT_TRUE(w.add_tensor(t.name, GgmlType::Q8_0, ne, q.data(), q.size()).ok());
   }
   const std::string path = (temp_dir() / "stories260K-q8_0.gguf").string();

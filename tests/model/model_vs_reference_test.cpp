@@ -170,7 +170,8 @@ void check_against_reference(const Case& c, int64_t decode_len) {
   std::vector<float> logits(static_cast<size_t>(V));
   std::vector<double> prefill_row(static_cast<size_t>(V));
   for (int64_t p = 0; p < decode_len; ++p) {
-    ASSERT_TRUE(model->forward(*cache, &tokens[static_cast<size_t>(p)], 1, p, logits.data(), pool).ok());
+    ASSERT_TRUE(
+        model->forward(*cache, &tokens[static_cast<size_t>(p)], 1, p, logits.data(), pool).ok());
     decode_err.add(logits.data(), expect.data() + p * V, V);
     std::copy_n(prefill_all.data() + p * V, V, prefill_row.data());
     decode_vs_prefill.add(logits.data(), prefill_row.data(), V);
@@ -178,7 +179,8 @@ void check_against_reference(const Case& c, int64_t decode_len) {
   const auto check = [&](const char* what, const ErrorStats& e) {
     EXPECT_LE(e.max, max_tol) << what << " (max |diff|)";
     EXPECT_LE(e.rms(), rms_tol) << what << " (rms diff)";
-    ::testing::Test::RecordProperty(fmt::format("{}_t{}", what, c.threads), fmt::format("max {:.3g} rms {:.3g}", e.max, e.rms()));
+    ::testing::Test::RecordProperty(fmt::format("{}_t{}", what, c.threads),
+                                    fmt::format("max {:.3g} rms {:.3g}", e.max, e.rms()));
   };
   check("prefill", prefill_err);
   check("last", last_err);
@@ -203,7 +205,8 @@ std::vector<Case> cases() {
     for (size_t t = 0; t < std::size(kTypes); ++t)
       if (feature_variant || t == 0 || t == 4) out.push_back({v, t, 1});
   }
-  for (size_t v = 0; v < std::size(kVariants); ++v) out.push_back({v, (v * 3) % std::size(kTypes), 2});
+  for (size_t v = 0; v < std::size(kVariants); ++v)
+    out.push_back({v, (v * 3) % std::size(kTypes), 2});
   for (size_t v = 0; v < std::size(kVariants); v += 2) out.push_back({v, 0, 1, KvType::F16});
   return out;
 }

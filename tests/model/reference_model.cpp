@@ -38,8 +38,8 @@ std::vector<double> reference_llama3_divisors(int head_dim, double base, double 
     } else if (wavelen > original_context / low_freq_factor) {
       scaled_freq = freq / factor;
     } else {
-      const double smooth = (original_context / wavelen - low_freq_factor) /
-                            (high_freq_factor - low_freq_factor);
+      const double smooth =
+          (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
       scaled_freq = (1.0 - smooth) * freq / factor + smooth * freq;
     }
     d.push_back(freq / scaled_freq);
@@ -67,7 +67,8 @@ void ReferenceModel::matvec(const Matrix& m, const Vec& x, Vec& out) const {
     int64_t c = 0;
     for (; c + 4 <= m.cols; c += 4)
       for (int j = 0; j < 4; ++j)
-        s[j] += static_cast<double>(row[c + j]) * static_cast<double>(xf[static_cast<size_t>(c + j)]);
+        s[j] +=
+            static_cast<double>(row[c + j]) * static_cast<double>(xf[static_cast<size_t>(c + j)]);
     for (; c < m.cols; ++c)
       s[0] += static_cast<double>(row[c]) * static_cast<double>(xf[static_cast<size_t>(c)]);
     out[static_cast<size_t>(r)] = (s[0] + s[1]) + (s[2] + s[3]);
@@ -188,7 +189,8 @@ std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) 
         for (int64_t j = 0; j <= pos; ++j) {
           const Vec& kj = keys[static_cast<size_t>(l)][static_cast<size_t>(j)];
           double s = 0;
-          for (int i = 0; i < D; ++i) s += q[static_cast<size_t>(h * D + i)] * kj[static_cast<size_t>(kvh * D + i)];
+          for (int i = 0; i < D; ++i)
+            s += q[static_cast<size_t>(h * D + i)] * kj[static_cast<size_t>(kvh * D + i)];
           s /= std::sqrt(static_cast<double>(D));
           scores[static_cast<size_t>(j)] = s;
           mx = std::max(mx, s);
@@ -199,7 +201,8 @@ std::vector<double> ReferenceModel::forward(const std::vector<int32_t>& tokens) 
           double acc = 0;
           for (int64_t j = 0; j <= pos; ++j)
             acc += scores[static_cast<size_t>(j)] / sum *
-                   values[static_cast<size_t>(l)][static_cast<size_t>(j)][static_cast<size_t>(kvh * D + i)];
+                   values[static_cast<size_t>(l)][static_cast<size_t>(j)]
+                         [static_cast<size_t>(kvh * D + i)];
           att[static_cast<size_t>(h * D + i)] = acc;
         }
       }

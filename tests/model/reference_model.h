@@ -22,10 +22,10 @@ struct RefParams {
   int64_t vocab = 0;
   double rope_base = 10000.0;
   double rms_eps = 1e-5;
-  bool neox = false;      // rotate (x[i], x[i+d/2]) instead of (x[2i], x[2i+1])
-  bool qkv_bias = false;  // add attn_{q,k,v}.bias
-  bool qk_norm = false;   // RMSNorm each Q and K head with attn_{q,k}_norm
-  bool tied = false;      // output projection is token_embd
+  bool neox = false;                  // rotate (x[i], x[i+d/2]) instead of (x[2i], x[2i+1])
+  bool qkv_bias = false;              // add attn_{q,k,v}.bias
+  bool qk_norm = false;               // RMSNorm each Q and K head with attn_{q,k}_norm
+  bool tied = false;                  // output projection is token_embd
   std::vector<double> rope_divisors;  // [head_dim/2] Llama-3 divisors, empty for none
   // Emulate the decode kernels' activation rounding: before a product with a Q4_0 / Q8_0
   // weight the input is rounded through Q8_0 blocks, before Q4_K / Q6_K through Q8_K blocks

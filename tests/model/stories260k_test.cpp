@@ -86,7 +86,8 @@ TEST_P(Stories260KThreads, DecodeLogitsAndGreedyContinuationMatchRunC) {
   int64_t pos = 0;
   for (int32_t t : e.tokens) {
     ASSERT_TRUE(model->forward(*cache, &t, 1, pos, logits.data(), pool).ok());
-    EXPECT_LE(max_abs_diff(logits.data(), e.logits[static_cast<size_t>(pos)].data(), 512), kTolerance)
+    EXPECT_LE(max_abs_diff(logits.data(), e.logits[static_cast<size_t>(pos)].data(), 512),
+              kTolerance)
         << "position " << pos;
     ++pos;
   }

@@ -67,9 +67,9 @@ std::vector<int32_t> tangram_greedy(Model& model, const std::vector<int32_t>& pr
 }
 
 struct Comparison {
-  double max_abs = 0;         // over all positions and vocab entries
-  double logit_std = 0;       // spread of llama.cpp's logits, for scale
-  double argmax_agree = 0;    // fraction of positions whose argmax matches
+  double max_abs = 0;       // over all positions and vocab entries
+  double logit_std = 0;     // spread of llama.cpp's logits, for scale
+  double argmax_agree = 0;  // fraction of positions whose argmax matches
 };
 
 // Compares Tangram with the oracle's all-position logits for `tokens`.
@@ -105,9 +105,10 @@ Comparison compare_logits(const std::string& path, const std::vector<int32_t>& t
     agree += argmax(row, vocab) == argmax(ref[p].data(), vocab) ? 1 : 0;
   }
   const double mean = sum / static_cast<double>(std::max<int64_t>(count, 1));
-  c.logit_std = std::sqrt(std::max(0.0, sum2 / static_cast<double>(std::max<int64_t>(count, 1)) -
-                                            mean * mean));
-  c.argmax_agree = static_cast<double>(agree) / static_cast<double>(std::max<size_t>(ref.size(), 1));
+  c.logit_std = std::sqrt(
+      std::max(0.0, sum2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean * mean));
+  c.argmax_agree =
+      static_cast<double>(agree) / static_cast<double>(std::max<size_t>(ref.size(), 1));
   return c;
 }
 
@@ -126,7 +127,8 @@ TEST(OracleStories260K, LogitsMatchAtEveryPosition) {
 TEST(OracleStories260K, GreedyContinuationMatches) {
   constexpr int kGen = 16;
   const std::string path = stories_path();
-  auto oracle = run_oracle("generate", path, kStoriesPrompt, fmt::format("--n {} --ignore-eog", kGen));
+  auto oracle =
+      run_oracle("generate", path, kStoriesPrompt, fmt::format("--n {} --ignore-eog", kGen));
   ASSERT_TRUE(oracle.ok()) << oracle.message();
   auto model = Model::load(path);
   ASSERT_TRUE(model.ok()) << model.message();
@@ -140,8 +142,8 @@ struct SynthCase {
   GgmlType type = GgmlType::F32;
   SynthRopeScaling rope = SynthRopeScaling::None;
   bool tied = false;
-  double max_abs;       // tolerance on |tangram - llama.cpp| over all logits
-  double min_agree;     // least fraction of positions whose argmax must match
+  double max_abs;    // tolerance on |tangram - llama.cpp| over all logits
+  double min_agree;  // least fraction of positions whose argmax must match
 };
 
 // Tolerances from measurement on logits of std ~2 (x86-64, AVX2 build of the oracle):
@@ -232,7 +234,8 @@ TEST(OracleSynthGreedy, F32LlamaContinuationMatches) {
   ASSERT_TRUE(oracle.ok()) << oracle.message();
   auto model = Model::load(path);
   ASSERT_TRUE(model.ok()) << model.message();
-  EXPECT_EQ(tangram_greedy(**model, prompt, kGen), oracle->at("tokens").get<std::vector<int32_t>>());
+  EXPECT_EQ(tangram_greedy(**model, prompt, kGen),
+            oracle->at("tokens").get<std::vector<int32_t>>());
 }
 
 }  // namespace

@@ -34,8 +34,9 @@ TEST(Logprobs, MatchTheReferenceOnARealisticVocabulary) {
   EXPECT_NEAR(lp.logprob, static_cast<double>(ref[77]), 1e-4);
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + 5, order.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::partial_sort(order.begin(), order.begin() + 5, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   ASSERT_EQ(lp.top.size(), 5u);
   EXPECT_EQ(lp.top[0].first, 4242);
   for (size_t i = 0; i < 5; ++i) {

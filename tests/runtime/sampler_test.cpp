@@ -50,7 +50,8 @@ std::map<int32_t, double> reference_distribution(const std::vector<float>& logit
   std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   });
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) c.resize(static_cast<size_t>(p.top_k));
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size())
+    c.resize(static_cast<size_t>(p.top_k));
   const auto softmax = [&](double temperature) {
     std::vector<double> probs;
     double sum = 0.0;
@@ -74,9 +75,8 @@ std::map<int32_t, double> reference_distribution(const std::vector<float>& logit
   }
   if (p.min_p > 0.0f) {
     const double l_max = c[0].first;  // p_i / p_max = exp(l_i - l_max), whatever the normaliser
-    std::erase_if(c, [&](const auto& e) {
-      return std::exp(e.first - l_max) < static_cast<double>(p.min_p);
-    });
+    std::erase_if(
+        c, [&](const auto& e) { return std::exp(e.first - l_max) < static_cast<double>(p.min_p); });
   }
   const std::vector<double> probs = softmax(static_cast<double>(p.temperature));
   std::map<int32_t, double> out;
@@ -208,7 +208,8 @@ void check_empirical(const SamplingParams& params, const std::vector<float>& log
   }
   const double df = static_cast<double>(expected.size() - 1);
   const double z = 4.753;
-  const double critical = df * std::pow(1.0 - 2.0 / (9.0 * df) + z * std::sqrt(2.0 / (9.0 * df)), 3);
+  const double critical =
+      df * std::pow(1.0 - 2.0 / (9.0 * df) + z * std::sqrt(2.0 / (9.0 * df)), 3);
   EXPECT_LT(chi_square, critical) << "df " << df;
 }
 
@@ -322,14 +323,14 @@ TEST(SamplerFilters, LargeVocabMatchesPlainReference) {
     float top_p, min_p, temperature;
   };
   const Config configs[] = {
-      {0, 0.9f, 0.0f, 0.8f},    // top-p alone: chunked selection
-      {0, 0.999f, 0.0f, 1.0f},  // top-p needing many chunks
-      {0, 0.9f, 0.01f, 0.8f},   // min-p threshold, then top-p over its survivors
-      {0, 1.0f, 0.05f, 1.2f},   // min-p alone, unsorted
-      {40, 0.95f, 0.05f, 0.8f}, // the defaults
-      {1000, 0.5f, 0.0f, 0.7f}, // streaming top-k, then top-p
-      {5000, 0.9f, 0.0f, 0.7f}, // nth_element top-k (above the streaming limit)
-      {0, 1.0f, 0.0f, 1.0f},    // nothing: full softmax
+      {0, 0.9f, 0.0f, 0.8f},     // top-p alone: chunked selection
+      {0, 0.999f, 0.0f, 1.0f},   // top-p needing many chunks
+      {0, 0.9f, 0.01f, 0.8f},    // min-p threshold, then top-p over its survivors
+      {0, 1.0f, 0.05f, 1.2f},    // min-p alone, unsorted
+      {40, 0.95f, 0.05f, 0.8f},  // the defaults
+      {1000, 0.5f, 0.0f, 0.7f},  // streaming top-k, then top-p
+      {5000, 0.9f, 0.0f, 0.7f},  // nth_element top-k (above the streaming limit)
+      {0, 1.0f, 0.0f, 1.0f},     // nothing: full softmax
   };
   for (uint64_t seed = 0; seed < 3; ++seed) {
     // Scale 3 gives a long tail: top-p 0.9 needs thousands of tokens out of 150k. The third
@@ -368,11 +369,11 @@ TEST(SamplerPenalties, RepetitionPresenceFrequencyFollowTheFormulas) {
   // Out-of-range ids (7, -2) are ignored. Counts: id0 x1, id1 x2, id3 x3, id4 x1.
   const std::vector<int32_t> history = {0, 1, 1, 7, 3, -2, 3, 3, 4};
   sampler.sample(logits.data(), 5, history);
-  EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f - 1 * 0.25f - 0.5f);    // 0.25
-  EXPECT_FLOAT_EQ(logits[1], -1.0f * 2.0f - 2 * 0.25f - 0.5f);   // -3.0
-  EXPECT_FLOAT_EQ(logits[2], 0.5f);                              // not in history
-  EXPECT_FLOAT_EQ(logits[3], 3.0f / 2.0f - 3 * 0.25f - 0.5f);    // 0.25
-  EXPECT_FLOAT_EQ(logits[4], 0.0f * 2.0f - 1 * 0.25f - 0.5f);    // -0.75
+  EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f - 1 * 0.25f - 0.5f);   // 0.25
+  EXPECT_FLOAT_EQ(logits[1], -1.0f * 2.0f - 2 * 0.25f - 0.5f);  // -3.0
+  EXPECT_FLOAT_EQ(logits[2], 0.5f);                             // not in history
+  EXPECT_FLOAT_EQ(logits[3], 3.0f / 2.0f - 3 * 0.25f - 0.5f);   // 0.25
+  EXPECT_FLOAT_EQ(logits[4], 0.0f * 2.0f - 1 * 0.25f - 0.5f);   // -0.75
 }
 
 TEST(SamplerPenalties, OnlyTheLastNTokensCount) {

@@ -29,7 +29,8 @@ Outcome reference(const std::string& text, const std::vector<std::string>& stops
     for (size_t i = 0; i < stops.size(); ++i) {
       const std::string& s = stops[i];
       if (s.empty() || s.size() > end || text.compare(end - s.size(), s.size(), s) != 0) continue;
-      if (best < 0 || s.size() > stops[static_cast<size_t>(best)].size()) best = static_cast<int>(i);
+      if (best < 0 || s.size() > stops[static_cast<size_t>(best)].size())
+        best = static_cast<int>(i);
     }
     if (best >= 0) {
       return {text.substr(0, end - stops[static_cast<size_t>(best)].size()), true, best};
@@ -41,7 +42,11 @@ Outcome reference(const std::string& text, const std::vector<std::string>& stops
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<unsigned char>(s[i]);
-    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    size_t len = b < 0x80           ? 1
+                 : (b >> 5) == 0x6  ? 2
+                 : (b >> 4) == 0xE  ? 3
+                 : (b >> 3) == 0x1E ? 4
+                                    : 0;
     if (len == 0 || i + len > s.size()) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
@@ -61,7 +66,8 @@ Outcome run(const std::string& text, const std::vector<std::string>& stops,
   std::vector<size_t> bounds = cuts;
   bounds.push_back(text.size());
   for (const size_t end : bounds) {
-    const StopStringMatcher::Step step = matcher.feed(std::string_view(text).substr(begin, end - begin));
+    const StopStringMatcher::Step step =
+        matcher.feed(std::string_view(text).substr(begin, end - begin));
     begin = end;
     if (out.stopped) {
       EXPECT_TRUE(step.text.empty() && !step.stopped) << "output after a stop";
@@ -121,17 +127,17 @@ TEST(StopStrings, StopAtStartAndAtEnd) {
 }
 
 TEST(StopStrings, OverlappingStopStrings) {
-  check_all_splits("xabcde", {"abcd", "bc"});       // "bc" completes first
-  check_all_splits("zabc", {"ab", "abc"});          // "ab" completes first
-  check_all_splits("zabc", {"bc", "abc"});          // same end: the longer wins
+  check_all_splits("xabcde", {"abcd", "bc"});  // "bc" completes first
+  check_all_splits("zabc", {"ab", "abc"});     // "ab" completes first
+  check_all_splits("zabc", {"bc", "abc"});     // same end: the longer wins
   check_all_splits("the end</s><|im_end|>", {"<|im_end|>", "</s>", "end"});
   check_all_splits("aaaa", {"aa", "a"});
-  check_all_splits("yx", {"x", "x"});               // duplicates: the first index
+  check_all_splits("yx", {"x", "x"});  // duplicates: the first index
 }
 
 TEST(StopStrings, PartialMatchesThatFailAreReleased) {
-  check_all_splits("a </b> and </s", {"</s>"});     // never completes: all text comes out
-  check_all_splits("aaab", {"aab"});                // restart inside a failed partial match
+  check_all_splits("a </b> and </s", {"</s>"});  // never completes: all text comes out
+  check_all_splits("aaab", {"aab"});             // restart inside a failed partial match
   check_all_splits("abababc", {"ababc"});
   check_all_splits("abcabd", {"abd"});
   check_all_splits("ab ab abx", {"abc", "abd"});
@@ -171,8 +177,8 @@ TEST(StopStrings, Utf8MultiByteText) {
   check_all_splits(text, {"世界"}, true);
   check_all_splits(text, {"🙂"}, true);
   check_all_splits(text, {"ße"}, true);
-  check_all_splits(text, {"世X"}, true);   // shares a 3-byte prefix with "世界", never matches
-  check_all_splits("😀😁", {"😁"}, true);  // shares the first three bytes with the text's emoji
+  check_all_splits(text, {"世X"}, true);  // shares a 3-byte prefix with "世界", never matches
+  check_all_splits("😀😁", {"😁"}, true);    // shares the first three bytes with the text's emoji
 }
 
 TEST(StopStrings, IncompleteUtf8IsHeldUntilComplete) {
@@ -180,7 +186,12 @@ TEST(StopStrings, IncompleteUtf8IsHeldUntilComplete) {
   // U+20AC is E2 82 AC: fed one byte at a time, it comes out whole.
   EXPECT_EQ(matcher.feed("a\xE2").text, "a");
   EXPECT_EQ(matcher.feed("\x82").text, "");
-  EXPECT_EQ(matcher.feed("\xAC" "b").text, "\xE2\x82\xAC" "b");
+  EXPECT_EQ(matcher
+                .feed("\xAC"
+                      "b")
+                .text,
+            "\xE2\x82\xAC"
+            "b");
   // A truncated character at the very end still comes out on flush.
   EXPECT_EQ(matcher.feed("\xF0\x9F").text, "");
   EXPECT_EQ(matcher.flush(), "\xF0\x9F");

@@ -21,8 +21,8 @@ SchedulerOptions choice_options() {
 }
 
 struct Choices {
-  std::map<int, RequestResult> results;            // by choice
-  std::map<int, std::vector<int32_t>> streamed;   // by choice
+  std::map<int, RequestResult> results;          // by choice
+  std::map<int, std::vector<int32_t>> streamed;  // by choice
   int finishes = 0;
 };
 
@@ -61,8 +61,8 @@ TEST(Choices, GreedyChoicesShareOnePrefillAndEqualTheReference) {
     expect_same_greedy(res.tokens, ref, "choice " + std::to_string(i));
   }
   const SchedulerStats st = (*s)->stats();
-  EXPECT_EQ(st.prefill_tokens, 29);      // the prompt ran once
-  EXPECT_EQ(st.decode_tokens, 3 * 9);    // each choice's first token came from the prefill
+  EXPECT_EQ(st.prefill_tokens, 29);    // the prompt ran once
+  EXPECT_EQ(st.decode_tokens, 3 * 9);  // each choice's first token came from the prefill
   EXPECT_EQ(st.pool.used_pages, 0);
   EXPECT_EQ(st.pool.used_slots, 0);
   EXPECT_TRUE((*s)->pool().check_consistency().ok());
@@ -97,7 +97,8 @@ TEST(Choices, EachChoiceSamplesWithItsOwnSeed) {
   EXPECT_GE(differ, 5);  // of 6 pairs: a temperature this high almost never repeats 12 tokens
   // The same request again gives the same choices; choice 2 alone is the request of seed 102.
   Choices again = run_choices(**s, sampled(4, 100));
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(again.results[i].tokens, four.results[i].tokens) << "choice " << i;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(again.results[i].tokens, four.results[i].tokens) << "choice " << i;
   Choices alone = run_choices(**s, sampled(1, 102));
   EXPECT_EQ(alone.results[0].tokens, four.results[2].tokens);
   EXPECT_EQ((*s)->stats().pool.used_pages, 0);
@@ -126,7 +127,10 @@ TEST(Choices, CancelledBeforeForkingReportsEveryChoice) {
   Request d = greedy_request(prompt_of(12, 4, tm.model->config().vocab), 50);
   d.n = 3;
   Choices running;
-  d.on_finish = [&running](const RequestResult& res) { ++running.finishes; running.results[res.choice] = res; };
+  d.on_finish = [&running](const RequestResult& res) {
+    ++running.finishes;
+    running.results[res.choice] = res;
+  };
   auto id2 = (*s)->submit(std::move(d));
   ASSERT_TRUE(id2.ok());
   for (int i = 0; i < 4; ++i) (*s)->step();

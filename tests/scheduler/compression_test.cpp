@@ -24,7 +24,8 @@ std::string test_profile(const ModelConfig& c, const std::string& name) {
   for (int l = 0; l < c.n_layers; ++l) p.layer_ids.push_back(l);
   p.base_ratio = 0.3;
   // Four budget levels, permuted so that the global clustering pairs heads of different layers.
-  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i) p.median.push_back(0.05f + 0.1f * static_cast<float>((i * 3) % 4));
+  for (int i = 0; i < c.n_layers * c.n_kv_head; ++i)
+    p.median.push_back(0.05f + 0.1f * static_cast<float>((i * 3) % 4));
   p.mean = p.p90 = p.median;
   p.std_dev.assign(p.median.size(), 0.01f);
   for (float f : p.median) p.raw_ratio.push_back(f);
@@ -62,7 +63,8 @@ int64_t pages_for_lengths(const PagedKvCache& cache, int page_tokens) {
   int64_t pages = 0;
   for (int g = 0; g < map.total_groups(); ++g) {
     int64_t longest = 0;
-    for (const int f : map.members(g)) longest = std::max(longest, cache.length(map.layer_of_head(f), map.kv_head_of(f)));
+    for (const int f : map.members(g))
+      longest = std::max(longest, cache.length(map.layer_of_head(f), map.kv_head_of(f)));
     pages += (longest + page_tokens - 1) / page_tokens;
   }
   return pages;
@@ -87,7 +89,8 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
   ASSERT_TRUE(s.ok()) << s.message();
   if (tc.policy == KvPolicy::Tangram) {
-    // The global clustering of this profile pairs heads of different layers (2 layers x 2 KV heads).
+    // The global clustering of this profile pairs heads of different layers (2 layers x 2 KV
+    // heads).
     EXPECT_EQ((*s)->compressor().group_map()->per_layer(), tc.per_layer_groups);
   }
   const int64_t V = tm.model->config().vocab;
@@ -141,24 +144,24 @@ TEST_P(MultiTurn, FiveTurnsKeepResidentCachesOfThePredictedSize) {
   EXPECT_EQ(st.pool.used_pages, (*s)->sessions().find("conversation")->cache->pages_held());
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, MultiTurn,
-                         ::testing::Values(TurnCase{KvPolicy::Uniform, "keydiff"},
-                                           TurnCase{KvPolicy::Dynamic, "keydiff"},
-                                           TurnCase{KvPolicy::Dynamic, "snapkv"},
-                                           TurnCase{KvPolicy::Tangram, "keydiff"},
-                                           TurnCase{KvPolicy::Tangram, "expected_attention"},
-                                           TurnCase{KvPolicy::Tangram, "kvzip"},
-                                           TurnCase{KvPolicy::Tangram, "keydiff", true},
-                                           TurnCase{KvPolicy::Uniform, "keydiff", false, KvType::Q8_0},
-                                           TurnCase{KvPolicy::Dynamic, "snapkv", false, KvType::Q8_0},
-                                           TurnCase{KvPolicy::Tangram, "keydiff", false, KvType::Q8_0},
-                                           TurnCase{KvPolicy::Tangram, "expected_attention", false, KvType::Q8_0},
-                                           TurnCase{KvPolicy::Tangram, "kvzip", false, KvType::Q8_0}),
-                         [](const auto& tinfo) {
-                           return std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer +
-                                  (tinfo.param.per_layer_groups ? "_per_layer" : "") +
-                                  (tinfo.param.kv_type == KvType::Q8_0 ? "_q8_0" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Policies, MultiTurn,
+    ::testing::Values(TurnCase{KvPolicy::Uniform, "keydiff"},
+                      TurnCase{KvPolicy::Dynamic, "keydiff"}, TurnCase{KvPolicy::Dynamic, "snapkv"},
+                      TurnCase{KvPolicy::Tangram, "keydiff"},
+                      TurnCase{KvPolicy::Tangram, "expected_attention"},
+                      TurnCase{KvPolicy::Tangram, "kvzip"},
+                      TurnCase{KvPolicy::Tangram, "keydiff", true},
+                      TurnCase{KvPolicy::Uniform, "keydiff", false, KvType::Q8_0},
+                      TurnCase{KvPolicy::Dynamic, "snapkv", false, KvType::Q8_0},
+                      TurnCase{KvPolicy::Tangram, "keydiff", false, KvType::Q8_0},
+                      TurnCase{KvPolicy::Tangram, "expected_attention", false, KvType::Q8_0},
+                      TurnCase{KvPolicy::Tangram, "kvzip", false, KvType::Q8_0}),
+    [](const auto& tinfo) {
+      return std::string(kv_policy_name(tinfo.param.policy)) + "_" + tinfo.param.scorer +
+             (tinfo.param.per_layer_groups ? "_per_layer" : "") +
+             (tinfo.param.kv_type == KvType::Q8_0 ? "_q8_0" : "");
+    });
 
 TEST(Compression, LongPromptsAreCompressedChunkByChunkAndFirstTurnOnlyStopsAfterTurnOne) {
   TestModel tm = synth_model("tiny-qwen3");
@@ -211,7 +214,9 @@ TEST(Compression, TangramAdmitsAgainstItsFootprintAndPacksMore) {
     int done = 0;
     for (int i = 0; i < 6; ++i) {
       Request r = greedy_request(prompt_of(480, static_cast<uint32_t>(i), c.vocab), 2);
-      r.on_finish = [&done](const RequestResult& x) { done += x.finish == FinishReason::Length ? 1 : 0; };
+      r.on_finish = [&done](const RequestResult& x) {
+        done += x.finish == FinishReason::Length ? 1 : 0;
+      };
       ASSERT_TRUE((*s)->submit(std::move(r)).ok());
     }
     int most = 0;
@@ -223,7 +228,8 @@ TEST(Compression, TangramAdmitsAgainstItsFootprintAndPacksMore) {
     EXPECT_EQ(done, 6) << kv_policy_name(policy);
     EXPECT_TRUE((*s)->pool().check_consistency().ok());
   }
-  std::printf("most running: dynamic %d, tangram %d\n", admitted[KvPolicy::Dynamic], admitted[KvPolicy::Tangram]);
+  std::printf("most running: dynamic %d, tangram %d\n", admitted[KvPolicy::Dynamic],
+              admitted[KvPolicy::Tangram]);
   EXPECT_GT(admitted[KvPolicy::Tangram], admitted[KvPolicy::Dynamic]);
 }
 

@@ -29,7 +29,8 @@ TEST(Engine, ConcurrentClientsGetTheirOwnResults) {
   {
     ThreadPool pool(2);
     for (int i = 0; i < 6; ++i) {
-      prompts.push_back(prompt_of(8 + 9 * i, static_cast<uint32_t>(300 + i), tm.model->config().vocab));
+      prompts.push_back(
+          prompt_of(8 + 9 * i, static_cast<uint32_t>(300 + i), tm.model->config().vocab));
       refs.push_back(reference_greedy(*tm.model, *tm.tokenizer, prompts.back(), 10, pool));
     }
   }
@@ -109,7 +110,8 @@ TEST(Engine, ShutdownFinishesPendingRequests) {
     auto engine = Engine::create(*tm.model, *tm.tokenizer, engine_options());
     ASSERT_TRUE(engine.ok()) << engine.message();
     for (int i = 0; i < 4; ++i) {
-      Request r = greedy_request(prompt_of(20, static_cast<uint32_t>(i), tm.model->config().vocab), 100000);
+      Request r =
+          greedy_request(prompt_of(20, static_cast<uint32_t>(i), tm.model->config().vocab), 100000);
       r.on_finish = [&](const RequestResult&) { finished.fetch_add(1); };
       ASSERT_TRUE((*engine)->submit(std::move(r)).ok());
     }

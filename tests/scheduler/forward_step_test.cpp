@@ -24,7 +24,8 @@ TEST_P(ForwardStepTest, MixedPrefillAndDecodeMatchSeparateForwards) {
   const ModelConfig& c = model.config();
   ThreadPool pool(2);
   const Geometry g = GetParam();
-  PageGeometry geo{g.page_tokens, std::min(g.group_size, c.n_kv_head), c.head_dim, c.head_dim_v, KvType::F32};
+  PageGeometry geo{g.page_tokens, std::min(g.group_size, c.n_kv_head), c.head_dim, c.head_dim_v,
+                   KvType::F32};
   auto bp = BlockPool::create(geo, 8u << 20);
   ASSERT_TRUE(bp.ok()) << bp.message();
   auto map = HeadGroupMap::contiguous(c.n_layers, c.n_kv_head, geo.group_size);
@@ -59,8 +60,10 @@ TEST_P(ForwardStepTest, MixedPrefillAndDecodeMatchSeparateForwards) {
     want[i].resize(got[i].size());
     steps.push_back(SequenceStep{paged[i].get(), toks[i].data() + history[i], step_len[i],
                                  history[i], got[i].data(), all});
-    ASSERT_TRUE(model.forward(*ref[i], toks[i].data() + history[i], step_len[i], history[i],
-                              want[i].data(), pool, all).ok());
+    ASSERT_TRUE(model
+                    .forward(*ref[i], toks[i].data() + history[i], step_len[i], history[i],
+                             want[i].data(), pool, all)
+                    .ok());
   }
   const Status st = model.forward_step(steps, pool);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -98,7 +101,8 @@ TEST(ForwardStep, RejectsBadSteps) {
   EXPECT_FALSE(model.forward_step(gap, pool).ok());
   // Too many tokens for one batch.
   std::vector<int32_t> many(static_cast<size_t>(model.max_batch() + 1), 5);
-  std::vector<SequenceStep> big = {{a.get(), many.data(), static_cast<int64_t>(many.size()), 0, nullptr, false}};
+  std::vector<SequenceStep> big = {
+      {a.get(), many.data(), static_cast<int64_t>(many.size()), 0, nullptr, false}};
   EXPECT_FALSE(model.forward_step(big, pool).ok());
   EXPECT_EQ(a->n_positions(), 0);
   EXPECT_FALSE(model.forward_step({}, pool).ok());

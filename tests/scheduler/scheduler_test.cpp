@@ -24,7 +24,8 @@ struct Outcome {
 };
 
 // Submits every request, steps until idle, collects results and streamed tokens.
-Outcome run_all(Scheduler& s, std::vector<Request> requests, std::vector<RequestId>* ids = nullptr) {
+Outcome run_all(Scheduler& s, std::vector<Request> requests,
+                std::vector<RequestId>* ids = nullptr) {
   Outcome run;
   for (auto& r : requests) {
     auto* out = &run;
@@ -91,15 +92,16 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BatchedGreedy,
     ::testing::Values(BatchCase{"tiny-qwen3", 1, 512, 512, 16, 4},
                       BatchCase{"tiny-qwen3", 2, 512, 512, 16, 4},
-                      BatchCase{"tiny-qwen3", 5, 24, 7, 16, 4},   // prefill chunks beside decode
+                      BatchCase{"tiny-qwen3", 5, 24, 7, 16, 4},  // prefill chunks beside decode
                       BatchCase{"tiny-qwen3", 8, 40, 16, 8, 1},
                       BatchCase{"tiny-llama", 8, 512, 512, 16, 0},  // unified pages
                       BatchCase{"tiny-qwen2", 4, 9, 3, 4, 2}),
     [](const auto& tinfo) {
       const BatchCase& b = tinfo.param;
       std::string name = std::string(b.model) + "_n" + std::to_string(b.n_seqs) + "_step" +
-                         std::to_string(b.step_tokens) + "_chunk" + std::to_string(b.prefill_chunk) +
-                         "_P" + std::to_string(b.page_tokens) + "_G" + std::to_string(b.group_size);
+                         std::to_string(b.step_tokens) + "_chunk" +
+                         std::to_string(b.prefill_chunk) + "_P" + std::to_string(b.page_tokens) +
+                         "_G" + std::to_string(b.group_size);
       for (char& ch : name)
         if (ch == '-') ch = '_';
       return name;
@@ -190,7 +192,8 @@ TEST(Requests, LogprobsAreTheModelsOwnAndGreedyPicksTheTop) {
     EXPECT_LE(seen[i].logprob, 0.0f);
     EXPECT_GE(seen[i].top[0].second, seen[i].top[1].second);
   }
-  EXPECT_EQ(seen[0].top[0].first, res.tokens[0]);  // no penalty on the first token: greedy is the top
+  EXPECT_EQ(seen[0].top[0].first,
+            res.tokens[0]);  // no penalty on the first token: greedy is the top
   Request bad = greedy_request(prompt_of(5, 1, V), 2);
   bad.top_logprobs = kMaxTopLogprobs + 1;
   EXPECT_FALSE((*s)->submit(std::move(bad)).ok());
@@ -202,7 +205,9 @@ class EveryNthToken final : public TokenConstraint {
  public:
   EveryNthToken(int32_t modulus, int length, int32_t remainder = 0)
       : modulus_(modulus), remainder_(remainder), left_(length) {}
-  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<EveryNthToken>(*this); }
+  std::unique_ptr<TokenConstraint> clone() const override {
+    return std::make_unique<EveryNthToken>(*this);
+  }
   bool allows(int32_t token) const override { return left_ > 0 && token % modulus_ == remainder_; }
   void accept(int32_t) override { --left_; }
   bool must_end() const override { return left_ == 0; }
@@ -236,12 +241,14 @@ TEST(Requests, ConstraintHoldsPerSequenceAndEndsTheOutput) {
   for (int32_t t : c.tokens) EXPECT_EQ(t % 7, 0) << t;
   int32_t best = 0;
   for (int32_t id = 0; id < static_cast<int32_t>(c.first_logits.size()); id += 7)
-    if (c.first_logits[static_cast<size_t>(id)] > c.first_logits[static_cast<size_t>(best)]) best = id;
+    if (c.first_logits[static_cast<size_t>(id)] > c.first_logits[static_cast<size_t>(best)])
+      best = id;
   EXPECT_EQ(c.tokens[0], best);
   EXPECT_EQ(both.results.at(ids[1]).tokens, alone.results.begin()->second.tokens);
   // A constraint no token satisfies ends the sequence with an error, not a crash or a stray token.
   Request impossible = greedy_request(prompt_of(10, 2, V), 4);
-  impossible.constraint = std::make_shared<const EveryNthToken>(static_cast<int32_t>(V) + 1, 3, static_cast<int32_t>(V));
+  impossible.constraint = std::make_shared<const EveryNthToken>(static_cast<int32_t>(V) + 1, 3,
+                                                                static_cast<int32_t>(V));
   impossible.params.ignore_eos = true;
   std::vector<RequestId> bad_id;
   const Outcome failed = run_all(**s, {impossible}, &bad_id);
@@ -269,7 +276,8 @@ TEST(Sessions, RequestWithoutIdContinuesTheSessionItExtends) {
   const RequestResult& t2 = b.results.begin()->second;
   EXPECT_EQ(t2.session_id, t1.session_id);
   EXPECT_EQ(t2.usage.cached_tokens, static_cast<int64_t>(p1.size() + 3));
-  expect_same_greedy(t2.tokens, reference_greedy(*tm.model, *tm.tokenizer, p2, 4, pool), "continued");
+  expect_same_greedy(t2.tokens, reference_greedy(*tm.model, *tm.tokenizer, p2, 4, pool),
+                     "continued");
 
   // An unrelated prompt shares nothing and starts a session of its own.
   Outcome c = run_all(**s, {greedy_request(prompt_of(30, 99, V), 2)});
@@ -289,7 +297,8 @@ TEST(Memory, FullPoolPreemptsAndRecomputes) {
   o.keep_sessions = false;
   const ModelConfig& c = tm.model->config();
   // Pages for about 2.5 sequences of 60 positions.
-  const size_t page_bytes = 8 * (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) * 4;
+  const size_t page_bytes =
+      8 * (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) * 4;
   const int64_t pages_per_seq = (60 + 7) / 8 * c.n_layers * c.n_kv_head;
   o.kv_memory = page_bytes * static_cast<size_t>(pages_per_seq * 5 / 2);
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
@@ -324,8 +333,9 @@ TEST(Memory, IdleSessionsEvictedLeastRecentlyUsedFirst) {
   SchedulerOptions o = small_options();
   const ModelConfig& c = tm.model->config();
   const int G = std::min(4, c.n_kv_head);
-  const size_t page_bytes = 16 * (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) * 4 *
-                            static_cast<size_t>(G);
+  const size_t page_bytes = 16 *
+                            (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) *
+                            4 * static_cast<size_t>(G);
   const int64_t groups = c.n_layers * ((c.n_kv_head + G - 1) / G);
   o.kv_memory = page_bytes * static_cast<size_t>(groups * 9);  // 144 positions per layer
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o);
@@ -358,7 +368,8 @@ TEST(Requests, CancelReturnsEveryPage) {
   std::vector<RequestResult> done;
   std::vector<RequestId> ids;
   for (int i = 0; i < 3; ++i) {
-    Request r = greedy_request(prompt_of(30, static_cast<uint32_t>(i), tm.model->config().vocab), 100);
+    Request r =
+        greedy_request(prompt_of(30, static_cast<uint32_t>(i), tm.model->config().vocab), 100);
     r.on_finish = [&done](const RequestResult& res) { done.push_back(res); };
     ids.push_back(*(*s)->submit(std::move(r)));
   }
@@ -387,7 +398,8 @@ TEST(Requests, HigherPriorityRunsFirst) {
   std::vector<RequestId> order;
   std::vector<Request> reqs;
   for (int prio : {0, 5, 1}) {
-    Request r = greedy_request(prompt_of(10, static_cast<uint32_t>(prio), tm.model->config().vocab), 3);
+    Request r =
+        greedy_request(prompt_of(10, static_cast<uint32_t>(prio), tm.model->config().vocab), 3);
     r.priority = prio;
     reqs.push_back(std::move(r));
   }

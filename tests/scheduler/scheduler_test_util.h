@@ -55,7 +55,8 @@ inline TestModel synth_model(const std::string& preset, GgmlType type = GgmlType
 
 inline std::vector<int32_t> prompt_of(int64_t n, uint32_t seed, int64_t vocab) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, static_cast<int32_t>(vocab - 1));  // past <unk>, <s>, </s>
+  std::uniform_int_distribution<int32_t> d(
+      3, static_cast<int32_t>(vocab - 1));  // past <unk>, <s>, </s>
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = d(rng);
   return t;
@@ -107,9 +108,9 @@ inline void expect_same_greedy(const std::vector<int32_t>& got, const Reference&
   ASSERT_EQ(got.size(), ref.tokens.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] == ref.tokens[i]) continue;
-    EXPECT_LT(ref.margins[i], tie) << what << ": token " << i << " is " << got[i]
-                                   << ", the reference chose " << ref.tokens[i] << " by a margin of "
-                                   << ref.margins[i];
+    EXPECT_LT(ref.margins[i], tie)
+        << what << ": token " << i << " is " << got[i] << ", the reference chose " << ref.tokens[i]
+        << " by a margin of " << ref.margins[i];
     return;
   }
 }

@@ -1,8 +1,8 @@
 // Sessions whose KV leaves the pool: moved to host memory or disk under memory pressure and
 // restored on their next turn (not recomputed), surviving a restart through the disk tier, and a
-// damaged file or one of an older format recomputed, never served. Each second turn is checked against a scheduler with
-// memory to spare and no tiers, on the same requests one at a time (same batch shapes, so the
-// same floating-point sums: tokens must be equal).
+// damaged file or one of an older format recomputed, never served. Each second turn is checked
+// against a scheduler with memory to spare and no tiers, on the same requests one at a time (same
+// batch shapes, so the same floating-point sums: tokens must be equal).
 #include <gtest/gtest.h>
 
 #include <xxhash.h>
@@ -45,10 +45,10 @@ RequestResult run_one(Scheduler& s, std::vector<int32_t> prompt, const std::stri
 }
 
 struct Conversations {
-  std::vector<std::vector<int32_t>> first;   // [kSessions] turn-1 prompts
-  std::vector<std::vector<int32_t>> second;  // [kSessions] turn-2 prompts (turn 1 + reply + more)
-  std::vector<std::vector<int32_t>> replies; // [kSessions] turn-2 outputs
-  std::vector<RequestUsage> usage;           // [kSessions] turn-2 usage
+  std::vector<std::vector<int32_t>> first;    // [kSessions] turn-1 prompts
+  std::vector<std::vector<int32_t>> second;   // [kSessions] turn-2 prompts (turn 1 + reply + more)
+  std::vector<std::vector<int32_t>> replies;  // [kSessions] turn-2 outputs
+  std::vector<RequestUsage> usage;            // [kSessions] turn-2 usage
 };
 
 // Turn 1 of every session, then turn 2 of every session.
@@ -68,7 +68,8 @@ Conversations play(Scheduler& s, int64_t vocab, bool turn2 = true, Conversations
   if (given != nullptr) c.second = given->second;
   if (turn2)
     for (int i = 0; i < kSessions; ++i) {
-      const RequestResult r = run_one(s, c.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+      const RequestResult r =
+          run_one(s, c.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
       c.replies.push_back(r.tokens);
       c.usage.push_back(r.usage);
     }
@@ -77,8 +78,9 @@ Conversations play(Scheduler& s, int64_t vocab, bool turn2 = true, Conversations
 
 size_t pool_bytes_for(const ModelConfig& c, int sessions) {
   // Pages of 8 positions for every KV head of every layer; a session reaches about 70 positions.
-  const size_t page_bytes = 8 * (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) * 2 *
-                            static_cast<size_t>(c.n_kv_head);
+  const size_t page_bytes = 8 *
+                            (static_cast<size_t>(c.head_dim) + static_cast<size_t>(c.head_dim_v)) *
+                            2 * static_cast<size_t>(c.n_kv_head);
   return page_bytes * static_cast<size_t>(c.n_layers) * 10 * static_cast<size_t>(sessions);
 }
 
@@ -114,7 +116,8 @@ TEST_F(TieredScheduler, HostSpillRestoresInsteadOfRecomputing) {
   EXPECT_EQ(st.tiers.restore_failures, 0);
   for (int i = 0; i < kSessions; ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(got.second[static_cast<size_t>(i)], ref.second[static_cast<size_t>(i)]);  // same turn-1 replies
+    EXPECT_EQ(got.second[static_cast<size_t>(i)],
+              ref.second[static_cast<size_t>(i)]);  // same turn-1 replies
     EXPECT_EQ(got.replies[static_cast<size_t>(i)], ref.replies[static_cast<size_t>(i)]);
   }
   // Each second turn says where its history came from: a restored one has all its cached tokens
@@ -190,11 +193,13 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamageAndOldFormats) {
   int reused = 0;
   for (int i = 0; i < kSessions; ++i) {
     SCOPED_TRACE(i);
-    const RequestResult r = run_one(**after, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+    const RequestResult r =
+        run_one(**after, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
     EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
     if (r.usage.cached_tokens > 0) {
       ++reused;
-      EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
+      EXPECT_EQ(r.usage.cached_tokens,
+                static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
     }
   }
   const SchedulerStats st = (*after)->stats();
@@ -203,9 +208,9 @@ TEST_F(TieredScheduler, DiskTierSurvivesARestartAndRefusesDamageAndOldFormats) {
   EXPECT_EQ(reused, kSessions - 2);
   EXPECT_EQ(st.tiers.restores, kSessions - 2);
   EXPECT_EQ(st.tiers.restore_failures, 2);
-  const bool version_named = std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
-    return w.find("session format version 1") != std::string::npos;
-  });
+  const bool version_named = std::any_of(
+      warnings.begin(), warnings.end(),
+      [](const std::string& w) { return w.find("session format version 1") != std::string::npos; });
   EXPECT_TRUE(version_named) << "no warning names the old format version";
 }
 
@@ -226,7 +231,7 @@ TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
   (void)play(**replica_a, c.vocab, /*turn2=*/false);
   (*replica_a)->sessions().flush_writes();
   EXPECT_EQ((*replica_a)->stats().tiers.redis.puts, kSessions);  // written through after each turn
-  replica_a->reset();  // the replica dies
+  replica_a->reset();                                            // the replica dies
 
   auto replica_b = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(replica_b.ok());
@@ -237,7 +242,8 @@ TEST_F(TieredScheduler, RedisTierHandsSessionsToAnotherReplica) {
     EXPECT_GT((*replica_b)->session_location(id).bytes, 0);
     const RequestResult r = run_one(**replica_b, ref.second[static_cast<size_t>(i)], id);
     EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
-    EXPECT_EQ(r.usage.cached_tokens, static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
+    EXPECT_EQ(r.usage.cached_tokens,
+              static_cast<int64_t>(ref.first[static_cast<size_t>(i)].size()) + kGen - 1);
   }
   const SchedulerStats st = (*replica_b)->stats();
   EXPECT_EQ(st.tiers.restores_redis, kSessions);
@@ -272,7 +278,8 @@ TEST_F(TieredScheduler, LostRedisDegradesToLocalTiers) {
   redis.stop();
   for (int i = 0; i < kSessions; ++i) {
     SCOPED_TRACE(i);
-    const RequestResult r = run_one(**s, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
+    const RequestResult r =
+        run_one(**s, ref.second[static_cast<size_t>(i)], "chat-" + std::to_string(i));
     EXPECT_EQ(r.tokens, ref.replies[static_cast<size_t>(i)]);
     EXPECT_GT(r.usage.cached_tokens, 0);  // resident or from the host tier
   }
@@ -290,7 +297,8 @@ TEST_F(TieredScheduler, IdleSessionsMoveDownAfterTheirTime) {
   SchedulerOptions o = base_options();
   SessionKeeperOptions k;
   k.kv_idle_offload_seconds = 600;
-  EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k).ok()) << "idle offload without a tier";
+  EXPECT_FALSE(Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k).ok())
+      << "idle offload without a tier";
   k.kv_host_memory = 64u << 20;
   auto s = Scheduler::create(*tm.model, *tm.tokenizer, pool, o, k);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -359,7 +367,8 @@ TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
   k.kv_disk_dir = dir.string();
   auto kvs_files = [&] {
     int n = 0;
-    for (const auto& f : std::filesystem::directory_iterator(dir)) n += f.path().extension() == ".kvs";
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+      n += f.path().extension() == ".kvs";
     return n;
   };
   {
@@ -375,7 +384,8 @@ TEST_F(TieredScheduler, DroppingARunningSessionIsFinal) {
     r.on_finish = [&](const RequestResult& res) { got[0] = res; };
     auto first = sch.submit(std::move(r));
     ASSERT_TRUE(first.ok());
-    while (sch.session_tier("doomed") != "running" || sch.stats().decode_tokens == 0) ASSERT_GT(sch.step(), 0);
+    while (sch.session_tier("doomed") != "running" || sch.stats().decode_tokens == 0)
+      ASSERT_GT(sch.step(), 0);
     Request later = greedy_request(ref.first[1], 4);
     later.session_id = "doomed";
     later.on_finish = [&](const RequestResult& res) { got[1] = res; };

@@ -42,11 +42,13 @@ int connect_loopback(int port) {
 
 std::string http_get(int port, const std::string& path) {
   const int fd = connect_loopback(port);
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  const std::string req =
+      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string out;
   char buf[65536];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
 }
@@ -92,25 +94,32 @@ TEST(HttpServer, AbandonedNonStreamedRequestsAreCancelled) {
   // Four requests that would each generate 8000 tokens; every client sends and hangs up.
   constexpr int kClients = 4;
   constexpr int kAsked = 8000;
-  const std::string body = json{{"prompt", "Once upon a time"}, {"max_tokens", kAsked}, {"ignore_eos", true}}.dump();
-  const std::string wire = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body =
+      json{{"prompt", "Once upon a time"}, {"max_tokens", kAsked}, {"ignore_eos", true}}.dump();
+  const std::string wire =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int i = 0; i < kClients; ++i) {
     const int fd = connect_loopback(*port);
     ASSERT_GE(fd, 0);
-    ASSERT_EQ(::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
+    ASSERT_EQ(::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(wire.size()));
     ::close(fd);
   }
   // Every request is seen (counted as 499) and cancelled; the engine drains.
   std::string m;
   for (int i = 0; i < 6000; ++i) {
     m = http_get(*port, "/metrics");
-    if (metric(m, "tangram_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"}") >= kClients) break;
+    if (metric(m, "tangram_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"}") >=
+        kClients)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   (*engine)->wait_idle();
   m = http_get(*port, "/metrics");
-  EXPECT_EQ(metric(m, "tangram_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"}"), kClients);
+  EXPECT_EQ(metric(m, "tangram_http_requests_total{endpoint=\"/v1/completions\",status=\"499\"}"),
+            kClients);
   EXPECT_EQ(metric(m, "tangram_client_disconnects_total"), kClients);
   EXPECT_EQ(metric(m, "tangram_requests_running"), 0);
   EXPECT_EQ(metric(m, "tangram_http_requests_inflight"), 0);

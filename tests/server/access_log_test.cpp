@@ -123,8 +123,9 @@ TEST(AccessLogEscape, KnownForms) {
 TEST(AccessLogLine, OneLineWhateverTheFields) {
   for (int b = 0; b < 256; ++b) {
     const std::string byte(1, static_cast<char>(b));
-    const std::string line = format_log_line("2025-01-01T00:00:00.000Z", LogLevel::Info, "http" + byte,
-                                             {{"path", "/" + byte}, {"k" + byte, byte}});
+    const std::string line =
+        format_log_line("2025-01-01T00:00:00.000Z", LogLevel::Info, "http" + byte,
+                        {{"path", "/" + byte}, {"k" + byte, byte}});
     ASSERT_FALSE(line.empty());
     EXPECT_EQ(line.back(), '\n');
     const std::string body = line.substr(0, line.size() - 1);
@@ -159,7 +160,8 @@ TEST(AccessLogWrite, NulAndCrlfStayInsideTheLine) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1);
     EXPECT_EQ(out.find('\r'), std::string::npos);
     EXPECT_EQ(out.find('\0'), std::string::npos);
-    EXPECT_NE(out.find(" status=404\n"), std::string::npos) << out;  // nothing after the path was lost
+    EXPECT_NE(out.find(" status=404\n"), std::string::npos)
+        << out;  // nothing after the path was lost
   }
 }
 

@@ -7,17 +7,18 @@
 
 #include <fmt/format.h>
 
+#include "gguf/gguf_file.h"
 #include "server/conversations.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
-#include "gguf/gguf_file.h"
 
 namespace tangram::server {
 namespace {
 
 const Tokenizer& tok() {
   static std::unique_ptr<GgufFile> file = [] {
-    auto f = GgufFile::open(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
+    auto f =
+        GgufFile::open(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
     EXPECT_TRUE(f.ok()) << f.message();
     return f.ok() ? std::move(f).value() : nullptr;
   }();
@@ -59,8 +60,12 @@ TEST(Conversations, RestoredFromEngineSessions) {
   const std::string history = "Once upon a time there was a cat";
   const auto tokens = tok().encode(history, false, true);
   const std::set<std::string> owners = {"k0", "k1", "local"};
-  const size_t n = c.restore({{"k0/conv-a", tokens}, {"local/chat-7", tokens}, {"no-slash", tokens},
-                              {"k1/empty", {}}, {"/x", tokens}, {"gone/conv-g", tokens}},
+  const size_t n = c.restore({{"k0/conv-a", tokens},
+                              {"local/chat-7", tokens},
+                              {"no-slash", tokens},
+                              {"k1/empty", {}},
+                              {"/x", tokens},
+                              {"gone/conv-g", tokens}},
                              tok(), owners);
   EXPECT_EQ(n, 2u);
   EXPECT_TRUE(c.list("gone").empty());  // its key is no longer given: unreachable
@@ -76,7 +81,7 @@ TEST(Conversations, RestoredFromEngineSessions) {
   ASSERT_FALSE(c.resolve_text("local", "chat-7", history + ".", false, tok(), by_id));
   EXPECT_FALSE(by_id.created);
   EXPECT_LT(c.list("k0")[0].turns, 0);  // unknown after a restart (the tiers keep no count)
-  ResolvedPrompt stranger;  // another key's "conv-a" is a conversation of its own
+  ResolvedPrompt stranger;              // another key's "conv-a" is a conversation of its own
   ASSERT_FALSE(c.resolve_text("k1", "conv-a", history, false, tok(), stranger).has_value());
   EXPECT_TRUE(stranger.created);
   c.abandon("k1", stranger);
@@ -88,9 +93,11 @@ TEST(Conversations, AnonymousPromptsContinueTheLongestOwnHistory) {
   Conversations c(100);
   ResolvedPrompt first;
   ASSERT_FALSE(c.resolve_text("k0", "", "Once upon a time", false, tok(), first));
-  c.record("k0", first, "Once upon a time there was", tok().encode("Once upon a time there was", false, true));
+  c.record("k0", first, "Once upon a time there was",
+           tok().encode("Once upon a time there was", false, true));
   ResolvedPrompt other;
-  ASSERT_FALSE(c.resolve_text("k0", "", "Once", false, tok(), other));  // not an extension: a new one
+  ASSERT_FALSE(
+      c.resolve_text("k0", "", "Once", false, tok(), other));  // not an extension: a new one
   EXPECT_NE(other.public_id, first.public_id);
   c.record("k0", other, "Once", tok().encode("Once", false, true));
   ResolvedPrompt next;
@@ -98,7 +105,8 @@ TEST(Conversations, AnonymousPromptsContinueTheLongestOwnHistory) {
   EXPECT_EQ(next.public_id, first.public_id);  // the longer of the two histories it extends
   EXPECT_FALSE(next.created);
   ResolvedPrompt stranger;
-  ASSERT_FALSE(c.resolve_text("k1", "", "Once upon a time there was a cat", false, tok(), stranger));
+  ASSERT_FALSE(
+      c.resolve_text("k1", "", "Once upon a time there was a cat", false, tok(), stranger));
   EXPECT_NE(stranger.public_id, first.public_id);  // another key's history is never a candidate
   EXPECT_TRUE(stranger.created);
 }
@@ -206,7 +214,8 @@ TEST(Conversations, FailedRequestsLeaveNothing) {
     c.abandon("A", p);
   }
   EXPECT_EQ(ids_of(c, "A"), (std::vector<std::string>{"a1", "a2"}));
-  EXPECT_EQ(forgotten, (std::vector<std::string>{"A/new-0", "A/new-1", "A/new-2", "A/new-3", "A/new-4"}));
+  EXPECT_EQ(forgotten,
+            (std::vector<std::string>{"A/new-0", "A/new-1", "A/new-2", "A/new-3", "A/new-4"}));
   forgotten.clear();
   ResolvedPrompt existing;
   ASSERT_FALSE(c.resolve_text("A", "a2", "x", false, tok(), existing));

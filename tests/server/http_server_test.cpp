@@ -40,7 +40,8 @@ struct Loaded {
 Loaded& stories() {
   static Loaded l = [] {
     Loaded x;
-    auto m = Model::load(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
+    auto m =
+        Model::load(tangram::testing::data_file("models/stories260K/stories260K.gguf").string());
     EXPECT_TRUE(m.ok()) << m.message();
     x.model = std::move(m).value();
     auto t = Tokenizer::from_gguf(x.model->gguf());
@@ -72,7 +73,8 @@ struct Running {
 };
 
 // template_name: a template of data/models/chat-templates ("" = the builtin chatml).
-std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const std::string& kv_disk = "",
+std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8,
+                               const std::string& kv_disk = "",
                                const std::string& template_name = "") {
   Loaded& l = stories();
   auto r = std::make_unique<Running>();
@@ -86,8 +88,8 @@ std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const
   r->engine = std::move(e).value();
   auto tmpl = template_name.empty()
                   ? ChatTemplate::builtin("chatml")
-                  : ChatTemplate::parse(tangram::testing::read_file(
-                        tangram::testing::data_file("models/chat-templates/" + template_name + ".jinja")));
+                  : ChatTemplate::parse(tangram::testing::read_file(tangram::testing::data_file(
+                        "models/chat-templates/" + template_name + ".jinja")));
   EXPECT_TRUE(tmpl.ok());
   so.port = 0;
   so.model_name = "stories260K";
@@ -109,7 +111,8 @@ std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8, const
   return r;
 }
 
-json chat_body(const std::vector<std::pair<std::string, std::string>>& msgs, int max_tokens, bool stream = false) {
+json chat_body(const std::vector<std::pair<std::string, std::string>>& msgs, int max_tokens,
+               bool stream = false) {
   json m = json::array();
   for (const auto& [role, content] : msgs) m.push_back({{"role", role}, {"content", content}});
   json b = {{"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0}};
@@ -120,8 +123,8 @@ json chat_body(const std::vector<std::pair<std::string, std::string>>& msgs, int
   return b;
 }
 
-json post_json(httplib::Client& c, const std::string& path, const json& body, int expect_status = 200,
-               const httplib::Headers& headers = {}) {
+json post_json(httplib::Client& c, const std::string& path, const json& body,
+               int expect_status = 200, const httplib::Headers& headers = {}) {
   auto res = c.Post(path, headers, body.dump(), "application/json");
   EXPECT_TRUE(res) << "no response from " << path;
   if (!res) return {};
@@ -147,7 +150,8 @@ std::vector<std::string> sse_payloads(const std::string& body) {
 }
 
 int64_t metric(const std::string& text, const std::string& name) {
-  std::regex re("(^|\\n)" + std::regex_replace(name, std::regex(R"([{}"=\[\]/.])"), R"(\$&)") + " ([0-9.e+-]+)");
+  std::regex re("(^|\\n)" + std::regex_replace(name, std::regex(R"([{}"=\[\]/.])"), R"(\$&)") +
+                " ([0-9.e+-]+)");
   std::smatch m;
   if (!std::regex_search(text, m, re)) return -1;
   return static_cast<int64_t>(std::stod(m[2]));
@@ -156,14 +160,16 @@ int64_t metric(const std::string& text, const std::string& name) {
 TEST(HttpServer, ChatStreamingMatchesNonStreaming) {
   auto s = start();
   auto c = s->client();
-  const json plain = post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me a story"}}, 24));
+  const json plain =
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me a story"}}, 24));
   ASSERT_TRUE(plain.is_object());
   EXPECT_EQ(plain["object"], "chat.completion");
   const std::string content = plain["choices"][0]["message"]["content"];
   EXPECT_FALSE(content.empty());
   EXPECT_EQ(plain["usage"]["completion_tokens"], 24);
 
-  auto res = c.Post("/v1/chat/completions", chat_body({{"user", "Tell me a story"}}, 24, true).dump(), "application/json");
+  auto res = c.Post("/v1/chat/completions",
+                    chat_body({{"user", "Tell me a story"}}, 24, true).dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
@@ -197,7 +203,8 @@ TEST(HttpServer, ChatStreamingMatchesNonStreaming) {
 TEST(HttpServer, SeveralChoicesShareOnePrefill) {
   auto s = start();
   auto c = s->client();
-  const json one = post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me about a frog"}}, 12));
+  const json one =
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "Tell me about a frog"}}, 12));
   json body = chat_body({{"user", "Tell me about a frog"}}, 12);
   body["n"] = 3;
   const int64_t prefilled = s->engine->stats().prefill_tokens;
@@ -205,13 +212,15 @@ TEST(HttpServer, SeveralChoicesShareOnePrefill) {
   ASSERT_EQ(three["choices"].size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(three["choices"][i]["index"], i);
-    EXPECT_EQ(three["choices"][i]["message"]["content"], one["choices"][0]["message"]["content"]);  // greedy
+    EXPECT_EQ(three["choices"][i]["message"]["content"],
+              one["choices"][0]["message"]["content"]);  // greedy
   }
   EXPECT_EQ(three["usage"]["prompt_tokens"], one["usage"]["prompt_tokens"]);
   EXPECT_EQ(three["usage"]["completion_tokens"], 36);
   // The prompt ran at most once (a cached prefix of the previous turn runs less).
   s->engine->wait_idle();
-  EXPECT_LE(s->engine->stats().prefill_tokens - prefilled, one["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_LE(s->engine->stats().prefill_tokens - prefilled,
+            one["usage"]["prompt_tokens"].get<int64_t>());
 
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
@@ -264,7 +273,8 @@ TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
     auto c = s->client();
     turn1 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}}, 60));
     const std::string a1 = turn1["choices"][0]["message"]["content"];
-    turn2 = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+    turn2 = post_json(c, "/v1/chat/completions",
+                      chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
     ASSERT_TRUE(turn2.is_object());
     EXPECT_EQ(turn2["session_id"], turn1["session_id"]);  // found by its history, no id given
     const int64_t p1 = turn1["usage"]["prompt_tokens"], n1 = turn1["usage"]["completion_tokens"];
@@ -276,7 +286,8 @@ TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
   auto fresh = start();
   auto c = fresh->client();
   const std::string a1 = turn1["choices"][0]["message"]["content"];
-  const json whole = post_json(c, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+  const json whole = post_json(c, "/v1/chat/completions",
+                               chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
   EXPECT_EQ(whole["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   EXPECT_EQ(whole["usage"]["prompt_tokens"], turn2["usage"]["prompt_tokens"]);
   EXPECT_EQ(whole["choices"][0]["message"]["content"], turn2["choices"][0]["message"]["content"]);
@@ -285,7 +296,8 @@ TEST(HttpServer, SecondTurnReusesTheCacheAndEqualsAFreshServer) {
 // The prompt ids the engine's session `public_id` holds (its KV: the prompt, then the reply).
 std::vector<int32_t> session_tokens(Running& s, const std::string& public_id) {
   std::vector<std::pair<std::string, std::vector<int32_t>>> named;
-  EXPECT_TRUE(s.engine->run_on_worker([&](Scheduler& sch) { named = sch.sessions().named_sessions(); }));
+  EXPECT_TRUE(
+      s.engine->run_on_worker([&](Scheduler& sch) { named = sch.sessions().named_sessions(); }));
   for (auto& [key, tokens] : named)
     if (key.ends_with("/" + public_id)) return tokens;
   ADD_FAILURE() << "no engine session for " << public_id;
@@ -309,7 +321,9 @@ TEST(HttpServer, ControlTokenTextInAMessageStaysText) {
   ASSERT_TRUE(chat.ok()) << chat.message();
   const std::vector<int32_t> expect = tok.encode(chat->text, false, true, chat->protected_ranges);
   const std::vector<int32_t> forgeable = tok.encode(chat->text, false, true);
-  ASSERT_GT(std::count_if(forgeable.begin(), forgeable.end(), [&](int32_t t) { return tok.is_control(t); }), 0);
+  ASSERT_GT(std::count_if(forgeable.begin(), forgeable.end(),
+                          [&](int32_t t) { return tok.is_control(t); }),
+            0);
 
   auto s = start();
   auto c = s->client();
@@ -321,8 +335,11 @@ TEST(HttpServer, ControlTokenTextInAMessageStaysText) {
   EXPECT_NE(r["usage"]["prompt_tokens"].get<size_t>(), forgeable.size());
   const std::vector<int32_t> held = session_tokens(*s, "forged");
   ASSERT_GE(held.size(), expect.size());
-  EXPECT_EQ(std::vector<int32_t>(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(expect.size())), expect);
-  for (size_t i = 0; i < expect.size(); ++i) EXPECT_FALSE(tok.is_control(held[i])) << i << ": " << held[i];
+  EXPECT_EQ(
+      std::vector<int32_t>(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(expect.size())),
+      expect);
+  for (size_t i = 0; i < expect.size(); ++i)
+    EXPECT_FALSE(tok.is_control(held[i])) << i << ": " << held[i];
 
   // The next turn renders the same message again, protected the same way, so it still reuses
   // the whole first turn.
@@ -347,21 +364,25 @@ TEST(HttpServer, ApiKeysIsolateSessions) {
   auto c = s->client();
   const httplib::Headers a = {{"Authorization", "Bearer key-a"}, {"X-Session-Id", "secret-chat"}};
   const httplib::Headers b = {{"Authorization", "Bearer key-b"}, {"X-Session-Id", "secret-chat"}};
-  const json ra = post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, a);
+  const json ra =
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, a);
   const std::string text_a = ra["choices"][0]["message"]["content"];
   ASSERT_FALSE(text_a.empty());
   // The same id under key B is B's own conversation: nothing of A's is reused or shown, and B
   // cannot tell from its answer that A uses the name.
-  const json rb = post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, b);
+  const json rb =
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 16), 200, b);
   EXPECT_EQ(rb["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   // Listing and deleting are per key too.
   auto list_b = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-b"}});
   ASSERT_TRUE(list_b);
   ASSERT_EQ(json::parse(list_b->body)["data"].size(), 1u);
-  auto del_b = c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
+  auto del_b =
+      c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
   ASSERT_TRUE(del_b);
   EXPECT_EQ(del_b->status, 200);
-  auto del_b_again = c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
+  auto del_b_again =
+      c.Delete("/v1/sessions/secret-chat", httplib::Headers{{"Authorization", "Bearer key-b"}});
   ASSERT_TRUE(del_b_again);
   EXPECT_EQ(del_b_again->status, 404);
   auto list_a = c.Get("/v1/sessions", httplib::Headers{{"Authorization", "Bearer key-a"}});
@@ -371,7 +392,9 @@ TEST(HttpServer, ApiKeysIsolateSessions) {
   EXPECT_EQ(listed_a["tier"], "resident");
   EXPECT_GT(listed_a["kv_bytes"].get<int64_t>(), 0);  // the pages it holds
   // No key, a wrong key: 401; the open endpoints stay open.
-  EXPECT_EQ(c.Post("/v1/chat/completions", chat_body({{"user", "x"}}, 4).dump(), "application/json")->status, 401);
+  EXPECT_EQ(c.Post("/v1/chat/completions", chat_body({{"user", "x"}}, 4).dump(), "application/json")
+                ->status,
+            401);
   EXPECT_EQ(c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer nope"}})->status, 401);
   EXPECT_EQ(c.Get("/health")->status, 200);
   EXPECT_EQ(c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer key-b"}})->status, 200);
@@ -391,7 +414,12 @@ TEST(HttpServer, FullQueueAnswers429AndADisconnectCancels) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}.dump();
+    req.body = json{
+        {"prompt", "Once upon a time"},
+        {"max_tokens", 100000},
+        {"ignore_eos", true},
+        {"stream",
+         true}}.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       std::unique_lock lock(mu);
@@ -407,7 +435,8 @@ TEST(HttpServer, FullQueueAnswers429AndADisconnectCancels) {
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return got_chunk; }));
   }
   auto c = s->client();
-  auto busy = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump(), "application/json");
+  auto busy = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump(),
+                     "application/json");
   ASSERT_TRUE(busy);
   EXPECT_EQ(busy->status, 429);
   EXPECT_GE(std::stoi(busy->get_header_value("Retry-After")), 1);
@@ -427,7 +456,9 @@ TEST(HttpServer, FullQueueAnswers429AndADisconnectCancels) {
   EXPECT_EQ(metric(m, "tangram_requests_rejected_queue_full_total"), 1);
   EXPECT_LT(metric(m, "tangram_generation_tokens_total"), 2000);
   // The slot is free again, and deleting every session returns every page.
-  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}})["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(post_json(c, "/v1/completions",
+                      json{{"prompt", "x"}, {"max_tokens", 2}})["usage"]["completion_tokens"],
+            2);
   const json sessions = json::parse(c.Get("/v1/sessions")->body);
   // The last one's only: the cancelled first turn and the refused request left nothing.
   ASSERT_EQ(sessions["data"].size(), 1u);
@@ -490,9 +521,12 @@ TEST(HttpServer, DeletingARunningSessionIsFinal) {
   {
     auto s = start({}, 8, dir);
     auto c = s->client();
-    (void)post_json(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}}, 200, h);
+    (void)post_json(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 4}},
+                    200, h);
     HeldStream held(s->port, h,
-                    json{{"prompt", "Once upon a time there was"}, {"max_tokens", 100000}, {"ignore_eos", true},
+                    json{{"prompt", "Once upon a time there was"},
+                         {"max_tokens", 100000},
+                         {"ignore_eos", true},
                          {"stream", true}});
     ASSERT_TRUE(held.wait_first_chunk());
     // The turn must still be running when the delete lands: the worker is held in a task (no
@@ -520,7 +554,8 @@ TEST(HttpServer, DeletingARunningSessionIsFinal) {
       auto del = s->client().Delete("/v1/sessions/doomed");
       if (del) del_status = del->status;
     });
-    while (s->engine->tasks_queued() == queued) std::this_thread::yield();  // the DELETE's drop is queued
+    while (s->engine->tasks_queued() == queued)
+      std::this_thread::yield();  // the DELETE's drop is queued
     {
       std::lock_guard lock(mu);
       thaw = true;
@@ -533,7 +568,8 @@ TEST(HttpServer, DeletingARunningSessionIsFinal) {
     EXPECT_EQ(s->engine->stats().pool.used_pages, 0);
     EXPECT_EQ(s->engine->stats().sessions, 0u);
     const std::string body = held.finish();
-    EXPECT_NE(body.find("generation_failed"), std::string::npos) << body.substr(body.size() > 300 ? body.size() - 300 : 0);
+    EXPECT_NE(body.find("generation_failed"), std::string::npos)
+        << body.substr(body.size() > 300 ? body.size() - 300 : 0);
     s->engine->wait_idle();
     EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
     const std::string m = c.Get("/metrics")->body;
@@ -545,7 +581,9 @@ TEST(HttpServer, DeletingARunningSessionIsFinal) {
   auto s = start({}, 8, dir);
   auto c = s->client();
   EXPECT_TRUE(json::parse(c.Get("/v1/sessions")->body)["data"].empty());
-  const json again = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time there was"}, {"max_tokens", 2}}, 200, h);
+  const json again =
+      post_json(c, "/v1/completions",
+                json{{"prompt", "Once upon a time there was"}, {"max_tokens", 2}}, 200, h);
   EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
@@ -561,22 +599,26 @@ TEST(HttpServer, FailedRequestsLeaveNothingAndTheLimitIsPerKey) {
     return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
   };
   for (int i = 0; i < 3; ++i)
-    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("Once upon a time {}", i)}, {"max_tokens", 4}},
-                    200, as("key-a", fmt::format("a{}", i)));
+    (void)post_json(c, "/v1/completions",
+                    json{{"prompt", fmt::format("Once upon a time {}", i)}, {"max_tokens", 4}}, 200,
+                    as("key-a", fmt::format("a{}", i)));
   const std::vector<int> too_long(3000, 5);
   for (int i = 0; i < 25; ++i) {
-    const json e = post_json(c, "/v1/completions", json{{"prompt", too_long}}, 400, as("key-b", fmt::format("b{}", i)));
+    const json e = post_json(c, "/v1/completions", json{{"prompt", too_long}}, 400,
+                             as("key-b", fmt::format("b{}", i)));
     EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
   }
   EXPECT_TRUE(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].empty());
   EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-a", "x"))->body)["data"].size(), 3u);
   for (int i = 0; i < 5; ++i)
-    (void)post_json(c, "/v1/completions", json{{"prompt", fmt::format("The dog {}", i)}, {"max_tokens", 4}}, 200,
+    (void)post_json(c, "/v1/completions",
+                    json{{"prompt", fmt::format("The dog {}", i)}, {"max_tokens", 4}}, 200,
                     as("key-b", fmt::format("b{}", i)));
   EXPECT_EQ(json::parse(c.Get("/v1/sessions", as("key-b", "x"))->body)["data"].size(), 3u);
   // A keeps its reuse.
-  const json a0 = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time 0 and"}, {"max_tokens", 2}}, 200,
-                            as("key-a", "a0"));
+  const json a0 =
+      post_json(c, "/v1/completions", json{{"prompt", "Once upon a time 0 and"}, {"max_tokens", 2}},
+                200, as("key-a", "a0"));
   EXPECT_GT(a0["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
   // B's two evicted records took their KV with them: the engine holds the six records' sessions.
   s->engine->wait_tasks();
@@ -591,7 +633,8 @@ TEST(HttpServer, RemovingAKeyHandsItsSessionsToNoOne) {
   const auto as = [](const std::string& key, const std::string& id) {
     return httplib::Headers{{"Authorization", "Bearer " + key}, {"X-Session-Id", id}};
   };
-  const json story = json{{"prompt", "Once upon a time there was a little girl"}, {"max_tokens", 4}};
+  const json story =
+      json{{"prompt", "Once upon a time there was a little girl"}, {"max_tokens", 4}};
   {
     ServerOptions so;
     so.api_keys = {"key-a", "key-b"};
@@ -636,18 +679,21 @@ TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   };
   const std::string huge(2 << 20, 'a');
   const std::vector<Case> cases = {
-      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}", 400},
-      {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"" + huge + "\"}]}", 413},
+      {"POST", "/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}", 400},
+      {"POST", "/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"" + huge + "\"}]}", 413},
       {"POST", "/v1/chat/completions", "nonsense", 400},
       {"POST", "/v1/completions", "{\"prompt\": [" + std::string("1,", 0) + "99999]}", 400},
-      {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-9"})", 404},
+      {"POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "model": "gpt-9"})", 404},
       {"GET", "/v1/chat/completions", "", 405},  // the route exists for POST: 405 with Allow
       {"GET", "/no/such/path", "", 404},
       {"DELETE", "/v1/sessions/unknown", "", 404},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.method + " " + k.path + " " + k.body.substr(0, 60));
-    httplib::Result res = k.method == "POST" ? c.Post(k.path, k.body, "application/json")
+    httplib::Result res = k.method == "POST"  ? c.Post(k.path, k.body, "application/json")
                           : k.method == "GET" ? c.Get(k.path)
                                               : c.Delete(k.path);
     ASSERT_TRUE(res);
@@ -662,7 +708,9 @@ TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded");
   EXPECT_NE(too_long["error"]["message"].get<std::string>().find("3000"), std::string::npos);
   // Still serving, while the slow-loris connection is dropped after the read timeout.
-  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 3}})["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(post_json(c, "/v1/completions",
+                      json{{"prompt", "Once"}, {"max_tokens", 3}})["usage"]["completion_tokens"],
+            3);
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char buf[256];
@@ -677,15 +725,18 @@ TEST(HttpServer, MetricsCountWhatClientsSaw) {
   auto c = s->client();
   int64_t completion = 0, prompt = 0;
   for (int i = 0; i < 3; ++i) {
-    const json r = post_json(c, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 5 + i}});
+    const json r = post_json(c, "/v1/completions",
+                             json{{"prompt", "Once upon a time"}, {"max_tokens", 5 + i}});
     completion += r["usage"]["completion_tokens"].get<int64_t>();
     prompt += r["usage"]["prompt_tokens"].get<int64_t>();
   }
   (void)c.Post("/v1/completions", "{", "application/json");
   s->engine->wait_idle();
   const std::string m = c.Get("/metrics")->body;
-  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="200"})"), 3);
-  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="400"})"), 1);
+  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="200"})"),
+            3);
+  EXPECT_EQ(metric(m, R"(tangram_http_requests_total{endpoint="/v1/completions",status="400"})"),
+            1);
   EXPECT_EQ(metric(m, "tangram_generation_tokens_total"), completion);
   EXPECT_EQ(metric(m, "tangram_prompt_tokens_total"), prompt);
   EXPECT_EQ(metric(m, "tangram_time_to_first_token_seconds_count"), 3);
@@ -715,11 +766,17 @@ TEST(HttpServer, TokenizeDetokenizeAndApplyTemplate) {
   const json tmpl = post_json(c, "/apply-template", chat_body({{"user", "Hi"}}, 4));
   EXPECT_EQ(tmpl["prompt"], "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   // Bad input: 400 with a reason, and the server goes on.
-  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", {1, 2, 999999}}}, 400)["error"]["code"], "invalid_token");
-  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", "abc"}}, 400)["error"]["code"], "invalid_type");
+  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", {1, 2, 999999}}}, 400)["error"]["code"],
+            "invalid_token");
+  EXPECT_EQ(post_json(c, "/detokenize", json{{"tokens", "abc"}}, 400)["error"]["code"],
+            "invalid_type");
   EXPECT_EQ(post_json(c, "/tokenize", json{{"text", "x"}}, 400)["error"]["code"], "missing_field");
-  EXPECT_EQ(post_json(c, "/tokenize", json{{"content", "x"}, {"with_pieces", 1}}, 400)["error"]["code"], "invalid_type");
-  EXPECT_EQ(post_json(c, "/apply-template", json{{"messages", json::array()}}, 400)["error"]["param"], "messages");
+  EXPECT_EQ(
+      post_json(c, "/tokenize", json{{"content", "x"}, {"with_pieces", 1}}, 400)["error"]["code"],
+      "invalid_type");
+  EXPECT_EQ(
+      post_json(c, "/apply-template", json{{"messages", json::array()}}, 400)["error"]["param"],
+      "messages");
   EXPECT_EQ(c.Get("/tokenize")->status, 405);
 }
 
@@ -744,18 +801,27 @@ std::vector<json> response_events(const std::string& body) {
   return out;
 }
 
-std::string output_text(const json& response) { return response["output"][0]["content"][0]["text"]; }
+std::string output_text(const json& response) {
+  return response["output"][0]["content"][0]["text"];
+}
 
 // Responses logprobs: the output_text part's entries are chat's, and the streamed deltas carry
 // the same entries in order.
 TEST(HttpServer, ResponsesLogprobsMatchChat) {
   auto s = start();
   auto c = s->client();
-  const json chat = post_json(c, "/v1/chat/completions",
-                              json{{"messages", {{{"role", "user"}, {"content", "Tell me about a fox"}}}},
-                                   {"max_tokens", 8}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}});
-  const json body = {{"input", "Tell me about a fox"}, {"max_output_tokens", 8}, {"temperature", 0},
-                     {"top_logprobs", 2}, {"include", {"message.output_text.logprobs"}}};
+  const json chat =
+      post_json(c, "/v1/chat/completions",
+                json{{"messages", {{{"role", "user"}, {"content", "Tell me about a fox"}}}},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}});
+  const json body = {{"input", "Tell me about a fox"},
+                     {"max_output_tokens", 8},
+                     {"temperature", 0},
+                     {"top_logprobs", 2},
+                     {"include", {"message.output_text.logprobs"}}};
   const json r = post_json(c, "/v1/responses", body);
   EXPECT_EQ(r["top_logprobs"], 2);
   const json& entries = r["output"][0]["content"][0]["logprobs"];
@@ -776,8 +842,9 @@ TEST(HttpServer, ResponsesLogprobsMatchChat) {
       for (const json& entry : e["logprobs"]) streamed.push_back(entry["token"]);
   ASSERT_EQ(streamed.size(), entries.size());
   for (size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(streamed[i], entries[i]["token"]);
-  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "hi"}, {"max_output_tokens", 2}})["output"][0]["content"][0]
-                ["logprobs"],
+  EXPECT_EQ(post_json(c, "/v1/responses",
+                      json{{"input", "hi"},
+                           {"max_output_tokens", 2}})["output"][0]["content"][0]["logprobs"],
             json::array());
 }
 
@@ -786,15 +853,19 @@ TEST(HttpServer, ResponsesChainReusesTheCacheAndAgreesWithChat) {
   const std::string q1 = "Tell me a story about a cat", q2 = "What happened next?";
   auto s = start();
   auto c = s->client();
-  const json r1 = post_json(c, "/v1/responses", json{{"input", q1}, {"max_output_tokens", 60}, {"temperature", 0}});
+  const json r1 = post_json(c, "/v1/responses",
+                            json{{"input", q1}, {"max_output_tokens", 60}, {"temperature", 0}});
   ASSERT_TRUE(r1.is_object());
   EXPECT_EQ(r1["object"], "response");
   EXPECT_EQ(r1["id"].get<std::string>().rfind("resp_", 0), 0u);
   EXPECT_EQ(r1["output"][0]["role"], "assistant");
   const std::string a1 = output_text(r1);
   EXPECT_FALSE(a1.empty());
-  const json r2 = post_json(c, "/v1/responses", json{{"previous_response_id", r1["id"]}, {"input", q2},
-                                                     {"max_output_tokens", 32}, {"temperature", 0}});
+  const json r2 = post_json(c, "/v1/responses",
+                            json{{"previous_response_id", r1["id"]},
+                                 {"input", q2},
+                                 {"max_output_tokens", 32},
+                                 {"temperature", 0}});
   ASSERT_TRUE(r2.is_object());
   EXPECT_EQ(r2["previous_response_id"], r1["id"]);
   EXPECT_EQ(r2["session_id"], r1["session_id"]);
@@ -804,7 +875,8 @@ TEST(HttpServer, ResponsesChainReusesTheCacheAndAgreesWithChat) {
   // The same conversation as a chat, on a fresh server: the same prompt and the same reply.
   auto fresh = start();
   auto fc = fresh->client();
-  const json chat = post_json(fc, "/v1/chat/completions", chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
+  const json chat = post_json(fc, "/v1/chat/completions",
+                              chat_body({{"user", q1}, {"assistant", a1}, {"user", q2}}, 32));
   EXPECT_EQ(chat["usage"]["prompt_tokens"], r2["usage"]["input_tokens"]);
   EXPECT_EQ(chat["choices"][0]["message"]["content"], output_text(r2));
   // Stored: GET gives the same object; DELETE removes it, and then it cannot be chained from.
@@ -815,7 +887,8 @@ TEST(HttpServer, ResponsesChainReusesTheCacheAndAgreesWithChat) {
   ASSERT_TRUE(del);
   EXPECT_EQ(json::parse(del->body)["deleted"], true);
   EXPECT_EQ(c.Get("/v1/responses/" + r2["id"].get<std::string>())->status, 404);
-  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r2["id"]}, {"input", "x"}}, 404)["error"]["param"],
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r2["id"]}, {"input", "x"}},
+                      404)["error"]["param"],
             "previous_response_id");
 }
 
@@ -831,7 +904,8 @@ TEST(HttpServer, ResponsesStreamTypedEventsInOrder) {
   EXPECT_EQ(res->status, 200);
   const std::vector<json> events = response_events(res->body);
   ASSERT_GE(events.size(), 9u);
-  const std::vector<std::string> head = {"response.created", "response.in_progress", "response.output_item.added",
+  const std::vector<std::string> head = {"response.created", "response.in_progress",
+                                         "response.output_item.added",
                                          "response.content_part.added"};
   const std::vector<std::string> last = {"response.output_text.done", "response.content_part.done",
                                          "response.output_item.done", "response.incomplete"};
@@ -864,32 +938,40 @@ TEST(HttpServer, StoredResponsesBelongToTheirKey) {
   so.api_keys = {"key-one", "key-two"};
   auto s = start(so);
   auto c = s->client();
-  const httplib::Headers one = {{"Authorization", "Bearer key-one"}}, two = {{"Authorization", "Bearer key-two"}};
-  const json r = post_json(c, "/v1/responses", json{{"input", "Hi"}, {"max_output_tokens", 4}}, 200, one);
+  const httplib::Headers one = {{"Authorization", "Bearer key-one"}},
+                         two = {{"Authorization", "Bearer key-two"}};
+  const json r =
+      post_json(c, "/v1/responses", json{{"input", "Hi"}, {"max_output_tokens", 4}}, 200, one);
   const std::string path = "/v1/responses/" + r["id"].get<std::string>();
   EXPECT_EQ(c.Get(path, one)->status, 200);
   EXPECT_EQ(c.Get(path, two)->status, 404);
   EXPECT_EQ(c.Delete(path, two)->status, 404);
-  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r["id"]}, {"input", "x"}}, 404, two)["error"]["code"],
+  EXPECT_EQ(post_json(c, "/v1/responses", json{{"previous_response_id", r["id"]}, {"input", "x"}},
+                      404, two)["error"]["code"],
             "response_not_found");
   // store: false answers without keeping it.
   const json unstored =
-      post_json(c, "/v1/responses", json{{"input", "Hi"}, {"max_output_tokens", 4}, {"store", false}}, 200, one);
+      post_json(c, "/v1/responses",
+                json{{"input", "Hi"}, {"max_output_tokens", 4}, {"store", false}}, 200, one);
   EXPECT_EQ(unstored["store"], false);
   EXPECT_EQ(c.Get("/v1/responses/" + unstored["id"].get<std::string>(), one)->status, 404);
   EXPECT_EQ(c.Get("/v1/responses/not-an-id", one)->status, 404);
-  EXPECT_EQ(post_json(c, "/v1/responses", json{{"input", "Hi"}, {"tools", {{{"type", "function"}, {"name", "f"}}}}}, 400, one)["error"]["param"],
+  EXPECT_EQ(post_json(c, "/v1/responses",
+                      json{{"input", "Hi"}, {"tools", {{{"type", "function"}, {"name", "f"}}}}},
+                      400, one)["error"]["param"],
             "tools");
 }
 
 // Tools go through the model's own template, a tool round trip continues the conversation,
 // and a template that takes no tools refuses them.
 TEST(HttpServer, ToolsAreRenderedByTheTemplateAndRoundTripsContinue) {
-  const json tools = json::array({{{"type", "function"},
-                                   {"function", {{"name", "get_weather"},
-                                                 {"description", "The weather in a city"},
-                                                 {"parameters", {{"type", "object"},
-                                                                 {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function",
+                     {{"name", "get_weather"},
+                      {"description", "The weather in a city"},
+                      {"parameters",
+                       {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
   {
     auto plain = start();
     auto c = plain->client();
@@ -909,33 +991,50 @@ TEST(HttpServer, ToolsAreRenderedByTheTemplateAndRoundTripsContinue) {
   const json first = post_json(c, "/v1/chat/completions", body);
   ASSERT_TRUE(first.is_object());
   EXPECT_GT(first["usage"]["prompt_tokens"].get<int64_t>(),
-            post_json(c, "/v1/chat/completions", chat_body({{"user", "Weather in Oslo?"}}, 8))["usage"]["prompt_tokens"]
+            post_json(c, "/v1/chat/completions",
+                      chat_body({{"user", "Weather in Oslo?"}}, 8))["usage"]["prompt_tokens"]
                 .get<int64_t>());
   // The client ran a call and sends its result: the template renders both.
   json round = body;
-  round["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
-                               {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
-                                                {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}}}}}});
-  round["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}});
+  round["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Oslo\"}"}}}}}}});
+  round["messages"].push_back(
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}});
   const std::string round_prompt = post_json(c, "/apply-template", round)["prompt"];
-  EXPECT_NE(round_prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos) << round_prompt;
-  EXPECT_NE(round_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"), std::string::npos);
+  EXPECT_NE(round_prompt.find("<tool_response>\nsunny, 21 C\n</tool_response>"), std::string::npos)
+      << round_prompt;
+  EXPECT_NE(round_prompt.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"),
+            std::string::npos);
   const json answer = post_json(c, "/v1/chat/completions", round);
   ASSERT_TRUE(answer.is_object());
   EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant");
   // The Responses API: function tools in its flat form, and a result sent back as an item.
   // Tools are sent with every request (they are not carried along a chain), as OpenAI does.
-  const json flat_tools = {{{"type", "function"}, {"name", "get_weather"}, {"description", "The weather in a city"},
+  const json flat_tools = {{{"type", "function"},
+                            {"name", "get_weather"},
+                            {"description", "The weather in a city"},
                             {"parameters", tools[0]["function"]["parameters"]}}};
-  const json r1 = post_json(c, "/v1/responses",
-                            json{{"input", "Weather in Oslo?"}, {"max_output_tokens", 8}, {"tools", flat_tools}});
-  EXPECT_EQ(r1["usage"]["input_tokens"], first["usage"]["prompt_tokens"]);  // the same rendering as chat's
-  const json r2 = post_json(c, "/v1/responses",
-                            json{{"previous_response_id", r1["id"]}, {"max_output_tokens", 8}, {"tools", flat_tools},
-                                 {"input", {{{"type", "function_call"}, {"call_id", "call_9"}, {"name", "get_weather"},
-                                             {"arguments", "{\"city\": \"Oslo\"}"}},
-                                            {{"type", "function_call_output"}, {"call_id", "call_9"},
-                                             {"output", "sunny"}}}}});
+  const json r1 = post_json(
+      c, "/v1/responses",
+      json{{"input", "Weather in Oslo?"}, {"max_output_tokens", 8}, {"tools", flat_tools}});
+  EXPECT_EQ(r1["usage"]["input_tokens"],
+            first["usage"]["prompt_tokens"]);  // the same rendering as chat's
+  const json r2 = post_json(
+      c, "/v1/responses",
+      json{{"previous_response_id", r1["id"]},
+           {"max_output_tokens", 8},
+           {"tools", flat_tools},
+           {"input",
+            {{{"type", "function_call"},
+              {"call_id", "call_9"},
+              {"name", "get_weather"},
+              {"arguments", "{\"city\": \"Oslo\"}"}},
+             {{"type", "function_call_output"}, {"call_id", "call_9"}, {"output", "sunny"}}}}});
   EXPECT_EQ(r2["status"].is_string(), true);
   EXPECT_GT(r2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
 }
@@ -973,17 +1072,21 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
   }
   EXPECT_EQ(streamed, content);
   // Without logprobs the field stays null.
-  EXPECT_TRUE(post_json(c, "/v1/chat/completions", chat_body({{"user", "Hi"}}, 2))["choices"][0]["logprobs"].is_null());
+  EXPECT_TRUE(
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "Hi"}}, 2))["choices"][0]["logprobs"]
+          .is_null());
   // Completions: the legacy object.
-  const json comp = post_json(c, "/v1/completions", json{{"prompt", "Once upon"}, {"max_tokens", 5}, {"temperature", 0},
-                                                         {"logprobs", 2}});
+  const json comp = post_json(
+      c, "/v1/completions",
+      json{{"prompt", "Once upon"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}});
   const json& lp = comp["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 5u);
   EXPECT_EQ(lp["text_offset"][0], 0);
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
   // With echo, OpenAI gives the prompt's log-probabilities too; they are not computed, so refused.
-  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "Once upon"}, {"logprobs", 2}, {"echo", true}}, 400)["error"]
-                ["param"],
+  EXPECT_EQ(post_json(c, "/v1/completions",
+                      json{{"prompt", "Once upon"}, {"logprobs", 2}, {"echo", true}},
+                      400)["error"]["param"],
             "echo");
   // Refusals name the field.
   body.erase("stream");
@@ -992,7 +1095,9 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
   body["logprobs"] = false;
   body["top_logprobs"] = 2;
   EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "top_logprobs");
-  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}}, 400)["error"]["param"], "logprobs");
+  EXPECT_EQ(post_json(c, "/v1/completions", json{{"prompt", "x"}, {"logprobs", 6}},
+                      400)["error"]["param"],
+            "logprobs");
 }
 
 // ---- structured output (constrained decoding) --------------------------------------------------
@@ -1000,7 +1105,8 @@ TEST(HttpServer, LogprobsForChatAndCompletions) {
 namespace structured {
 
 // The bodies posted at once (one client each), so the engine decodes them as one batch.
-std::vector<json> post_together(const Running& s, const std::string& path, const std::vector<json>& bodies) {
+std::vector<json> post_together(const Running& s, const std::string& path,
+                                const std::vector<json>& bodies) {
   std::vector<json> out(bodies.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < bodies.size(); ++i)
@@ -1038,8 +1144,10 @@ TEST(HttpServer, JsonSchemaResponseFormatHoldsOverSeeds) {
   auto s = start();
   auto c = s->client();
   json body = chat_body({{"user", "Describe a person as JSON"}}, 400);
-  body["response_format"] = {{"type", "json_schema"},
-                             {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", structured::person_schema()}}}};
+  body["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema",
+       {{"name", "person"}, {"strict", true}, {"schema", structured::person_schema()}}}};
   body["temperature"] = 1.0;
   std::vector<json> bodies;
   for (int seed = 1; seed <= 8; ++seed) {
@@ -1054,7 +1162,8 @@ TEST(HttpServer, JsonSchemaResponseFormatHoldsOverSeeds) {
   }
   body["temperature"] = 0;
   body.erase("seed");
-  const std::string greedy = post_json(c, "/v1/chat/completions", body)["choices"][0]["message"]["content"];
+  const std::string greedy =
+      post_json(c, "/v1/chat/completions", body)["choices"][0]["message"]["content"];
   body["stream"] = true;
   auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
   ASSERT_TRUE(res);
@@ -1085,9 +1194,14 @@ TEST(HttpServer, JsonSchemaResponseFormatHoldsOverSeeds) {
   }
   // The Responses API's text.format: the same constraint, echoed in the response.
   const json resp = post_json(c, "/v1/responses",
-                              json{{"input", "A person"}, {"max_output_tokens", 400}, {"temperature", 0},
-                                   {"text", {{"format", {{"type", "json_schema"}, {"name", "person"},
-                                                         {"schema", structured::person_schema()}}}}}});
+                              json{{"input", "A person"},
+                                   {"max_output_tokens", 400},
+                                   {"temperature", 0},
+                                   {"text",
+                                    {{"format",
+                                      {{"type", "json_schema"},
+                                       {"name", "person"},
+                                       {"schema", structured::person_schema()}}}}}});
   ASSERT_TRUE(resp.is_object());
   EXPECT_EQ(resp["status"], "completed");
   EXPECT_EQ(resp["text"]["format"]["type"], "json_schema");
@@ -1099,19 +1213,25 @@ TEST(HttpServer, UnsupportedSchemasAndFormatsAreRefusedByName) {
   auto s = start();
   auto c = s->client();
   json body = chat_body({{"user", "x"}}, 8);
-  body["response_format"] = {{"type", "json_schema"},
-                             {"json_schema", {{"name", "n"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
+  body["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "n"}, {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}};
   json e = post_json(c, "/v1/chat/completions", body, 400);
   EXPECT_EQ(e["error"]["param"], "response_format.json_schema.schema");
   EXPECT_NE(e["error"]["message"].get<std::string>().find("pattern"), std::string::npos);
   body["response_format"] = {{"type", "yaml"}};
-  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "response_format.type");
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"],
+            "response_format.type");
   body["response_format"] = {{"type", "json_schema"}};
-  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "response_format.json_schema");
-  EXPECT_EQ(post_json(c, "/v1/responses",
-                      json{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"schema", {{"$ref", "#/a"}}}}}}}},
-                      400)["error"]["param"],
-            "text.format.schema");
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"],
+            "response_format.json_schema");
+  EXPECT_EQ(
+      post_json(
+          c, "/v1/responses",
+          json{{"input", "x"},
+               {"text", {{"format", {{"type", "json_schema"}, {"schema", {{"$ref", "#/a"}}}}}}}},
+          400)["error"]["param"],
+      "text.format.schema");
   // tool_choice that forces a call needs tools, and a template syntax it can hold output to.
   body = chat_body({{"user", "x"}}, 8);
   body["tool_choice"] = "required";
@@ -1163,12 +1283,18 @@ TEST(HttpServer, ForcedToolCallsAreParsedCalls) {
   body["response_format"] = {{"type", "json_object"}};
   EXPECT_EQ(post_json(c, "/v1/chat/completions", body, 400)["error"]["param"], "tool_choice");
   // The Responses API: a function_call item for the named function.
-  const json flat = {{{"type", "function"}, {"name", "get_time"}, {"parameters", tools[1]["function"]["parameters"]}}};
-  const json resp = post_json(c, "/v1/responses", json{{"input", "Time?"}, {"max_output_tokens", 300}, {"tools", flat},
-                                                       {"tool_choice", {{"type", "function"}, {"name", "get_time"}}}});
+  const json flat = {{{"type", "function"},
+                      {"name", "get_time"},
+                      {"parameters", tools[1]["function"]["parameters"]}}};
+  const json resp = post_json(c, "/v1/responses",
+                              json{{"input", "Time?"},
+                                   {"max_output_tokens", 300},
+                                   {"tools", flat},
+                                   {"tool_choice", {{"type", "function"}, {"name", "get_time"}}}});
   ASSERT_TRUE(resp.is_object());
   bool called = false;
-  for (const json& item : resp["output"]) called = called || (item["type"] == "function_call" && item["name"] == "get_time");
+  for (const json& item : resp["output"])
+    called = called || (item["type"] == "function_call" && item["name"] == "get_time");
   EXPECT_TRUE(called) << resp.dump();
   // A syntax the constraint cannot write is refused, not answered unconstrained.
   auto mistral = start({}, 8, "", "Mistral-Small-3.2-24B-Instruct-2506");
@@ -1179,7 +1305,6 @@ TEST(HttpServer, ForcedToolCallsAreParsedCalls) {
   const json refused = post_json(mc, "/v1/chat/completions", mbody, 400);
   EXPECT_EQ(refused["error"]["param"], "tool_choice");
 }
-
 
 // ---- hostile requests: what the second outside probe found -------------------------------------
 
@@ -1204,7 +1329,8 @@ std::string raw_exchange(int port, const std::string& wire, const std::string& u
   char buf[4096];
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  for (ssize_t n; (until.empty() || out.find(until) == std::string::npos) && (n = recv(fd, buf, sizeof buf, 0)) > 0;)
+  for (ssize_t n; (until.empty() || out.find(until) == std::string::npos) &&
+                  (n = recv(fd, buf, sizeof buf, 0)) > 0;)
     out.append(buf, static_cast<size_t>(n));
   close(fd);
   return out;
@@ -1222,19 +1348,27 @@ TEST(HttpServer, DeeplyNestedJsonIsRefusedAtEveryEntryPoint) {
   auto c = s->client();
   for (const size_t depth : {size_t{100}, size_t{5000}, size_t{20000}, size_t{100000}}) {
     const std::string deep = hostile::nested(depth);
-    const std::string tools = R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" + deep + "}}}]";
+    const std::string tools =
+        R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" + deep +
+        "}}}]";
     const std::string user = R"({"role":"user","content":"hi"})";
     const std::string args = json(deep).dump();  // the arguments are a string holding JSON
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + "}"},
-        {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"none"})"},
-        {"/v1/chat/completions", R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"required"})"},
-        {"/v1/chat/completions", R"({"messages":[)" + user +
-                                     R"(,{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":)" +
-                                     args + R"(}}]}]})"},
-        {"/v1/responses", R"({"input":"hi","tools":[{"type":"function","name":"f","parameters":{"x":)" + deep + "}}]}"},
-        {"/v1/responses", R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":)" + args +
-                              R"(},{"type":"function_call_output","call_id":"c","output":"x"}]})"},
+        {"/v1/chat/completions",
+         R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"none"})"},
+        {"/v1/chat/completions",
+         R"({"messages":[)" + user + R"(],"tools":)" + tools + R"(,"tool_choice":"required"})"},
+        {"/v1/chat/completions",
+         R"({"messages":[)" + user +
+             R"(,{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":)" +
+             args + R"(}}]}]})"},
+        {"/v1/responses",
+         R"({"input":"hi","tools":[{"type":"function","name":"f","parameters":{"x":)" + deep +
+             "}}]}"},
+        {"/v1/responses",
+         R"({"input":[{"type":"function_call","call_id":"c","name":"f","arguments":)" + args +
+             R"(},{"type":"function_call_output","call_id":"c","output":"x"}]})"},
         {"/apply-template", R"({"messages":[)" + user + R"(],"tools":)" + tools + "}"},
         {"/v1/completions", R"({"prompt":)" + deep + "}"},
         {"/tokenize", R"({"content":)" + deep + "}"},
@@ -1250,10 +1384,11 @@ TEST(HttpServer, DeeplyNestedJsonIsRefusedAtEveryEntryPoint) {
     }
   }
   // Within the limit, a nested tool schema is still served (the template refuses tools, by name).
-  auto res = c.Post("/v1/chat/completions",
-                    R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" +
-                        hostile::nested(20) + "}}}]}",
-                    "application/json");
+  auto res = c.Post(
+      "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":)" +
+          hostile::nested(20) + "}}}]}",
+      "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(json::parse(res->body)["error"]["param"], "tools") << res->body;
 }
@@ -1267,7 +1402,8 @@ TEST(HttpServer, HostNamesAndContentTypesAreChecked) {
   auto c = s->client();
   const json body = chat_body({{"user", "Once"}}, 2);
   auto with_host = [&](const std::string& host) {
-    auto res = c.Post("/v1/chat/completions", httplib::Headers{{"Host", host}}, body.dump(), "application/json");
+    auto res = c.Post("/v1/chat/completions", httplib::Headers{{"Host", host}}, body.dump(),
+                      "application/json");
     return res ? res->status : -1;
   };
   EXPECT_EQ(with_host("attacker.example"), 403);
@@ -1286,16 +1422,18 @@ TEST(HttpServer, HostNamesAndContentTypesAreChecked) {
   EXPECT_EQ(forbidden->status, 403);
   EXPECT_EQ(json::parse(forbidden->body)["error"]["code"], "host_not_allowed");
   // Bodies must be declared JSON.
-  for (const std::string type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
+  for (const std::string type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
     auto res = c.Post("/v1/chat/completions", body.dump(), type);
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 415) << type;
     EXPECT_EQ(json::parse(res->body)["error"]["code"], "unsupported_media_type");
   }
   const std::string wire = body.dump();
-  EXPECT_NE(hostile::raw_exchange(s->port, fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                                       "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
-                                                       wire.size(), wire))
+  EXPECT_NE(hostile::raw_exchange(
+                s->port, fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                     "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
+                                     wire.size(), wire))
                 .find("HTTP/1.1 415"),
             std::string::npos);  // no Content-Type at all
   auto charset = c.Post("/v1/chat/completions", body.dump(), "Application/JSON; charset=utf-8");
@@ -1310,31 +1448,37 @@ TEST(HttpServer, UnauthenticatedRequestsAreRefusedBeforeTheirBody) {
   ServerOptions so;
   so.api_keys = {"key-a"};
   auto s = start(so);
-  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                           "Expect: 100-continue\r\nContent-Length: 8000000\r\n";
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 8000000\r\n";
   const std::string refused = hostile::raw_exchange(s->port, head + "\r\n");
   EXPECT_EQ(refused.rfind("HTTP/1.1 401", 0), 0u) << refused.substr(0, 200);
   EXPECT_EQ(refused.find("100 Continue"), std::string::npos);
-  const std::string wrong = hostile::raw_exchange(s->port, head + "Authorization: Bearer nope\r\n\r\n");
+  const std::string wrong =
+      hostile::raw_exchange(s->port, head + "Authorization: Bearer nope\r\n\r\n");
   EXPECT_EQ(wrong.rfind("HTTP/1.1 401", 0), 0u) << wrong.substr(0, 200);
   // With the key: "go on", and the body is read (then refused as too large, after the 100).
-  const std::string admitted =
-      hostile::raw_exchange(s->port, head + "Authorization: Bearer key-a\r\n\r\n", "100 Continue\r\n\r\n");
+  const std::string admitted = hostile::raw_exchange(
+      s->port, head + "Authorization: Bearer key-a\r\n\r\n", "100 Continue\r\n\r\n");
   EXPECT_EQ(admitted.rfind("HTTP/1.1 100 Continue", 0), 0u) << admitted.substr(0, 200);
 }
 
 // RFC 9112: an HTTP/1.1 request needs exactly one Host.
 TEST(HttpServer, RequestsWithoutOneHostAre400) {
   auto s = start();
-  EXPECT_EQ(hostile::raw_exchange(s->port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n").rfind("HTTP/1.1 400", 0),
-            0u);
-  EXPECT_EQ(hostile::raw_exchange(s->port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n"
-                                           "Connection: close\r\n\r\n")
+  EXPECT_EQ(hostile::raw_exchange(s->port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
                 .rfind("HTTP/1.1 400", 0),
             0u);
-  EXPECT_EQ(hostile::raw_exchange(s->port, "\r\n\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                .rfind("HTTP/1.1 200", 0),
+  EXPECT_EQ(hostile::raw_exchange(s->port,
+                                  "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n"
+                                  "Connection: close\r\n\r\n")
+                .rfind("HTTP/1.1 400", 0),
             0u);
+  EXPECT_EQ(
+      hostile::raw_exchange(
+          s->port, "\r\n\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+          .rfind("HTTP/1.1 200", 0),
+      0u);
 }
 
 // A complete non-streamed request followed by shutdown(SHUT_WR) was cancelled as if the client
@@ -1348,8 +1492,10 @@ TEST(HttpServer, HalfClosedClientsGetTheirNonStreamedAnswer) {
   addr.sin_port = htons(static_cast<uint16_t>(s->port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string wire = fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                                       "Content-Length: {}\r\n\r\n{}", body.size(), body);
+  const std::string wire = fmt::format(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: {}\r\n\r\n{}",
+      body.size(), body);
   ASSERT_EQ(send(fd, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
   shutdown(fd, SHUT_WR);
   std::string out;

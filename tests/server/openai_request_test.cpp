@@ -21,8 +21,9 @@ RequestDefaults defaults() {
 const char* kUser = R"("messages": [{"role": "user", "content": "hi"}])";
 
 TEST(OpenAiRequest, ChatFieldsMapToSamplingParams) {
-  const std::string body = std::string("{") + kUser +
-                           R"(, "model": "m", "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5,
+  const std::string body =
+      std::string("{") + kUser +
+      R"(, "model": "m", "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5,
       "stop": ["a", "b"], "seed": 42, "presence_penalty": 0.5, "frequency_penalty": -1, "stream": true,
       "stream_options": {"include_usage": true}, "session_id": "chat-1", "user": "ignored", "n": 3})";
   auto r = parse_chat_request(body, defaults());
@@ -67,9 +68,11 @@ TEST(OpenAiRequest, CompletionPromptForms) {
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(text));
   EXPECT_EQ(std::get<std::string>(std::get<CompletionRequest>(text).prompt), "Once");
   EXPECT_EQ(std::get<CompletionRequest>(text).gen.params.max_tokens, 16);  // OpenAI's default
-  auto ids = parse_completion_request(R"({"prompt": [1, 2, 511], "max_tokens": 3, "echo": true})", defaults());
+  auto ids = parse_completion_request(R"({"prompt": [1, 2, 511], "max_tokens": 3, "echo": true})",
+                                      defaults());
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ids));
-  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(ids).prompt), (std::vector<int32_t>{1, 2, 511}));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(std::get<CompletionRequest>(ids).prompt),
+            (std::vector<int32_t>{1, 2, 511}));
   EXPECT_TRUE(std::get<CompletionRequest>(ids).echo);
   auto one = parse_completion_request(R"({"prompt": ["x"]})", defaults());
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(one));
@@ -82,7 +85,9 @@ struct BadCase {
   std::string code;   // expected code
 };
 
-std::string chat_with(const std::string& extra) { return std::string("{") + kUser + ", " + extra + "}"; }
+std::string chat_with(const std::string& extra) {
+  return std::string("{") + kUser + ", " + extra + "}";
+}
 
 std::vector<BadCase> bad_chat_cases() {
   return {
@@ -91,24 +96,33 @@ std::vector<BadCase> bad_chat_cases() {
       {"trailing garbage", std::string("{") + kUser + "} x", "", "invalid_json"},
       {"not an object", "[1, 2]", "", "invalid_json"},
       {"a bare string", "\"hello\"", "", "invalid_json"},
-      {"invalid utf-8", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", "", "invalid_json"},
-      {"truncated utf-8", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xe2\x82\"}]}", "", "invalid_json"},
+      {"invalid utf-8", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", "",
+       "invalid_json"},
+      {"truncated utf-8", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xe2\x82\"}]}", "",
+       "invalid_json"},
       {"missing messages", R"({"model": "x"})", "messages", "missing_field"},
       {"messages null", R"({"messages": null})", "messages", "missing_field"},
       {"messages a string", R"({"messages": "hi"})", "messages", "invalid_type"},
       {"messages empty", R"({"messages": []})", "messages", "empty_messages"},
       {"message not an object", R"({"messages": [3]})", "messages[0]", "invalid_type"},
       {"role missing", R"({"messages": [{"content": "x"}]})", "messages[0].role", "missing_field"},
-      {"role unknown", R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", "invalid_value"},
-      {"role a number", R"({"messages": [{"role": 1, "content": "x"}]})", "messages[0].role", "missing_field"},
-      {"content missing", R"({"messages": [{"role": "user"}]})", "messages[0].content", "missing_field"},
-      {"content a number", R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content", "invalid_type"},
-      {"image part", R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+      {"role unknown", R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role",
+       "invalid_value"},
+      {"role a number", R"({"messages": [{"role": 1, "content": "x"}]})", "messages[0].role",
+       "missing_field"},
+      {"content missing", R"({"messages": [{"role": "user"}]})", "messages[0].content",
+       "missing_field"},
+      {"content a number", R"({"messages": [{"role": "user", "content": 5}]})",
+       "messages[0].content", "invalid_type"},
+      {"image part",
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
        "messages[0].content", "unsupported_value"},
-      {"no user message", R"({"messages": [{"role": "system", "content": "x"}]})", "messages", "empty_messages"},
+      {"no user message", R"({"messages": [{"role": "system", "content": "x"}]})", "messages",
+       "empty_messages"},
       {"max_tokens negative", chat_with(R"("max_tokens": -1)"), "max_tokens", "out_of_range"},
       {"max_tokens zero", chat_with(R"("max_tokens": 0)"), "max_tokens", "out_of_range"},
-      {"max_tokens huge", chat_with(R"("max_tokens": 100000000000000000000000)"), "max_tokens", "out_of_range"},
+      {"max_tokens huge", chat_with(R"("max_tokens": 100000000000000000000000)"), "max_tokens",
+       "out_of_range"},
       {"max_tokens fractional", chat_with(R"("max_tokens": 1.5)"), "max_tokens", "out_of_range"},
       {"max_tokens a string", chat_with(R"("max_tokens": "10")"), "max_tokens", "invalid_type"},
       {"temperature too high", chat_with(R"("temperature": 2.5)"), "temperature", "out_of_range"},
@@ -116,33 +130,43 @@ std::vector<BadCase> bad_chat_cases() {
       {"temperature a string", chat_with(R"("temperature": "hot")"), "temperature", "invalid_type"},
       {"top_p zero", chat_with(R"("top_p": 0)"), "top_p", "out_of_range"},
       {"top_p above one", chat_with(R"("top_p": 1.5)"), "top_p", "out_of_range"},
-      {"presence_penalty", chat_with(R"("presence_penalty": -3)"), "presence_penalty", "out_of_range"},
-      {"frequency_penalty", chat_with(R"("frequency_penalty": 2.01)"), "frequency_penalty", "out_of_range"},
+      {"presence_penalty", chat_with(R"("presence_penalty": -3)"), "presence_penalty",
+       "out_of_range"},
+      {"frequency_penalty", chat_with(R"("frequency_penalty": 2.01)"), "frequency_penalty",
+       "out_of_range"},
       {"stop a number", chat_with(R"("stop": 3)"), "stop", "invalid_type"},
       {"stop five strings", chat_with(R"("stop": ["a","b","c","d","e"])"), "stop", "out_of_range"},
       {"stop empty string", chat_with(R"("stop": [""])"), "stop", "out_of_range"},
       {"seed a string", chat_with(R"("seed": "1")"), "seed", "invalid_type"},
       {"stream a string", chat_with(R"("stream": "yes")"), "stream", "invalid_type"},
-      {"stream_options without stream", chat_with(R"("stream_options": {"include_usage": true})"), "stream_options", ""},
+      {"stream_options without stream", chat_with(R"("stream_options": {"include_usage": true})"),
+       "stream_options", ""},
       {"n = 0", chat_with(R"("n": 0)"), "n", "out_of_range"},
       {"n = 17", chat_with(R"("n": 17)"), "n", "out_of_range"},
       {"n a string", chat_with(R"("n": "2")"), "n", "invalid_type"},
       {"logprobs a string", chat_with(R"("logprobs": "yes")"), "logprobs", "invalid_type"},
-      {"tool without function", chat_with(R"("tools": [{"type": "function"}])"), "tools[0].function", "missing_field"},
+      {"tool without function", chat_with(R"("tools": [{"type": "function"}])"),
+       "tools[0].function", "missing_field"},
       {"tools an object", chat_with(R"("tools": {"type": "function"})"), "tools", "invalid_type"},
-      {"tool_choice required without tools", chat_with(R"("tool_choice": "required")"), "tool_choice", "invalid_value"},
-      {"tool_choice named without name", chat_with(R"("tool_choice": {"type": "function", "function": {}})"),
+      {"tool_choice required without tools", chat_with(R"("tool_choice": "required")"),
        "tool_choice", "invalid_value"},
-      {"tool_choice unknown", chat_with(R"("tool_choice": "always")"), "tool_choice", "invalid_value"},
+      {"tool_choice named without name",
+       chat_with(R"("tool_choice": {"type": "function", "function": {}})"), "tool_choice",
+       "invalid_value"},
+      {"tool_choice unknown", chat_with(R"("tool_choice": "always")"), "tool_choice",
+       "invalid_value"},
       {"json schema without its object", chat_with(R"("response_format": {"type": "json_schema"})"),
        "response_format.json_schema", "missing_field"},
-      {"unknown format", chat_with(R"("response_format": {"type": "yaml"})"), "response_format.type", "invalid_value"},
+      {"unknown format", chat_with(R"("response_format": {"type": "yaml"})"),
+       "response_format.type", "invalid_value"},
       {"logit_bias", chat_with(R"("logit_bias": {"1": 5})"), "logit_bias", "unsupported_parameter"},
-      {"web_search_options", chat_with(R"("web_search_options": {})"), "web_search_options", "unsupported_parameter"},
+      {"web_search_options", chat_with(R"("web_search_options": {})"), "web_search_options",
+       "unsupported_parameter"},
       {"best_of", chat_with(R"("best_of": 3)"), "best_of", "unsupported_parameter"},
-      {"session id with slash", chat_with(R"("session_id": "a/b")"), "session_id", "invalid_session_id"},
-      {"session id too long", chat_with("\"session_id\": \"" + std::string(129, 'a') + "\""), "session_id",
+      {"session id with slash", chat_with(R"("session_id": "a/b")"), "session_id",
        "invalid_session_id"},
+      {"session id too long", chat_with("\"session_id\": \"" + std::string(129, 'a') + "\""),
+       "session_id", "invalid_session_id"},
       {"model a number", chat_with(R"("model": 7)"), "model", "invalid_type"},
   };
 }
@@ -177,8 +201,10 @@ TEST(OpenAiRequest, MalformedCompletionBodiesGetClearErrors) {
       {"echo a number", R"({"prompt": "x", "echo": 1})", "echo", "invalid_type"},
       {"suffix", R"({"prompt": "x", "suffix": "y"})", "suffix", "unsupported_parameter"},
       {"best_of 2", R"({"prompt": "x", "best_of": 2})", "best_of", "unsupported_parameter"},
-      {"best_of a string", R"({"prompt": "x", "best_of": "1"})", "best_of", "unsupported_parameter"},
-      {"echo with logprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "unsupported_parameter"},
+      {"best_of a string", R"({"prompt": "x", "best_of": "1"})", "best_of",
+       "unsupported_parameter"},
+      {"echo with logprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo",
+       "unsupported_parameter"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -208,18 +234,22 @@ TEST(OpenAiRequest, ToolsAndToolMessages) {
   EXPECT_EQ((*c.messages[1].tool_calls)[0]["id"], "call_1");
   EXPECT_EQ(c.messages[2].tool_call_id, "call_1");
   // tool_choice "none": the model is not told of the tools.
-  auto none = parse_chat_request(R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none",
-      "messages": [{"role": "user", "content": "hi"}]})", defaults());
+  auto none = parse_chat_request(
+      R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none",
+      "messages": [{"role": "user", "content": "hi"}]})",
+      defaults());
   ASSERT_TRUE(std::holds_alternative<ChatCompletionRequest>(none));
   EXPECT_TRUE(std::get<ChatCompletionRequest>(none).tools.empty());
   // Arguments that are not a JSON object's text are refused, naming the call.
-  auto bad = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant",
-      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})", defaults());
+  auto bad =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant",
+      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})",
+                         defaults());
   ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
   EXPECT_EQ(std::get<ApiError>(bad).param, "messages[1].tool_calls[0]");
   // Completions take no tools.
-  auto completion = parse_completion_request(R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})",
-                                             defaults());
+  auto completion = parse_completion_request(
+      R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})", defaults());
   ASSERT_TRUE(std::holds_alternative<ApiError>(completion));
   EXPECT_EQ(std::get<ApiError>(completion).param, "tools");
 }

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
-#include "server/openai_response.h"
 #include "server/logprobs_json.h"
+#include "server/openai_response.h"
 #include "server/stream_formats.h"
 
 #include <cmath>
@@ -80,7 +80,8 @@ TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
   std::string sse = stream->text("Let me check. <tool");
   sse += stream->text("_call>{\"name\": \"f\", ");
   EXPECT_EQ(streamed_content(chunks_of(sse)), "Let me check. ");  // the call's text is held back
-  const std::string full = "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
+  const std::string full =
+      "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
   sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
   sse += stream->closing(FinishReason::Stop, full, Usage{});
   const auto chunks = chunks_of(sse);
@@ -100,16 +101,19 @@ TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
            {ToolCallSyntax::Hermes,
             "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>"},
            {ToolCallSyntax::Hermes, "a <tools are fine <tool_call>{broken"},
-           {ToolCallSyntax::QwenXml, "x <tool_call><function=f><parameter=q>1</parameter></function></tool_call>"},
+           {ToolCallSyntax::QwenXml,
+            "x <tool_call><function=f><parameter=q>1</parameter></function></tool_call>"},
            {ToolCallSyntax::Llama3,
-            " <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"},
+            " <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
+            "\"parameters\": {}}"},
            {ToolCallSyntax::Llama3, "Use {name} here."},
            {ToolCallSyntax::MistralJson, "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
            {ToolCallSyntax::MistralArgs, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]bad"}}) {
     SCOPED_TRACE(text);
     const ParsedReply whole = parse_tool_calls(syntax, text);
     const std::string content =
-        whole.calls.empty() ? text : text.substr(0, tool_call_start(syntax, text).value_or(text.size()));
+        whole.calls.empty() ? text
+                            : text.substr(0, tool_call_start(syntax, text).value_or(text.size()));
     for (size_t cut = 0; cut <= text.size(); ++cut) {
       auto stream = chat_stream(meta(), /*include_usage=*/false, syntax);
       std::string sse = stream->text(std::string_view(text).substr(0, cut));
@@ -120,7 +124,8 @@ TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
       std::vector<std::string> names;
       for (const auto& c : chunks)
         if (!c["choices"].empty() && c["choices"][0]["delta"].contains("tool_calls"))
-          for (const auto& call : c["choices"][0]["delta"]["tool_calls"]) names.push_back(call["function"]["name"]);
+          for (const auto& call : c["choices"][0]["delta"]["tool_calls"])
+            names.push_back(call["function"]["name"]);
       ASSERT_EQ(names.size(), whole.calls.size()) << "cut at " << cut;
       for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], whole.calls[i].name);
     }
@@ -136,7 +141,8 @@ TEST(OpenAiResponse, StreamReleasesHeldTextThatIsNoCall) {
   sse += stream->text(" <tool_call>{broken");
   sse += stream->closing(FinishReason::Length, "a <tools are fine <tool_call>{broken", Usage{});
   const auto chunks = chunks_of(sse);
-  EXPECT_EQ(streamed_content(chunks), "a <tools are fine <tool_call>{broken");  // no call: all of it is content
+  EXPECT_EQ(streamed_content(chunks),
+            "a <tools are fine <tool_call>{broken");  // no call: all of it is content
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
 }
 
@@ -165,10 +171,11 @@ TEST(OpenAiResponse, ResponsesStreamSendsCallsAsFunctionCallItems) {
   const auto events = response_events_of(sse);
   std::vector<std::string> types;
   for (const auto& e : events) types.push_back(e["type"]);
-  EXPECT_EQ(types, (std::vector<std::string>{"response.created", "response.in_progress", "response.output_item.added",
-                                             "response.function_call_arguments.delta",
-                                             "response.function_call_arguments.done", "response.output_item.done",
-                                             "response.completed"}));
+  EXPECT_EQ(types,
+            (std::vector<std::string>{
+                "response.created", "response.in_progress", "response.output_item.added",
+                "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                "response.output_item.done", "response.completed"}));
   const auto& item = events[5]["item"];
   EXPECT_EQ(item["type"], "function_call");
   EXPECT_EQ(item["name"], "f");
@@ -209,7 +216,8 @@ TEST(OpenAiResponse, LogprobsInBothShapes) {
 }
 
 TEST(OpenAiResponse, SseFramingAndInvalidUtf8) {
-  const std::string e = sse_event(chat_chunk_json(meta(), std::nullopt, std::string_view("a\xff"), std::nullopt, false));
+  const std::string e = sse_event(
+      chat_chunk_json(meta(), std::nullopt, std::string_view("a\xff"), std::nullopt, false));
   EXPECT_EQ(e.rfind("data: {", 0), 0u);
   EXPECT_EQ(e.substr(e.size() - 2), "\n\n");
   EXPECT_EQ(e.find('\n'), e.size() - 2);  // one line: JSON never carries a raw newline

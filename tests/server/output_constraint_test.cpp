@@ -62,7 +62,8 @@ TEST(OutputConstraint, ForcedCallsParseBackInTheirSyntax) {
   std::mt19937_64 rng(5);
   for (ToolCallSyntax syntax : {ToolCallSyntax::Hermes, ToolCallSyntax::Llama3}) {
     for (bool parallel : {false, true}) {
-      auto made = tool_call_grammar(syntax, tools(), ToolChoice{ToolChoice::Mode::Required, ""}, parallel);
+      auto made =
+          tool_call_grammar(syntax, tools(), ToolChoice{ToolChoice::Mode::Required, ""}, parallel);
       ASSERT_TRUE(std::holds_alternative<std::shared_ptr<const OutputGrammar>>(made));
       const auto& g = std::get<std::shared_ptr<const OutputGrammar>>(made);
       int parsed = 0;
@@ -82,7 +83,8 @@ TEST(OutputConstraint, ForcedCallsParseBackInTheirSyntax) {
     }
   }
   // A named function: that one only.
-  auto named = tool_call_grammar(ToolCallSyntax::Hermes, tools(), ToolChoice{ToolChoice::Mode::Named, "now"}, true);
+  auto named = tool_call_grammar(ToolCallSyntax::Hermes, tools(),
+                                 ToolChoice{ToolChoice::Mode::Named, "now"}, true);
   const auto& g = std::get<std::shared_ptr<const OutputGrammar>>(named);
   for (int walk = 0; walk < 10; ++walk) {
     const std::string text = random_output(g, rng);
@@ -95,12 +97,14 @@ TEST(OutputConstraint, ForcedCallsParseBackInTheirSyntax) {
 
 TEST(OutputConstraint, RefusalsNameTheirField) {
   const ToolChoice required{ToolChoice::Mode::Required, ""};
-  for (ToolCallSyntax s : {ToolCallSyntax::QwenXml, ToolCallSyntax::MistralJson, ToolCallSyntax::MistralArgs}) {
+  for (ToolCallSyntax s :
+       {ToolCallSyntax::QwenXml, ToolCallSyntax::MistralJson, ToolCallSyntax::MistralArgs}) {
     auto made = tool_call_grammar(s, tools(), required, true);
     ASSERT_TRUE(std::holds_alternative<ApiError>(made));
     EXPECT_EQ(std::get<ApiError>(made).param, "tool_choice");
   }
-  auto unknown = tool_call_grammar(ToolCallSyntax::Hermes, tools(), ToolChoice{ToolChoice::Mode::Named, "x"}, true);
+  auto unknown = tool_call_grammar(ToolCallSyntax::Hermes, tools(),
+                                   ToolChoice{ToolChoice::Mode::Named, "x"}, true);
   ASSERT_TRUE(std::holds_alternative<ApiError>(unknown));
   EXPECT_EQ(std::get<ApiError>(unknown).param, "tool_choice");
   json bad = tools();

@@ -7,8 +7,8 @@
 namespace tangram::server {
 namespace {
 
-std::shared_ptr<const ChainLink> link(std::shared_ptr<const ChainLink> before, const std::string& user,
-                                      const std::string& reply) {
+std::shared_ptr<const ChainLink> link(std::shared_ptr<const ChainLink> before,
+                                      const std::string& user, const std::string& reply) {
   auto l = std::make_shared<ChainLink>();
   ChatMessage u, a;
   u.role = "user";

@@ -21,7 +21,8 @@ RequestDefaults defaults() {
 ResponsesRequest ok(const std::string& body) {
   auto r = parse_responses_request(body, defaults());
   EXPECT_TRUE(std::holds_alternative<ResponsesRequest>(r)) << std::get<ApiError>(r).message;
-  return std::holds_alternative<ResponsesRequest>(r) ? std::get<ResponsesRequest>(r) : ResponsesRequest{};
+  return std::holds_alternative<ResponsesRequest>(r) ? std::get<ResponsesRequest>(r)
+                                                     : ResponsesRequest{};
 }
 
 ApiError refused(const std::string& body) {
@@ -72,29 +73,38 @@ TEST(ResponsesRequest, MessageItemsWithTextParts) {
 }
 
 TEST(ResponsesRequest, ChainedTurnMayHoldNoUserMessage) {
-  const ResponsesRequest r = ok(R"({"previous_response_id": "resp_abc123", "input": [{"role": "system", "content": "x"}]})");
+  const ResponsesRequest r = ok(
+      R"({"previous_response_id": "resp_abc123", "input": [{"role": "system", "content": "x"}]})");
   EXPECT_EQ(r.previous_response_id, "resp_abc123");
   EXPECT_EQ(refused(R"({"input": [{"role": "system", "content": "x"}]})").code, "empty_input");
 }
 
 TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
-  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "web_search"}]})").param, "tools[0].type");
+  EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "web_search"}]})").param,
+            "tools[0].type");
   EXPECT_EQ(refused(R"({"input": "hi", "tools": [{"type": "function"}]})").param, "tools[0].name");
   EXPECT_EQ(refused(R"({"input": "hi", "tool_choice": "required"})").param, "tool_choice");
-  EXPECT_EQ(refused(R"({"input": "hi", "include": ["reasoning.encrypted_content"]})").param, "include");
+  EXPECT_EQ(refused(R"({"input": "hi", "include": ["reasoning.encrypted_content"]})").param,
+            "include");
   EXPECT_EQ(refused(R"({"input": "hi", "reasoning": {"effort": "high"}})").param, "reasoning");
   EXPECT_EQ(refused(R"({"input": "hi", "top_logprobs": 21})").param, "top_logprobs");
-  EXPECT_EQ(refused(R"({"input": "hi", "include": "message.output_text.logprobs"})").param, "include");
+  EXPECT_EQ(refused(R"({"input": "hi", "include": "message.output_text.logprobs"})").param,
+            "include");
   EXPECT_EQ(refused(R"({"input": "hi", "background": true})").param, "background");
   EXPECT_EQ(refused(R"({"input": "hi", "truncation": "auto"})").param, "truncation");
   EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
   EXPECT_EQ(refused(R"({"input": "hi", "prompt": {"id": "p"}})").param, "prompt");
-  EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "yaml"}}})").param, "text.format.type");
+  EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "yaml"}}})").param,
+            "text.format.type");
   EXPECT_EQ(refused(R"({"input": [{"type": "reasoning", "summary": []}]})").param, "input[0].type");
-  EXPECT_EQ(refused(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})").code,
-            "unsupported_value");
+  EXPECT_EQ(
+      refused(
+          R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]})")
+          .code,
+      "unsupported_value");
   // Structured output and forced calls (compiled against the template by the server).
-  const ResponsesRequest json_format = ok(R"({"input": "hi", "text": {"format": {"type": "json_schema", "name": "p",
+  const ResponsesRequest json_format =
+      ok(R"({"input": "hi", "text": {"format": {"type": "json_schema", "name": "p",
       "schema": {"type": "object"}, "strict": true}}})");
   ASSERT_TRUE(json_format.gen.format.has_value());
   EXPECT_EQ(json_format.gen.format->name, "p");
@@ -113,7 +123,8 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
 TEST(ResponsesRequest, LogprobsByIncludeOrTopLogprobs) {
   EXPECT_EQ(ok(R"({"input": "hi"})").gen.top_logprobs, -1);
   EXPECT_EQ(ok(R"({"input": "hi", "top_logprobs": 0})").gen.top_logprobs, -1);
-  const ResponsesRequest included = ok(R"({"input": "hi", "include": ["message.output_text.logprobs"]})");
+  const ResponsesRequest included =
+      ok(R"({"input": "hi", "include": ["message.output_text.logprobs"]})");
   EXPECT_EQ(included.gen.top_logprobs, 0);
   const ResponsesRequest both =
       ok(R"({"input": "hi", "include": ["message.output_text.logprobs"], "top_logprobs": 5})");
@@ -123,7 +134,8 @@ TEST(ResponsesRequest, LogprobsByIncludeOrTopLogprobs) {
 }
 
 TEST(ResponsesRequest, FunctionToolsAndCallItems) {
-  const ResponsesRequest r = ok(R"({"tools": [{"type": "function", "name": "get_weather", "description": "d",
+  const ResponsesRequest r =
+      ok(R"({"tools": [{"type": "function", "name": "get_weather", "description": "d",
       "parameters": {"type": "object"}}], "tool_choice": "auto",
       "input": [{"role": "user", "content": "weather?"},
                 {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
@@ -143,10 +155,16 @@ TEST(ResponsesRequest, FunctionToolsAndCallItems) {
   EXPECT_EQ(r.input[2].content, "sunny");
   // A tool result is something to answer: no user message needed.
   ok(R"({"previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]})");
-  EXPECT_TRUE(ok(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}], "tool_choice": "none"})").tools.empty());
-  EXPECT_EQ(refused(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]})").param,
-            "input[0].arguments");
-  EXPECT_EQ(refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})").param, "input[0].call_id");
+  EXPECT_TRUE(
+      ok(R"({"input": "hi", "tools": [{"type": "function", "name": "f"}], "tool_choice": "none"})")
+          .tools.empty());
+  EXPECT_EQ(
+      refused(
+          R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]})")
+          .param,
+      "input[0].arguments");
+  EXPECT_EQ(refused(R"({"input": [{"type": "function_call_output", "output": "x"}]})").param,
+            "input[0].call_id");
 }
 
 TEST(ResponsesRequest, MalformedBodiesGetTheFieldNamed) {

@@ -25,9 +25,9 @@ constexpr int kHeads = kSessionShape.n_layers * kSessionShape.n_kv_head;
 
 // The state of every head of a cache, with its rows packed: what restore() takes.
 struct Saved {
-  std::vector<std::vector<int32_t>> kept;     // [heads][n_kept]
-  std::vector<std::vector<uint8_t>> keys;     // [heads][length * key_row_bytes]
-  std::vector<std::vector<uint8_t>> values;   // [heads][length * value_row_bytes]
+  std::vector<std::vector<int32_t>> kept;    // [heads][n_kept]
+  std::vector<std::vector<uint8_t>> keys;    // [heads][length * key_row_bytes]
+  std::vector<std::vector<uint8_t>> values;  // [heads][length * value_row_bytes]
   std::vector<PagedKvCache::HeadRestore> heads;
 };
 
@@ -70,7 +70,8 @@ TEST(PagedKvCacheRestore, RefusesInconsistentStatesAndChangesNothing) {
   const int64_t n = r.cache->n_positions();
   auto pool = make_pool(KvType::F16, 4, 2, 256);
   auto c = PagedKvCache::create(kSessionShape, 512, *pool, r.map).value();
-  auto refused = [&](const std::vector<PagedKvCache::HeadRestore>& heads, int64_t positions, const char* what) {
+  auto refused = [&](const std::vector<PagedKvCache::HeadRestore>& heads, int64_t positions,
+                     const char* what) {
     const Status st = c->restore(positions, heads);
     EXPECT_FALSE(st.ok()) << what;
     EXPECT_EQ(pool->used_pages(), 0) << what;
@@ -80,7 +81,8 @@ TEST(PagedKvCacheRestore, RefusesInconsistentStatesAndChangesNothing) {
   Saved s = save(*r.cache);
   ASSERT_GE(s.kept[0].size(), 2u);
   refused(s.heads, 600, "positions past capacity");
-  refused(std::vector<PagedKvCache::HeadRestore>(s.heads.begin(), s.heads.end() - 1), n, "a head missing");
+  refused(std::vector<PagedKvCache::HeadRestore>(s.heads.begin(), s.heads.end() - 1), n,
+          "a head missing");
   refused(s.heads, n - 1, "entries past the positions");
   {
     Saved t = save(*r.cache);
@@ -142,7 +144,8 @@ TEST(PagedKvCacheRestore, DecodeRefusesValidlyChecksummedBadPositions) {
   auto pool = make_pool(KvType::F16, 4, 2, 256);
   auto got = decode_session(blob, fp, *pool, r.map, kSessionShape, 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find("layer 0 head 0 positions are not strictly ascending"), std::string::npos)
+  EXPECT_NE(got.message().find("layer 0 head 0 positions are not strictly ascending"),
+            std::string::npos)
       << got.message();
   EXPECT_EQ(pool->used_pages(), 0);
 }

@@ -26,9 +26,9 @@ using testing::cross_layer_map;
 using testing::fingerprint_of;
 using testing::kSessionShape;
 using testing::make_pool;
-using testing::random_values;
 using testing::Ragged;
 using testing::ragged;
+using testing::random_values;
 using testing::same_attention;
 using testing::same_cache;
 using testing::write_positions;
@@ -43,7 +43,10 @@ class SessionRoundTrip : public ::testing::TestWithParam<CodecCase> {};
 
 TEST_P(SessionRoundTrip, RestoresTheSameEntriesAndAttentionAndKeepsWorking) {
   const CodecCase c = GetParam();
-  auto map = c.map == 0 ? contiguous_map(2) : c.map == 1 ? contiguous_map(4) : c.map == 2 ? clustered_map() : cross_layer_map();
+  auto map = c.map == 0   ? contiguous_map(2)
+             : c.map == 1 ? contiguous_map(4)
+             : c.map == 2 ? clustered_map()
+                          : cross_layer_map();
   ThreadPool threads(2);
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     Ragged r = ragged(c.type, map, c.page_tokens, seed);
@@ -78,20 +81,21 @@ TEST_P(SessionRoundTrip, RestoresTheSameEntriesAndAttentionAndKeepsWorking) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, SessionRoundTrip,
-                         ::testing::Values(CodecCase{KvType::F16, 0, 4}, CodecCase{KvType::F32, 0, 4},
-                                           CodecCase{KvType::F16, 1, 16}, CodecCase{KvType::F32, 1, 8},
-                                           CodecCase{KvType::F16, 2, 4}, CodecCase{KvType::F32, 2, 16},
-                                           CodecCase{KvType::F16, 3, 4}, CodecCase{KvType::F32, 3, 16},
-                                           CodecCase{KvType::F16, 3, 2}, CodecCase{KvType::Q8_0, 0, 4},
-                                           CodecCase{KvType::Q8_0, 1, 16}, CodecCase{KvType::Q8_0, 2, 4},
-                                           CodecCase{KvType::Q8_0, 3, 2}, CodecCase{KvType::F16, 3, 64},
-                                           CodecCase{KvType::Q8_0, 3, 96}, CodecCase{KvType::F32, 0, 128},
-                                           CodecCase{KvType::F16, 2, 32}, CodecCase{KvType::Q8_0, 1, 64}),
-                         [](const auto& tinfo) {
-                           return std::string(kv_type_name(tinfo.param.type)) + "_map" +
-                                  std::to_string(tinfo.param.map) + "_P" + std::to_string(tinfo.param.page_tokens);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, SessionRoundTrip,
+    ::testing::Values(CodecCase{KvType::F16, 0, 4}, CodecCase{KvType::F32, 0, 4},
+                      CodecCase{KvType::F16, 1, 16}, CodecCase{KvType::F32, 1, 8},
+                      CodecCase{KvType::F16, 2, 4}, CodecCase{KvType::F32, 2, 16},
+                      CodecCase{KvType::F16, 3, 4}, CodecCase{KvType::F32, 3, 16},
+                      CodecCase{KvType::F16, 3, 2}, CodecCase{KvType::Q8_0, 0, 4},
+                      CodecCase{KvType::Q8_0, 1, 16}, CodecCase{KvType::Q8_0, 2, 4},
+                      CodecCase{KvType::Q8_0, 3, 2}, CodecCase{KvType::F16, 3, 64},
+                      CodecCase{KvType::Q8_0, 3, 96}, CodecCase{KvType::F32, 0, 128},
+                      CodecCase{KvType::F16, 2, 32}, CodecCase{KvType::Q8_0, 1, 64}),
+    [](const auto& tinfo) {
+      return std::string(kv_type_name(tinfo.param.type)) + "_map" +
+             std::to_string(tinfo.param.map) + "_P" + std::to_string(tinfo.param.page_tokens);
+    });
 
 // The blob holds each head's rows in entry order, not a page's layout: a session saved from
 // pages of one run per column (P = 4) or of several 32-slot runs (P = 96) restores into pools
@@ -110,7 +114,8 @@ TEST(SessionCodec, RestoresIntoPoolsOfAnotherPageSize) {
       ASSERT_TRUE(got.ok()) << got.message();
       EXPECT_TRUE(same_cache(*r.cache, *got->cache)) << "P=" << saved_p << " -> " << page_tokens;
       // Other pages, other summation blocks: equal within rounding.
-      EXPECT_TRUE(same_attention(*r.cache, *got->cache, 5, threads, 1e-5f)) << "P=" << saved_p << " -> " << page_tokens;
+      EXPECT_TRUE(same_attention(*r.cache, *got->cache, 5, threads, 1e-5f))
+          << "P=" << saved_p << " -> " << page_tokens;
     }
   }
 }
@@ -144,8 +149,10 @@ TEST(SessionCodec, EncodeRefusesACacheItDoesNotDescribe) {
   // A step in progress: layer 0 written, layer 1 not yet.
   std::mt19937 rng(4);
   ASSERT_TRUE(r.cache->reserve(r.cache->n_positions() + 1).ok());
-  const auto k = random_values(static_cast<size_t>(kSessionShape.n_kv_head * kSessionShape.head_dim), rng);
-  const auto v = random_values(static_cast<size_t>(kSessionShape.n_kv_head * kSessionShape.head_dim_v), rng);
+  const auto k =
+      random_values(static_cast<size_t>(kSessionShape.n_kv_head * kSessionShape.head_dim), rng);
+  const auto v =
+      random_values(static_cast<size_t>(kSessionShape.n_kv_head * kSessionShape.head_dim_v), rng);
   ASSERT_TRUE(r.cache->write(0, r.cache->n_positions(), k.data(), v.data(), 1).ok());
   auto mid = encode_session(*r.cache, r.tokens, fp);
   ASSERT_FALSE(mid.ok());
@@ -158,8 +165,9 @@ TEST(SessionCodec, RefusesEveryKindOfMismatchWithItsReason) {
   const SessionFingerprint fp = fingerprint_of(KvType::F16, *map);
   const std::string blob = encode_session(*r.cache, r.tokens, fp).value();
   auto pool = make_pool(KvType::F16, 4, 4, 256);
-  auto refused = [&](const SessionFingerprint& expected, BlockPool& p, std::shared_ptr<const HeadGroupMap> m,
-                     const KvShape& shape, int64_t capacity, const std::string& reason) {
+  auto refused = [&](const SessionFingerprint& expected, BlockPool& p,
+                     std::shared_ptr<const HeadGroupMap> m, const KvShape& shape, int64_t capacity,
+                     const std::string& reason) {
     const int64_t free_before = p.free_pages();
     auto got = decode_session(blob, expected, p, std::move(m), shape, capacity);
     ASSERT_FALSE(got.ok()) << reason;
@@ -192,9 +200,10 @@ TEST(SessionCodec, RefusesEveryKindOfMismatchWithItsReason) {
   // A capacity below the session's positions.
   refused(fp, *pool, map, kSessionShape, 40, "exceed the capacity");
   // Not a session at all.
-  auto junk = decode_session("hello, this is not a session at all, just text of some length......"
-                             "....................................",
-                             fp, *pool, map, kSessionShape, 512);
+  auto junk = decode_session(
+      "hello, this is not a session at all, just text of some length......"
+      "....................................",
+      fp, *pool, map, kSessionShape, 512);
   ASSERT_FALSE(junk.ok());
   EXPECT_NE(junk.message().find("not a Tangram session"), std::string::npos) << junk.message();
 }
@@ -205,17 +214,21 @@ TEST(SessionCodec, RefusesEveryKindOfMismatchWithItsReason) {
 TEST(SessionCodec, ABlobOfAnotherKvTypeIsRefused) {
   auto map = contiguous_map(2);
   Ragged q8 = ragged(KvType::Q8_0, map, 4, 3);
-  const std::string q8_blob = encode_session(*q8.cache, q8.tokens, fingerprint_of(KvType::Q8_0, *map)).value();
+  const std::string q8_blob =
+      encode_session(*q8.cache, q8.tokens, fingerprint_of(KvType::Q8_0, *map)).value();
   auto f16_pool = make_pool(KvType::F16, 4, 2, 256);
   auto got = decode_session(q8_blob, fingerprint_of(KvType::F16, *map), *f16_pool, map,
                             testing::session_shape(KvType::Q8_0), 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find("KV element type differs (session q8_0, expected f16)"), std::string::npos)
+  EXPECT_NE(got.message().find("KV element type differs (session q8_0, expected f16)"),
+            std::string::npos)
       << got.message();
   Ragged f16 = ragged(KvType::F16, map, 4, 3);
-  const std::string f16_blob = encode_session(*f16.cache, f16.tokens, fingerprint_of(KvType::F16, *map)).value();
+  const std::string f16_blob =
+      encode_session(*f16.cache, f16.tokens, fingerprint_of(KvType::F16, *map)).value();
   auto q8_pool = make_pool(KvType::Q8_0, 4, 2, 256);
-  got = decode_session(f16_blob, fingerprint_of(KvType::Q8_0, *map), *q8_pool, map, kSessionShape, 512);
+  got = decode_session(f16_blob, fingerprint_of(KvType::Q8_0, *map), *q8_pool, map, kSessionShape,
+                       512);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.message().find("KV element type differs"), std::string::npos) << got.message();
   EXPECT_EQ(f16_pool->used_pages(), 0);
@@ -224,10 +237,13 @@ TEST(SessionCodec, ABlobOfAnotherKvTypeIsRefused) {
 
 // The blob format 1 wrote for a per-layer map (one block per (layer, group), heads named by
 // their KV head only), written here field by field as that version did.
-std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& tokens, const SessionFingerprint& fp) {
+std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& tokens,
+                             const SessionFingerprint& fp) {
   std::string out;
   auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  auto put_sum = [&](size_t from) { put(static_cast<uint64_t>(XXH3_64bits(out.data() + from, out.size() - from))); };
+  auto put_sum = [&](size_t from) {
+    put(static_cast<uint64_t>(XXH3_64bits(out.data() + from, out.size() - from)));
+  };
   const KvShape& s = c.shape();
   const HeadGroupMap& map = c.head_groups();
   out += "TGKVSESS";
@@ -252,13 +268,16 @@ std::string encode_version_1(const PagedKvCache& c, const std::vector<int32_t>& 
         const KvHeadView v = c.head_view(l, map.kv_head_of(f));
         const int32_t h = map.kv_head_of(f);
         payload.append(reinterpret_cast<const char*>(&h), 4);
-        for (const int64_t x : {v.length, v.n_kept, v.tail_pos0}) payload.append(reinterpret_cast<const char*>(&x), 8);
-        payload.append(reinterpret_cast<const char*>(v.kept_pos), static_cast<size_t>(v.n_kept) * 4);
+        for (const int64_t x : {v.length, v.n_kept, v.tail_pos0})
+          payload.append(reinterpret_cast<const char*>(&x), 8);
+        payload.append(reinterpret_cast<const char*>(v.kept_pos),
+                       static_cast<size_t>(v.n_kept) * 4);
         std::vector<uint8_t> keys(static_cast<size_t>(v.length) * v.k_row_bytes);
         v.copy_keys(0, v.length, keys.data());
         payload.append(reinterpret_cast<const char*>(keys.data()), keys.size());
         v.for_each_run(0, v.length, [&](int64_t, const uint8_t*, const uint8_t* val, int64_t n) {
-          payload.append(reinterpret_cast<const char*>(val), static_cast<size_t>(n) * v.v_row_bytes);
+          payload.append(reinterpret_cast<const char*>(val),
+                         static_cast<size_t>(n) * v.v_row_bytes);
         });
       }
       const size_t block_at = out.size();
@@ -290,7 +309,8 @@ TEST(SessionCodec, ABlobOfThePreviousVersionIsRefused) {
   auto pool = make_pool(KvType::F16, 4, 2, 256);
   auto got = decode_session(old, fp, *pool, r.map, kSessionShape, 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find("session format version 1 (this build reads 2"), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find("session format version 1 (this build reads 2"), std::string::npos)
+      << got.message();
   EXPECT_NE(got.message().find("recomputed"), std::string::npos) << got.message();
   EXPECT_EQ(pool->used_pages(), 0);
   // Nor is it listed with a history to restore.
@@ -300,9 +320,7 @@ TEST(SessionCodec, ABlobOfThePreviousVersionIsRefused) {
 }
 
 // A small session: every byte can be tried.
-Ragged small_session(KvType type) {
-  return ragged(type, contiguous_map(2), 4, 6, 9, 3);
-}
+Ragged small_session(KvType type) { return ragged(type, contiguous_map(2), 4, 6, 9, 3); }
 
 TEST(SessionCodec, EveryTruncationIsRefusedAndNamesTheByte) {
   Ragged r = small_session(KvType::F16);
@@ -310,7 +328,8 @@ TEST(SessionCodec, EveryTruncationIsRefusedAndNamesTheByte) {
   const std::string blob = encode_session(*r.cache, r.tokens, fp).value();
   auto pool = make_pool(KvType::F16, 4, 2, 64);
   for (size_t n = 0; n < blob.size(); ++n) {
-    auto got = decode_session(std::string_view(blob).substr(0, n), fp, *pool, r.map, kSessionShape, 512);
+    auto got =
+        decode_session(std::string_view(blob).substr(0, n), fp, *pool, r.map, kSessionShape, 512);
     ASSERT_FALSE(got.ok()) << "prefix of " << n << " bytes accepted";
     EXPECT_NE(got.message().find(fmt::format("truncated at byte {}", n)), std::string::npos)
         << n << ": " << got.message();
@@ -330,7 +349,8 @@ TEST(SessionCodec, EveryByteFlipIsRefused) {
     std::mt19937 rng(8);
     // Every byte with one bit flipped, then a few hundred random multi-bit flips.
     std::vector<std::pair<size_t, uint8_t>> flips;
-    for (size_t i = 0; i < blob.size(); ++i) flips.emplace_back(i, static_cast<uint8_t>(1u << (i % 8)));
+    for (size_t i = 0; i < blob.size(); ++i)
+      flips.emplace_back(i, static_cast<uint8_t>(1u << (i % 8)));
     for (int i = 0; i < 400; ++i)
       flips.emplace_back(rng() % blob.size(), static_cast<uint8_t>(1 + rng() % 255));
     for (const auto& [at, mask] : flips) {
@@ -364,7 +384,8 @@ TEST(SessionCodec, ChecksumErrorsNameTheBlock) {
   bad[88 + 2] ^= 1;  // the first token
   got = decode_session(bad, fp, *pool, r.map, kSessionShape, 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find("checksum of the token history fails"), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find("checksum of the token history fails"), std::string::npos)
+      << got.message();
 }
 
 TEST(SessionCodec, APoolTooSmallIsRefusedAndLeftUnchanged) {
@@ -373,7 +394,8 @@ TEST(SessionCodec, APoolTooSmallIsRefusedAndLeftUnchanged) {
   const std::string blob = encode_session(*r.cache, r.tokens, fp).value();
   const int64_t needed = testing::pages_for_entries(*r.cache);
   auto probe = make_pool(KvType::F16, 4, 2, 512);
-  const int64_t exact = decode_session(blob, fp, *probe, r.map, kSessionShape, 512).value().cache->pages_held();
+  const int64_t exact =
+      decode_session(blob, fp, *probe, r.map, kSessionShape, 512).value().cache->pages_held();
   EXPECT_EQ(exact, needed);
   // A pool one page short, partly used by another sequence.
   auto pool = make_pool(KvType::F16, 4, 2, exact + 3);
@@ -381,7 +403,8 @@ TEST(SessionCodec, APoolTooSmallIsRefusedAndLeftUnchanged) {
   ASSERT_TRUE(pool->allocate(4, other).ok());
   auto got = decode_session(blob, fp, *pool, r.map, kSessionShape, 512);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.message().find(fmt::format("needs {} pages", exact)), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find(fmt::format("needs {} pages", exact)), std::string::npos)
+      << got.message();
   EXPECT_EQ(pool->used_pages(), 4);
   EXPECT_EQ(pool->stats().used_slots, 0);
   EXPECT_TRUE(pool->check_consistency().ok());
@@ -409,7 +432,8 @@ TEST(SessionCodec, InspectReadsHeaderAndTokensOnly) {
   ASSERT_TRUE(from_prefix.ok()) << from_prefix.message();
   EXPECT_EQ(from_prefix->tokens, r.tokens);
   EXPECT_FALSE(inspect_session(std::string_view(blob).substr(0, *need - 1)).ok());
-  EXPECT_FALSE(session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes - 1)).ok());
+  EXPECT_FALSE(
+      session_summary_bytes(std::string_view(blob).substr(0, kSessionHeaderBytes - 1)).ok());
   blob[90] ^= 1;
   EXPECT_FALSE(inspect_session(blob).ok());
   blob[90] ^= 1;

@@ -74,9 +74,10 @@ TEST(SessionDiskStore, IdsOfAnyBytesNeverBecomePaths) {
   const fs::path dir = root / "kv";
   auto s = open_store(dir, 1 << 20);
   ASSERT_TRUE(s);
-  const std::vector<std::string> ids = {"../../escape", "/etc/passwd", "a/b/c", std::string("nul\0byte", 8),
-                                        "..", ".", "LOCK", std::string(SessionDiskStore::kMaxIdBytes, 'x'),
-                                        "ünïcödé"};
+  const std::vector<std::string> ids = {
+      "../../escape", "/etc/passwd", "a/b/c", std::string("nul\0byte", 8),
+      "..",           ".",           "LOCK",  std::string(SessionDiskStore::kMaxIdBytes, 'x'),
+      "ünïcödé"};
   for (size_t i = 0; i < ids.size(); ++i)
     ASSERT_TRUE(s->put(ids[i], blob_of(i + 1, static_cast<char>('A' + i))).ok()) << i;
   for (size_t i = 0; i < ids.size(); ++i)
@@ -163,14 +164,15 @@ TEST(SessionDiskStore, OpenRemovesCrashLeftoversAndDamagedFrames) {
   std::ofstream(dir / "other.tmp") << "x";
   std::ofstream(dir / "notes.txt") << "not ours";
   std::ofstream(dir / SessionDiskStore::file_name("garbage")) << "not a frame at all";
-  fs::rename(dir / SessionDiskStore::file_name("renamed"), dir / SessionDiskStore::file_name("imposter"));
+  fs::rename(dir / SessionDiskStore::file_name("renamed"),
+             dir / SessionDiskStore::file_name("imposter"));
   auto s = open_store(dir, 1 << 20);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->open_report().temp_removed, 1);
   EXPECT_EQ(s->open_report().corrupt_removed, 2);
   EXPECT_EQ(s->open_report().sessions, 1);
-  EXPECT_EQ(files_in(dir),
-            (std::set<std::string>{"LOCK", "notes.txt", "other.tmp", SessionDiskStore::file_name("kept")}));
+  EXPECT_EQ(files_in(dir), (std::set<std::string>{"LOCK", "notes.txt", "other.tmp",
+                                                  SessionDiskStore::file_name("kept")}));
   EXPECT_EQ(s->get("kept").value(), blob_of(64, 'k'));
 }
 
@@ -186,18 +188,22 @@ TEST(SessionDiskStore, OpenSkipsFifosLinksAndDirectories) {
   }
   const fs::path fifo = dir / SessionDiskStore::file_name("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  fs::create_symlink(dir / SessionDiskStore::file_name("kept"), dir / SessionDiskStore::file_name("link"));
+  fs::create_symlink(dir / SessionDiskStore::file_name("kept"),
+                     dir / SessionDiskStore::file_name("link"));
   fs::create_directory(dir / SessionDiskStore::file_name("folder"));
   std::unique_ptr<SessionDiskStore> opened;
   std::string error;
   std::atomic<bool> done{false};
   std::thread opener([&] {
     auto s = SessionDiskStore::open(dir, 1 << 20);
-    if (s.ok()) opened = std::move(s).value();
-    else error = s.message();
+    if (s.ok())
+      opened = std::move(s).value();
+    else
+      error = s.message();
     done = true;
   });
-  for (int i = 0; i < 6000 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 6000 && !done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!done) {
     // Blocked on the FIFO: a writer releases it, so that the test fails instead of hanging.
     const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);

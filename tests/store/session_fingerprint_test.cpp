@@ -28,8 +28,11 @@ uint64_t fingerprint_of_model(const ModelVariant& v, const std::filesystem::path
   w.set_u32("test.block_count", 2);
   std::vector<float> small(static_cast<size_t>(8 * v.rows), 1.0f);  // [rows][8]
   small[0] = v.first;
-  EXPECT_TRUE(w.add_tensor("small.weight", GgmlType::F32, {8, v.rows}, small.data(), small.size() * 4).ok());
-  std::vector<float> big(4096, 2.0f);  // [64][64]: samples cover bytes [0,64), the middle 64, the last 64
+  EXPECT_TRUE(
+      w.add_tensor("small.weight", GgmlType::F32, {8, v.rows}, small.data(), small.size() * 4)
+          .ok());
+  std::vector<float> big(4096,
+                         2.0f);  // [64][64]: samples cover bytes [0,64), the middle 64, the last 64
   big[1000] = v.middle;
   EXPECT_TRUE(w.add_tensor("big.weight", GgmlType::F32, {64, 64}, big.data(), big.size() * 4).ok());
   EXPECT_TRUE(w.write(path.string()).ok());
@@ -64,7 +67,8 @@ TEST(SessionFingerprint, ModelFingerprintIgnoresTheWeightsLayout) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
   const size_t rb = ggml_row_bytes(GgmlType::Q8_0, cols);
   std::vector<uint8_t> q(rb * static_cast<size_t>(rows));  // [rows][rb]
-  for (int64_t r = 0; r < rows; ++r) quantize_row(GgmlType::Q8_0, values.data() + r * cols, q.data() + r * rb, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(GgmlType::Q8_0, values.data() + r * cols, q.data() + r * rb, cols);
   GgufWriter w;
   w.set_string("general.name", "layout");
   ASSERT_TRUE(w.add_tensor("w.weight", GgmlType::Q8_0, {cols, rows}, q.data(), q.size()).ok());
@@ -82,10 +86,13 @@ TEST(SessionFingerprint, ModelFingerprintIgnoresTheWeightsLayout) {
 TEST(SessionFingerprint, GroupMapFingerprintFollowsTheLayout) {
   const auto a = HeadGroupMap::contiguous(2, 4, 2).value();
   const auto same = HeadGroupMap::from_groups(4, 2, {{{0, 1}, {2, 3}}, {{0, 1}, {2, 3}}}).value();
-  const auto columns = HeadGroupMap::from_groups(4, 2, {{{1, 0}, {2, 3}}, {{0, 1}, {2, 3}}}).value();
-  const auto regrouped = HeadGroupMap::from_groups(4, 2, {{{0, 2}, {1, 3}}, {{0, 1}, {2, 3}}}).value();
+  const auto columns =
+      HeadGroupMap::from_groups(4, 2, {{{1, 0}, {2, 3}}, {{0, 1}, {2, 3}}}).value();
+  const auto regrouped =
+      HeadGroupMap::from_groups(4, 2, {{{0, 2}, {1, 3}}, {{0, 1}, {2, 3}}}).value();
   const auto wider = HeadGroupMap::contiguous(2, 4, 4).value();
-  const auto wider_pages = HeadGroupMap::from_groups(4, 4, {{{0, 1}, {2, 3}}, {{0, 1}, {2, 3}}}).value();
+  const auto wider_pages =
+      HeadGroupMap::from_groups(4, 4, {{{0, 1}, {2, 3}}, {{0, 1}, {2, 3}}}).value();
   const uint64_t fa = group_map_fingerprint(a);
   EXPECT_EQ(group_map_fingerprint(same), fa);
   EXPECT_NE(group_map_fingerprint(columns), fa);
@@ -93,17 +100,23 @@ TEST(SessionFingerprint, GroupMapFingerprintFollowsTheLayout) {
   EXPECT_NE(group_map_fingerprint(wider), fa);
   EXPECT_NE(group_map_fingerprint(wider_pages), fa);
   // Groups across layers: the same heads in other groups or group order are other maps.
-  const auto across = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
-  const auto across_same = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
-  const auto across_swapped = HeadGroupMap::from_flat_groups(2, 4, 2, {{1, 5}, {0, 4}, {2, 6}, {3, 7}}).value();
-  const auto across_mixed = HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 5}, {1, 4}, {2, 6}, {3, 7}}).value();
+  const auto across =
+      HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
+  const auto across_same =
+      HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}).value();
+  const auto across_swapped =
+      HeadGroupMap::from_flat_groups(2, 4, 2, {{1, 5}, {0, 4}, {2, 6}, {3, 7}}).value();
+  const auto across_mixed =
+      HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 5}, {1, 4}, {2, 6}, {3, 7}}).value();
   const uint64_t fx = group_map_fingerprint(across);
   EXPECT_EQ(group_map_fingerprint(across_same), fx);
   EXPECT_NE(fx, fa);
   EXPECT_NE(group_map_fingerprint(across_swapped), fx);
   EXPECT_NE(group_map_fingerprint(across_mixed), fx);
   // Flat groups of one layer each are the per-layer map itself.
-  EXPECT_EQ(group_map_fingerprint(HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}).value()), fa);
+  EXPECT_EQ(group_map_fingerprint(
+                HeadGroupMap::from_flat_groups(2, 4, 2, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}).value()),
+            fa);
 }
 
 TEST(SessionFingerprint, BytesAndMismatchReasons) {
@@ -118,13 +131,15 @@ TEST(SessionFingerprint, BytesAndMismatchReasons) {
   g = f;
   g.kv_type = KvType::F32;
   EXPECT_NE(fingerprint_mismatch(f, g).find("KV element type differs (session f16, expected f32)"),
-            std::string::npos) << fingerprint_mismatch(f, g);
+            std::string::npos)
+      << fingerprint_mismatch(f, g);
   g = f;
   g.profile = 0;
   EXPECT_NE(fingerprint_mismatch(f, g).find("profile fingerprint differs"), std::string::npos);
   g = f;
   g.group_map = 4;
-  EXPECT_NE(fingerprint_mismatch(f, g).find("head-group map fingerprint differs"), std::string::npos);
+  EXPECT_NE(fingerprint_mismatch(f, g).find("head-group map fingerprint differs"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-RedisStoreOptions options_for(const testing::RedisServer& redis, std::vector<std::string>* warnings) {
+RedisStoreOptions options_for(const testing::RedisServer& redis,
+                              std::vector<std::string>* warnings) {
   RedisStoreOptions o;
   o.endpoint = parse_redis_url(redis.address()).value();
   o.key_prefix = "test:";
@@ -142,7 +143,8 @@ TEST(SessionRedisStore, LostRedisIsAnErrorValueWithOneWarningThenReconnects) {
 TEST(SessionRedisStore, UnreachableAtStartIsNotFatalAndRetriesAreSpaced) {
   std::vector<std::string> warnings;
   RedisStoreOptions o;
-  o.endpoint = parse_redis_url("127.0.0.1:" + std::to_string(testing::free_loopback_port())).value();
+  o.endpoint =
+      parse_redis_url("127.0.0.1:" + std::to_string(testing::free_loopback_port())).value();
   o.retry_after = milliseconds(60000);
   o.warn = [&](const std::string& m) { warnings.push_back(m); };
   auto store = SessionRedisStore::open(o);

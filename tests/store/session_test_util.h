@@ -17,32 +17,40 @@
 
 namespace tangram::testing {
 
-inline constexpr KvShape kSessionShape{2, 8, 4, 8, 16};  // layers, heads, KV heads, head_dim, head_dim_v
+inline constexpr KvShape kSessionShape{2, 8, 4, 8,
+                                       16};  // layers, heads, KV heads, head_dim, head_dim_v
 // The same layout with head sizes Q8_0 can store (multiples of its 32-element blocks).
 inline constexpr KvShape kSessionShapeQ8{2, 8, 4, 32, 64};
-inline KvShape session_shape(KvType type) { return type == KvType::Q8_0 ? kSessionShapeQ8 : kSessionShape; }
+inline KvShape session_shape(KvType type) {
+  return type == KvType::Q8_0 ? kSessionShapeQ8 : kSessionShape;
+}
 
 inline std::shared_ptr<const HeadGroupMap> contiguous_map(int group) {
-  return std::make_shared<const HeadGroupMap>(HeadGroupMap::contiguous(kSessionShape.n_layers, kSessionShape.n_kv_head, group).value());
+  return std::make_shared<const HeadGroupMap>(
+      HeadGroupMap::contiguous(kSessionShape.n_layers, kSessionShape.n_kv_head, group).value());
 }
 // Irregular groups of up to 3 heads, columns out of head order.
 inline std::shared_ptr<const HeadGroupMap> clustered_map() {
   return std::make_shared<const HeadGroupMap>(
-      HeadGroupMap::from_groups(kSessionShape.n_kv_head, 3, {{{2, 0}, {3}, {1}}, {{1, 2, 3}, {0}}}).value());
+      HeadGroupMap::from_groups(kSessionShape.n_kv_head, 3, {{{2, 0}, {3}, {1}}, {{1, 2, 3}, {0}}})
+          .value());
 }
 
 // Groups of up to 3 heads mixing both layers (flat head = layer * 4 + kv_head), columns out of
 // order, one group shorter: the layout of a global clustering.
 inline std::shared_ptr<const HeadGroupMap> cross_layer_map() {
   return std::make_shared<const HeadGroupMap>(
-      HeadGroupMap::from_flat_groups(kSessionShape.n_layers, kSessionShape.n_kv_head, 3, {{5, 0, 7}, {2, 4}, {1, 6, 3}})
+      HeadGroupMap::from_flat_groups(kSessionShape.n_layers, kSessionShape.n_kv_head, 3,
+                                     {{5, 0, 7}, {2, 4}, {1, 6, 3}})
           .value());
 }
 
-inline std::unique_ptr<BlockPool> make_pool(KvType type, int page_tokens, int group, int64_t pages) {
+inline std::unique_ptr<BlockPool> make_pool(KvType type, int page_tokens, int group,
+                                            int64_t pages) {
   const KvShape shape = session_shape(type);
   PageGeometry g{page_tokens, group, shape.head_dim, shape.head_dim_v, type};
-  return std::move(BlockPool::create(g, static_cast<size_t>(pages) * g.page_bytes(), false).value());
+  return std::move(
+      BlockPool::create(g, static_cast<size_t>(pages) * g.page_bytes(), false).value());
 }
 
 inline SessionFingerprint fingerprint_of(KvType type, const HeadGroupMap& map) {
@@ -70,8 +78,8 @@ struct Ragged {
   std::vector<int32_t> tokens;
 };
 
-inline Ragged ragged(KvType type, std::shared_ptr<const HeadGroupMap> map, int page_tokens, uint32_t seed,
-                     int64_t n = 70, int64_t tail = 11) {
+inline Ragged ragged(KvType type, std::shared_ptr<const HeadGroupMap> map, int page_tokens,
+                     uint32_t seed, int64_t n = 70, int64_t tail = 11) {
   Ragged r;
   r.map = std::move(map);
   r.pool = make_pool(type, page_tokens, 4, 256);
@@ -98,7 +106,8 @@ inline Ragged ragged(KvType type, std::shared_ptr<const HeadGroupMap> map, int p
   if (seed % 2 == 1) {
     EXPECT_TRUE(r.cache->set_head_length(0, 1, 0).ok());
   }
-  for (int64_t i = 0; i < r.cache->n_positions(); ++i) r.tokens.push_back(static_cast<int32_t>(rng() % 5000));
+  for (int64_t i = 0; i < r.cache->n_positions(); ++i)
+    r.tokens.push_back(static_cast<int32_t>(rng() % 5000));
   return r;
 }
 
@@ -110,7 +119,8 @@ inline int64_t pages_for_entries(const PagedKvCache& c) {
   int64_t pages = 0;
   for (int fg = 0; fg < map.total_groups(); ++fg) {
     int64_t longest = 0;
-    for (const int f : map.members(fg)) longest = std::max(longest, c.length(map.layer_of_head(f), map.kv_head_of(f)));
+    for (const int f : map.members(fg))
+      longest = std::max(longest, c.length(map.layer_of_head(f), map.kv_head_of(f)));
     pages += (longest + P - 1) / P;
   }
   return pages;
@@ -131,10 +141,12 @@ inline std::vector<uint8_t> head_bytes(const PagedKvCache& c, int layer, int h) 
 inline ::testing::AssertionResult same_cache(const PagedKvCache& a, const PagedKvCache& b) {
   const KvShape& s = a.shape();
   if (a.n_positions() != b.n_positions())
-    return ::testing::AssertionFailure() << "positions " << a.n_positions() << " != " << b.n_positions();
+    return ::testing::AssertionFailure()
+           << "positions " << a.n_positions() << " != " << b.n_positions();
   if (a.type() != b.type()) return ::testing::AssertionFailure() << "element types differ";
   if (a.used_slots() != b.used_slots())
-    return ::testing::AssertionFailure() << "used slots " << a.used_slots() << " != " << b.used_slots();
+    return ::testing::AssertionFailure()
+           << "used slots " << a.used_slots() << " != " << b.used_slots();
   for (int l = 0; l < s.n_layers; ++l) {
     if (a.layer_positions(l) != b.layer_positions(l))
       return ::testing::AssertionFailure() << "layer " << l << " positions differ";
@@ -143,10 +155,12 @@ inline ::testing::AssertionResult same_cache(const PagedKvCache& a, const PagedK
       if (va.length != vb.length || va.n_kept != vb.n_kept || va.tail_pos0 != vb.tail_pos0)
         return ::testing::AssertionFailure()
                << "layer " << l << " head " << h << ": length " << va.length << "/" << vb.length
-               << ", kept " << va.n_kept << "/" << vb.n_kept << ", tail " << va.tail_pos0 << "/" << vb.tail_pos0;
+               << ", kept " << va.n_kept << "/" << vb.n_kept << ", tail " << va.tail_pos0 << "/"
+               << vb.tail_pos0;
       for (int64_t e = 0; e < va.length; ++e)
         if (a.entry_position(l, h, e) != b.entry_position(l, h, e))
-          return ::testing::AssertionFailure() << "layer " << l << " head " << h << " entry " << e << " position";
+          return ::testing::AssertionFailure()
+                 << "layer " << l << " head " << h << " entry " << e << " position";
       if (head_bytes(a, l, h) != head_bytes(b, l, h))
         return ::testing::AssertionFailure() << "layer " << l << " head " << h << " rows differ";
     }
@@ -156,8 +170,9 @@ inline ::testing::AssertionResult same_cache(const PagedKvCache& a, const PagedK
 
 // Attention of random queries at the last min(4, n) positions of every layer; equal when every
 // output differs by at most tol (0: bit for bit).
-inline ::testing::AssertionResult same_attention(const PagedKvCache& a, const PagedKvCache& b, uint32_t seed,
-                                                 ThreadPool& threads, float tol = 0.0f) {
+inline ::testing::AssertionResult same_attention(const PagedKvCache& a, const PagedKvCache& b,
+                                                 uint32_t seed, ThreadPool& threads,
+                                                 float tol = 0.0f) {
   const KvShape& s = a.shape();
   const int64_t n = std::min<int64_t>(4, a.n_positions());
   if (n == 0) return ::testing::AssertionSuccess();
@@ -175,7 +190,8 @@ inline ::testing::AssertionResult same_attention(const PagedKvCache& a, const Pa
       const bool equal = tol == 0.0f ? std::memcmp(&oa[i], &ob[i], sizeof(float)) == 0
                                      : std::fabs(oa[i] - ob[i]) <= tol;
       if (!equal)
-        return ::testing::AssertionFailure() << "layer " << l << " output " << i << ": " << oa[i] << " vs " << ob[i];
+        return ::testing::AssertionFailure()
+               << "layer " << l << " output " << i << ": " << oa[i] << " vs " << ob[i];
     }
   }
   return ::testing::AssertionSuccess();

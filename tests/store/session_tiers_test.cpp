@@ -37,8 +37,9 @@ TEST(SessionTierQueue, WriteBehindKeepsTheNewestStateAndErasesForGood) {
     t.flush();
     EXPECT_EQ(t.where("b").tier, "none");
     EXPECT_EQ(t.where("a").tier, "disk");
-    EXPECT_EQ(t.where("a").bytes, static_cast<int64_t>(12 + 1 + 4096 + 2));  // frame + blob "aaa...50"
-    t.persist("c", "last words");  // still queued when the tiers go
+    EXPECT_EQ(t.where("a").bytes,
+              static_cast<int64_t>(12 + 1 + 4096 + 2));  // frame + blob "aaa...50"
+    t.persist("c", "last words");                        // still queued when the tiers go
   }
   auto disk = SessionDiskStore::open(dir, 1 << 20);
   ASSERT_TRUE(disk.ok()) << disk.message();

@@ -27,7 +27,8 @@ bool answers_ping(int port) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
     const char ping[] = "PING\r\n";
     char buf[16] = {};
-    if (::write(fd, ping, sizeof ping - 1) == static_cast<ssize_t>(sizeof ping - 1) && ::read(fd, buf, sizeof buf - 1) > 0)
+    if (::write(fd, ping, sizeof ping - 1) == static_cast<ssize_t>(sizeof ping - 1) &&
+        ::read(fd, buf, sizeof buf - 1) > 0)
       ok = std::strncmp(buf, "+PONG", 5) == 0;
   }
   ::close(fd);
@@ -50,7 +51,8 @@ int free_loopback_port() {
   return port;
 }
 
-RedisServer::RedisServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(free_loopback_port()) {}
+RedisServer::RedisServer(std::filesystem::path dir)
+    : dir_(std::move(dir)), port_(free_loopback_port()) {}
 
 RedisServer::~RedisServer() { stop(); }
 
@@ -61,8 +63,9 @@ bool RedisServer::start() {
   const std::string log = (dir_ / "redis.log").string();
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", dir.c_str(), "--logfile", log.c_str(), static_cast<char*>(nullptr));
+    ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", dir.c_str(), "--logfile", log.c_str(),
+             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   for (int i = 0; i < 100; ++i) {
@@ -70,13 +73,15 @@ bool RedisServer::start() {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      ADD_FAILURE() << "redis-server did not start (exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      ADD_FAILURE() << "redis-server did not start (exit "
+                    << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
                     << "); install it with scripts/setup.sh --tests (Debian package redis-server)";
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ADD_FAILURE() << "redis-server on port " << port_ << " did not answer PING within 5 s; see " << log;
+  ADD_FAILURE() << "redis-server on port " << port_ << " did not answer PING within 5 s; see "
+                << log;
   stop();
   return false;
 }

@@ -4,11 +4,11 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 #include <sstream>
 #include <vector>
 
@@ -16,10 +16,11 @@ namespace tangram::testing {
 
 std::filesystem::path data_dir() {
   const char* env = std::getenv("TANGRAM_DATA_DIR");
-  std::filesystem::path p = env && *env ? std::filesystem::path(env)
-                                        : std::filesystem::path(TANGRAM_SHARED_DEFAULT);
+  std::filesystem::path p =
+      env && *env ? std::filesystem::path(env) : std::filesystem::path(TANGRAM_SHARED_DEFAULT);
   if (!std::filesystem::is_directory(p)) {
-    ADD_FAILURE() << "test data folder not found at " << p << " (the repository's data/, or TANGRAM_DATA_DIR)";
+    ADD_FAILURE() << "test data folder not found at " << p
+                  << " (the repository's data/, or TANGRAM_DATA_DIR)";
   }
   return p;
 }
@@ -47,7 +48,8 @@ class TempFolderCleanup : public ::testing::Environment {
     const std::string prefix = temp_prefix();
     std::error_code ec;
     std::vector<std::filesystem::path> ours;
-    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec))
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec))
       if (e.path().filename().string().rfind(prefix, 0) == 0) ours.push_back(e.path());
     for (const auto& p : ours) std::filesystem::remove_all(p, ec);
   }

@@ -13,11 +13,12 @@ void expect_all_cases(const Tokenizer& tok, const std::string& vectors) {
   ASSERT_EQ(cases.size(), 46u) << vectors;
   int mismatches = 0;
   for (const VectorCase& c : cases) {
-    const std::vector<int32_t> got = tok.encode(c.text, /*add_special=*/false, /*parse_special=*/false);
+    const std::vector<int32_t> got =
+        tok.encode(c.text, /*add_special=*/false, /*parse_special=*/false);
     if (got != c.ids) {
       ++mismatches;
-      ADD_FAILURE() << vectors << ": text \"" << escape(c.text) << "\"\n  expected " << ids_to_string(c.ids)
-                    << "\n  got      " << ids_to_string(got);
+      ADD_FAILURE() << vectors << ": text \"" << escape(c.text) << "\"\n  expected "
+                    << ids_to_string(c.ids) << "\n  got      " << ids_to_string(got);
     }
   }
   EXPECT_EQ(mismatches, 0);

@@ -42,7 +42,10 @@ TEST(PreTokenizer, Qwen2SplitsSingleDigits) {
 }
 
 TEST(PreTokenizer, MalformedUtf8IsIsolated) {
-  EXPECT_EQ(split("llama-bpe", "ab\xFF\xFE" "cd"), (Pieces{"ab", "\xFF\xFE", "cd"}));
+  EXPECT_EQ(split("llama-bpe",
+                  "ab\xFF\xFE"
+                  "cd"),
+            (Pieces{"ab", "\xFF\xFE", "cd"}));
   EXPECT_EQ(split("gpt-2", "\xE2\x82"), (Pieces{"\xE2\x82"}));
 }
 

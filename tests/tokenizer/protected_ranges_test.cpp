@@ -38,7 +38,8 @@ TEST(TokenizerProtected, NoRangesChangeNothing) {
         const auto plain = tok.encode(text, false, parse);
         EXPECT_EQ(tok.encode(text, false, parse, {}), plain) << name << " " << escape(text);
         // Empty and out-of-text ranges protect nothing either.
-        const std::vector<TextRange> empty = {{0, 0}, {3, 3}, {text.size(), text.size() + 10}, {9, 2}};
+        const std::vector<TextRange> empty = {
+            {0, 0}, {3, 3}, {text.size(), text.size() + 10}, {9, 2}};
         EXPECT_EQ(tok.encode(text, false, parse, empty), plain) << name << " " << escape(text);
       }
     }
@@ -110,14 +111,17 @@ TEST(TokenizerProtected, EveryControlTextOfEveryVocab) {
       const auto as_text = tok.encode("x" + special + "y", false, false);
       // The protected part encodes as plain text, the rest as before.
       ASSERT_GE(ids.size(), as_text.size()) << name << " " << escape(special);
-      EXPECT_TRUE(std::equal(as_text.begin(), as_text.end(), ids.begin())) << name << " " << escape(special);
+      EXPECT_TRUE(std::equal(as_text.begin(), as_text.end(), ids.begin()))
+          << name << " " << escape(special);
       const int32_t id = open.back();
-      EXPECT_TRUE(tok.token_type(id) == TokenType::kControl || tok.token_type(id) == TokenType::kUnknown)
+      EXPECT_TRUE(tok.token_type(id) == TokenType::kControl ||
+                  tok.token_type(id) == TokenType::kUnknown)
           << name << " " << escape(special);
       EXPECT_EQ(ids.back(), id) << name << " " << escape(special);
       for (size_t i = 0; i + 1 < ids.size(); ++i) {
         const TokenType t = tok.token_type(ids[i]);
-        EXPECT_TRUE(t != TokenType::kControl && t != TokenType::kUnknown) << name << " " << escape(special);
+        EXPECT_TRUE(t != TokenType::kControl && t != TokenType::kUnknown)
+            << name << " " << escape(special);
       }
       EXPECT_EQ(tok.decode(ids, false), text) << name << " " << escape(special);
     }

@@ -43,7 +43,8 @@ TEST(Robustness, CorruptedSentencePieceModels) {
 
 TEST(Robustness, ProtoReaderFieldsAndErrors) {
   // field 1 varint 150; field 2 bytes "hi"; field 3 fixed32; field 4 fixed64
-  const std::string msg("\x08\x96\x01\x12\x02hi\x1d\x01\x02\x03\x04\x21\x01\x00\x00\x00\x00\x00\x00\x00", 21);
+  const std::string msg(
+      "\x08\x96\x01\x12\x02hi\x1d\x01\x02\x03\x04\x21\x01\x00\x00\x00\x00\x00\x00\x00", 21);
   ProtoReader r(msg);
   auto f1 = r.next();
   ASSERT_TRUE(f1.ok());
@@ -59,9 +60,9 @@ TEST(Robustness, ProtoReaderFieldsAndErrors) {
   ASSERT_TRUE(f4.ok());
   EXPECT_EQ(f4->varint, 1u);
   EXPECT_TRUE(r.done());
-  EXPECT_FALSE(ProtoReader("\x08").next().ok());                  // varint missing
-  EXPECT_FALSE(ProtoReader("\x0b").next().ok());                  // group (wire type 3)
-  EXPECT_FALSE(ProtoReader("\x0d\x01\x02").next().ok());          // fixed32 truncated
+  EXPECT_FALSE(ProtoReader("\x08").next().ok());          // varint missing
+  EXPECT_FALSE(ProtoReader("\x0b").next().ok());          // group (wire type 3)
+  EXPECT_FALSE(ProtoReader("\x0d\x01\x02").next().ok());  // fixed32 truncated
   EXPECT_FALSE(ProtoReader("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01").next().ok());
 }
 

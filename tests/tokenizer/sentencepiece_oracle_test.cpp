@@ -16,32 +16,73 @@ namespace {
 const std::vector<std::string>& oracle_texts() {
   static const std::vector<std::string> texts = {
       // ASCII
-      "Hello world! Once upon a time", "The quick brown fox jumps over the lazy dog.",
-      "Hello, y'all! How are you?", "!!!???...,,;;::--__", "int main() { return 0; }",
-      "<s> and </s> are plain text here", "<0x41> is not a byte token in text", "a", "I",
+      "Hello world! Once upon a time",
+      "The quick brown fox jumps over the lazy dog.",
+      "Hello, y'all! How are you?",
+      "!!!???...,,;;::--__",
+      "int main() { return 0; }",
+      "<s> and </s> are plain text here",
+      "<0x41> is not a byte token in text",
+      "a",
+      "I",
       // accents and other Latin
-      "café naïve résumé Ångström façade", "Ünïcödé Łódź Þórr ŒUVRE", "ǅ ǈ ǋ ß ẞ",
+      "café naïve résumé Ångström façade",
+      "Ünïcödé Łódź Þórr ŒUVRE",
+      "ǅ ǈ ǋ ß ẞ",
       // CJK and other scripts
-      "日本語のテキスト", "中文测试，你好世界。", "한국어 텍스트", "Привет, мир!", "مرحبا بالعالم",
-      "שלום עולם", "नमस्ते दुनिया", "ภาษาไทย", "Ελληνικά κείμενα", "ᚠᛇᚻ᛫ᛒᛦᚦ",
+      "日本語のテキスト",
+      "中文测试，你好世界。",
+      "한국어 텍스트",
+      "Привет, мир!",
+      "مرحبا بالعالم",
+      "שלום עולם",
+      "नमस्ते दुनिया",
+      "ภาษาไทย",
+      "Ελληνικά κείμενα",
+      "ᚠᛇᚻ᛫ᛒᛦᚦ",
       // emoji (astral planes, ZWJ sequences, variation selectors)
-      "😀 emoji", "🚀🌍✨", "👨‍👩‍👧‍👦 family", "🏳️‍🌈 flag", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 math letters",
+      "😀 emoji",
+      "🚀🌍✨",
+      "👨‍👩‍👧‍👦 family",
+      "🏳️‍🌈 flag",
+      "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 math letters",
       // whitespace runs, tabs, newlines
-      "a  b   c    d", "  leading spaces", "trailing spaces   ", " ", "   ", "\t\ttabs\t",
-      "\t \n \r\n mixed", "line one\nline two\n\nline four\n", "\n", "\n\n\n", "\r\n",
-      "word\u00a0nbsp", "zero\u200bwidth", "soft\u00adhyphen", "\u3000ideographic space",
+      "a  b   c    d",
+      "  leading spaces",
+      "trailing spaces   ",
+      " ",
+      "   ",
+      "\t\ttabs\t",
+      "\t \n \r\n mixed",
+      "line one\nline two\n\nline four\n",
+      "\n",
+      "\n\n\n",
+      "\r\n",
+      "word\u00a0nbsp",
+      "zero\u200bwidth",
+      "soft\u00adhyphen",
+      "\u3000ideographic space",
       // digits
-      "123 4567 89", "3.14159 1,000,000 -42 +7e10", "0000000000", "٠١٢٣ ४५६",
+      "123 4567 89",
+      "3.14159 1,000,000 -42 +7e10",
+      "0000000000",
+      "٠١٢٣ ४५६",
       // symbols and controls
-      "∑∫√∞≠≤ ±×÷", "\x01\x02\x7f control", "▁ lower one eighth block",
+      "∑∫√∞≠≤ ±×÷",
+      "\x01\x02\x7f control",
+      "▁ lower one eighth block",
       // mixed
       "Hello, y'all! How are you 😁 ?我想在apple工作1314151天～",
-      "ied 4 ½ months", "Führer", "   Hello\n    Hello",
+      "ied 4 ½ months",
+      "Führer",
+      "   Hello\n    Hello",
   };
   return texts;
 }
 
-bool contains_space_mark(const std::string& text) { return text.find("\xE2\x96\x81") != std::string::npos; }
+bool contains_space_mark(const std::string& text) {
+  return text.find("\xE2\x96\x81") != std::string::npos;
+}
 
 class SentencePieceOracle : public ::testing::Test {
  protected:
@@ -65,7 +106,8 @@ class SentencePieceOracle : public ::testing::Test {
 TEST_F(SentencePieceOracle, ReadmeExample) {
   const std::vector<int32_t> expected = {15043, 3186, 29991, 9038, 2501, 263, 931};
   EXPECT_EQ(oracle_ids("Hello world! Once upon a time"), expected);
-  EXPECT_EQ(llama2_sentencepiece_tokenizer().encode("Hello world! Once upon a time", false, false), expected);
+  EXPECT_EQ(llama2_sentencepiece_tokenizer().encode("Hello world! Once upon a time", false, false),
+            expected);
 }
 
 TEST_F(SentencePieceOracle, EncodeAndDecodeMatchOnEveryKindOfText) {
@@ -74,8 +116,8 @@ TEST_F(SentencePieceOracle, EncodeAndDecodeMatchOnEveryKindOfText) {
   for (const std::string& text : oracle_texts()) {
     const std::vector<int32_t> expected = oracle_ids(text);
     const std::vector<int32_t> got = tok.encode(text, false, false);
-    EXPECT_EQ(got, expected) << "text \"" << escape(text) << "\" expected " << ids_to_string(expected)
-                             << " got " << ids_to_string(got);
+    EXPECT_EQ(got, expected) << "text \"" << escape(text) << "\" expected "
+                             << ids_to_string(expected) << " got " << ids_to_string(got);
     EXPECT_EQ(tok.decode(got, true), oracle_decode(expected)) << escape(text);
     // A literal "▁" in the input decodes as a space, in SentencePiece as here.
     if (!contains_space_mark(text)) {
@@ -89,8 +131,9 @@ TEST_F(SentencePieceOracle, EncodeAndDecodeMatchOnEveryKindOfText) {
 TEST_F(SentencePieceOracle, RandomMixturesMatch) {
   const Tokenizer& tok = llama2_sentencepiece_tokenizer();
   const std::vector<std::string> parts = {
-      "a", "b", "the", "ing", " ", "  ", "\n", "\t", "é", "ñ", "日", "本", "😀", "🚀", "1", "23", "456",
-      ".", ",", "'s", "-", "Hello", "▁", "ж", "ß", "\u00a0", "<", ">", "x", "0x",
+      "a",  "b",     "the", "ing", " ", "  ",     "\n",  "\t", "é", "ñ",
+      "日", "本",    "😀",   "🚀",   "1", "23",     "456", ".",  ",", "'s",
+      "-",  "Hello", "▁",   "ж",   "ß", "\u00a0", "<",   ">",  "x", "0x",
   };
   std::mt19937 rng(1234);
   int mismatches = 0;
@@ -101,8 +144,8 @@ TEST_F(SentencePieceOracle, RandomMixturesMatch) {
     const std::vector<int32_t> expected = oracle_ids(text);
     const std::vector<int32_t> got = tok.encode(text, false, false);
     if (got != expected && ++mismatches <= 5) {
-      ADD_FAILURE() << "text \"" << escape(text) << "\" expected " << ids_to_string(expected) << " got "
-                    << ids_to_string(got);
+      ADD_FAILURE() << "text \"" << escape(text) << "\" expected " << ids_to_string(expected)
+                    << " got " << ids_to_string(got);
     }
     if (!contains_space_mark(text)) {
       EXPECT_EQ(tok.decode(got, true), text) << escape(text);

@@ -83,7 +83,8 @@ TEST(Stories260K, AgreesWithLibSentencePieceWhereNormalizationIsMoot) {
   for (const auto& c : load_cases()) {
     std::vector<int> oracle;
     ASSERT_TRUE(sp.Encode(c.text, &oracle).ok());
-    EXPECT_EQ(std::vector<int32_t>(oracle.begin(), oracle.end()), c.ids_sentencepiece) << escape(c.text);
+    EXPECT_EQ(std::vector<int32_t>(oracle.begin(), oracle.end()), c.ids_sentencepiece)
+        << escape(c.text);
     if (c.ids_sentencepiece != c.ids_llama_cpp) continue;  // leading/trailing/repeated spaces
     ++compared;
     EXPECT_EQ(tok->encode(c.text, false, false), c.ids_sentencepiece) << escape(c.text);

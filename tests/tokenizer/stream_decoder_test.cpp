@@ -10,8 +10,16 @@ namespace tangram::testing {
 namespace {
 
 const std::vector<std::string> kTexts = {
-    "Hello world", "café naïve", "日本語のテキスト", "😀 emoji 🚀🌍", "👨‍👩‍👧‍👦", "Cửa Việt",
-    "€100 ☃", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "line\nbreak\ttab", "Привет мир",
+    "Hello world",
+    "café naïve",
+    "日本語のテキスト",
+    "😀 emoji 🚀🌍",
+    "👨‍👩‍👧‍👦",
+    "Cửa Việt",
+    "€100 ☃",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "line\nbreak\ttab",
+    "Привет мир",
 };
 
 // Streams every token of `text`, checking each chunk is valid UTF-8; returns the joined text.
@@ -49,7 +57,8 @@ TEST(StreamDecoder, ReassemblesEveryVocabulary) {
     const bool spm = tok.vocab().model == VocabModel::kSpm;
     for (const std::string& text : kTexts) {
       // SPM streams keep the dummy-prefix space; decode() removes it.
-      EXPECT_EQ(stream_all(tok, tok.encode(text, false, false)), spm ? " " + text : text) << name << " " << text;
+      EXPECT_EQ(stream_all(tok, tok.encode(text, false, false)), spm ? " " + text : text)
+          << name << " " << text;
     }
   }
 }
@@ -75,9 +84,11 @@ TEST(StreamDecoder, BrokenSequencesBecomeReplacementCharacters) {
   StreamDecoder dec(tok);
   EXPECT_EQ(dec.push_bytes("\xE2\x82"), "");
   EXPECT_EQ(dec.push_bytes("\xAC"), "€");
-  EXPECT_EQ(dec.push_bytes("\xE2" "A"), fffd + "A");           // cut short by ASCII
-  EXPECT_EQ(dec.push_bytes("\xFF"), fffd);                      // never valid
-  EXPECT_EQ(dec.push_bytes("\xC0\xAF"), fffd + fffd);           // overlong
+  EXPECT_EQ(dec.push_bytes("\xE2"
+                           "A"),
+            fffd + "A");                                          // cut short by ASCII
+  EXPECT_EQ(dec.push_bytes("\xFF"), fffd);                        // never valid
+  EXPECT_EQ(dec.push_bytes("\xC0\xAF"), fffd + fffd);             // overlong
   EXPECT_EQ(dec.push_bytes("\xED\xA0\x80"), fffd + fffd + fffd);  // surrogate
   EXPECT_EQ(dec.push_bytes("\xF0\x9F"), "");
   EXPECT_EQ(dec.flush(), fffd);  // dangling at the end
@@ -103,12 +114,14 @@ TEST(Utf8, DecodeClassifiesSequences) {
   EXPECT_EQ(status("\xF0\x9F\x98"), Utf8Status::kIncomplete);
   EXPECT_EQ(status("\xC3"), Utf8Status::kIncomplete);
   EXPECT_EQ(status("\x80"), Utf8Status::kInvalid);
-  EXPECT_EQ(status("\xC1\xBF"), Utf8Status::kInvalid);      // overlong
-  EXPECT_EQ(status("\xE0\x80\x80"), Utf8Status::kInvalid);  // overlong
-  EXPECT_EQ(status("\xED\xA0\x80"), Utf8Status::kInvalid);  // surrogate
+  EXPECT_EQ(status("\xC1\xBF"), Utf8Status::kInvalid);          // overlong
+  EXPECT_EQ(status("\xE0\x80\x80"), Utf8Status::kInvalid);      // overlong
+  EXPECT_EQ(status("\xED\xA0\x80"), Utf8Status::kInvalid);      // surrogate
   EXPECT_EQ(status("\xF4\x90\x80\x80"), Utf8Status::kInvalid);  // > U+10FFFF
   EXPECT_EQ(status("\xF5\x80\x80\x80"), Utf8Status::kInvalid);
-  EXPECT_EQ(status("\xE2\x82" "A"), Utf8Status::kInvalid);
+  EXPECT_EQ(status("\xE2\x82"
+                   "A"),
+            Utf8Status::kInvalid);
   std::string s;
   for (uint32_t cp : {0x41u, 0xE9u, 0x20ACu, 0x1F600u}) utf8_append(s, cp);
   EXPECT_EQ(s, "Aé€😀");

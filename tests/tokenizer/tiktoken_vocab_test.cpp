@@ -71,9 +71,9 @@ TEST(TiktokenVocab, QwenAgreesWithTheGgufOnRandomText) {
     ASSERT_EQ(ours.vocab().tokens[i], gguf.vocab().tokens[i]) << i;
   }
   const std::vector<std::string> parts = {
-      "the", " the", "ing", " ", "  ", "\n", "\n\n", "\t", "é", "日本", "语", "😀", "1", "2345", ".", ",",
-      "'s", "'LL", "-", "Hello", " world", "ж", "ß", "\u00a0", "<", ">", "{", "}", "()", "://", "_x",
-      "Việt", "🚀🚀", " 3.14", "\r\n",
+      "the", " the", "ing", " ", "  ", "\n",  "\n\n", "\t",    "é",      "日本",  "语",   "😀",
+      "1",   "2345", ".",   ",", "'s", "'LL", "-",    "Hello", " world", "ж",     "ß",    "\u00a0",
+      "<",   ">",    "{",   "}", "()", "://", "_x",   "Việt",  "🚀🚀",     " 3.14", "\r\n",
   };
   std::mt19937 rng(99);
   int mismatches = 0;
@@ -84,7 +84,8 @@ TEST(TiktokenVocab, QwenAgreesWithTheGgufOnRandomText) {
     const auto a = ours.encode(text, false, false);
     const auto b = gguf.encode(text, false, false);
     if (a != b && ++mismatches <= 5) {
-      ADD_FAILURE() << escape(text) << ": tiktoken " << ids_to_string(a) << " gguf " << ids_to_string(b);
+      ADD_FAILURE() << escape(text) << ": tiktoken " << ids_to_string(a) << " gguf "
+                    << ids_to_string(b);
     }
   }
   EXPECT_EQ(mismatches, 0);
@@ -92,7 +93,8 @@ TEST(TiktokenVocab, QwenAgreesWithTheGgufOnRandomText) {
 
 TEST(TiktokenVocab, SmallFileBuildsMergesFromRanks) {
   // "a"=0 "b"=1 "ab"=2 "abb"=3 "bb"=4 (base64: YQ== Yg== YWI= YWJi YmI=)
-  auto v = vocab_from_tiktoken("YQ== 0\nYg== 1\r\nYWI= 2\nYWJi 3\nYmI= 4\n", TiktokenFlavor::kQwen2);
+  auto v =
+      vocab_from_tiktoken("YQ== 0\nYg== 1\r\nYWI= 2\nYWJi 3\nYmI= 4\n", TiktokenFlavor::kQwen2);
   ASSERT_TRUE(v.ok()) << v.message();
   EXPECT_EQ(v->n_tokens(), 5 + 22);
   // "abb" splits as ab+b (ranks 2,1) and a+bb (ranks 0,4): ordered by left rank.
@@ -105,8 +107,8 @@ TEST(TiktokenVocab, SmallFileBuildsMergesFromRanks) {
 
 TEST(TiktokenVocab, RejectsMalformedFiles) {
   EXPECT_FALSE(vocab_from_tiktoken("", TiktokenFlavor::kLlama3).ok());
-  EXPECT_FALSE(vocab_from_tiktoken("YQ==\n", TiktokenFlavor::kLlama3).ok());         // no rank
-  EXPECT_FALSE(vocab_from_tiktoken("Y!== 0\n", TiktokenFlavor::kLlama3).ok());       // bad base64
+  EXPECT_FALSE(vocab_from_tiktoken("YQ==\n", TiktokenFlavor::kLlama3).ok());    // no rank
+  EXPECT_FALSE(vocab_from_tiktoken("Y!== 0\n", TiktokenFlavor::kLlama3).ok());  // bad base64
   EXPECT_FALSE(vocab_from_tiktoken("YQ== 0\nYg== 0\n", TiktokenFlavor::kLlama3).ok());  // duplicate
   EXPECT_FALSE(vocab_from_tiktoken("YQ== 0\nYg== 2\n", TiktokenFlavor::kLlama3).ok());  // gap
   EXPECT_FALSE(vocab_from_tiktoken("YQ== 999999999\n", TiktokenFlavor::kLlama3).ok());  // huge
@@ -119,7 +121,7 @@ TEST(ByteLevel, AlphabetIsABijection) {
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
   const std::string text = bytes_to_byte_level(all);
   EXPECT_EQ(byte_level_to_bytes(text), all);
-  EXPECT_EQ(bytes_to_byte_level(" "), "\xC4\xA0");  // "Ġ"
+  EXPECT_EQ(bytes_to_byte_level(" "), "\xC4\xA0");   // "Ġ"
   EXPECT_EQ(bytes_to_byte_level("\n"), "\xC4\x8A");  // "Ċ"
   EXPECT_EQ(bytes_to_byte_level("A"), "A");
   for (int b = 0; b < 256; ++b) {

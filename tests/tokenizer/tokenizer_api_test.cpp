@@ -15,8 +15,10 @@ TEST(TokenizerRoundTrip, EveryVectorInputOfEveryVocab) {
   for (const char* name : kVocabs) {
     const Tokenizer& tok = gguf_tokenizer(name);
     for (const VectorCase& c : load_llama_cpp_vectors(name)) {
-      EXPECT_EQ(tok.decode(tok.encode(c.text, false, false), true), c.text) << name << " " << escape(c.text);
-      EXPECT_EQ(tok.decode(tok.encode(c.text, true, false), true), c.text) << name << " " << escape(c.text);
+      EXPECT_EQ(tok.decode(tok.encode(c.text, false, false), true), c.text)
+          << name << " " << escape(c.text);
+      EXPECT_EQ(tok.decode(tok.encode(c.text, true, false), true), c.text)
+          << name << " " << escape(c.text);
     }
   }
 }
@@ -24,8 +26,17 @@ TEST(TokenizerRoundTrip, EveryVectorInputOfEveryVocab) {
 // Malformed UTF-8 is encoded through byte tokens, so it survives a round trip unchanged.
 TEST(TokenizerRoundTrip, MalformedUtf8SurvivesByteForByte) {
   const std::vector<std::string> texts = {
-      "\xFF", "\xFF\xFE", "abc\x80" "def", "\xE2\x82", "caf\xC3", "\xED\xA0\x80", "\xC0\xAF",
-      "ok \xF0\x9F\x98 then", "\xF4\x90\x80\x80", std::string("nul\0byte", 8),
+      "\xFF",
+      "\xFF\xFE",
+      "abc\x80"
+      "def",
+      "\xE2\x82",
+      "caf\xC3",
+      "\xED\xA0\x80",
+      "\xC0\xAF",
+      "ok \xF0\x9F\x98 then",
+      "\xF4\x90\x80\x80",
+      std::string("nul\0byte", 8),
   };
   for (const char* name : kVocabs) {
     const Tokenizer& tok = gguf_tokenizer(name);
@@ -36,7 +47,8 @@ TEST(TokenizerRoundTrip, MalformedUtf8SurvivesByteForByte) {
     }
   }
   // SPM: "▁" then the byte token <0xFF> (id 3 + 0xFF).
-  EXPECT_EQ(gguf_tokenizer("llama-spm").encode("\xFF", false, false), (std::vector<int32_t>{29871, 258}));
+  EXPECT_EQ(gguf_tokenizer("llama-spm").encode("\xFF", false, false),
+            (std::vector<int32_t>{29871, 258}));
 }
 
 TEST(TokenizerSpecial, ParseSpecialControlsControlTokens) {
@@ -53,7 +65,8 @@ TEST(TokenizerSpecial, ParseSpecialControlsControlTokens) {
   EXPECT_EQ(qwen.decode(plain, true), chat);
 
   const Tokenizer& llama3 = gguf_tokenizer("llama-bpe");
-  const auto l3 = llama3.encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true, true);
+  const auto l3 =
+      llama3.encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", true, true);
   EXPECT_EQ(l3, (std::vector<int32_t>{128000, 128006, 882, 128007, 271, 13347, 128009}));
 }
 
@@ -83,8 +96,8 @@ TEST(TokenizerPieces, TokenToPieceGivesRawBytes) {
   const Tokenizer& spm = gguf_tokenizer("llama-spm");
   EXPECT_EQ(spm.token_to_piece(29871), " ");
   EXPECT_EQ(spm.token_to_piece(15043), " Hello");
-  EXPECT_EQ(spm.token_to_piece(13), "\n");       // <0x0A>
-  EXPECT_EQ(spm.token_to_piece(258), "\xFF");    // <0xFF>
+  EXPECT_EQ(spm.token_to_piece(13), "\n");     // <0x0A>
+  EXPECT_EQ(spm.token_to_piece(258), "\xFF");  // <0xFF>
   EXPECT_EQ(spm.token_to_piece(1), "<s>");
   EXPECT_EQ(spm.token_text(15043), "\xE2\x96\x81Hello");
   const Tokenizer& gpt2 = gguf_tokenizer("gpt-2");
@@ -112,8 +125,8 @@ TEST(TokenizerMetadata, SpecialIdsTemplatesAndEndOfGeneration) {
 
   const Tokenizer& phi3 = gguf_tokenizer("phi-3");
   EXPECT_EQ(phi3.eos(), 32000);
-  EXPECT_TRUE(phi3.is_eog(32000));  // <|endoftext|>
-  EXPECT_TRUE(phi3.is_eog(32007));  // <|end|>
+  EXPECT_TRUE(phi3.is_eog(32000));   // <|endoftext|>
+  EXPECT_TRUE(phi3.is_eog(32007));   // <|end|>
   EXPECT_FALSE(phi3.is_eog(32010));  // <|user|>
   EXPECT_NE(phi3.chat_template().find("<|user|>"), std::string::npos);
 

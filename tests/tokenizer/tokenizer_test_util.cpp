@@ -62,7 +62,8 @@ std::vector<VectorCase> load_llama_cpp_vectors(const std::string& name) {
 const Tokenizer& gguf_tokenizer(const std::string& name) {
   static std::map<std::string, const Tokenizer*> cache;
   if (auto it = cache.find(name); it != cache.end()) return *it->second;
-  const std::string path = data_file("models/llama.cpp-vocab/ggml-vocab-" + name + ".gguf").string();
+  const std::string path =
+      data_file("models/llama.cpp-vocab/ggml-vocab-" + name + ".gguf").string();
   auto file = GgufFile::open(path);
   const Tokenizer* t = nullptr;
   if (!file.ok()) {
@@ -99,7 +100,8 @@ const Tokenizer& llama2_sentencepiece_tokenizer() {
   if (t == nullptr) {
     const std::string path = data_file("models/llama2-tokenizer/tokenizer.model").string();
     auto m = load_sentencepiece_model(path);
-    t = m.ok() ? &keep(Tokenizer::from_vocab(std::move(m.value().vocab)), path) : &keep(m.error(), path);
+    t = m.ok() ? &keep(Tokenizer::from_vocab(std::move(m.value().vocab)), path)
+               : &keep(m.error(), path);
   }
   return *t;
 }
