@@ -21,6 +21,7 @@ TEST_PACKAGES=(
   curl chromium                 # server end-to-end tests: raw SSE bytes, the chat page in a headless browser
   clang libclang-rt-14-dev libomp-dev llvm   # fuzz stage: clang's libFuzzer + sanitizer runtimes, OpenMP
                                 # for clang, llvm-symbolizer for readable reports (scripts/fuzz.sh)
+  clang-format                  # the formatting check (scripts/check-format.sh)
 )
 # The scale-out deployment (scripts/cluster.sh) and its test: Redis as the shared session tier,
 # HAProxy as the session-affine load balancer.
