@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "cli/profiler.h"
 #include "common/units.h"
 #include "evaluation/perplexity.h"
+#include "profiling/profiler.h"
 #include "scheduler/scheduler.h"
 
 namespace tangram::cli {
@@ -138,9 +138,8 @@ Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedM
     for (size_t i = 0; i < texts.size(); ++i) out << (i > 0 ? "\n---\n" : "") << texts[i];
     if (!out) return make_error("cannot write {}", samples);
   }
-  ProfileOptions po;  // `tangram profile`'s settings but the samples and the output
-  po.model = loaded.path;
-  po.samples = {samples};
+  ProfilerSettings po;
+  po.model_name = loaded.path;
   po.scorer = opt.scorer;
   po.ratio = 0.3;
   po.n_samples = kSamples;
@@ -148,14 +147,14 @@ Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedM
   po.sink = base.kv_sink;
   po.window = base.kv_window;
   po.threads = base.threads;
-  po.out = (fs::path(dir) / "own_text_profile.json").string();
+  const std::string profile_path = (fs::path(dir) / "own_text_profile.json").string();
   fmt::print(stderr, "profiling {} on {} samples of its own text ({}), for tangram's budgets\n",
              loaded.path, texts.size(), samples);
   TG_ASSIGN(std::vector<PilotSample> pilot,
-            read_pilot_samples(po.samples, *loaded.tokenizer, sample_tokens, kSamples));
+            read_pilot_samples({samples}, *loaded.tokenizer, sample_tokens, kSamples));
   TG_ASSIGN(MeasuredProfile measured, measure_profile(*loaded.model, *loaded.tokenizer, pilot, po));
-  TG_TRY(save_profile(measured.profile, po.out));
-  return po.out;
+  TG_TRY(save_profile(measured.profile, profile_path));
+  return profile_path;
 }
 
 void measure_accuracy(Model& model, const Tokenizer& tok, const AccuracyWorkload& w,

@@ -20,7 +20,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/auto_profile.h"
 #include "cli/bench_models.h"
 #include "cli/bench_report.h"
 #include "cli/bench_soak.h"
@@ -28,6 +27,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
+#include "cli/profile_flags.h"
 #include "common/progress.h"
 #include "common/svg_plot.h"
 #include "common/units.h"

@@ -15,12 +15,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/auto_profile.h"
 #include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
+#include "cli/profile_flags.h"
 #include "common/thread_pool.h"
 #include "evaluation/accuracy.h"
 #include "evaluation/perplexity.h"

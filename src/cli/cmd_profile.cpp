@@ -3,7 +3,8 @@
 // cross-layer) over pilot samples, and writes the per-head statistics as a profile in the
 // shared JSON schema (compress/profile.h), which the tangram policy turns into deterministic
 // budgets. Each head is its own page group while profiling, so kept lengths are exact
-// (profiler.h). Without --samples the pilot text is the calibration text shipped with tangram.
+// (profiling/profiler.h). Without --samples the pilot text is the calibration text shipped with
+// tangram.
 //
 // It also reports whether the static premise holds: per-head spread over samples, the rank
 // correlation of head orderings between samples, between the first and the last turn of each
@@ -20,9 +21,10 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
-#include "cli/profiler.h"
+#include "cli/data_dir.h"
 #include "compress/profile.h"
 #include "model/model.h"
+#include "profiling/profiler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram::cli {
@@ -99,13 +101,15 @@ int cmd_profile(const ProfileOptions& opt) {
   if (!tok) return fail(tok.message());
   std::vector<std::string> files = opt.samples;
   if (files.empty()) {
-    auto shipped = calibration_files();
+    auto shipped = calibration_files(calibration_folders());
     if (!shipped) return fail(shipped.message());
     for (const auto& f : *shipped) files.push_back(f.string());
   }
   auto samples = read_pilot_samples(files, **tok, opt.sample_tokens, opt.n_samples);
   if (!samples) return fail(samples.message());
-  auto measured = measure_profile(**model, **tok, *samples, opt);
+  ProfilerSettings settings = opt;
+  settings.model_name = opt.model;
+  auto measured = measure_profile(**model, **tok, *samples, settings);
   if (!measured) return fail(measured.message());
   if (Status st = save_profile(measured->profile, opt.out); !st) return fail(st.message());
   print_stability(measured->profile, opt, measured->turns, *samples);

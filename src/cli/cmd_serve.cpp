@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
-#include "cli/auto_profile.h"
 #include "cli/bench_models.h"
 #include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
+#include "cli/profile_flags.h"
 #include "cli/sampling_flags.h"
 #include "common/units.h"
 #include "engine/engine.h"

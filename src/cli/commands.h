@@ -10,6 +10,7 @@
 #include "cli/bench_options.h"
 #include "cli/bench_report.h"
 #include "cli/engine_flags.h"
+#include "profiling/profiler.h"
 #include "runtime/sampling_params.h"
 
 namespace tangram::cli {
@@ -182,19 +183,11 @@ int cmd_bench_serve(const BenchServeOptions& opt);
 // The flags that do not apply to what was asked (--soak's, the in-process server's with --url).
 Status check_bench_serve_flags(const BenchServeOptions& opt);
 
-struct ProfileOptions {
+// The profiler's settings, and the model, text and output file of one run.
+struct ProfileOptions : ProfilerSettings {
   std::string model;
   std::vector<std::string>
       samples;  // text files, one per kind of text (JSON lines or "---"-separated)
-  std::string scorer = "keydiff";
-  double ratio = 0.3;
-  std::string level = "per-layer";  // per-layer | cross-layer
-  int n_samples = 50;
-  int64_t sample_tokens = 1024;  // longest sample (longer text is cut)
-  int turns = 2;                 // growing prefixes of a sample, one turn each
-  int sink = 4;
-  int window = 32;
-  int threads = 0;
   std::string out = "profile.json";
   bool mmap = false;  // weights through the file's memory map, not copied (--mmap)
 };

@@ -1,10 +1,11 @@
 #include "cli/config_json.h"
+#include "cli/data_dir.h"
 
 #include <string>
 
-#include "cli/auto_profile.h"
 #include "cli/bench_multiturn.h"
-#include "cli/profiler.h"
+#include "cli/profile_flags.h"
+#include "profiling/profiler.h"
 
 namespace tangram::cli {
 
@@ -169,7 +170,7 @@ Result<json> plan_json(const ServeOptions& o) {
 Result<json> plan_json(const ProfileOptions& o) {
   std::vector<std::string> samples = o.samples;
   if (samples.empty()) {
-    TG_ASSIGN(std::vector<std::filesystem::path> shipped, calibration_files());
+    TG_ASSIGN(std::vector<std::filesystem::path> shipped, calibration_files(calibration_folders()));
     for (const auto& f : shipped) samples.push_back(f.string());
   }
   return json{{"model", o.model},

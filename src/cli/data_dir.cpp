@@ -32,6 +32,10 @@ fs::path data_dir() {
   return fs::path(TANGRAM_SOURCE_DIR) / "data";
 }
 
+std::vector<fs::path> calibration_folders() {
+  return {data_dir() / "calibration", fs::path(TANGRAM_SOURCE_DIR) / "data" / "calibration"};
+}
+
 fs::path oracle_dir() {
   if (const char* e = std::getenv("TANGRAM_ORACLE_DIR"); e && *e) return e;
   const fs::path candidates[] = {data_dir() / "oracle",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <vector>
 
 namespace tangram::cli {
 
@@ -10,6 +11,10 @@ namespace tangram::cli {
 // `cmake --install` lays out); the source tree's data/ (a build run in place). The folder holds
 // profiles/<scorer>/<model>/..., calibration/ and, in the source tree, models/.
 std::filesystem::path data_dir();
+
+// Where the shipped calibration text may be, in order: <data_dir()>/calibration, then the source
+// tree's data/calibration.
+std::vector<std::filesystem::path> calibration_folders();
 
 // llama.cpp's oracle (oracle.mjs, with node-llama-cpp installed beside it by `npm install`):
 // $TANGRAM_ORACLE_DIR; else whichever of <data_dir()>/oracle (installed) and the source tree's

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/auto_profile.h"
+#include "cli/profile_flags.h"
 #include "common/units.h"
 #include "kv/kv_row.h"
 #include "store/session_redis_store.h"
@@ -257,7 +257,7 @@ Result<EngineOptions> to_engine_options(const EngineFlags& f) {
     return make_error("--attention-split must be auto, runtime, naive or aot, not '{}'",
                       f.attention_split);
   // Without --kv-profile the tangram policy's profile is found or made once the model is loaded
-  // (auto_profile.h); every other setting is checked now, before anything slow.
+  // (profile_flags.h); every other setting is checked now, before anything slow.
   CompressionOptions checked = c;
   if (wants_auto_profile(f)) checked.profile = "(the model's cached profile)";
   TG_TRY(checked.validate());

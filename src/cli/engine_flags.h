@@ -45,7 +45,7 @@ struct EngineFlags {
   int kv_sink = 4;
   int kv_window = 32;
   int64_t kv_chunk = 2048;
-  std::string kv_profile;     // "" with tangram: the model's cached profile (auto_profile.h)
+  std::string kv_profile;     // "" with tangram: the model's cached profile (profile_flags.h)
   std::string profile_cache;  // folder of cached profiles ("" = $TANGRAM_PROFILE_CACHE or
                               // ~/.cache/tangram/profiles)
   std::string kv_cluster_map;

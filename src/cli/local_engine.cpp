@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cli/auto_profile.h"
+#include "cli/profile_flags.h"
 
 namespace tangram::cli {
 

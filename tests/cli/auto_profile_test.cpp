@@ -1,7 +1,8 @@
-// The tangram policy without --kv-profile (src/cli/auto_profile.h), through the tangram binary
-// on the real stories260K model and a generated one: the first start profiles the model from the
-// shipped calibration text and writes the cache; later starts reuse the file without profiling;
-// another model gets its own; an unwritable cache costs only the reuse.
+// The tangram policy without --kv-profile (src/cli/profile_flags.h over
+// src/profiling/auto_profile.h), through the tangram binary on the real stories260K model and a
+// generated one: the first start profiles the model from the shipped calibration text and writes
+// the cache; later starts reuse the file without profiling; another model gets its own; an
+// unwritable cache costs only the reuse.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-#include "cli/auto_profile.h"
+#include "profiling/auto_profile.h"
 
 #include <unistd.h>
 
@@ -11,37 +11,19 @@
 
 #include <fmt/format.h>
 
-#include "cli/profiler.h"
 #include "compress/profile.h"
 #include "store/session_fingerprint.h"
 
-namespace tangram::cli {
+namespace tangram {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// What the automatic profile measures: the calibration text's 50 samples (ten of each kind) of
-// up to 256 tokens, two turns each, with the engine's scorer, sink and window at the base ratio
-// the shipped profiles were measured at. About 12.8k tokens of prefill: a second for stories260K,
-// tens of minutes for an 8B model on 2 cores (docs/reference.md).
+// About 12.8k tokens of prefill: a second for stories260K, tens of minutes for an 8B model on 2
+// cores (docs/reference.md).
 constexpr int kAutoSamples = 50;
 constexpr int64_t kAutoSampleTokens = 256;
-
-ProfileOptions auto_profile_options(const EngineFlags& flags, const Model& model,
-                                    const std::string& model_path) {
-  ProfileOptions p;
-  p.model = model_path;
-  p.scorer = flags.kv_scorer;
-  p.level = flags.kv_level == "cross-layer" ? "cross-layer" : "per-layer";
-  p.n_samples = kAutoSamples;
-  p.sample_tokens = std::clamp<int64_t>(model.config().context_length - 8, 16, kAutoSampleTokens);
-  p.turns = 2;
-  p.sink = flags.kv_sink;
-  p.window = flags.kv_window;
-  p.threads = flags.threads;
-  return p;
-}
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -52,7 +34,7 @@ std::string read_bytes(const fs::path& path) {
 
 // <cache>/<model fingerprint>/<scorer>-<level>-<hash of the settings and the calibration
 // text>.json: another model, scorer, level, sink, window or calibration text gets another file.
-fs::path cached_profile_path(const fs::path& cache, const Model& model, const ProfileOptions& p,
+fs::path cached_profile_path(const fs::path& cache, const Model& model, const ProfilerSettings& p,
                              const std::vector<fs::path>& calibration) {
   std::string settings = fmt::format("{} {} {} {} {} {} {} {}", p.scorer, p.level, p.ratio, p.sink,
                                      p.window, p.n_samples, p.sample_tokens, p.turns);
@@ -91,7 +73,7 @@ Status save_profile_atomically(const RetentionProfile& prof, const fs::path& pat
   return Status::Ok();
 }
 
-std::filesystem::path home_cache() {
+fs::path home_cache() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x);
   if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache";
   return fs::temp_directory_path();
@@ -99,40 +81,38 @@ std::filesystem::path home_cache() {
 
 }  // namespace
 
+ProfilerSettings auto_profile_settings(const Model& model, const std::string& scorer,
+                                       const std::string& level, int sink, int window,
+                                       int threads, const std::string& model_name) {
+  ProfilerSettings p;
+  p.model_name = model_name;
+  p.scorer = scorer;
+  p.level = level == "cross-layer" ? "cross-layer" : "per-layer";
+  p.n_samples = kAutoSamples;
+  p.sample_tokens = std::clamp<int64_t>(model.config().context_length - 8, 16, kAutoSampleTokens);
+  p.turns = 2;
+  p.sink = sink;
+  p.window = window;
+  p.threads = threads;
+  return p;
+}
+
+fs::path default_profile_cache_dir() {
+  if (const char* e = std::getenv("TANGRAM_PROFILE_CACHE"); e && *e) return e;
+  return home_cache() / "tangram" / "profiles";
+}
+
 TemporaryFile::~TemporaryFile() {
   std::error_code ec;
   fs::remove(path_, ec);
 }
 
-bool wants_auto_profile(const EngineFlags& flags) {
-  return flags.kv_policy == "tangram" && flags.kv_ratio < 1.0 && flags.kv_profile.empty();
-}
-
-fs::path profile_cache_dir(const EngineFlags& flags) {
-  if (!flags.profile_cache.empty()) return flags.profile_cache;
-  if (const char* e = std::getenv("TANGRAM_PROFILE_CACHE"); e && *e) return e;
-  return home_cache() / "tangram" / "profiles";
-}
-
-nlohmann::json profile_source_json(const EngineFlags& flags) {
-  nlohmann::json j{{"cache", profile_cache_dir(flags).string()}};
-  if (wants_auto_profile(flags)) {
-    j["source"] = "auto";
-    auto files = calibration_files();
-    j["calibration"] = files ? files->front().parent_path().string() : files.message();
-  } else if (!flags.kv_profile.empty() && flags.kv_policy == "tangram") {
-    j["source"] = "--kv-profile";
-  } else {
-    j["source"] = "none";
-  }
-  return j;
-}
-
-Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model,
-                                          const Tokenizer& tok, const std::string& model_path) {
-  TG_ASSIGN(std::vector<fs::path> calibration, calibration_files());
-  const ProfileOptions p = auto_profile_options(flags, model, model_path);
-  const fs::path path = cached_profile_path(profile_cache_dir(flags), model, p, calibration);
+Result<ResolvedProfile> automatic_profile(const AutoProfileRequest& request, Model& model,
+                                          const Tokenizer& tok) {
+  const std::vector<fs::path>& calibration = request.calibration;
+  if (calibration.empty()) return make_error("automatic profile: no calibration text given");
+  const ProfilerSettings& p = request.settings;
+  const fs::path path = cached_profile_path(request.cache_dir, model, p, calibration);
   ResolvedProfile out;
   if (usable_cached_profile(path, model.config())) {
     fmt::print(stderr, "tangram: KV profile {} (reused: made earlier for this model)\n",
@@ -177,19 +157,4 @@ Result<ResolvedProfile> automatic_profile(const EngineFlags& flags, Model& model
   return out;
 }
 
-Result<ResolvedProfile> resolve_kv_profile(EngineOptions& options, const EngineFlags& flags,
-                                           Model& model, const Tokenizer& tok,
-                                           const std::string& model_path) {
-  CompressionOptions& c = options.scheduler.compression;
-  if (!wants_auto_profile(flags)) {
-    ResolvedProfile given;
-    given.path = c.profile;
-    given.origin = c.profile.empty() ? "none" : "--kv-profile";
-    return given;
-  }
-  TG_ASSIGN(ResolvedProfile resolved, automatic_profile(flags, model, tok, model_path));
-  c.profile = resolved.path;
-  return resolved;
-}
-
-}  // namespace tangram::cli
+}  // namespace tangram

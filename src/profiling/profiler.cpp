@@ -1,4 +1,4 @@
-#include "cli/profiler.h"
+#include "profiling/profiler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,18 +8,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/data_dir.h"
 #include "common/json_parse.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "scheduler/scheduler.h"
 
-#ifndef TANGRAM_SOURCE_DIR
-#define TANGRAM_SOURCE_DIR "."
-#endif
-
-namespace tangram::cli {
+namespace tangram {
 namespace {
 
 namespace fs = std::filesystem;
@@ -104,7 +99,7 @@ std::vector<PilotSample> interleave_kinds(std::vector<PilotSample> samples) {
 
 // A scheduler that compresses every turn in one shot with the dynamic policy, each head its own
 // page group so that kept lengths are exact.
-SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const Model& model,
+SchedulerOptions profiling_scheduler_options(const ProfilerSettings& opt, const Model& model,
                                              BudgetLevel level) {
   const ModelConfig& cfg = model.config();
   const int64_t ctx_limit = std::min<int64_t>(cfg.context_length, opt.sample_tokens + 8);
@@ -133,11 +128,11 @@ SchedulerOptions profiling_scheduler_options(const ProfileOptions& opt, const Mo
 }
 
 // The profile's description (model, shape, settings), before any sample is measured.
-RetentionProfile empty_profile(const ProfileOptions& opt, const Model& model, BudgetLevel level) {
+RetentionProfile empty_profile(const ProfilerSettings& opt, const Model& model, BudgetLevel level) {
   const ModelConfig& cfg = model.config();
   RetentionProfile prof;
   prof.scorer = opt.scorer;
-  prof.model = model.gguf().get_string("general.name").value_or(opt.model);
+  prof.model = model.gguf().get_string("general.name").value_or(opt.model_name);
   prof.level = level == BudgetLevel::CrossLayer ? "cross-layer" : "per-layer";
   prof.n_layers = cfg.n_layers;
   prof.n_kv_head = cfg.n_kv_head;
@@ -152,7 +147,7 @@ RetentionProfile empty_profile(const ProfileOptions& opt, const Model& model, Bu
 // Runs every sample as a conversation of opt.turns growing prefixes and records each head's kept
 // length after the first and the last turn; the last turn's figures also go into prof's raw data.
 Status measure_samples(Scheduler& sched, const std::vector<PilotSample>& samples,
-                       const ProfileOptions& opt, RetentionProfile& prof, TurnRetention& turns) {
+                       const ProfilerSettings& opt, RetentionProfile& prof, TurnRetention& turns) {
   const int L = prof.n_layers, H = prof.n_kv_head;
   const size_t heads = static_cast<size_t>(L) * static_cast<size_t>(H);
   ProgressBar bar("profiling", static_cast<int64_t>(samples.size()));
@@ -234,23 +229,23 @@ void set_head_statistics(RetentionProfile& prof,
 
 }  // namespace
 
-Result<std::vector<fs::path>> calibration_files() {
-  const fs::path candidates[] = {data_dir() / "calibration",
-                                 fs::path(TANGRAM_SOURCE_DIR) / "data" / "calibration"};
-  for (const fs::path& dir : candidates) {
+Result<std::vector<fs::path>> calibration_files(const std::vector<fs::path>& folders) {
+  std::string looked;
+  for (const fs::path& dir : folders) {
     std::error_code ec;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir, ec))
       if (entry.is_regular_file(ec) && entry.path().extension() == ".txt")
         files.push_back(entry.path());
+    looked += (looked.empty() ? "" : " and ") + dir.string();
     if (ec || files.empty()) continue;
     std::sort(files.begin(), files.end());
     return files;
   }
   return make_error(
-      "tangram's calibration text is missing (looked in {} and {}): pass --samples FILE (or "
+      "tangram's calibration text is missing (looked in {}): pass --samples FILE (or "
       "--kv-profile FILE to serve)",
-      candidates[0].string(), candidates[1].string());
+      looked.empty() ? std::string("no folder") : looked);
 }
 
 Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::string>& files,
@@ -269,7 +264,7 @@ Result<std::vector<PilotSample>> read_pilot_samples(const std::vector<std::strin
 
 Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok,
                                         const std::vector<PilotSample>& samples,
-                                        const ProfileOptions& opt) {
+                                        const ProfilerSettings& opt) {
   if (opt.turns < 1) return make_error("--turns must be at least 1");
   TG_ASSIGN(BudgetLevel level, parse_budget_level(opt.level));
   ThreadPool pool(opt.threads);
@@ -285,4 +280,4 @@ Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok,
   return out;
 }
 
-}  // namespace tangram::cli
+}  // namespace tangram

@@ -8,13 +8,27 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
 #include "common/result.h"
 #include "compress/profile.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-namespace tangram::cli {
+namespace tangram {
+
+// What a profile measures: the dynamic policy's scorer, ratio, level, sink and window, on how
+// many samples of how many tokens, over how many turns.
+struct ProfilerSettings {
+  std::string model_name;  // names the model in the profile when its file has no general.name
+  std::string scorer = "keydiff";
+  double ratio = 0.3;
+  std::string level = "per-layer";  // per-layer | cross-layer
+  int n_samples = 50;
+  int64_t sample_tokens = 1024;  // longest sample (longer text is cut)
+  int turns = 2;                 // growing prefixes of a sample, one turn each
+  int sink = 4;
+  int window = 32;
+  int threads = 0;  // 0: the machine's cores
+};
 
 struct PilotSample {
   std::vector<int32_t> tokens;
@@ -22,9 +36,10 @@ struct PilotSample {
 };
 
 // The calibration text shipped with tangram (data/calibration: narrative, dialogue, technical,
-// code, instructions; one file per kind): <data_dir()>/calibration when it exists, else the
-// source tree's data/calibration. Sorted by name; an error (naming --samples) when none is found.
-Result<std::vector<std::filesystem::path>> calibration_files();
+// code, instructions; one file per kind): the .txt files of the first of `folders` that has
+// any, sorted by name; an error naming the folders (and --samples) when none has.
+Result<std::vector<std::filesystem::path>> calibration_files(
+    const std::vector<std::filesystem::path>& folders);
 
 // The pilot samples of `files` (one kind of text each: JSON lines {"text": ...} or plain text
 // split at lines "---"; one long text is cut into sample_tokens pieces), at most sample_tokens
@@ -48,6 +63,6 @@ struct MeasuredProfile {
 // progress bar, and returns the profile of the last turns. Needs at least 2 samples.
 Result<MeasuredProfile> measure_profile(Model& model, const Tokenizer& tok,
                                         const std::vector<PilotSample>& samples,
-                                        const ProfileOptions& opt);
+                                        const ProfilerSettings& opt);
 
-}  // namespace tangram::cli
+}  // namespace tangram
