@@ -22,6 +22,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev libomp-dev llvm   # fuzz stage: clang's libFuzzer + sanitizer runtimes, OpenMP
                                 # for clang, llvm-symbolizer for readable reports (scripts/fuzz.sh)
   clang-format                  # the formatting check (scripts/check-format.sh)
+  python3-torch python3-sentencepiece python3-numpy   # the training recipe's self-test (tools/train)
 )
 # The scale-out deployment (scripts/cluster.sh) and its test: Redis as the shared session tier,
 # HAProxy as the session-affine load balancer.

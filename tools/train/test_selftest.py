@@ -3,8 +3,9 @@ loss must fall), GGUF export, and the engine loading the file and producing the 
 tokens (and tokenisation) as the PyTorch model.
 
 Uses the prepared corpus (runs/data/train.txt) when present, else a few built-in paragraphs,
-so it also runs where the text packages are not installed. The engine checks are skipped when
-build/release/tangram has not been built.
+so it also runs where the text packages are not installed. The engine is $TANGRAM_BINARY (CTest
+sets it, and then its checks always run), else build/release/tangram, whose checks are skipped
+when it has not been built.
 """
 import json
 import os
@@ -18,7 +19,8 @@ sys.path.insert(0, HERE)
 import batches  # noqa: E402
 import convgen  # noqa: E402
 
-ENGINE = os.path.join(HERE, "..", "..", "build", "release", "tangram")
+ENGINE = os.environ.get("TANGRAM_BINARY") or os.path.join(HERE, "..", "..", "build", "release",
+                                                          "tangram")
 FALLBACK = [
     "The lamp on the corner burned all night, and nobody asked who kept it lit.",
     "A river runs past the mill; in spring it floods the lower field and in autumn it is low "
