@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "support/loopback_socket.h"
+
 namespace tangram::http {
 namespace {
 
@@ -28,14 +30,7 @@ using namespace std::chrono_literals;
 
 class Socket {
  public:
-  explicit Socket(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
+  explicit Socket(int port) : fd_(testing::connect_loopback(port)), connected_(fd_ >= 0) {}
   ~Socket() {
     if (fd_ >= 0) ::close(fd_);
   }

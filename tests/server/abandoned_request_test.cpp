@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "support/loopback_socket.h"
 #include "support/test_support.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -27,30 +28,11 @@ namespace {
 
 using nlohmann::json;
 
-int connect_loopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using testing::connect_loopback;
 
 std::string http_get(int port, const std::string& path) {
-  const int fd = connect_loopback(port);
-  const std::string req =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string out;
-  char buf[65536];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
-    out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
+  return testing::raw_exchange(
+      port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
 }
 
 double metric(const std::string& text, const std::string& name) {

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "scheduler/scheduler.h"
 #include "server/http_server.h"
+#include "support/loopback_socket.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -663,13 +664,8 @@ TEST(HttpServer, HostileRequestsGetErrorsAndTheServerKeepsServing) {
   auto s = start(so);
   auto c = s->client();
   // A slow-loris client: half a request, then silence.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = testing::connect_loopback(s->port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(s->port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const std::string partial = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le";
   ASSERT_EQ(send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
 
@@ -1315,25 +1311,7 @@ std::string nested(size_t depth) { return std::string(depth, '[') + "1" + std::s
 // A raw request over a fresh connection; returns everything the server sent until it closed or
 // `until` appeared.
 std::string raw_exchange(int port, const std::string& wire, const std::string& until = "") {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return "";
-  }
-  (void)send(fd, wire.data(), wire.size(), MSG_NOSIGNAL);
-  std::string out;
-  char buf[4096];
-  timeval tv{30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  for (ssize_t n; (until.empty() || out.find(until) == std::string::npos) &&
-                  (n = recv(fd, buf, sizeof buf, 0)) > 0;)
-    out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
+  return testing::raw_exchange(port, wire, {.until = until});
 }
 
 }  // namespace hostile
@@ -1486,24 +1464,12 @@ TEST(HttpServer, RequestsWithoutOneHostAre400) {
 TEST(HttpServer, HalfClosedClientsGetTheirNonStreamedAnswer) {
   auto s = start();
   const std::string body = chat_body({{"user", "Once upon a time"}}, 24).dump();
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(s->port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const std::string wire = fmt::format(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
       "Content-Length: {}\r\n\r\n{}",
       body.size(), body);
-  ASSERT_EQ(send(fd, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
-  shutdown(fd, SHUT_WR);
-  std::string out;
-  char buf[4096];
-  timeval tv{60, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fd);
+  const std::string out =
+      testing::raw_exchange(s->port, wire, {.until = "", .half_close = true, .timeout_s = 60});
   const size_t ok = out.find("HTTP/1.1 200 OK");
   ASSERT_NE(ok, std::string::npos) << out.substr(0, 300);
   const json answer = json::parse(out.substr(out.find("\r\n\r\n", ok) + 4));

@@ -13,24 +13,18 @@
 #include <cstring>
 #include <thread>
 
+#include "support/loopback_socket.h"
+
 namespace tangram::testing {
 namespace {
 
 bool answers_ping(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_loopback(port);
   if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const char ping[] = "PING\r\n";
-    char buf[16] = {};
-    if (::write(fd, ping, sizeof ping - 1) == static_cast<ssize_t>(sizeof ping - 1) &&
-        ::read(fd, buf, sizeof buf - 1) > 0)
-      ok = std::strncmp(buf, "+PONG", 5) == 0;
-  }
+  const char ping[] = "PING\r\n";
+  char buf[16] = {};
+  const bool ok = ::write(fd, ping, sizeof ping - 1) == static_cast<ssize_t>(sizeof ping - 1) &&
+                  ::read(fd, buf, sizeof buf - 1) > 0 && std::strncmp(buf, "+PONG", 5) == 0;
   ::close(fd);
   return ok;
 }

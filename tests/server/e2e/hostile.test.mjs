@@ -3,8 +3,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import fs from 'node:fs';
 import { startServer, SANITIZED } from './server.mjs';
+import { raw as wireRaw, rssBytes as processRss } from './wire.mjs';
 
 let server;
 before(async () => {
@@ -122,25 +122,12 @@ test('half a body, then a hang-up, loses nothing', async () => {
 // ---- the second probe's cases, in groups; after each group the process is alive, /health
 // answers, and its RSS and KV pages are back near where they were. -----------------------------
 
-function rssBytes() {
-  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
-  return Number(m[1]) * 1024;
-}
+const rssBytes = () => processRss(server.pid);
 async function pagesUsed() {
   const m = await (await fetch(server.url + '/metrics')).text();
   return Number(/\ntangram_kv_pages_used (\d+)/.exec(m)[1]);
 }
-function raw(bytes, { end = false } = {}) {
-  return new Promise((resolve) => {
-    const sock = net.connect(server.port, '127.0.0.1');
-    let reply = '';
-    sock.on('data', (d) => { reply += d.toString('latin1'); });
-    sock.on('error', () => {});
-    sock.on('close', () => resolve(reply));
-    sock.on('connect', () => { if (end) sock.end(bytes); else sock.write(bytes); });
-    setTimeout(() => sock.destroy(), 20_000);
-  });
-}
+const raw = (bytes, { end = false } = {}) => wireRaw(server.port, bytes, { untilMs: 20_000, end });
 async function group(name, body) {
   const rss0 = rssBytes();
   const pages0 = await pagesUsed();

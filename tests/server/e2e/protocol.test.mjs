@@ -7,9 +7,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import fs from 'node:fs';
 import zlib from 'node:zlib';
 import { startServer, SANITIZED } from './server.mjs';
+import { raw as wireRaw, rssBytes as processRss, statusOf } from './wire.mjs';
 
 let server;
 before(async () => {
@@ -20,21 +20,7 @@ after(async () => { await server?.stop(); });
 
 const auth = { Authorization: 'Bearer A' };
 
-// Sends `bytes` on a new connection; resolves with everything the server sent until it closed
-// (or until `untilMs` passed, then the socket is destroyed).
-function raw(bytes, { untilMs = 15_000, end = false } = {}) {
-  return new Promise((resolve) => {
-    const sock = net.connect(server.port, '127.0.0.1');
-    const chunks = [];
-    const timer = setTimeout(() => sock.destroy(), untilMs);
-    sock.on('data', (d) => chunks.push(d));
-    sock.on('error', () => {});
-    sock.on('close', () => { clearTimeout(timer); resolve(Buffer.concat(chunks).toString('latin1')); });
-    sock.on('connect', () => { if (end) sock.end(bytes); else sock.write(bytes); });
-  });
-}
-
-const statusOf = (reply) => Number(/^HTTP\/1\.1 (\d{3}) /.exec(reply)?.[1] ?? -1);
+const raw = (bytes, options) => wireRaw(server.port, bytes, options);
 
 async function metrics() {
   return (await fetch(`${server.url}/metrics`)).text();
@@ -43,10 +29,7 @@ function metric(text, name) {
   const at = text.indexOf(`\n${name} `);
   return at < 0 ? NaN : Number(text.slice(at + name.length + 2).split('\n')[0]);
 }
-function rssBytes() {
-  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
-  return Number(m[1]) * 1024;
-}
+const rssBytes = () => processRss(server.pid);
 async function healthy() {
   const r = await fetch(`${server.url}/health`);
   assert.equal(r.status, 200);
