@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a tracked C++ file differs from what clang-format makes of it under .clang-format,
-# and lists those files. --fix rewrites them instead.
+# Fails when a C++ file of the repository differs from what clang-format makes of it under
+# .clang-format, and lists those files. --fix rewrites them instead.
 #   scripts/check-format.sh [--fix]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,8 @@ case "${1:-}" in
   *) echo "check-format: unknown argument '$1' (use --fix or --help)" >&2; exit 2 ;;
 esac
 command -v clang-format >/dev/null || { echo "check-format: clang-format is not installed (apt-get install clang-format)" >&2; exit 2; }
-mapfile -t files < <(git ls-files '*.cpp' '*.h' | grep -v '^tools/')
+# Tracked files and new ones git does not ignore (so a file not yet added is checked too).
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.h' | grep -v '^tools/')
 if [ "${1:-}" = --fix ]; then
   clang-format -i "${files[@]}"
   exit 0

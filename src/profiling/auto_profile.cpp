@@ -82,8 +82,8 @@ fs::path home_cache() {
 }  // namespace
 
 ProfilerSettings auto_profile_settings(const Model& model, const std::string& scorer,
-                                       const std::string& level, int sink, int window,
-                                       int threads, const std::string& model_name) {
+                                       const std::string& level, int sink, int window, int threads,
+                                       const std::string& model_name) {
   ProfilerSettings p;
   p.model_name = model_name;
   p.scorer = scorer;

@@ -25,8 +25,8 @@ namespace tangram {
 // kind) of up to 256 tokens, two turns each, at the base ratio the shipped profiles were
 // measured at, with the engine's scorer, level, sink and window.
 ProfilerSettings auto_profile_settings(const Model& model, const std::string& scorer,
-                                       const std::string& level, int sink, int window,
-                                       int threads, const std::string& model_name);
+                                       const std::string& level, int sink, int window, int threads,
+                                       const std::string& model_name);
 
 // The default folder of cached profiles: $TANGRAM_PROFILE_CACHE, else
 // $XDG_CACHE_HOME/tangram/profiles, else ~/.cache/tangram/profiles.

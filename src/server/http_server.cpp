@@ -919,16 +919,16 @@ struct HttpServer::Impl {
       ordered_json j;
       j["id"] = c.id;
       j["object"] = "session";
-      j["turns"] = c.turns >= 0 ? ordered_json(c.turns)
-                                : ordered_json(nullptr);  // null: restored, count unknown
+      // turns: null for a restored conversation (its count is unknown).
+      j["turns"] = c.turns >= 0 ? ordered_json(c.turns) : ordered_json(nullptr);
       if (c.turns < 0) j["restored"] = true;
       j["tokens"] = c.tokens;
       j["created"] = c.created_unix;
       j["last_used"] = c.last_used_unix;
-      j["tier"] =
-          where[i]
-              .tier;  // where its KV is: running, resident, host, disk, redis, none (recomputed)
-      j["kv_bytes"] = where[i].bytes;  // pool pages it holds, or its serialised size in the tier
+      // Where its KV is (running, resident, host, disk, redis, none: recomputed), and the pool
+      // pages it holds or its serialised size in that tier.
+      j["tier"] = where[i].tier;
+      j["kv_bytes"] = where[i].bytes;
       data.push_back(std::move(j));
     }
     send_json(res, ordered_json{{"object", "list"}, {"data", data}});
