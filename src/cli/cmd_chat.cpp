@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -19,6 +18,7 @@
 #include "cli/sampling_flags.h"
 #include "common/units.h"
 #include "engine/engine.h"
+#include "launch/chat_prompt.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

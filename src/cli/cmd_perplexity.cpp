@@ -15,15 +15,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
-#include "cli/profile_flags.h"
 #include "common/thread_pool.h"
 #include "evaluation/accuracy.h"
 #include "evaluation/perplexity.h"
+#include "launch/model_loading.h"
+#include "launch/profile_settings.h"
 
 namespace tangram::cli {
 namespace {

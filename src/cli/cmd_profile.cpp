@@ -16,13 +16,13 @@
 
 #include <fmt/format.h>
 
-#include "cli/bench_models.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
-#include "cli/data_dir.h"
 #include "compress/profile.h"
+#include "launch/data_dir.h"
+#include "launch/model_loading.h"
 #include "model/model.h"
 #include "profiling/profiler.h"
 #include "tokenizer/tokenizer.h"

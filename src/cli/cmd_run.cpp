@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -14,6 +13,7 @@
 #include "cli/local_engine.h"
 #include "cli/sampling_flags.h"
 #include "engine/engine.h"
+#include "launch/chat_prompt.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

@@ -11,16 +11,16 @@
 
 #include <fmt/format.h>
 
-#include "cli/bench_models.h"
-#include "cli/chat_prompt.h"
 #include "cli/cli_error.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
-#include "cli/profile_flags.h"
 #include "cli/sampling_flags.h"
 #include "common/units.h"
 #include "engine/engine.h"
+#include "launch/chat_prompt.h"
+#include "launch/model_loading.h"
+#include "launch/profile_settings.h"
 #include "model/model.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"

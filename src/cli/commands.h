@@ -1,19 +1,25 @@
 // The `tangram` subcommands' option structs and entry points. Each command lives in its own
 // cmd_*.cpp, which also declares its flags (register_* in command.h) and returns the process
-// exit code.
+// exit code; the benchmarks' drivers are in src/benchmark/.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "cli/bench_options.h"
-#include "cli/bench_report.h"
+#include "benchmark/model_bench.h"
+#include "benchmark/multiturn_bench.h"
+#include "benchmark/serve_bench.h"
 #include "cli/engine_flags.h"
 #include "profiling/profiler.h"
 #include "runtime/sampling_params.h"
 
 namespace tangram::cli {
+
+// The benchmark commands' options are the benchmark library's own (src/benchmark/).
+using bench::BenchModelOptions;
+using bench::BenchOptions;
+using bench::BenchServeOptions;
 
 struct InfoOptions {
   std::string model;  // optional with --cpu
@@ -41,8 +47,8 @@ struct RunOptions {
   std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
   SamplingParams sampling;
   int max_tokens = 256;
-  EngineFlags engine;  // KV memory, page geometry, threads, context: as chat and serve
-  bool quiet = false;  // only the generated text, no statistics
+  EngineSettings engine;  // KV memory, page geometry, threads, context: as chat and serve
+  bool quiet = false;     // only the generated text, no statistics
 };
 int cmd_run(const RunOptions& opt);
 
@@ -52,7 +58,7 @@ struct ChatOptions {
   std::string chat_template;  // override: a builtin name (chatml, llama3, llama2) or a file
   SamplingParams sampling;
   int max_tokens = 512;  // per answer
-  EngineFlags engine;
+  EngineSettings engine;
   bool quiet = false;  // no per-turn statistics
 };
 struct ServeOptions {
@@ -77,7 +83,7 @@ struct ServeOptions {
   size_t max_conversations = 10000;
   std::string log_level = "info";
   SamplingParams sampling;  // defaults of requests that set nothing
-  EngineFlags engine;
+  EngineSettings engine;
 };
 // The OpenAI-compatible HTTP server (runs until SIGINT or SIGTERM).
 int cmd_serve(const ServeOptions& opt);
@@ -102,42 +108,9 @@ struct MkmodelOptions {
 };
 int cmd_mkmodel(const MkmodelOptions& opt);
 
-struct BenchModelOptions {
-  std::string model;  // benchmark this file; empty: generate from preset/types
-  std::string preset = "qwen3-4b-attn";
-  std::vector<std::string> types{"f32", "q8_0", "q4_k"};
-  int prompt_tokens = 256;
-  int gen_tokens = 32;
-  int threads = 0;
-  std::optional<int> reps;       // --reps; unset: reps_of()
-  std::string cache_dir;         // where generated models are kept between runs
-  bool llama_cpp = true;         // run llama.cpp (tools/oracle) on the same file alongside
-  std::vector<int> concurrency;  // also decode this many sequences at once through the engine
-                                 // (continuous batching)
-  // > 0: the --concurrency runs are KV-bound decode instead: every sequence's cache filled to this
-  // many positions with synthetic KV written straight into its pages, under every --policies
-  // (bench_kv_bound.h).
-  int64_t context = 0;
-  std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
-  double kv_ratio = 0.25;  // retention of the compressing policies in --context runs
-  std::string profile;     // per-head profile for dynamic/tangram (default: the real Qwen3-4B one)
-  std::vector<std::string> kv_types{"f16"};  // page types of the --context runs (f16, f32, q8_0)
-  int page_tokens = 16;       // P of the --context runs' pages (the engine's default)
-  std::optional<int> rounds;  // --rounds (--context runs timed this many times); unset: rounds_of()
-  bool mmap = false;          // weights through the file's memory map, not copied (--mmap)
-  ReportOutput output;        // -o DIR (nothing written by default), --json
-  bool quick = false;         // fewer layers and tokens: a run of well under a minute
-};
-// Repetitions of the forward-pass figures and rounds of the --context runs: as given, else 2 and
-// 3 (1 and 1 with --quick: it lowers only what was not asked for).
-int reps_of(const BenchModelOptions& opt);
-int rounds_of(const BenchModelOptions& opt);
-// Refuses --policies, --kv-ratio, --profile, --kv-type, --page-tokens and --rounds without
-// --context, unknown policies and KV types, and ratios outside (0, 1].
-Status check_bench_model_flags(const BenchModelOptions& opt);
-// The forward pass: prefill and decode tok/s against the memory-bandwidth ceiling and llama.cpp,
-// and (--concurrency) decode throughput against the number of sequences batched together.
+int cmd_bench(const BenchOptions& opt);
 int cmd_bench_model(const BenchModelOptions& opt);
+int cmd_bench_serve(const BenchServeOptions& opt);
 
 struct ClusterOptions {
   std::string profile;  // retention profile (tangram-profile-json/v1)
@@ -148,40 +121,6 @@ struct ClusterOptions {
 // Head-group clustering of a retention profile: waste of contiguous vs clustered grouping at
 // several group sizes, the profile's stability, and the chosen map.
 int cmd_cluster(const ClusterOptions& opt);
-
-struct BenchServeOptions {
-  std::string url;  // drive this server; empty: start one in process
-  std::string
-      api_key;        // sent as "Authorization: Bearer KEY" (and required by the in-process server)
-  std::string model;  // a GGUF (its tokenizer re-encodes answers); empty: the generated model
-  std::string preset = "qwen3-4b-attn";
-  std::string type = "q8_0";
-  int layers = 8;  // layers of the generated model (its attention shape is the preset's)
-  std::string cache_dir;
-  std::string workload = "sharegpt";  // a workload preset, "-quick" variants included
-  int conversations = 0, turns = 0;   // overrides (0: the preset's)
-  uint64_t seed = 1;
-  std::vector<double> rates;  // new conversations per second, open loop; empty: the default list
-  int max_retries = 8;        // 429 retries per request
-  double timeout_s = 600;     // per request
-  int max_queue = 64;         // in-process server: requests waiting beyond the running ones
-  bool quick = false;
-  ReportOutput output{"bench-serve-out", false};  // -o DIR, --json
-  EngineFlags engine;
-  // --soak: a `tangram serve` child driven for this long (bench_soak.h); "" = the rate benchmark.
-  std::string soak;
-  std::string soak_restart_every;  // "" = a eighth of --soak; "0" = never
-  std::string soak_sample = "5s";  // RSS and /metrics every this often
-  std::string soak_rss_growth =
-      "64MiB";                     // allowed RSS growth of one server's life after its warm-up
-  std::vector<std::string> given;  // the long names of the options on the command line
-  std::vector<std::string> engine_args;  // the engine options given, as words for the child server
-};
-// The HTTP serving benchmark: multi-turn clients against `tangram serve` (or any
-// OpenAI-compatible server) at increasing request rates, session reuse on and off.
-int cmd_bench_serve(const BenchServeOptions& opt);
-// The flags that do not apply to what was asked (--soak's, the in-process server's with --url).
-Status check_bench_serve_flags(const BenchServeOptions& opt);
 
 // The profiler's settings, and the model, text and output file of one run.
 struct ProfileOptions : ProfilerSettings {
@@ -200,7 +139,7 @@ struct PerplexityCmdOptions {
   std::string file;                // the text
   int64_t chunk = 128;             // tokens appended per turn (then compressed, as serving does)
   bool json = false;               // the result as JSON on stdout instead of the text lines
-  EngineFlags engine;              // -c/--ctx is the window; the KV policy flags act as in serving
+  EngineSettings engine;           // -c/--ctx is the window; the KV policy flags act as in serving
   std::vector<std::string> given;  // long names of the options on the command line
 };
 // Teacher-forced perplexity of a text under a KV policy (with KL from full KV and the

@@ -1,10 +1,10 @@
 #include "cli/config_json.h"
-#include "cli/data_dir.h"
+#include "launch/data_dir.h"
 
 #include <string>
 
-#include "cli/bench_multiturn.h"
-#include "cli/profile_flags.h"
+#include "benchmark/multiturn.h"
+#include "launch/profile_settings.h"
 #include "profiling/profiler.h"
 
 namespace tangram::cli {
@@ -54,7 +54,7 @@ json compression_json(const CompressionOptions& c) {
             {"ea_value_norm", s.ea_value_norm}}}};
 }
 
-json report_output_json(const ReportOutput& out) {
+json report_output_json(const bench::ReportOutput& out) {
   return {{"out", out.out_dir}, {"json", out.json_stdout}};
 }
 
@@ -100,7 +100,7 @@ json sampling_json(const SamplingParams& s) {
           {"ignore_eos", s.ignore_eos}};
 }
 
-Result<json> engine_flags_json(const EngineFlags& flags) {
+Result<json> engine_flags_json(const EngineSettings& flags) {
   TG_ASSIGN(EngineOptions options, to_engine_options(flags));
   json j = engine_options_json(options);
   j["compression"]["profile_source"] = profile_source_json(flags);
@@ -224,7 +224,7 @@ Result<json> plan_json(const PerplexityCmdOptions& o) {
 // budget scaling's context (--kv-budget-context 0) from the model and the workload, which
 // --dry-run does not load: those stay as given.
 Result<json> plan_json(const BenchOptions& o) {
-  EngineFlags engine = o.engine;
+  EngineSettings engine = o.engine;
   const bool auto_memory = engine.kv_memory == "auto";
   if (auto_memory) engine.kv_memory = "0";
   const bool auto_chunk = engine.kv_chunk <= 0;
@@ -264,7 +264,7 @@ Result<json> plan_json(const BenchOptions& o) {
          {"oversubscription", o.oversubscription},
          {"quick", o.quick},
          {"report", report_output_json(o.output)}};
-  for (const RunPlan& plan : plan_runs(o))
+  for (const bench::RunPlan& plan : bench::plan_runs(o))
     j["runs"].push_back(
         {{"policy", plan.policy}, {"ratio", plan.ratio}, {"group_size", plan.group_size}});
   TG_ASSIGN(j["engine"], engine_flags_json(engine));

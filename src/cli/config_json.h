@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_options.h"
+#include "benchmark/multiturn_bench.h"
 #include "cli/commands.h"
 #include "common/result.h"
 #include "engine/engine.h"
@@ -17,7 +17,7 @@ namespace tangram::cli {
 nlohmann::json engine_options_json(const EngineOptions& o);
 nlohmann::json sampling_json(const SamplingParams& s);
 // The engine flags converted as the command converts them (errors are the command's errors).
-Result<nlohmann::json> engine_flags_json(const EngineFlags& flags);
+Result<nlohmann::json> engine_flags_json(const EngineSettings& flags);
 
 Result<nlohmann::json> plan_json(const InfoOptions& o);
 Result<nlohmann::json> plan_json(const TokenizeOptions& o);

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "cli/profile_flags.h"
+#include "launch/profile_settings.h"
 
 namespace tangram::cli {
 
-Result<LocalEngine> start_local_engine(const std::string& model_path, const EngineFlags& flags) {
+Result<LocalEngine> start_local_engine(const std::string& model_path, const EngineSettings& flags) {
   TG_ASSIGN(EngineOptions engine_opts, to_engine_options(flags));
   LocalEngine out;
   TG_ASSIGN(out.loaded, load_model_for_serving(model_path, "", "", 0, "", flags.threads,

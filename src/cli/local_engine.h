@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
-#include "cli/bench_models.h"
 #include "cli/engine_flags.h"
 #include "common/result.h"
 #include "engine/engine.h"
+#include "launch/model_loading.h"
 
 namespace tangram::cli {
 
@@ -20,7 +20,7 @@ struct LocalEngine {
 
 // Loads the GGUF model at model_path with the threads and batch size the engine flags ask for,
 // and starts an Engine over it with those flags.
-Result<LocalEngine> start_local_engine(const std::string& model_path, const EngineFlags& flags);
+Result<LocalEngine> start_local_engine(const std::string& model_path, const EngineSettings& flags);
 
 struct GenerationRates {
   double prefill_tok_s = 0;

@@ -4,7 +4,7 @@
 // conversation), streams the client walks away from mid-answer, DELETEs of sessions (between
 // turns, and from a second connection while a turn of the session streams), and requests that
 // must fail (a prompt longer than the context, a body that is not JSON). Every request is
-// handed back as a SoakRequest; the soak driver (cli/bench_soak.cpp) counts them, restarts the
+// handed back as a SoakRequest; the soak driver (benchmark/soak.cpp) counts them, restarts the
 // server underneath, and judges the whole.
 //
 // The clients carry on through restarts: a request that finds no server is a connection error,

@@ -1,4 +1,4 @@
-// The tangram policy without --kv-profile (src/cli/profile_flags.h over
+// The tangram policy without --kv-profile (src/launch/profile_settings.h over
 // src/profiling/auto_profile.h), through the tangram binary on the real stories260K model and a
 // generated one: the first start profiles the model from the shipped calibration text and writes
 // the cache; later starts reuse the file without profiling; another model gets its own; an
