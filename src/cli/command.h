@@ -32,5 +32,6 @@ Command register_mkmodel(CLI::App& app);
 Command register_bench_model(CLI::App& app);
 Command register_cluster(CLI::App& app);
 Command register_perplexity(CLI::App& app);
+Command register_recall(CLI::App& app);
 
 }  // namespace tangram::cli

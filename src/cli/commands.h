@@ -146,4 +146,18 @@ struct PerplexityCmdOptions {
 // retention reached when the policy compresses).
 int cmd_perplexity(const PerplexityCmdOptions& opt);
 
+struct RecallCmdOptions {
+  std::string model;
+  std::string set;            // recall conversations (JSONL); "" = the shipped held-out set
+  std::string chat_template;  // override: a builtin name or a Jinja file
+  int conversations = 0;      // the first N of the set; 0 = all
+  int max_answer_tokens = 48;
+  bool json = false;  // the result as JSON on stdout
+  EngineSettings engine;
+};
+// Task accuracy of a KV policy: exact recall of facts stated earlier in held-out multi-turn
+// conversations, played through the serving engine (evaluation/recall_eval.h), per task kind,
+// with the KV retention reached.
+int cmd_recall(const RecallCmdOptions& opt);
+
 }  // namespace tangram::cli

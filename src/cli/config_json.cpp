@@ -220,6 +220,17 @@ Result<json> plan_json(const PerplexityCmdOptions& o) {
   return j;
 }
 
+Result<json> plan_json(const RecallCmdOptions& o) {
+  json j{{"model", o.model},
+         {"set", o.set.empty() ? default_recall_set().string() : o.set},
+         {"chat_template", o.chat_template},
+         {"conversations", o.conversations},
+         {"max_answer_tokens", o.max_answer_tokens},
+         {"json", o.json}};
+  TG_ASSIGN(j["engine"], engine_flags_json(o.engine));
+  return j;
+}
+
 // bench sizes the KV memory (--kv-memory auto), the compression chunk (--kv-chunk 0) and the
 // budget scaling's context (--kv-budget-context 0) from the model and the workload, which
 // --dry-run does not load: those stay as given.

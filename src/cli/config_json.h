@@ -28,6 +28,7 @@ Result<nlohmann::json> plan_json(const ProfileOptions& o);
 Result<nlohmann::json> plan_json(const MkmodelOptions& o);
 Result<nlohmann::json> plan_json(const ClusterOptions& o);
 Result<nlohmann::json> plan_json(const PerplexityCmdOptions& o);
+Result<nlohmann::json> plan_json(const RecallCmdOptions& o);
 Result<nlohmann::json> plan_json(const BenchOptions& o);
 Result<nlohmann::json> plan_json(const BenchModelOptions& o);
 Result<nlohmann::json> plan_json(const BenchServeOptions& o);

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       register_chat(app),        register_serve(app),    register_bench(app),
       register_bench_serve(app), register_profile(app),  register_mkmodel(app),
       register_bench_model(app), register_cluster(app),  register_perplexity(app),
+      register_recall(app),
   };
 
   bool dry_run = false;

@@ -36,6 +36,13 @@ std::vector<fs::path> calibration_folders() {
   return {data_dir() / "calibration", fs::path(TANGRAM_SOURCE_DIR) / "data" / "calibration"};
 }
 
+fs::path default_recall_set() {
+  const fs::path relative = fs::path("eval") / "recall-heldout.jsonl";
+  std::error_code ec;
+  if (fs::exists(data_dir() / relative, ec)) return data_dir() / relative;
+  return fs::path(TANGRAM_SOURCE_DIR) / "data" / relative;
+}
+
 fs::path oracle_dir() {
   if (const char* e = std::getenv("TANGRAM_ORACLE_DIR"); e && *e) return e;
   const fs::path candidates[] = {data_dir() / "oracle",

@@ -16,6 +16,10 @@ std::filesystem::path data_dir();
 // tree's data/calibration.
 std::vector<std::filesystem::path> calibration_folders();
 
+// The held-out recall conversations `tangram recall` scores policies on:
+// <data_dir()>/eval/recall-heldout.jsonl, else the source tree's.
+std::filesystem::path default_recall_set();
+
 // llama.cpp's oracle (oracle.mjs, with node-llama-cpp installed beside it by `npm install`):
 // $TANGRAM_ORACLE_DIR; else whichever of <data_dir()>/oracle (installed) and the source tree's
 // tools/oracle has node-llama-cpp, in that order; else the first of them that exists, so a

@@ -147,6 +147,7 @@ TEST(CliFlags, EveryListedFlagActsOrIsRefused) {
       {"mkmodel", "-o " + q + tmp + "/m.gguf" + q},
       {"cluster", "--kv-profile " + q + text + q},
       {"perplexity", "-m " + q + model + q + " -f " + q + text + q},
+      {"recall", "-m " + q + model + q},
       {"bench", ""},
       {"bench-model", ""},
       {"bench-serve", ""},
