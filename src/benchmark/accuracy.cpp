@@ -232,8 +232,15 @@ std::string accuracy_markdown(const MultiturnResults& r) {
     return "";
   const AccuracyInfo& a = r.accuracy;
   const RunRow* full = full_run(r.rows);
-  std::string md = fmt::format(
-      "\n## Accuracy against full KV\n\nText: {} ({} tokens; the first {} read teacher-forced in "
+  std::string md =
+      a.random_weights
+          ? "\n## Numerical check against full KV (random weights: not accuracy)\n\nThe "
+            "generated model has random weights, so these figures check that every policy's path "
+            "computes what it should; they say nothing of what a policy keeps of a real model's "
+            "answers (that is the task accuracy, on a real model: --task-model).\n"
+          : "\n## Accuracy against full KV\n";
+  md += fmt::format(
+      "\nText: {} ({} tokens; the first {} read teacher-forced in "
       "turns of {}, the "
       "cache compressed after each turn as in serving). Greedy match: share of {} greedy tokens "
       "equal to full KV's "
@@ -290,7 +297,9 @@ LinePlot accuracy_retention_plot(const MultiturnResults& r) {
     if (row.perplexity)
       points.push_back({policy_label(row, r), row_retention(row, full), row.perplexity->mean_kl});
   LinePlot p;
-  p.title = "Accuracy cost vs effective retention (lower left is better)";
+  p.title = r.accuracy.random_weights
+                ? "Numerical check on random weights (not accuracy): KL vs effective retention"
+                : "Accuracy cost vs effective retention (lower left is better)";
   p.x_label = "effective retention (KV bytes per cached token / full KV's)";
   p.y_label = "mean KL vs full KV (nats)";
   p.x_from_zero = true;

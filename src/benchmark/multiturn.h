@@ -17,6 +17,7 @@
 #include "evaluation/metrics.h"
 #include "evaluation/perplexity.h"
 #include "evaluation/planted_eval.h"
+#include "evaluation/recall_eval.h"
 #include "evaluation/runner.h"
 #include "evaluation/workload.h"
 #include "model/model.h"
@@ -44,6 +45,7 @@ struct RunRow {
   std::optional<PerplexityResult>
       perplexity;                          // the accuracy text read in turns, KL against full KV
   std::optional<PlantedFactsScore> facts;  // planted-facts exact match (real chat models)
+  std::optional<RecallScore> task;         // task accuracy on the task model (task_accuracy.h)
   // What the policy commits in closed form at `retention_context` (Compressor::retention_at;
   // none for dynamic): kept entries with group maxima, each head at its own budget, full KV's.
   std::optional<Compressor::Retention> committed;
@@ -52,13 +54,25 @@ struct RunRow {
 
 // The accuracy workload the rows were measured on (accuracy.h).
 struct AccuracyInfo {
-  std::string text_source;     // the file, or the built-in text
-  int64_t text_tokens = 0;     // the whole text
-  int64_t window = 0;          // tokens read teacher-forced
-  int64_t chunk = 0;           // tokens per turn of that read
-  int64_t context_tokens = 0;  // greedy agreement: context prefilled before generating
-  int n_generate = 0;          // greedy agreement: tokens generated
-  std::string profile_source;  // tangram's profile: the file given, or how it was made
+  std::string text_source;      // the file, or the built-in text
+  int64_t text_tokens = 0;      // the whole text
+  int64_t window = 0;           // tokens read teacher-forced
+  int64_t chunk = 0;            // tokens per turn of that read
+  int64_t context_tokens = 0;   // greedy agreement: context prefilled before generating
+  int n_generate = 0;           // greedy agreement: tokens generated
+  std::string profile_source;   // tangram's profile: the file given, or how it was made
+  bool random_weights = false;  // the generated model: a numerical check, not accuracy
+};
+
+// The task-accuracy workload the rows were measured on (task_accuracy.h).
+struct TaskInfo {
+  std::string model_path;
+  ModelConfig config;
+  std::string set_path;
+  int64_t conversations = 0, questions = 0;
+  int64_t chunk = 0;           // tokens between compression points
+  int64_t budget_context = 0;  // the context tangram's budgets commit the ratio at
+  std::string profile_source;  // tangram's profile of the task model
 };
 
 // Everything a `tangram bench` run measured: the input of its report.
@@ -73,6 +87,7 @@ struct MultiturnResults {
   std::vector<RunRow> rows;
   std::optional<RetentionProfile> profile;  // cut to the model's layers (tangram runs only)
   AccuracyInfo accuracy;
+  std::optional<TaskInfo> task;  // when task accuracy was measured
   std::optional<HostRestoreTiming>
       restore;  // from the host tier, under the reference tangram run's policy
   std::vector<HostRestoreTiming>

@@ -22,6 +22,7 @@
 #include "benchmark/accuracy.h"
 #include "benchmark/multiturn.h"
 #include "benchmark/oversubscribed.h"
+#include "benchmark/task_accuracy.h"
 #include "common/progress.h"
 #include "common/units.h"
 #include "evaluation/trace.h"
@@ -48,6 +49,7 @@ struct BenchSetup {
   int n_facts = 0;
   std::optional<AccuracyWorkload> accuracy;  // text the model knows, cut to its context
   AccuracyInfo accuracy_info;
+  std::optional<TaskSetup> task;  // task accuracy on --task-model
 };
 
 Result<WorkloadSpec> workload_spec(const BenchOptions& opt) {
@@ -175,6 +177,7 @@ EngineSettings base_engine_flags(const BenchOptions& opt, const ModelConfig& cfg
 }
 
 Result<BenchSetup> set_up(const BenchOptions& opt) {
+  TG_TRY(check_bench_flags(opt));
   BenchSetup s;
   TG_ASSIGN(s.spec, workload_spec(opt));
   TG_ASSIGN(s.loaded, load_model_for_serving(opt.model, opt.preset, opt.type,
@@ -214,7 +217,10 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
       s.accuracy_info.profile_source = source.empty() ? "the preset's" : source;
     s.profile = std::move(fitted);
   }
-  if (opt.accuracy) {
+  // On random weights the comparison against full KV says nothing of accuracy: only when asked,
+  // as a numerical check.
+  s.accuracy_info.random_weights = opt.model.empty();
+  if (opt.accuracy && (!opt.model.empty() || opt.numerical_check)) {
     TG_ASSIGN(AccuracyWorkload w,
               accuracy_workload_for(opt, tok, cfg.context_length, s.accuracy_info));
     s.accuracy = std::move(w);
@@ -231,10 +237,26 @@ Result<BenchSetup> set_up(const BenchOptions& opt) {
     TG_ASSIGN(ChatTemplate t, pick_chat_template("", tok));
     s.chat_template = std::move(t);
   }
+  TG_ASSIGN(s.task, set_up_task(opt, dir));
   return s;
 }
 
 }  // namespace
+
+Status check_bench_flags(const BenchOptions& opt) {
+  if (opt.numerical_check && !opt.model.empty())
+    return make_error(
+        "--numerical-check is for the generated model: with -m the comparison against full KV "
+        "runs anyway (--no-accuracy skips it)");
+  if (opt.numerical_check && !opt.accuracy)
+    return make_error("--numerical-check runs the comparison --no-accuracy skips: give one");
+  if (opt.task_model.empty()) {
+    if (!opt.task_set.empty()) return make_error("--task-set needs --task-model");
+    if (opt.task_conversations >= 0) return make_error("--task-conversations needs --task-model");
+    if (!opt.task_profile.empty()) return make_error("--task-profile needs --task-model");
+  }
+  return Status::Ok();
+}
 
 std::vector<RunPlan> plan_runs(const BenchOptions& opt) {
   // Dynamic's extra ratios, only when there is another compressing policy to compare with it.
@@ -319,6 +341,7 @@ Result<RunRow> run_plan(const BenchSetup& s, const BenchOptions& opt, const RunP
   if (s.accuracy)
     measure_accuracy(*s.loaded.model, *s.loaded.tokenizer, *s.accuracy, eo, pool, row);
   if (s.chat_template) measure_planted_facts(s, opt, eo, row);
+  if (s.task) measure_task(*s.task, opt, plan, row);
   return row;
 }
 
@@ -454,6 +477,7 @@ Status run_multiturn_bench(const BenchOptions& opt) {
   r.dense_kv_bytes_per_token = dense_kv_bytes_per_token(cfg, s.base.kv_type);
   r.profile = s.profile;
   r.accuracy = s.accuracy_info;
+  if (s.task) r.task = s.task->info;
   fmt::print(console,
              "tangram bench: {} ({} layers, {} x {} KV heads x {}), workload {} ({} sessions x {} "
              "turns, first "

@@ -40,10 +40,19 @@ struct BenchOptions {
   std::string profile_dir = "keydiff";
   std::string profile_model = "qwen3-4b-instruct-2507";
   double memory_sessions = 3;  // --kv-memory auto: room for this many conversations under full KV
-  bool accuracy = true;
+  bool accuracy = true;        // greedy agreement, KL and perplexity against full KV (real weights)
+  // With the generated model (random weights), also run that comparison, as a numerical check
+  // of the policies' paths: its figures are not accuracy.
+  bool numerical_check = false;
   std::string accuracy_text;      // text for the accuracy runs; empty: the built-in stories
   int64_t accuracy_tokens = 512;  // most tokens of it read (and at most the model's context)
   int facts = -1;  // planted facts per conversation; -1: 4 with -m (a real model), else 0
+  // Task accuracy (task_accuracy.h): held-out recall conversations played on this real chat model
+  // under every (policy, ratio) of the sweep; "" = not measured.
+  std::string task_model;
+  std::string task_set;         // the conversations; "" = the shipped held-out set
+  int task_conversations = -1;  // the first N of them; -1: all (24 with --quick); 0: none
+  std::string task_profile;     // tangram's profile of the task model; "" = made from calibration
   // Time to restore an idle conversation of each of these lengths from host memory and from disk
   // against re-prefilling it; empty: one restore from host memory at the first message's length.
   std::vector<int64_t> restore_contexts;
@@ -55,6 +64,10 @@ struct BenchOptions {
   ReportOutput output{"tangram-bench", false};
   EngineSettings engine;
 };
+
+// Refuses flags that would not act: --numerical-check with -m (the comparison runs anyway) or
+// with --no-accuracy, and the --task-* flags without --task-model.
+Status check_bench_flags(const BenchOptions& opt);
 
 // The multi-turn serving benchmark: every KV policy on the same model, workload and KV memory
 // (multiturn_bench.cpp); the report goes to opt.output.

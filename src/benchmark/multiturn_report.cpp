@@ -7,6 +7,7 @@
 
 #include "benchmark/accuracy.h"
 #include "benchmark/multiturn.h"
+#include "benchmark/task_accuracy.h"
 #include "common/units.h"
 #include "compress/cluster.h"
 
@@ -132,6 +133,7 @@ json run_json(const MultiturnResults& results, const RunRow& r) {
         {"accuracy", r.facts->accuracy()}, {"conversation_tokens", r.facts->conversation_tokens},
         {"expected", r.facts->expected},   {"answers", r.facts->answers}};
   row["accuracy_on_text"] = accuracy_json(r, full);
+  if (r.task) row["task"] = task_json(*r.task);
   row["kv_used_bytes"] = {{"t", r.run.kv_used_bytes.t}, {"v", r.run.kv_used_bytes.value}};
   return row;
 }
@@ -483,13 +485,22 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
   j["service"] = service_json(r);
   j["verdict"] = multiturn_verdict(r);
 
+  // The frontier first: what each policy keeps of the answers, against what it keeps of the KV
+  // and what it serves.
+  const bool task = std::any_of(r.rows.begin(), r.rows.end(),
+                                [](const RunRow& row) { return row.task.has_value(); });
+  if (task) {
+    report.plots.emplace_back("task_accuracy_vs_retention.svg", task_retention_plot(r));
+    report.plots.emplace_back("task_accuracy_vs_throughput.svg", task_throughput_plot(r));
+  }
   report.plots.emplace_back("throughput_vs_ratio.svg", throughput_plot(r, policies));
   report.plots.emplace_back("kv_memory_over_time.svg", kv_memory_plot(r));
   if (r.profile)
     report.plots.emplace_back("waste_vs_group_size.svg",
                               waste_plot(*r.profile, cfg, j["waste_vs_group_size"]));
   if (r.sweep) report.plots.emplace_back("ttft_vs_rate.svg", rate_sweep_plot(*r.sweep));
-  for (auto& [name, plot] : report.plots) plot.caption = run_caption(r);
+  for (auto& [name, plot] : report.plots)
+    if (plot.caption.empty()) plot.caption = run_caption(r);
   if (r.sweep)
     report.plots.back().second.caption += "; the rates: the same conversations, open loop";
   if (std::any_of(r.rows.begin(), r.rows.end(),
@@ -516,8 +527,8 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
           r.model_path, cfg.n_layers, cfg.n_kv_head, cfg.head_dim, spec.preset, spec.sessions,
           spec.turns, spec.first_turn_tokens, spec.followup_tokens, spec.output_tokens,
           spec.concurrency, format_bytes(static_cast<double>(r.kv_memory_bytes)), r.threads) +
-      runs_markdown(r) + service_markdown(r) + accuracy_markdown(r) + extras_markdown(r) + "\n" +
-      multiturn_verdict(r) + "\n\n## Plots\n\n" + plots;
+      runs_markdown(r) + task_markdown(r) + service_markdown(r) + accuracy_markdown(r) +
+      extras_markdown(r) + "\n" + multiturn_verdict(r) + "\n\n## Plots\n\n" + plots;
   return report;
 }
 

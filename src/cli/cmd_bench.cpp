@@ -134,7 +134,30 @@ Command register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c_bench->add_flag("!--no-accuracy", bench.accuracy,
-                    "Skip the accuracy comparison against full KV");
+                    "Skip the accuracy comparison against full KV (with -m)");
+  c_bench->add_flag("--numerical-check", bench.numerical_check,
+                    "With the generated model (random weights), also compare every policy "
+                    "against full KV as a numerical check of its paths (its figures are not "
+                    "accuracy)");
+  c_bench
+      ->add_option("--task-model", bench.task_model,
+                   "Measure task accuracy (exact recall on held-out multi-turn conversations) "
+                   "of every policy and ratio on this real chat model")
+      ->check(CLI::ExistingFile);
+  c_bench
+      ->add_option("--task-set", bench.task_set,
+                   "The task's conversations (default: the shipped held-out set, "
+                   "data/eval/recall-heldout.jsonl)")
+      ->check(CLI::ExistingFile);
+  c_bench
+      ->add_option("--task-conversations", bench.task_conversations,
+                   "Only the first N conversations of the task (default: all; 24 with --quick)")
+      ->check(CLI::NonNegativeNumber);
+  c_bench
+      ->add_option("--task-profile", bench.task_profile,
+                   "Tangram's profile of the task model (default: made once from the "
+                   "calibration text, kept in the report folder)")
+      ->check(CLI::ExistingFile);
   c_bench
       ->add_option("--accuracy-text", bench.accuracy_text,
                    "Text the accuracy runs read (default: the built-in short stories, "

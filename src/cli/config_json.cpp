@@ -235,6 +235,7 @@ Result<json> plan_json(const RecallCmdOptions& o) {
 // budget scaling's context (--kv-budget-context 0) from the model and the workload, which
 // --dry-run does not load: those stay as given.
 Result<json> plan_json(const BenchOptions& o) {
+  TG_TRY(bench::check_bench_flags(o));
   EngineSettings engine = o.engine;
   const bool auto_memory = engine.kv_memory == "auto";
   if (auto_memory) engine.kv_memory = "0";
@@ -267,7 +268,12 @@ Result<json> plan_json(const BenchOptions& o) {
          {"profile_model", o.profile_model},
          {"memory_sessions", o.memory_sessions},
          {"accuracy", o.accuracy},
+         {"numerical_check", o.numerical_check},
          {"facts", o.facts},
+         {"task_model", o.task_model},
+         {"task_set", o.task_set},
+         {"task_conversations", o.task_conversations},
+         {"task_profile", o.task_profile},
          {"accuracy_text", o.accuracy_text},
          {"accuracy_tokens", o.accuracy_tokens},
          {"restore_contexts", o.restore_contexts},

@@ -9,6 +9,30 @@
 
 namespace tangram {
 
+std::vector<PlotSeries> series_by_name(const std::vector<NamedPoint>& points) {
+  std::vector<PlotSeries> out;
+  for (const NamedPoint& p : points) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const PlotSeries& s) { return s.name == p.series; });
+    if (it == out.end()) it = out.insert(out.end(), PlotSeries{p.series, {}, {}});
+    it->x.push_back(p.x);
+    it->y.push_back(p.y);
+  }
+  for (PlotSeries& s : out) {
+    std::vector<size_t> order(s.x.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return s.x[a] < s.x[b]; });
+    PlotSeries sorted{s.name, {}, {}};
+    for (size_t i : order) {
+      sorted.x.push_back(s.x[i]);
+      sorted.y.push_back(s.y[i]);
+    }
+    s = std::move(sorted);
+  }
+  return out;
+}
+
 namespace {
 
 std::string escape(const std::string& s) {

@@ -15,6 +15,15 @@ struct PlotSeries {
   std::vector<double> y;  // [n]
 };
 
+// One point of a scatter that becomes lines: the series it belongs to and where it lies.
+struct NamedPoint {
+  std::string series;
+  double x = 0, y = 0;
+};
+// One series per name, in order of first appearance, each sorted by x, so a line joins a
+// series' points from left to right (e.g. a policy's ratios from the least kept to the most).
+std::vector<PlotSeries> series_by_name(const std::vector<NamedPoint>& points);
+
 struct LinePlot {
   std::string title;
   std::string x_label;

@@ -37,27 +37,9 @@ double effective_retention(double bytes_per_token, double full_bytes_per_token,
 }
 
 std::vector<PlotSeries> retention_series(const std::vector<AccuracyPoint>& points) {
-  std::vector<PlotSeries> out;
-  for (const AccuracyPoint& p : points) {
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const PlotSeries& s) { return s.name == p.series; });
-    if (it == out.end()) it = out.insert(out.end(), PlotSeries{p.series, {}, {}});
-    it->x.push_back(p.retention);
-    it->y.push_back(p.mean_kl);
-  }
-  for (PlotSeries& s : out) {
-    std::vector<size_t> order(s.x.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return s.x[a] < s.x[b]; });
-    PlotSeries sorted{s.name, {}, {}};
-    for (size_t i : order) {
-      sorted.x.push_back(s.x[i]);
-      sorted.y.push_back(s.y[i]);
-    }
-    s = std::move(sorted);
-  }
-  return out;
+  std::vector<NamedPoint> named;
+  for (const AccuracyPoint& p : points) named.push_back({p.series, p.retention, p.mean_kl});
+  return series_by_name(named);
 }
 
 }  // namespace tangram

@@ -4,11 +4,11 @@
 // can recall; stories260K only checks the pipeline.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/recall_test_set.h"
 #include "support/test_support.h"
 
 namespace tangram {
@@ -24,27 +24,6 @@ std::string model_arg() {
   return "-m '" + testing::data_file("models/stories260K/stories260K.gguf").string() + "'";
 }
 
-std::string write_set(const std::string& name, const std::string& text) {
-  const std::string path = (testing::temp_dir() / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
-
-std::string small_set() {
-  std::string filler;
-  for (int i = 0; i < 10; ++i) filler += "Lily and Max played with the red ball in the park. ";
-  std::string out;
-  for (const char* kind : {"single", "update"}) {
-    nlohmann::json conv{{"seed", 1099511627777}, {"kind", kind}};
-    conv["messages"] = {{{"role", "user"}, {"content", filler}, {"kind", "prose"}},
-                        {{"role", "assistant"}, {"content", "OK."}, {"kind", "ack"}},
-                        {{"role", "user"}, {"content", "What is the code?"}, {"kind", "question"}},
-                        {{"role", "assistant"}, {"content", "4821"}, {"kind", "answer"}}};
-    out += conv.dump() + "\n";
-  }
-  return out;
-}
-
 TEST(RecallCli, HelpNamesTheSetAndTheEngineFlags) {
   const auto r = run_tangram("recall --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -53,7 +32,8 @@ TEST(RecallCli, HelpNamesTheSetAndTheEngineFlags) {
 }
 
 TEST(RecallCli, ReportsAccuracyPerKindAndRetention) {
-  const std::string set = write_set("recall-small.jsonl", small_set());
+  const std::string set =
+      testing::write_temp_file("recall-small.jsonl", testing::small_recall_set());
   const auto text = run_tangram("recall " + model_arg() + " --set '" + set + "' -t 2");
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_TRUE(contains(text.output, "single")) << text.output;
@@ -77,11 +57,12 @@ TEST(RecallCli, ReportsAccuracyPerKindAndRetention) {
 }
 
 TEST(RecallCli, MalformedSetsGiveCleanErrors) {
-  const std::string bad = write_set("recall-bad.jsonl", small_set() + "{\"kind\": 3}\n");
+  const std::string bad =
+      testing::write_temp_file("recall-bad.jsonl", testing::small_recall_set() + "{\"kind\": 3}\n");
   const auto r = run_tangram("recall " + model_arg() + " --set '" + bad + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "line 3")) << r.output;
-  const std::string empty = write_set("recall-empty.jsonl", "\n");
+  const std::string empty = testing::write_temp_file("recall-empty.jsonl", "\n");
   const auto e = run_tangram("recall " + model_arg() + " --set '" + empty + "'");
   EXPECT_EQ(e.exit_code, 1) << e.output;
   EXPECT_TRUE(contains(e.output, "no question")) << e.output;
