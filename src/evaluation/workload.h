@@ -90,8 +90,10 @@ std::vector<std::string> workload_preset_names();
 // A smaller version of spec for `--quick`: at most 4 sessions and 3 turns, the first turn / shared
 // context a quarter as long, follow-ups half, outputs a quarter (floors of 16 / 8 / 8 tokens), no
 // think time. Sized so four policies over the scbench preset finish in under 2 minutes on a
-// small model on 2 cores. A service workload (drawn think times) keeps 12 conversations and its
-// think times instead, so most are still idle at any moment. The preset name gains "-quick".
+// small model on 2 cores. A service workload (drawn think times) keeps 16 conversations, halves
+// its messages and runs its clock 3x faster (arrivals 3x as often, think times a third), so as
+// many conversations overlap as in the full run and KV memory still binds. The preset name gains
+// "-quick".
 WorkloadSpec scale_for_quick(const WorkloadSpec& spec);
 
 // Checks ranges: sessions and turns >= 1, lengths >= 1, jitter in [0, 4], think time >= 0,

@@ -274,6 +274,19 @@ TEST(Workload, SharedContextWithJitterStillShared) {
   EXPECT_GE(common, 1u);
 }
 
+// The quick service is shorter, not lighter: as many conversations arrive during one think time
+// as in the full run, so they still outnumber what full KV holds.
+TEST(Workload, QuickServiceKeepsAsManyConversationsOverlapping) {
+  const auto full = workload_preset("service");
+  const auto quick = workload_preset("service-quick");
+  ASSERT_TRUE(full.ok() && quick.ok());
+  EXPECT_DOUBLE_EQ(quick->request_rate * quick->think_time_s,
+                   full->request_rate * full->think_time_s);
+  EXPECT_GT(quick->request_rate, full->request_rate);
+  EXPECT_LT(quick->think_time_s, full->think_time_s);
+  EXPECT_GT(quick->sessions, 3);  // more than bench's KV memory holds under full KV
+}
+
 TEST(Workload, PresetsAreValidAndQuickIsSmaller) {
   for (const std::string& name : workload_preset_names()) {
     Result<WorkloadSpec> spec = workload_preset(name);
