@@ -85,13 +85,6 @@ Result<std::vector<std::string>> generate_own_text(const LoadedModel& loaded,
   return texts;
 }
 
-std::string policy_label(const RunRow& row, const MultiturnResults& r) {
-  int sizes = 0;
-  for (const RunRow& other : r.rows)
-    if (other.policy == row.policy && other.ratio == row.ratio) ++sizes;
-  return sizes > 1 ? fmt::format("{} G={}", row.policy, row.group_size) : row.policy;
-}
-
 // The retention the Pareto view places a row at, and where the figure came from.
 double row_retention(const RunRow& row, const RunRow* full) {
   const double measured = row.perplexity ? row.perplexity->retention_bytes : 1.0;
@@ -215,6 +208,13 @@ std::string ratios_run(const std::vector<RunRow>& rows) {
 }
 
 }  // namespace
+
+std::string policy_label(const RunRow& row, const MultiturnResults& r) {
+  int sizes = 0;
+  for (const RunRow& other : r.rows)
+    if (other.policy == row.policy && other.ratio == row.ratio) ++sizes;
+  return sizes > 1 ? fmt::format("{} G={}", row.policy, row.group_size) : row.policy;
+}
 
 std::string run_caption(const MultiturnResults& r) {
   const ModelConfig& cfg = r.config;

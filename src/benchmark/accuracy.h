@@ -35,6 +35,9 @@ Result<std::string> profile_from_own_text(const BenchOptions& opt, const LoadedM
 void measure_accuracy(Model& model, const Tokenizer& tok, const AccuracyWorkload& w,
                       const EngineOptions& eo, ThreadPool& pool, RunRow& row);
 
+// A run's name in a plot's legend: its policy, and its group size where the policy ran at several.
+std::string policy_label(const RunRow& row, const MultiturnResults& r);
+
 // The run's configuration in a plot caption's lines: model, workload, KV memory, threads.
 std::string run_caption(const MultiturnResults& r);
 

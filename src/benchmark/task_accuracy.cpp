@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "benchmark/accuracy.h"
 #include "launch/chat_prompt.h"
 #include "launch/data_dir.h"
 #include "launch/engine_settings.h"
@@ -71,13 +72,6 @@ Status make_task_profile(const BenchOptions& opt, const std::string& dir, TaskSe
 }
 
 double task_accuracy_of(const RunRow& row) { return row.task ? row.task->all.accuracy() : 0.0; }
-
-std::string row_label(const RunRow& row, const MultiturnResults& r) {
-  int sizes = 0;
-  for (const RunRow& other : r.rows)
-    if (other.policy == row.policy && other.ratio == row.ratio) ++sizes;
-  return sizes > 1 ? fmt::format("{} G={}", row.policy, row.group_size) : row.policy;
-}
 
 std::string task_caption(const MultiturnResults& r) {
   const TaskInfo& t = *r.task;
@@ -185,7 +179,7 @@ LinePlot task_retention_plot(const MultiturnResults& r) {
   std::vector<NamedPoint> points;
   for (const RunRow& row : r.rows)
     if (row.task)
-      points.push_back({row_label(row, r), row.task->mean_retention, task_accuracy_of(row)});
+      points.push_back({policy_label(row, r), row.task->mean_retention, task_accuracy_of(row)});
   LinePlot p;
   p.title = "Task accuracy vs effective retention (upper left is better)";
   p.x_label = "effective retention (KV entries kept at the questions / full KV's)";
@@ -200,7 +194,8 @@ LinePlot task_throughput_plot(const MultiturnResults& r) {
   std::vector<NamedPoint> points;
   for (const RunRow& row : r.rows)
     if (row.task)
-      points.push_back({row_label(row, r), row.metrics.output_tokens_per_s, task_accuracy_of(row)});
+      points.push_back(
+          {policy_label(row, r), row.metrics.output_tokens_per_s, task_accuracy_of(row)});
   LinePlot p;
   p.title = "Task accuracy vs throughput (upper right is better)";
   p.x_label = "output tokens/s on the throughput model, same KV memory";
