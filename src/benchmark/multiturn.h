@@ -46,6 +46,7 @@ struct RunRow {
       perplexity;                          // the accuracy text read in turns, KL against full KV
   std::optional<PlantedFactsScore> facts;  // planted-facts exact match (real chat models)
   std::optional<RecallScore> task;         // task accuracy on the task model (task_accuracy.h)
+  std::optional<Goodput> goodput;          // with --rates: what the run sustains (rate_sweep.h)
   // What the policy commits in closed form at `retention_context` (Compressor::retention_at;
   // none for dynamic): kept entries with group maxima, each head at its own budget, full KV's.
   std::optional<Compressor::Retention> committed;

@@ -250,6 +250,8 @@ Status check_bench_flags(const BenchOptions& opt) {
         "runs anyway (--no-accuracy skips it)");
   if (opt.numerical_check && !opt.accuracy)
     return make_error("--numerical-check runs the comparison --no-accuracy skips: give one");
+  if (opt.ttft_limit && opt.rates.empty())
+    return make_error("--ttft-limit judges the --rates runs: give --rates");
   if (opt.task_model.empty()) {
     if (!opt.task_set.empty()) return make_error("--task-set needs --task-model");
     if (opt.task_conversations >= 0) return make_error("--task-conversations needs --task-model");
@@ -421,9 +423,9 @@ Status run_oversubscription(const BenchSetup& s, const BenchOptions& opt, Multit
   return Status::Ok();
 }
 
-// TTFT vs request rate: full and the reference tangram run, open loop at each --rates.
+// TTFT vs request rate and goodput: every run open loop at each --rates.
 Result<std::optional<RateSweep>> sweep_rates(const BenchSetup& s, const BenchOptions& opt,
-                                             const std::vector<RunRow>& rows, ThreadPool& pool) {
+                                             std::vector<RunRow>& rows, ThreadPool& pool) {
   if (opt.rates.empty()) return std::optional<RateSweep>();
   if (!opt.trace.empty()) {
     fmt::print(
@@ -431,20 +433,17 @@ Result<std::optional<RateSweep>> sweep_rates(const BenchSetup& s, const BenchOpt
         "note: --rates needs a generated workload (a trace has its own arrival times); skipped\n");
     return std::optional<RateSweep>();
   }
-  const RunRow* full = full_run(rows);
-  const RunRow* tangram = reference_tangram_run(rows);
-  if (!full || !tangram) {
-    fmt::print(stderr, "note: --rates compares full and tangram: put both in --policies\n");
-    return std::optional<RateSweep>();
-  }
-  std::vector<std::pair<std::string, SchedulerOptions>> policies;
-  for (const RunRow* r : {full, tangram}) {
+  std::vector<SweptPolicy> runs;
+  for (const RunRow& r : rows) {
     TG_ASSIGN(EngineOptions eo,
-              to_engine_options(plan_flags(s, {r->policy, r->ratio, r->group_size})));
-    policies.emplace_back(r->policy, eo.scheduler);
+              to_engine_options(plan_flags(s, {r.policy, r.ratio, r.group_size})));
+    runs.push_back({r.policy, r.ratio, r.group_size, eo.scheduler});
   }
-  TG_ASSIGN(RateSweep sweep, run_rate_sweep(*s.loaded.model, *s.loaded.tokenizer, pool, s.spec,
-                                            opt.rates, policies));
+  TG_ASSIGN(RateSweep sweep,
+            run_rate_sweep(*s.loaded.model, *s.loaded.tokenizer, pool, s.spec, opt.rates, runs,
+                           opt.ttft_limit.value_or(kDefaultTtftLimit)));
+  for (size_t i = 0; i < rows.size() && i < sweep.goodput.size(); ++i)
+    rows[i].goodput = sweep.goodput[i];
   return std::optional<RateSweep>(std::move(sweep));
 }
 

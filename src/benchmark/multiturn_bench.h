@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "launch/engine_settings.h"
 
 namespace tangram::bench {
+
+inline constexpr double kDefaultTtftLimit = 2.0;  // seconds of TTFT p90 (--ttft-limit)
 
 struct BenchOptions {
   std::string model;  // a GGUF; empty: the generated model of preset/type/layers
@@ -24,8 +27,10 @@ struct BenchOptions {
   int64_t first_turn_tokens = 0, followup_tokens = 0, gen_tokens = 0;
   double rate = 0;         // > 0: open loop, new sessions per second (Poisson)
   double think_time = -1;  // >= 0: mean think time before each follow-up (-1: the preset's)
-  std::vector<double>
-      rates;  // also sweep these open-loop rates with full and tangram (TTFT vs rate)
+  // Also run every policy and ratio open loop at each of these rates: TTFT against load, and each
+  // run's goodput, the highest rate it sustains with TTFT p90 within ttft_limit seconds.
+  std::vector<double> rates;
+  std::optional<double> ttft_limit;  // seconds; unset: kDefaultTtftLimit
   uint64_t seed = 1;
   std::vector<std::string> policies{"full", "uniform", "dynamic", "tangram"};
   std::vector<double> ratios{0.25};

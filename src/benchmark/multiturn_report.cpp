@@ -244,15 +244,32 @@ std::string extras_markdown(const MultiturnResults& r) {
                           row.facts->correct, row.facts->questions, 100.0 * row.facts->accuracy());
   }
   if (r.sweep) {
+    md += fmt::format(
+        "\nCapacity: each run open loop at every rate of --rates; its goodput is the highest rate "
+        "at which it, and every lower rate, kept TTFT p90 within {:g} s (--ttft-limit), and its "
+        "output tokens/s there.\n\n"
+        "| policy | ratio | G | goodput (conversations/s) | out tok/s at it | TTFT p90 at it |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: |\n",
+        r.sweep->ttft_limit_s);
+    for (const Goodput& g : r.sweep->goodput)
+      md += g.rate > 0
+                ? fmt::format("| {} | {:.2f} | {} | {:g} | {:.2f} | {} |\n", g.policy, g.ratio,
+                              g.group_size, g.rate, g.output_tokens_per_s, fmt_s(g.ttft_p90_s))
+                : fmt::format("| {} | {:.2f} | {} | below the lowest rate | - | - |\n", g.policy,
+                              g.ratio, g.group_size);
     md +=
         "\nTTFT against request rate (open loop, new conversations per second):\n\n"
-        "| policy | rate/s | req/s | out tok/s | TTFT p50 | TTFT p99 | queue p99 | saturated |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+        "| run | rate/s | req/s | out tok/s | TTFT p50 | TTFT p90 | TTFT p99 | queue p99 | "
+        "saturated "
+        "|\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     for (const auto& pt : r.sweep->points)
-      md += fmt::format("| {} | {:.3f} | {:.3f} | {:.2f} | {} | {} | {} | {} |\n", pt.policy,
-                        pt.rate, pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s,
-                        fmt_s(pt.metrics.ttft_s.p50), fmt_s(pt.metrics.ttft_s.p99),
-                        fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
+      md += fmt::format("| {} | {:.3f} | {:.3f} | {:.2f} | {} | {} | {} | {} | {} |\n",
+                        run_label(pt.policy, pt.ratio, pt.group_size), pt.rate,
+                        pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s,
+                        fmt_s(pt.metrics.ttft_s.p50), fmt_s(pt.metrics.ttft_s.p90),
+                        fmt_s(pt.metrics.ttft_s.p99), fmt_s(pt.metrics.queue_s.p99),
+                        pt.saturated ? "yes" : "no");
   }
   if (r.restore)
     md += fmt::format("\nTime to restore an idle {}-token conversation ({}, {} serialised): {}.\n",
@@ -429,13 +446,22 @@ void print_restore(const MultiturnResults& r, std::FILE* console) {
 }
 
 void print_rate_sweep(const RateSweep& sweep, std::FILE* console) {
-  fmt::print(console, "\n{:<8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "policy", "rate/s",
-             "req/s", "out tok/s", "TTFT p50", "TTFT p99", "queue p99", "saturated");
+  fmt::print(console, "\n{:<16} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}\n", "run", "rate/s",
+             "req/s", "out tok/s", "TTFT p50", "TTFT p90", "TTFT p99", "saturated");
   for (const auto& pt : sweep.points)
-    fmt::print(console, "{:<8} {:>7.3f} {:>9.3f} {:>9.2f} {:>10} {:>10} {:>10} {:>10}\n", pt.policy,
-               pt.rate, pt.metrics.requests_per_s, pt.metrics.output_tokens_per_s,
-               fmt_s(pt.metrics.ttft_s.p50), fmt_s(pt.metrics.ttft_s.p99),
-               fmt_s(pt.metrics.queue_s.p99), pt.saturated ? "yes" : "no");
+    fmt::print(console, "{:<16} {:>7.3f} {:>9.3f} {:>9.2f} {:>10} {:>10} {:>10} {:>10}\n",
+               run_label(pt.policy, pt.ratio, pt.group_size), pt.rate, pt.metrics.requests_per_s,
+               pt.metrics.output_tokens_per_s, fmt_s(pt.metrics.ttft_s.p50),
+               fmt_s(pt.metrics.ttft_s.p90), fmt_s(pt.metrics.ttft_s.p99),
+               pt.saturated ? "yes" : "no");
+  fmt::print(console, "goodput (highest rate with TTFT p90 within {:g} s):", sweep.ttft_limit_s);
+  for (size_t i = 0; i < sweep.goodput.size(); ++i) {
+    const Goodput& g = sweep.goodput[i];
+    fmt::print(console, "{} {} {}", i == 0 ? "" : ";", run_label(g.policy, g.ratio, g.group_size),
+               g.rate > 0 ? fmt::format("{:g}/s ({:.1f} tok/s)", g.rate, g.output_tokens_per_s)
+                          : std::string("below the lowest rate"));
+  }
+  fmt::print(console, "\n");
 }
 
 BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::string>& policies) {
@@ -481,7 +507,10 @@ BenchReport multiturn_report(const MultiturnResults& r, const std::vector<std::s
                                      {"offload_s", t.offload_s},
                                      {"policy", r.restore_policy}});
   if (!r.oversubscribed.is_null()) j["oversubscribed"] = r.oversubscribed;
-  if (r.sweep) j["rate_sweep"] = rate_sweep_json(*r.sweep);
+  if (r.sweep) {
+    j["rate_sweep"] = rate_sweep_json(*r.sweep);
+    j["goodput"] = goodput_json(*r.sweep);
+  }
   j["service"] = service_json(r);
   j["verdict"] = multiturn_verdict(r);
 

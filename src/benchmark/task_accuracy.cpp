@@ -191,14 +191,24 @@ LinePlot task_retention_plot(const MultiturnResults& r) {
 }
 
 LinePlot task_throughput_plot(const MultiturnResults& r) {
+  // With --rates, what each run sustains within the TTFT limit; else its tok/s at the workload's
+  // own rate.
+  const bool goodput = std::any_of(r.rows.begin(), r.rows.end(),
+                                   [](const RunRow& row) { return row.goodput.has_value(); });
   std::vector<NamedPoint> points;
   for (const RunRow& row : r.rows)
     if (row.task)
-      points.push_back(
-          {policy_label(row, r), row.metrics.output_tokens_per_s, task_accuracy_of(row)});
+      points.push_back({policy_label(row, r),
+                        goodput ? (row.goodput ? row.goodput->output_tokens_per_s : 0.0)
+                                : row.metrics.output_tokens_per_s,
+                        task_accuracy_of(row)});
   LinePlot p;
   p.title = "Task accuracy vs throughput (upper right is better)";
-  p.x_label = "output tokens/s on the throughput model, same KV memory";
+  p.x_label = goodput ? fmt::format(
+                            "sustained output tokens/s on the throughput model (at its goodput: "
+                            "TTFT p90 within {:g} s)",
+                            r.sweep ? r.sweep->ttft_limit_s : 0.0)
+                      : "output tokens/s on the throughput model, same KV memory";
   p.y_label = "task accuracy (exact recall)";
   p.series = series_by_name(points);
   p.caption = task_caption(r);

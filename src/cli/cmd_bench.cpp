@@ -89,10 +89,15 @@ Command register_bench(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   c_bench
       ->add_option("--rates", bench.rates,
-                   "Also run full and tangram open loop at each of these rates (new conversations "
-                   "per second): "
-                   "TTFT vs request rate, ttft_vs_rate.svg")
+                   "Also run every policy and ratio open loop at each of these rates (new "
+                   "conversations per second): TTFT vs request rate (ttft_vs_rate.svg) and each "
+                   "run's goodput, the highest rate it sustains within --ttft-limit")
       ->delimiter(',');
+  c_bench
+      ->add_option("--ttft-limit", bench.ttft_limit,
+                   "With --rates: the TTFT p90, in seconds, a run must keep to sustain a rate "
+                   "(default 2)")
+      ->check(CLI::PositiveNumber);
   c_bench
       ->add_option("--think-time", bench.think_time,
                    "Mean seconds a user thinks before each follow-up (service: drawn exponential; "

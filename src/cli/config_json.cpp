@@ -256,6 +256,7 @@ Result<json> plan_json(const BenchOptions& o) {
          {"gen_tokens", o.gen_tokens},
          {"rate", o.rate},
          {"rates", o.rates},
+         {"ttft_limit", o.ttft_limit.value_or(bench::kDefaultTtftLimit)},
          {"think_time", o.think_time},
          {"seed", o.seed},
          {"policies", o.policies},

@@ -391,19 +391,35 @@ TEST(Cli, BenchQuickWritesAConsistentReport) {
   EXPECT_EQ(policies["tangram"], 2);
   EXPECT_TRUE(
       contains(testing::read_file(std::filesystem::path(out) / "report.md"), "| tangram |"));
-  // The rate sweep: full and tangram at both rates (sorted), every turn served, the verdict says.
+  // The rate sweep: every run at both rates (sorted), every turn served, each run's goodput; the
+  // verdict says.
   const auto& sweep = j["rate_sweep"];
-  ASSERT_EQ(sweep.size(), 4u) << j.dump();
-  const char* order[][2] = {{"full", "2"}, {"full", "200"}, {"tangram", "2"}, {"tangram", "200"}};
-  for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(sweep[i]["policy"], order[i][0]);
-    EXPECT_EQ(sweep[i]["rate"].get<double>(), std::stod(order[i][1]));
+  ASSERT_EQ(sweep.size(), 2 * j["runs"].size()) << j.dump();
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    const auto& run = j["runs"][i / 2];
+    EXPECT_EQ(sweep[i]["policy"], run["policy"]);
+    EXPECT_EQ(sweep[i]["ratio"], run["ratio"]);
+    EXPECT_EQ(sweep[i]["rate"].get<double>(), i % 2 == 0 ? 2.0 : 200.0);
     EXPECT_EQ(sweep[i]["requests"].get<int64_t>(), 6);
     EXPECT_LE(sweep[i]["ttft_s"]["p50"].get<double>(), sweep[i]["ttft_s"]["p99"].get<double>());
     if (i % 2 == 0) {
-      EXPECT_FALSE(sweep[i]["saturated"].get<bool>()) << "a policy's lowest rate is its baseline";
+      EXPECT_FALSE(sweep[i]["saturated"].get<bool>()) << "a run's lowest rate is its baseline";
     }
   }
+  const auto& goodput = j["goodput"];
+  EXPECT_EQ(goodput["ttft_p90_limit_s"].get<double>(), 2.0);
+  ASSERT_EQ(goodput["runs"].size(), j["runs"].size());
+  for (size_t i = 0; i < goodput["runs"].size(); ++i) {
+    const auto& g = goodput["runs"][i];
+    EXPECT_EQ(g["policy"], j["runs"][i]["policy"]);
+    const double rate = g["rate"].get<double>();
+    EXPECT_TRUE(rate == 0 || rate == 2 || rate == 200) << g;
+    // Sustained means within the limit at that rate and below it.
+    if (rate > 0) {
+      EXPECT_LE(g["ttft_p90_s"].get<double>(), 2.0) << g;
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / "ttft_vs_rate.svg"));
   EXPECT_TRUE(contains(j["verdict"].get<std::string>(), "TTFT vs rate")) << j["verdict"];
   // Time to restore a conversation from the host tier, against re-prefilling it.
   EXPECT_EQ(j["restore"]["context"].get<int64_t>(), 96);
