@@ -122,8 +122,7 @@ std::string run_label(const std::string& policy, double ratio, int group_size) {
 
 LinePlot rate_sweep_plot(const RateSweep& sweep) {
   LinePlot p;
-  p.title =
-      "Time to first token vs request rate (TTFT p90; goodput: the highest rate under the limit)";
+  p.title = "TTFT p90 vs request rate (goodput: the highest rate under the limit)";
   p.x_label = "new conversations per second (Poisson arrivals)";
   p.y_label = "TTFT p90 (s)";
   std::vector<NamedPoint> points;
