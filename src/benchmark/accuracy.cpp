@@ -4,10 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/file_text.h"
 #include "common/units.h"
 #include "evaluation/perplexity.h"
 #include "profiling/profiler.h"
@@ -19,15 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-Result<std::string> read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read the accuracy text '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return make_error("reading the accuracy text '{}' failed", path);
-  return s.str();
-}
 
 // Samples of the model's own writing: each generated from BOS alone, sampled (temperature 1,
 // top-p 0.9, seeded) so that they differ, through a full-KV scheduler.
@@ -100,7 +91,7 @@ Result<AccuracyWorkload> accuracy_workload_for(const BenchOptions& opt, const To
   std::string text(default_accuracy_text());
   info.text_source = "built-in (docs/accuracy-text.txt)";
   if (!opt.accuracy_text.empty()) {
-    TG_ASSIGN(text, read_file_text(opt.accuracy_text));
+    TG_ASSIGN(text, read_file_text(opt.accuracy_text, "the accuracy text"));
     info.text_source = opt.accuracy_text;
   }
   const int64_t usable = opt.engine.ctx > 0 ? std::min<int64_t>(opt.engine.ctx, context) : context;

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/config_json.h"
+#include "common/file_text.h"
 #include "common/thread_pool.h"
 #include "evaluation/accuracy.h"
 #include "evaluation/perplexity.h"
@@ -41,15 +40,6 @@ Status refuse_inapplicable(const std::vector<std::string>& given) {
         return make_error(
             "{} does not apply to perplexity (one sequence in a KV pool sized to its window)", g);
   return Status::Ok();
-}
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read the text file '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return make_error("reading the text file '{}' failed", path);
-  return s.str();
 }
 
 // The library options from the shared engine flags (already checked by to_engine_options).
@@ -126,7 +116,7 @@ int cmd_perplexity(const PerplexityCmdOptions& opt) {
   if (Status st = refuse_inapplicable(opt.given); !st.ok()) return fail(st.message());
   auto engine_opts = to_engine_options(opt.engine);
   if (!engine_opts) return fail(engine_opts.message());
-  auto text = read_text(opt.file);
+  auto text = read_file_text(opt.file, "the text file");
   if (!text) return fail(text.message());
   auto loaded = load_model_for_serving(opt.model, "", "", 0, "", opt.engine.threads,
                                        model_options_for(opt.engine));

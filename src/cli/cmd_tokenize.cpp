@@ -1,8 +1,6 @@
 // `tangram tokenize`: text → token ids (and pieces) with a model's or a file's tokenizer.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -10,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/config_json.h"
 #include "cli/vocab_source.h"
+#include "common/file_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tangram::cli {
@@ -17,14 +16,12 @@ namespace tangram::cli {
 int cmd_tokenize(const TokenizeOptions& opt) {
   std::string text = opt.text;
   if (!opt.file.empty()) {
-    std::ifstream in(opt.file, std::ios::binary);
-    if (!in) {
-      fmt::print(stderr, "error: cannot read {}\n", opt.file);
+    auto file = read_file_text(opt.file, "the text file");
+    if (!file) {
+      fmt::print(stderr, "error: {}\n", file.message());
       return 1;
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = std::move(*file);
   }
   auto vocab = load_vocab_file(opt.model, opt.flavor);
   if (!vocab) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/file_text.h"
 #include "common/json_parse.h"
 
 namespace tangram {
@@ -101,15 +102,6 @@ Result<JsonArray> parse_array(const json& j, const std::string& name, const std:
   return a;
 }
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot open the file", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error("{}: read error", path);
-  return ss.str();
-}
-
 std::string string_field(const json& root, const char* key) {
   const auto it = root.find(key);
   return it != root.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -175,7 +167,7 @@ Result<const JsonArray*> ProfileJsonDoc::array(const std::string& array_name,
 }
 
 Result<ProfileJsonDoc> read_profile_json(const std::string& path, std::string_view want_kind) {
-  TG_ASSIGN(const std::string text, read_text(path));
+  TG_ASSIGN(const std::string text, read_file_text(path, "the profile"));
   const json root = parse_json_or_discarded(text);
   if (root.is_discarded()) return make_error("{}: not valid JSON (truncated or corrupt?)", path);
   if (!root.is_object()) return make_error("{}: the top level is not a JSON object", path);

@@ -1,8 +1,6 @@
 #include "evaluation/recall_set.h"
 
-#include <fstream>
-#include <sstream>
-
+#include "common/file_text.h"
 #include "common/json_parse.h"
 
 namespace tangram {
@@ -101,17 +99,7 @@ Result<std::vector<RecallConversation>> parse_recall_set(std::string_view text) 
 }
 
 Result<std::vector<RecallConversation>> load_recall_set(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read the recall set '{}'", path);
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0));
-  if (size > kMaxRecallFileBytes)
-    return make_error("the recall set '{}' holds {} bytes, more than {}", path, size,
-                      kMaxRecallFileBytes);
-  in.seekg(0);
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (!in) return make_error("reading the recall set '{}' failed", path);
+  TG_ASSIGN(const std::string text, read_file_text(path, "the recall set", kMaxRecallFileBytes));
   auto set = parse_recall_set(text);
   if (!set) return make_error("{}: {}", path, set.message());
   return set;

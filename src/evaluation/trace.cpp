@@ -1,7 +1,6 @@
 #include "evaluation/trace.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -10,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_text.h"
 #include "common/json_parse.h"
 
 namespace tangram {
@@ -173,17 +173,7 @@ Result<std::vector<Conversation>> parse_trace(std::string_view text, const std::
 }
 
 Result<std::vector<Conversation>> load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("trace {}: cannot open for reading", path);
-  // Read in blocks rather than through istreambuf_iterator, which GCC 12 at -O3 flags with a
-  // false -Wnull-dereference; blocks also work on pipes, whose size is unknown.
-  std::string text;
-  std::array<char, 1 << 16> block;
-  do {
-    in.read(block.data(), static_cast<std::streamsize>(block.size()));
-    text.append(block.data(), static_cast<size_t>(in.gcount()));
-  } while (in);
-  if (in.bad()) return make_error("trace {}: read failed", path);
+  TG_ASSIGN(const std::string text, read_file_text(path, "the trace"));
   return parse_trace(text, path);
 }
 

@@ -1,9 +1,8 @@
 #include "launch/chat_prompt.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
+
+#include "common/file_text.h"
 
 namespace tangram {
 
@@ -11,14 +10,13 @@ Result<ChatTemplate> pick_chat_template(const std::string& override_name, const 
   if (!override_name.empty()) {
     auto builtin = ChatTemplate::builtin(override_name);
     if (builtin) return builtin;
-    std::ifstream in(override_name, std::ios::binary);
-    if (!in)
+    auto text = read_file_text(override_name, "the chat template");
+    if (!text)
       return make_error(
-          "--chat-template '{}' is neither a builtin (chatml, llama3, llama2) nor a readable file",
-          override_name);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ChatTemplate::parse(ss.str());
+          "--chat-template '{}' is neither a builtin (chatml, llama3, llama2) nor a "
+          "readable file ({})",
+          override_name, text.message());
+    return ChatTemplate::parse(*text);
   }
   if (!tok.chat_template().empty()) return ChatTemplate::parse(tok.chat_template());
   fmt::print(stderr, "note: the model has no chat template; using ChatML\n");

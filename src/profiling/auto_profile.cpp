@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "common/file_text.h"
 #include "compress/profile.h"
 #include "store/session_fingerprint.h"
 
@@ -25,11 +24,10 @@ namespace {
 constexpr int kAutoSamples = 50;
 constexpr int64_t kAutoSampleTokens = 256;
 
+// An unreadable file hashes as empty: the profiler itself then reports it.
 std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  auto text = read_file_text(path.string(), "the calibration text");
+  return text ? std::move(*text) : std::string();
 }
 
 // <cache>/<model fingerprint>/<scorer>-<level>-<hash of the settings and the calibration

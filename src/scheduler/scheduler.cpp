@@ -1,11 +1,10 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <new>
-#include <sstream>
 
+#include "common/file_text.h"
 #include "common/units.h"
 
 namespace tangram {
@@ -30,10 +29,9 @@ SessionFingerprint session_fingerprint(const Model& model, const SchedulerOption
                                    co.alpha, co.sink, co.window, co.chunk, co.scorer.name);
   for (const std::string& f : {co.profile, co.cluster_map}) {
     if (f.empty()) continue;
-    std::ifstream in(f, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    policy += bytes.str();
+    // An unreadable file adds nothing here: loading the policy reports it.
+    auto bytes = read_file_text(f, "the policy file");
+    if (bytes) policy += *bytes;
   }
   return SessionFingerprint{model_fingerprint(model.gguf()), options.kv_type,
                             bytes_fingerprint(policy), group_map_fingerprint(map)};

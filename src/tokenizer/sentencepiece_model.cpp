@@ -1,9 +1,8 @@
 #include "tokenizer/sentencepiece_model.h"
 
 #include <bit>
-#include <fstream>
-#include <sstream>
 
+#include "common/file_text.h"
 #include "tokenizer/protobuf_reader.h"
 
 namespace tangram {
@@ -168,12 +167,8 @@ Result<SentencePieceModel> parse_sentencepiece_model(std::string_view bytes) {
 }
 
 Result<SentencePieceModel> load_sentencepiece_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("sentencepiece: cannot open {}", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error("sentencepiece: cannot read {}", path);
-  auto m = parse_sentencepiece_model(ss.str());
+  TG_ASSIGN(const std::string bytes, read_file_text(path, "the sentencepiece model"));
+  auto m = parse_sentencepiece_model(bytes);
   if (!m.ok()) return make_error("{} ({})", m.message(), path);
   return m;
 }

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
-#include <sstream>
 
+#include "common/file_text.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/token_index.h"
 
@@ -197,12 +196,8 @@ Result<Vocab> vocab_from_tiktoken(std::string_view text, TiktokenFlavor flavor) 
 }
 
 Result<Vocab> load_tiktoken_vocab(const std::string& path, TiktokenFlavor flavor) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("tiktoken: cannot open {}", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error("tiktoken: cannot read {}", path);
-  auto v = vocab_from_tiktoken(ss.str(), flavor);
+  TG_ASSIGN(const std::string text, read_file_text(path, "the tiktoken vocabulary"));
+  auto v = vocab_from_tiktoken(text, flavor);
   if (!v.ok()) return make_error("{} ({})", v.message(), path);
   return v;
 }
