@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Node packages of the server's end-to-end tests (OpenAI's client, playwright-core, the
-# Vercel AI SDK, LangChain, zod) from their lock file. Idempotent: does nothing when all are
-# installed at their pinned versions.
+# Installs the Node packages of the server's end-to-end tests (OpenAI's, Anthropic's and Ollama's
+# clients, playwright-core, the Vercel AI SDK, LangChain, zod) from their lock file. Idempotent:
+# does nothing when all are installed at their pinned versions.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/server/e2e"
 installed() {  # name version

@@ -1,6 +1,7 @@
-// `tangram serve`: loads a model, starts the engine and the OpenAI-compatible HTTP server, and
-// serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it
-// accepts connections (scripts wait for that line; with --port 0 it gives the port chosen).
+// `tangram serve`: loads a model, starts the engine and the OpenAI- and Anthropic-compatible HTTP
+// server, and serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout
+// once it accepts connections (scripts wait for that line; with --port 0 it gives the port
+// chosen).
 #include <pthread.h>
 #include <csignal>
 #include <cstdio>
@@ -151,9 +152,9 @@ Command register_serve(CLI::App& app) {
   serve.sampling.top_p = 1.0f;
   serve.engine.max_running = 16;
   auto* c_serve = app.add_subcommand("serve",
-                                     "OpenAI-compatible HTTP server: chat, completions and "
-                                     "responses with streaming, tools and logprobs; "
-                                     "multi-turn KV reuse; metrics");
+                                     "OpenAI- and Anthropic-compatible HTTP server: chat, "
+                                     "completions, responses and messages with streaming, tools "
+                                     "and logprobs; multi-turn KV reuse; metrics");
   c_serve->add_option("-m,--model", serve.model, "GGUF model")
       ->required()
       ->check(CLI::ExistingFile);
@@ -168,7 +169,7 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   c_serve->add_option("--api-key", serve.api_keys,
-                      "Require 'Authorization: Bearer KEY' (repeatable)");
+                      "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (repeatable)");
   c_serve->add_option("--api-key-file", serve.api_key_file, "File of API keys, one per line")
       ->check(CLI::ExistingFile);
   c_serve->add_option(

@@ -65,7 +65,8 @@ struct RequestResult {
   std::vector<int32_t> tokens;  // [completion_tokens] generated ids (end-of-generation excluded)
   std::string text;             // generated text, stop string excluded
   FinishReason finish = FinishReason::Stop;
-  std::string error;  // set when finish == Error
+  int stop_index = -1;  // the stop string that ended it (index into params.stop); -1: none did
+  std::string error;    // set when finish == Error
   RequestUsage usage;
   RequestTiming timing;
   RequestCompression compression;

@@ -421,6 +421,7 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   }
   RequestResult& r = s->result;
   r.finish = reason;
+  r.stop_index = s->stops->stop_index();
   r.error = std::move(error);
   r.usage.completion_tokens = static_cast<int64_t>(r.tokens.size());
   if (!s->admitted_once) s->admitted = now;

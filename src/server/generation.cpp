@@ -207,6 +207,10 @@ ResponseMeta HttpServer::Impl::meta_of(const Generation& g) const {
   return ResponseMeta{g.request_id, unix_now(), g.model, g.prompt.public_id};
 }
 
+MessageMeta HttpServer::Impl::message_meta(const Generation& g) {
+  return MessageMeta{g.request_id, g.model, static_cast<int64_t>(g.prompt.tokens.size())};
+}
+
 void HttpServer::Impl::wait_durable(const Generation& g) {
   if (!engine.wait_session_written(g.prompt.engine_session, std::chrono::seconds(5)))
     log.write(LogLevel::Warn, "session_write_slow", {{"session", g.prompt.public_id}});
@@ -235,10 +239,13 @@ void HttpServer::Impl::respond_blocking(const Generation& g, const std::shared_p
       failed ? std::optional<RequestResult>(*failed) : std::nullopt;
   std::vector<ChoiceOutput> choices = std::move(ch->choices);
   lock.unlock();
-  if (failure) return send_error(res, generation_failed(*failure));
+  if (failure) return send_error(res, generation_failed(*failure), g.error_shape());
   wait_durable(g);
   if (g.endpoint == Endpoint::Responses)
     return send_json(res, store_response(g, *choices[0].result, choices[0].logprobs));
+  if (g.endpoint == Endpoint::Messages)
+    return send_json(res, message_json(message_meta(g), *choices[0].result, g.fields.params.stop,
+                                       g.tools, usage_of(*choices[0].result)));
   const Usage usage = request_usage(choices);
   ordered_json body;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -298,6 +305,8 @@ std::unique_ptr<StreamFormat> HttpServer::Impl::stream_format(const Generation& 
       return completion_stream(m, g.echo_prefix, usage, piece);
     case Endpoint::Responses:
       return responses_stream(g.responses->state, g.tools, piece);
+    case Endpoint::Messages:
+      return messages_stream(message_meta(g), g.fields.params.stop, g.tools);
   }
   return nullptr;
 }
@@ -368,7 +377,7 @@ void HttpServer::Impl::respond_streaming(const Generation& g, std::shared_ptr<Ch
           }
           store_response(g, *result, all);
         }
-        std::string closing = formats[i]->closing(result->finish, result->text, usage_of(*result));
+        std::string closing = formats[i]->closing(*result, usage_of(*result));
         if (n > 1 && closing.ends_with(kSseDone)) closing.resize(closing.size() - kSseDone.size());
         write(closing);
         closed[i] = true;
@@ -407,7 +416,7 @@ void HttpServer::Impl::run_generation(Generation& g, const http::Request& req, h
   // A request refused here leaves no conversation record behind (nor one to evict others).
   auto refuse = [&](const ApiError& e) {
     conversations.abandon(g.owner, g.prompt);
-    send_error(res, e);
+    send_error(res, e, g.error_shape());
   };
   if (auto e = check_length(g)) return refuse(*e);
   auto ch = std::make_shared<Channel>(g.fields.n);
@@ -424,7 +433,7 @@ void HttpServer::Impl::run_generation(Generation& g, const http::Request& req, h
 
 Generation HttpServer::Impl::start_generation(Endpoint endpoint, const http::Request& req,
                                               http::Response& res) {
-  static constexpr const char* kIdPrefix[] = {"chatcmpl-", "cmpl-", "resp_"};
+  static constexpr const char* kIdPrefix[] = {"chatcmpl-", "cmpl-", "resp_", "msg_"};
   Generation g;
   g.endpoint = endpoint;
   g.request_id = random_id(kIdPrefix[static_cast<int>(endpoint)]);
@@ -441,13 +450,18 @@ std::optional<ApiError> HttpServer::Impl::take_fields(Generation& g, GenerationF
   return session_from(req, g.fields);
 }
 
-std::optional<ApiError> HttpServer::Impl::render_and_resolve(
-    Generation& g, const std::vector<ChatMessage>& messages, const nlohmann::json& extra) {
+Result<RenderedChat> HttpServer::Impl::render_chat(const std::vector<ChatMessage>& messages,
+                                                   const nlohmann::json& extra) const {
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
   // Control-token texts inside the messages stay text: only the template's markup is parsed.
-  auto chat = tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos,
-                                    tok.parse_special_texts(), extra);
+  return tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos,
+                               tok.parse_special_texts(), extra);
+}
+
+std::optional<ApiError> HttpServer::Impl::render_and_resolve(
+    Generation& g, const std::vector<ChatMessage>& messages, const nlohmann::json& extra) {
+  auto chat = render_chat(messages, extra);
   if (!chat)
     return bad_request("the chat template failed on these messages: " + chat.message(),
                        g.prompt_field(), "template_error");

@@ -5,10 +5,12 @@
 
 namespace tangram::server {
 
-void HttpServer::Impl::send_error(http::Response& res, const ApiError& e) {
+void HttpServer::Impl::send_error(http::Response& res, const ApiError& e, ErrorShape shape) {
   res.status = e.status;
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump_json(error_json(e)), "application/json");
+  res.set_content(dump_json(shape == ErrorShape::Anthropic ? anthropic_error_json(e)
+                                                           : ordered_json(error_json(e))),
+                  "application/json");
 }
 
 void HttpServer::Impl::send_json(http::Response& res, const ordered_json& j) {
@@ -19,10 +21,15 @@ std::optional<std::string> HttpServer::Impl::owner_of(const http::Request& req) 
   if (opt.api_keys.empty()) return std::string("local");
   const std::string auth = req.header("Authorization");
   constexpr std::string_view prefix = "Bearer ";
-  if (auth.size() <= prefix.size() ||
-      !http::iequals(std::string_view(auth).substr(0, prefix.size()), prefix))
-    return std::nullopt;
-  const std::string key = auth.substr(prefix.size());
+  std::string key = req.header("x-api-key");
+  if (!auth.empty()) {
+    if (auth.size() <= prefix.size() ||
+        !http::iequals(std::string_view(auth).substr(0, prefix.size()), prefix))
+      return std::nullopt;
+    if (!key.empty() && !constant_time_equal(key, auth.substr(prefix.size()))) return std::nullopt;
+    key = auth.substr(prefix.size());
+  }
+  if (key.empty()) return std::nullopt;
   for (size_t i = 0; i < opt.api_keys.size(); ++i)
     if (constant_time_equal(key, opt.api_keys[i])) return owner_ids[i];
   return std::nullopt;
@@ -34,40 +41,47 @@ bool HttpServer::Impl::open_path(const std::string& path) {
 }
 
 bool HttpServer::Impl::check_request(const http::Request& req, http::Response& res) {
-  for (const char* once : {"Authorization", "X-Session-Id", "Content-Type"})
+  const ErrorShape shape = error_shape_of_path(req.path);
+  for (const char* once : {"Authorization", "x-api-key", "X-Session-Id", "Content-Type"})
     if (req.header_count(once) > 1) {
       send_error(res,
                  bad_request(fmt::format("the request carries the header {} more than once", once),
-                             "", "ambiguous_header"));
+                             "", "ambiguous_header"),
+                 shape);
       return true;
     }
   if (const std::string host = req.header("Host");
       !host.empty() && !allowed_host(host, opt.host, opt.allowed_hosts)) {
-    send_error(res, ApiError{403,
-                             fmt::format(
-                                 "this server does not answer to the host name '{}'; start it with "
-                                 "--allowed-host NAME to allow it",
-                                 host.substr(0, 100)),
-                             "invalid_request_error", "", "host_not_allowed", 0});
+    send_error(
+        res,
+        ApiError{403,
+                 fmt::format("this server does not answer to the host name '{}'; start it with "
+                             "--allowed-host NAME to allow it",
+                             host.substr(0, 100)),
+                 "invalid_request_error", "", "host_not_allowed", 0},
+        shape);
     return true;
   }
   if (!open_path(req.path) && !owner_of(req)) {
     send_error(
         res,
         ApiError{401,
-                 "missing or invalid API key: send the header 'Authorization: Bearer <key>' with a "
-                 "key given to the server's --api-key",
-                 "invalid_request_error", "", "invalid_api_key", 0});
+                 "missing or invalid API key: send the header 'Authorization: Bearer <key>' (or "
+                 "'x-api-key: <key>') with a key given to the server's --api-key",
+                 "invalid_request_error", "", "invalid_api_key", 0},
+        shape);
     return true;
   }
   if (req.method == "POST" && !is_json_media_type(req.header("Content-Type"))) {
     send_error(
-        res, ApiError{415,
-                      fmt::format(
-                          "send the body as JSON with the header 'Content-Type: application/json' "
-                          "(got '{}')",
-                          req.header("Content-Type").substr(0, 100)),
-                      "invalid_request_error", "", "unsupported_media_type", 0});
+        res,
+        ApiError{
+            415,
+            fmt::format("send the body as JSON with the header 'Content-Type: application/json' "
+                        "(got '{}')",
+                        req.header("Content-Type").substr(0, 100)),
+            "invalid_request_error", "", "unsupported_media_type", 0},
+        shape);
     return true;
   }
   return false;
@@ -122,13 +136,14 @@ void HttpServer::Impl::fill_core_error(const http::Request& req, http::Response&
   const int retry = res.header("Retry-After").empty() ? 0 : 1;
   send_error(res,
              ApiError{status, message, status >= 500 ? "server_error" : "invalid_request_error", "",
-                      code, retry});
+                      code, retry},
+             error_shape_of_path(req.path));
 }
 
 void HttpServer::Impl::count_and_log(const http::Request& req, const http::Response& res) {
   metrics.count_response(route_label(req.path), res.status);
   const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
-                          req.path == "/v1/responses";
+                          req.path == "/v1/responses" || req.path == "/v1/messages";
   // Generations that reached the engine are logged when they finish, with their figures.
   if (generation && (res.status == 200 || res.status == 499)) return;
   log.write(
@@ -157,6 +172,10 @@ void HttpServer::Impl::install_routes() {
              [this](auto& req, auto& res) { handle_completion(req, res); });
   http.route("POST", "/v1/responses", Lane::Work,
              [this](auto& req, auto& res) { handle_responses(req, res); });
+  http.route("POST", "/v1/messages", Lane::Work,
+             [this](auto& req, auto& res) { handle_messages(req, res); });
+  http.route("POST", "/v1/messages/count_tokens", Lane::Work,
+             [this](auto& req, auto& res) { handle_count_tokens(req, res); });
   http.route("GET", "/v1/responses/:id", Lane::Control,
              [this](auto& req, auto& res) { handle_get_response(req, res); });
   http.route("DELETE", "/v1/responses/:id", Lane::Control,

@@ -2,7 +2,8 @@
 // its methods by endpoint family: http_server.cpp (routes, head checks, errors, lifecycle),
 // generation.cpp (a generation request from fields to its blocking or streamed answer, shared by
 // the three generating endpoints), endpoints_chat.cpp (chat completions and completions),
-// endpoints_responses.cpp (the Responses API), endpoints_sessions.cpp (conversations) and
+// endpoints_responses.cpp (the Responses API), endpoints_messages.cpp (Anthropic's Messages
+// API), endpoints_sessions.cpp (conversations) and
 // endpoints_admin.cpp (models, tokenize, detokenize, apply-template, metrics). Private to
 // src/server.
 #pragma once
@@ -23,6 +24,8 @@
 #include "common/sha256.h"
 #include "grammar/grammar_constraint.h"
 #include "http/http_server_core.h"
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
 #include "server/api_error.h"
 #include "server/conversations.h"
 #include "server/http_server.h"
@@ -86,7 +89,15 @@ struct Channel {
   Clock::time_point last_token;
 };
 
-enum class Endpoint { Chat, Completion, Responses };
+enum class Endpoint { Chat, Completion, Responses, Messages };
+
+// The body errors take: OpenAI's {"error": {...}}, or Anthropic's {"type": "error", ...} for the
+// Messages API, whose clients read only their own.
+enum class ErrorShape { OpenAI, Anthropic };
+
+inline ErrorShape error_shape_of_path(const std::string& path) {
+  return path.rfind("/v1/messages", 0) == 0 ? ErrorShape::Anthropic : ErrorShape::OpenAI;
+}
 
 // What a Responses API turn adds to a generation: its response object and its chain.
 struct ResponsesTurn {
@@ -116,9 +127,20 @@ struct Generation {
                : (endpoint == Endpoint::Responses ? "input" : "messages");
   }
   const char* endpoint_name() const {
-    return endpoint == Endpoint::Completion
-               ? "completions"
-               : (endpoint == Endpoint::Responses ? "responses" : "chat");
+    switch (endpoint) {
+      case Endpoint::Completion:
+        return "completions";
+      case Endpoint::Responses:
+        return "responses";
+      case Endpoint::Messages:
+        return "messages";
+      case Endpoint::Chat:
+        break;
+    }
+    return "chat";
+  }
+  ErrorShape error_shape() const {
+    return endpoint == Endpoint::Messages ? ErrorShape::Anthropic : ErrorShape::OpenAI;
   }
 };
 
@@ -142,6 +164,8 @@ inline std::string route_label(const std::string& path) {
   static const char* const kRoutes[] = {"/v1/chat/completions",
                                         "/v1/completions",
                                         "/v1/responses",
+                                        "/v1/messages",
+                                        "/v1/messages/count_tokens",
                                         "/v1/models",
                                         "/v1/sessions",
                                         "/tokenize",
@@ -201,10 +225,12 @@ struct HttpServer::Impl {
   }
 
   // ---- http_server.cpp: routes, head checks, errors ---------------------------------------------
-  void send_error(http::Response& res, const ApiError& e);
+  void send_error(http::Response& res, const ApiError& e, ErrorShape shape = ErrorShape::OpenAI);
   void send_json(http::Response& res, const ordered_json& j);
-  // The caller's identity: its API key's owner_id, "local" without authentication. The header
-  // must be exactly "Bearer <key>" (scheme in any case, one space, nothing after the key).
+  // The caller's identity: its API key's owner_id, "local" without authentication. The key comes
+  // from "Authorization: Bearer <key>" (scheme in any case, one space, nothing after the key) or,
+  // as Anthropic's clients send it, from "x-api-key: <key>"; a request with both is refused by
+  // check_request unless they agree.
   std::optional<std::string> owner_of(const http::Request& req) const;
   static bool open_path(const std::string& path);
   // Answers every request on its head, before its body is read: ambiguous headers, the Host it
@@ -235,6 +261,7 @@ struct HttpServer::Impl {
   // it), the completions of every choice.
   Usage request_usage(const std::vector<ChoiceOutput>& choices) const;
   ResponseMeta meta_of(const Generation& g) const;
+  static MessageMeta message_meta(const Generation& g);
   // A turn is answered once its session is written through (disk, Redis), so a crash after the
   // client has its answer never loses that turn. The write runs on the tiers' I/O thread; this
   // HTTP worker waits for it (milliseconds), the engine does not.
@@ -261,6 +288,9 @@ struct HttpServer::Impl {
   Generation start_generation(Endpoint endpoint, const http::Request& req, http::Response& res);
   std::optional<ApiError> take_fields(Generation& g, GenerationFields fields,
                                       const http::Request& req);
+  // The prompt of messages through the chat template, BOS and EOS texts as the tokenizer has them.
+  Result<RenderedChat> render_chat(const std::vector<ChatMessage>& messages,
+                                   const nlohmann::json& extra) const;
   // Renders messages through the chat template and finds the conversation the prompt continues.
   // extra: template variables beyond the messages (e.g. tools).
   std::optional<ApiError> render_and_resolve(Generation& g,
@@ -293,6 +323,13 @@ struct HttpServer::Impl {
   void handle_get_response(const http::Request& req, http::Response& res);
   // Deletes the stored response only: the conversation's KV stays for the rest of its chain.
   void handle_delete_response(const http::Request& req, http::Response& res);
+
+  // ---- endpoints_messages.cpp: Anthropic's Messages API
+  // ------------------------------------------ POST /v1/messages: a chat turn in Anthropic's
+  // shapes; its KV is reused as chat's is.
+  void handle_messages(const http::Request& req, http::Response& res);
+  // POST /v1/messages/count_tokens: the prompt's tokens as /v1/messages would render them.
+  void handle_count_tokens(const http::Request& req, http::Response& res);
 
   // ---- endpoints_sessions.cpp: GET and DELETE /v1/sessions --------------------------------------
   void handle_sessions(const http::Request& req, http::Response& res);

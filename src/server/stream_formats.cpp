@@ -55,15 +55,15 @@ class ChatStream final : public StreamFormat {
     if (out.empty() && lp.is_null()) return {};
     return sse_event(chat_chunk_json(m_, std::nullopt, out, std::nullopt, usage_, lp));
   }
-  std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
+  std::string closing(const RequestResult& r, const Usage& u) override {
     std::string out;
     const ParsedReply reply =
-        tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, full_text);
+        tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, r.text);
     if (!reply.calls.empty()) {
       out = chat_tool_calls_chunks(m_, reply, usage_);
     } else {
       if (const std::string rest = held_.rest(); !rest.empty()) out = content(rest);
-      out += sse_event(chat_chunk_json(m_, std::nullopt, std::nullopt, finish, usage_));
+      out += sse_event(chat_chunk_json(m_, std::nullopt, std::nullopt, r.finish, usage_));
     }
     if (usage_) out += sse_event(chat_usage_chunk_json(m_, u));
     out.append(kSseDone);
@@ -101,8 +101,8 @@ class CompletionStream final : public StreamFormat {
     offset_ += delta.size();
     return sse_event(completion_chunk_json(m_, delta, std::nullopt, usage_, lp));
   }
-  std::string closing(FinishReason finish, const std::string&, const Usage& u) override {
-    std::string out = sse_event(completion_chunk_json(m_, "", finish, usage_));
+  std::string closing(const RequestResult& r, const Usage& u) override {
+    std::string out = sse_event(completion_chunk_json(m_, "", r.finish, usage_));
     if (usage_) out += sse_event(completion_usage_chunk_json(m_, u));
     out.append(kSseDone);
     return out;
@@ -134,8 +134,8 @@ class ResponsesStream final : public StreamFormat {
     const std::string out = held_.take(delta);
     return out.empty() ? std::string() : events_.text_delta(out, take_waiting());
   }
-  std::string closing(FinishReason finish, const std::string& full_text, const Usage& u) override {
-    finish_response(state_, finish, full_text, u, tools_);
+  std::string closing(const RequestResult& r, const Usage& u) override {
+    finish_response(state_, r.finish, r.text, u, tools_);
     state_.logprobs = all_;
     std::string out;
     if (state_.calls.empty())
@@ -164,6 +164,87 @@ class ResponsesStream final : public StreamFormat {
   nlohmann::ordered_json all_ = nlohmann::ordered_json::array();  // every token's entry
 };
 
+// Anthropic's sequence: message_start; per block content_block_start, its deltas,
+// content_block_stop; then message_delta (stop reason and the final usage) and message_stop.
+class MessagesStream final : public StreamFormat {
+ public:
+  MessagesStream(const MessageMeta& m, std::vector<std::string> stops, ToolCallSyntax tools)
+      : m_(m), stops_(std::move(stops)), tools_(tools), held_(tools) {}
+  std::string opening() override {
+    ordered_json message = {{"id", m_.id},
+                            {"type", "message"},
+                            {"role", "assistant"},
+                            {"model", m_.model},
+                            {"content", ordered_json::array()},
+                            {"stop_reason", nullptr},
+                            {"stop_sequence", nullptr},
+                            {"usage", anthropic_usage_json(Usage{m_.prompt_tokens, 0, 0})}};
+    return anthropic_event({{"type", "message_start"}, {"message", std::move(message)}});
+  }
+  std::string text(std::string_view delta, std::span<const TokenLogprob>) override {
+    return text_delta(held_.take(delta));
+  }
+  std::string closing(const RequestResult& r, const Usage& u) override {
+    const ParsedReply reply =
+        tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, r.text);
+    std::string out;
+    if (reply.calls.empty()) out = text_delta(held_.rest());
+    out += close_block();
+    if (!reply.calls.empty()) {
+      // The held-back text parsed as calls: each is a tool_use block, its input in one delta.
+      const ordered_json blocks = message_content(ParsedReply{{}, reply.calls});
+      for (const ordered_json& b : blocks) {
+        ordered_json start = b;
+        start["input"] = ordered_json::object();
+        out += anthropic_event(
+            {{"type", "content_block_start"}, {"index", index_}, {"content_block", start}});
+        out += anthropic_event(
+            {{"type", "content_block_delta"},
+             {"index", index_},
+             {"delta", {{"type", "input_json_delta"}, {"partial_json", dump_json(b["input"])}}}});
+        out += anthropic_event({{"type", "content_block_stop"}, {"index", index_}});
+        ++index_;
+      }
+    }
+    const MessageStop stop = message_stop(r, stops_, !reply.calls.empty());
+    out += anthropic_event(
+        {{"type", "message_delta"},
+         {"delta", {{"stop_reason", stop.reason}, {"stop_sequence", stop.sequence}}},
+         {"usage", anthropic_usage_json(u)}});
+    out += anthropic_event({{"type", "message_stop"}});
+    return out;
+  }
+  std::string failure(const ApiError& e) override {
+    return anthropic_event(anthropic_error_json(e));
+  }
+
+ private:
+  std::string text_delta(const std::string& text) {
+    if (text.empty()) return {};
+    std::string out;
+    if (!text_open_) {
+      out = anthropic_event({{"type", "content_block_start"},
+                             {"index", index_},
+                             {"content_block", {{"type", "text"}, {"text", ""}}}});
+      text_open_ = true;
+    }
+    return out + anthropic_event({{"type", "content_block_delta"},
+                                  {"index", index_},
+                                  {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+  std::string close_block() {
+    if (!text_open_) return {};
+    text_open_ = false;
+    return anthropic_event({{"type", "content_block_stop"}, {"index", index_++}});
+  }
+  MessageMeta m_;
+  std::vector<std::string> stops_;
+  ToolCallSyntax tools_;
+  HoldBack held_;
+  bool text_open_ = false;
+  int index_ = 0;  // the next block's index
+};
+
 }  // namespace
 
 std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
@@ -180,6 +261,12 @@ std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::s
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial, ToolCallSyntax tools,
                                                PieceOf piece) {
   return std::make_unique<ResponsesStream>(initial, tools, std::move(piece));
+}
+
+std::unique_ptr<StreamFormat> messages_stream(const MessageMeta& meta,
+                                              std::vector<std::string> stop_sequences,
+                                              ToolCallSyntax tools) {
+  return std::make_unique<MessagesStream>(meta, std::move(stop_sequences), tools);
 }
 
 }  // namespace tangram::server

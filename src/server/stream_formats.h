@@ -8,7 +8,8 @@
 #include <string_view>
 
 #include "chat/tool_calls.h"
-#include "runtime/finish_reason.h"
+#include "scheduler/request.h"
+#include "server/anthropic_response.h"
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
 #include "server/openai_response.h"
@@ -22,9 +23,9 @@ class StreamFormat {
   virtual std::string opening() = 0;
   // A piece of text and the log-probabilities of the tokens that made it (empty unless asked).
   virtual std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs = {}) = 0;
-  // The end of a generation that finished (stop or length) with `full_text`.
-  virtual std::string closing(FinishReason finish, const std::string& full_text,
-                              const Usage& usage) = 0;
+  // The end of a generation that finished (stop or length): its result (finish, text, the stop
+  // string that ended it) and the request's usage.
+  virtual std::string closing(const RequestResult& result, const Usage& usage) = 0;
   virtual std::string failure(const ApiError& error) = 0;
 };
 
@@ -43,5 +44,11 @@ std::unique_ptr<StreamFormat> completion_stream(const ResponseMeta& meta, std::s
 std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
                                                ToolCallSyntax tools = ToolCallSyntax::None,
                                                PieceOf piece = {});
+
+// Anthropic's Messages events (anthropic_response.h); with tools, calls held back as in chat and
+// sent as tool_use blocks. stop_sequences: the request's, to name the one that ended it.
+std::unique_ptr<StreamFormat> messages_stream(const MessageMeta& meta,
+                                              std::vector<std::string> stop_sequences,
+                                              ToolCallSyntax tools = ToolCallSyntax::None);
 
 }  // namespace tangram::server

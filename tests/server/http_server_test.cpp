@@ -1441,6 +1441,70 @@ TEST(HttpServer, UnauthenticatedRequestsAreRefusedBeforeTheirBody) {
   EXPECT_EQ(admitted.rfind("HTTP/1.1 100 Continue", 0), 0u) << admitted.substr(0, 200);
 }
 
+// Anthropic's clients send the key as x-api-key; both headers at once must agree, and each may
+// come only once. Errors on /v1/messages come in Anthropic's shape.
+TEST(HttpServer, XApiKeyIsAKeyAndMessagesErrorsAreAnthropicShaped) {
+  ServerOptions so;
+  so.api_keys = {"key-a", "key-b"};
+  auto s = start(so);
+  auto c = s->client();
+  const json body = {{"model", "stories260K"},
+                     {"max_tokens", 4},
+                     {"temperature", 0},
+                     {"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}}};
+  const json ok = post_json(c, "/v1/messages", body, 200, {{"x-api-key", "key-a"}});
+  EXPECT_EQ(ok["usage"]["output_tokens"], 4);
+  post_json(c, "/v1/messages", body, 200,
+            {{"x-api-key", "key-a"}, {"Authorization", "Bearer key-a"}});
+  for (const httplib::Headers& h :
+       {httplib::Headers{{"x-api-key", "nope"}},
+        httplib::Headers{{"x-api-key", "key-a"}, {"Authorization", "Bearer key-b"}},
+        httplib::Headers{}}) {
+    const json e = post_json(c, "/v1/messages", body, 401, h);
+    EXPECT_EQ(e["type"], "error");
+    EXPECT_EQ(e["error"]["type"], "authentication_error");
+  }
+  // The OpenAI endpoints take x-api-key too, and answer errors in their own shape.
+  post_json(c, "/v1/chat/completions", chat_body({{"user", "Once upon a time"}}, 4), 200,
+            {{"x-api-key", "key-b"}});
+  const json openai_error =
+      post_json(c, "/v1/chat/completions", chat_body({{"user", "x"}}, 4), 401, {});
+  EXPECT_TRUE(openai_error["error"].contains("code"));
+  const json twice =
+      post_json(c, "/v1/messages", body, 400, {{"x-api-key", "key-a"}, {"x-api-key", "key-a"}});
+  EXPECT_EQ(twice["error"]["type"], "invalid_request_error");
+  // A route the server lacks under /v1/messages: Anthropic's not_found_error.
+  auto missing = c.Post("/v1/messages/batches", httplib::Headers{{"x-api-key", "key-a"}},
+                        body.dump(), "application/json");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(json::parse(missing->body)["error"]["type"], "not_found_error");
+}
+
+// The same conversation through /v1/messages and /v1/chat/completions renders the same prompt
+// and, greedy, gives the same text; count_tokens counts that prompt.
+TEST(HttpServer, MessagesAnswerAsChatDoesOnTheSamePrompt) {
+  auto s = start();
+  auto c = s->client();
+  const json chat = post_json(
+      c, "/v1/chat/completions",
+      chat_body({{"system", "You tell stories."}, {"user", "Tell me about a cat"}}, 12), 200);
+  const json messages = {{"model", "stories260K"},
+                         {"max_tokens", 12},
+                         {"temperature", 0},
+                         {"system", "You tell stories."},
+                         {"messages", {{{"role", "user"}, {"content", "Tell me about a cat"}}}}};
+  const json m = post_json(c, "/v1/messages", messages, 200);
+  EXPECT_EQ(m["content"][0]["text"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(m["usage"]["input_tokens"].get<int64_t>() +
+                m["usage"]["cache_read_input_tokens"].get<int64_t>(),
+            chat["usage"]["prompt_tokens"]);
+  json count = messages;
+  count.erase("max_tokens");
+  const json counted = post_json(c, "/v1/messages/count_tokens", count, 200);
+  EXPECT_EQ(counted["input_tokens"], chat["usage"]["prompt_tokens"]);
+}
+
 // RFC 9112: an HTTP/1.1 request needs exactly one Host.
 TEST(HttpServer, RequestsWithoutOneHostAre400) {
   auto s = start();

@@ -13,6 +13,14 @@ namespace {
 
 ResponseMeta meta() { return ResponseMeta{"chatcmpl-1", 1700000000, "m", "conv-1"}; }
 
+// The result of a generation that ended with `text`.
+RequestResult ended(FinishReason finish, std::string text) {
+  RequestResult r;
+  r.finish = finish;
+  r.text = std::move(text);
+  return r;
+}
+
 TEST(OpenAiResponse, ChatCompletionShape) {
   const auto j = chat_completion_json(meta(), "hello", FinishReason::Length, Usage{10, 3, 4});
   EXPECT_EQ(j["object"], "chat.completion");
@@ -83,7 +91,7 @@ TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
   const std::string full =
       "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
   sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
-  sse += stream->closing(FinishReason::Stop, full, Usage{});
+  sse += stream->closing(ended(FinishReason::Stop, full), Usage{});
   const auto chunks = chunks_of(sse);
   EXPECT_EQ(streamed_content(chunks), "Let me check. ");
   const auto& calls = chunks[chunks.size() - 2]["choices"][0]["delta"]["tool_calls"];
@@ -118,7 +126,7 @@ TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
       auto stream = chat_stream(meta(), /*include_usage=*/false, syntax);
       std::string sse = stream->text(std::string_view(text).substr(0, cut));
       sse += stream->text(std::string_view(text).substr(cut));
-      sse += stream->closing(FinishReason::Stop, text, Usage{});
+      sse += stream->closing(ended(FinishReason::Stop, text), Usage{});
       const auto chunks = chunks_of(sse);
       ASSERT_EQ(streamed_content(chunks), content) << "cut at " << cut;
       std::vector<std::string> names;
@@ -139,7 +147,8 @@ TEST(OpenAiResponse, StreamReleasesHeldTextThatIsNoCall) {
   sse += stream->text("s are fine");  // "<tools" is not "<tool_call>": out it goes
   EXPECT_EQ(streamed_content(chunks_of(sse)), "a <tools are fine");
   sse += stream->text(" <tool_call>{broken");
-  sse += stream->closing(FinishReason::Length, "a <tools are fine <tool_call>{broken", Usage{});
+  sse +=
+      stream->closing(ended(FinishReason::Length, "a <tools are fine <tool_call>{broken"), Usage{});
   const auto chunks = chunks_of(sse);
   EXPECT_EQ(streamed_content(chunks),
             "a <tools are fine <tool_call>{broken");  // no call: all of it is content
@@ -167,7 +176,7 @@ TEST(OpenAiResponse, ResponsesStreamSendsCallsAsFunctionCallItems) {
   const std::string full = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
   sse += stream->text("<tool_call>{\"name\": \"f\", ");
   sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
-  sse += stream->closing(FinishReason::Stop, full, Usage{5, 9, 0});
+  sse += stream->closing(ended(FinishReason::Stop, full), Usage{5, 9, 0});
   const auto events = response_events_of(sse);
   std::vector<std::string> types;
   for (const auto& e : events) types.push_back(e["type"]);

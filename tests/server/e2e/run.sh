@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI client, curl SSE,
-# the Vercel AI SDK and LangChain, hostile requests, 64-client load, the chat page in headless
+# CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI's and Anthropic's
+# clients, curl SSE, the Vercel AI SDK and LangChain, hostile requests, 64-client load, the chat page in headless
 # Chromium, kill -9 with --kv-disk, scale-out: Redis + 2 replicas + HAProxy with a replica killed) against `tangram serve`
 # on the real TinyStories model in data/models.
 #   run.sh /path/to/tangram [suite ...]   (suites: names like hostile or protocol; default all)
@@ -14,7 +14,7 @@ if [ ! -f "$model" ]; then
   echo "server e2e: $model is missing: the repository's data/ is incomplete (or TANGRAM_DATA_DIR is wrong)" >&2
   exit 1
 fi
-for package in openai playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod ajv; do
+for package in openai @anthropic-ai/sdk ollama playwright-core ai @ai-sdk/openai-compatible @langchain/openai zod ajv; do
   [ -d "$here/node_modules/$package" ] || { echo "server e2e: node package $package missing: run scripts/e2e-setup.sh" >&2; exit 1; }
 done
 if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
