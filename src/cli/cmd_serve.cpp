@@ -1,7 +1,7 @@
-// `tangram serve`: loads a model, starts the engine and the OpenAI- and Anthropic-compatible HTTP
-// server, and serves until SIGINT or SIGTERM. Prints "listening on http://HOST:PORT" on stdout
-// once it accepts connections (scripts wait for that line; with --port 0 it gives the port
-// chosen).
+// `tangram serve`: loads a model, starts the engine and the OpenAI-, Anthropic- and
+// Ollama-compatible HTTP server, and serves until SIGINT or SIGTERM. Prints "listening on
+// http://HOST:PORT" on stdout once it accepts connections (scripts wait for that line; with
+// --port 0 it gives the port chosen).
 #include <pthread.h>
 #include <csignal>
 #include <cstdio>
@@ -152,9 +152,9 @@ Command register_serve(CLI::App& app) {
   serve.sampling.top_p = 1.0f;
   serve.engine.max_running = 16;
   auto* c_serve = app.add_subcommand("serve",
-                                     "OpenAI- and Anthropic-compatible HTTP server: chat, "
-                                     "completions, responses and messages with streaming, tools "
-                                     "and logprobs; multi-turn KV reuse; metrics");
+                                     "OpenAI-, Anthropic- and Ollama-compatible HTTP server: "
+                                     "chat, completions, responses and messages with streaming, "
+                                     "tools and logprobs; multi-turn KV reuse; metrics");
   c_serve->add_option("-m,--model", serve.model, "GGUF model")
       ->required()
       ->check(CLI::ExistingFile);

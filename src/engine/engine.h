@@ -91,7 +91,8 @@ class Engine {
   }
   const SchedulerOptions& options() const { return scheduler_->options(); }
   int threads() const { return pool_.size(); }
-  int64_t context() const { return scheduler_->context(); }  // tokens a sequence may hold
+  int64_t context() const { return scheduler_->context(); }   // tokens a sequence may hold
+  const Model& model() const { return scheduler_->model(); }  // read-only: its file and config
 
  private:
   Engine(int threads) : pool_(threads) {}

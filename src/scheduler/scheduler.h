@@ -160,6 +160,7 @@ class Scheduler {
   const Compressor& compressor() const { return *compressor_; }
   const HeadGroupMap& group_map() const { return *map_; }
   int64_t context() const { return context_; }
+  const Model& model() const { return model_; }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -207,6 +207,11 @@ ResponseMeta HttpServer::Impl::meta_of(const Generation& g) const {
   return ResponseMeta{g.request_id, unix_now(), g.model, g.prompt.public_id};
 }
 
+OllamaMeta HttpServer::Impl::ollama_meta(const Generation& g) {
+  return OllamaMeta{g.endpoint == Endpoint::OllamaChat ? OllamaKind::Chat : OllamaKind::Generate,
+                    g.model};
+}
+
 MessageMeta HttpServer::Impl::message_meta(const Generation& g) {
   return MessageMeta{g.request_id, g.model, static_cast<int64_t>(g.prompt.tokens.size())};
 }
@@ -246,6 +251,9 @@ void HttpServer::Impl::respond_blocking(const Generation& g, const std::shared_p
   if (g.endpoint == Endpoint::Messages)
     return send_json(res, message_json(message_meta(g), *choices[0].result, g.fields.params.stop,
                                        g.tools, usage_of(*choices[0].result)));
+  if (g.ollama())
+    return send_json(res, ollama_answer(ollama_meta(g), *choices[0].result,
+                                        usage_of(*choices[0].result), g.tools));
   const Usage usage = request_usage(choices);
   ordered_json body;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -307,6 +315,9 @@ std::unique_ptr<StreamFormat> HttpServer::Impl::stream_format(const Generation& 
       return responses_stream(g.responses->state, g.tools, piece);
     case Endpoint::Messages:
       return messages_stream(message_meta(g), g.fields.params.stop, g.tools);
+    case Endpoint::OllamaChat:
+    case Endpoint::OllamaGenerate:
+      return ollama_stream(ollama_meta(g), g.tools);
   }
   return nullptr;
 }
@@ -315,91 +326,98 @@ void HttpServer::Impl::respond_streaming(const Generation& g, std::shared_ptr<Ch
                                          RequestId id, http::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer the stream
-  res.set_stream("text/event-stream", [this, g, ch, id](http::StreamSink& sink) {
-    // One format per choice: their chunks carry the choice's index. With n > 1 each choice's
-    // closing goes out without [DONE] (and without usage), and the request's usage follows
-    // once every choice has closed.
-    const size_t n = ch->choices.size();
-    std::vector<std::unique_ptr<StreamFormat>> formats;
-    for (size_t i = 0; i < n; ++i) formats.push_back(stream_format(g, static_cast<int>(i)));
-    auto write = [&](const std::string& s) { return s.empty() || sink.write(s); };
-    auto client_gone = [&] { cancel_abandoned(*ch, id); };
-    for (auto& f : formats)
-      if (!write(f->opening())) return client_gone();
-    std::vector<bool> closed(n, false);
-    size_t n_closed = 0;
-    for (;;) {
-      std::vector<std::string> texts(n);
-      std::vector<std::vector<TokenLogprob>> logprobs(n);
-      std::vector<std::optional<RequestResult>> results(n);
-      {
-        std::unique_lock lock(ch->mu);
-        auto has_news = [&] {
-          for (size_t i = 0; i < n; ++i) {
-            const ChoiceOutput& c = ch->choices[i];
-            if (!closed[i] && (!c.pending.empty() || !c.pending_logprobs.empty() || c.result))
-              return true;
+  // Ollama's clients read newline-delimited JSON, where a blank line or a comment is an error:
+  // its streams send no keep-alive (a client that left is found at the next write).
+  const bool ndjson = g.ollama();
+  res.set_stream(
+      ndjson ? "application/x-ndjson" : "text/event-stream",
+      [this, g, ch, id, ndjson](http::StreamSink& sink) {
+        // One format per choice: their chunks carry the choice's index. With n > 1 each choice's
+        // closing goes out without [DONE] (and without usage), and the request's usage follows
+        // once every choice has closed.
+        const size_t n = ch->choices.size();
+        std::vector<std::unique_ptr<StreamFormat>> formats;
+        for (size_t i = 0; i < n; ++i) formats.push_back(stream_format(g, static_cast<int>(i)));
+        auto write = [&](const std::string& s) { return s.empty() || sink.write(s); };
+        auto client_gone = [&] { cancel_abandoned(*ch, id); };
+        for (auto& f : formats)
+          if (!write(f->opening())) return client_gone();
+        std::vector<bool> closed(n, false);
+        size_t n_closed = 0;
+        for (;;) {
+          std::vector<std::string> texts(n);
+          std::vector<std::vector<TokenLogprob>> logprobs(n);
+          std::vector<std::optional<RequestResult>> results(n);
+          {
+            std::unique_lock lock(ch->mu);
+            auto has_news = [&] {
+              for (size_t i = 0; i < n; ++i) {
+                const ChoiceOutput& c = ch->choices[i];
+                if (!closed[i] && (!c.pending.empty() || !c.pending_logprobs.empty() || c.result))
+                  return true;
+              }
+              return false;
+            };
+            const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1), has_news);
+            for (size_t i = 0; i < n; ++i) {
+              ChoiceOutput& c = ch->choices[i];
+              texts[i].swap(c.pending);
+              logprobs[i].swap(c.pending_logprobs);
+              if (c.result && !closed[i] && texts[i].empty() && logprobs[i].empty())
+                results[i] = c.result;
+            }
+            if (!woke) {
+              lock.unlock();
+              // An SSE comment: keeps proxies from timing out and finds clients that left.
+              if (!ndjson && !write(": keep-alive\n\n")) return client_gone();
+              continue;
+            }
           }
-          return false;
-        };
-        const bool woke = ch->cv.wait_for(lock, std::chrono::seconds(1), has_news);
-        for (size_t i = 0; i < n; ++i) {
-          ChoiceOutput& c = ch->choices[i];
-          texts[i].swap(c.pending);
-          logprobs[i].swap(c.pending_logprobs);
-          if (c.result && !closed[i] && texts[i].empty() && logprobs[i].empty())
-            results[i] = c.result;
-        }
-        if (!woke) {
-          lock.unlock();
-          // An SSE comment: keeps proxies from timing out and finds clients that left.
-          if (!write(": keep-alive\n\n")) return client_gone();
-          continue;
-        }
-      }
-      for (size_t i = 0; i < n; ++i)
-        if (!texts[i].empty() || !logprobs[i].empty())
-          if (!write(formats[i]->text(texts[i], logprobs[i]))) return client_gone();
-      for (size_t i = 0; i < n; ++i) {
-        const std::optional<RequestResult>& result = results[i];
-        if (!result) continue;
-        if (result->finish == FinishReason::Error || result->finish == FinishReason::Cancelled) {
-          write(formats[i]->failure(generation_failed(*result)));
-          if (n > 1) engine.cancel(id);  // the other choices are not wanted without it
+          for (size_t i = 0; i < n; ++i)
+            if (!texts[i].empty() || !logprobs[i].empty())
+              if (!write(formats[i]->text(texts[i], logprobs[i]))) return client_gone();
+          for (size_t i = 0; i < n; ++i) {
+            const std::optional<RequestResult>& result = results[i];
+            if (!result) continue;
+            if (result->finish == FinishReason::Error ||
+                result->finish == FinishReason::Cancelled) {
+              write(formats[i]->failure(generation_failed(*result)));
+              if (n > 1) engine.cancel(id);  // the other choices are not wanted without it
+              return;
+            }
+            if (n_closed == 0) wait_durable(g);
+            if (g.endpoint == Endpoint::Responses) {
+              std::vector<TokenLogprob> all;
+              {
+                std::lock_guard lock(ch->mu);
+                all = ch->choices[i].logprobs;
+              }
+              store_response(g, *result, all);
+            }
+            std::string closing = formats[i]->closing(*result, usage_of(*result));
+            if (n > 1 && closing.ends_with(kSseDone))
+              closing.resize(closing.size() - kSseDone.size());
+            write(closing);
+            closed[i] = true;
+            ++n_closed;
+          }
+          if (n_closed < n) continue;
+          if (n > 1) {
+            if (g.fields.include_usage) {
+              Usage total;
+              {
+                std::lock_guard lock(ch->mu);
+                total = request_usage(ch->choices);
+              }
+              write(sse_event(g.endpoint == Endpoint::Chat
+                                  ? chat_usage_chunk_json(meta_of(g), total)
+                                  : completion_usage_chunk_json(meta_of(g), total)));
+            }
+            write(std::string(kSseDone));
+          }
           return;
         }
-        if (n_closed == 0) wait_durable(g);
-        if (g.endpoint == Endpoint::Responses) {
-          std::vector<TokenLogprob> all;
-          {
-            std::lock_guard lock(ch->mu);
-            all = ch->choices[i].logprobs;
-          }
-          store_response(g, *result, all);
-        }
-        std::string closing = formats[i]->closing(*result, usage_of(*result));
-        if (n > 1 && closing.ends_with(kSseDone)) closing.resize(closing.size() - kSseDone.size());
-        write(closing);
-        closed[i] = true;
-        ++n_closed;
-      }
-      if (n_closed < n) continue;
-      if (n > 1) {
-        if (g.fields.include_usage) {
-          Usage total;
-          {
-            std::lock_guard lock(ch->mu);
-            total = request_usage(ch->choices);
-          }
-          write(sse_event(g.endpoint == Endpoint::Chat
-                              ? chat_usage_chunk_json(meta_of(g), total)
-                              : completion_usage_chunk_json(meta_of(g), total)));
-        }
-        write(std::string(kSseDone));
-      }
-      return;
-    }
-  });
+      });
 }
 
 void HttpServer::Impl::cancel_abandoned(Channel& ch, RequestId id) {
@@ -433,7 +451,8 @@ void HttpServer::Impl::run_generation(Generation& g, const http::Request& req, h
 
 Generation HttpServer::Impl::start_generation(Endpoint endpoint, const http::Request& req,
                                               http::Response& res) {
-  static constexpr const char* kIdPrefix[] = {"chatcmpl-", "cmpl-", "resp_", "msg_"};
+  static constexpr const char* kIdPrefix[] = {"chatcmpl-", "cmpl-",   "resp_",
+                                              "msg_",      "ollama-", "ollama-"};
   Generation g;
   g.endpoint = endpoint;
   g.request_id = random_id(kIdPrefix[static_cast<int>(endpoint)]);

@@ -8,9 +8,19 @@ namespace tangram::server {
 void HttpServer::Impl::send_error(http::Response& res, const ApiError& e, ErrorShape shape) {
   res.status = e.status;
   if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump_json(shape == ErrorShape::Anthropic ? anthropic_error_json(e)
-                                                           : ordered_json(error_json(e))),
-                  "application/json");
+  ordered_json body;
+  switch (shape) {
+    case ErrorShape::Anthropic:
+      body = anthropic_error_json(e);
+      break;
+    case ErrorShape::Ollama:
+      body = ollama_error_json(e);
+      break;
+    case ErrorShape::OpenAI:
+      body = error_json(e);
+      break;
+  }
+  res.set_content(dump_json(body), "application/json");
 }
 
 void HttpServer::Impl::send_json(http::Response& res, const ordered_json& j) {
@@ -143,7 +153,8 @@ void HttpServer::Impl::fill_core_error(const http::Request& req, http::Response&
 void HttpServer::Impl::count_and_log(const http::Request& req, const http::Response& res) {
   metrics.count_response(route_label(req.path), res.status);
   const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
-                          req.path == "/v1/responses" || req.path == "/v1/messages";
+                          req.path == "/v1/responses" || req.path == "/v1/messages" ||
+                          req.path == "/api/chat" || req.path == "/api/generate";
   // Generations that reached the engine are logged when they finish, with their figures.
   if (generation && (res.status == 200 || res.status == 499)) return;
   log.write(
@@ -176,6 +187,19 @@ void HttpServer::Impl::install_routes() {
              [this](auto& req, auto& res) { handle_messages(req, res); });
   http.route("POST", "/v1/messages/count_tokens", Lane::Work,
              [this](auto& req, auto& res) { handle_count_tokens(req, res); });
+  http.route("POST", "/api/chat", Lane::Work,
+             [this](auto& req, auto& res) { handle_ollama_chat(req, res); });
+  http.route("POST", "/api/generate", Lane::Work,
+             [this](auto& req, auto& res) { handle_ollama_generate(req, res); });
+  http.route("GET", "/api/tags", Lane::Control,
+             [this](auto& req, auto& res) { handle_ollama_tags(req, res, /*running=*/false); });
+  http.route("GET", "/api/ps", Lane::Control,
+             [this](auto& req, auto& res) { handle_ollama_tags(req, res, /*running=*/true); });
+  http.route("POST", "/api/show", Lane::Work,
+             [this](auto& req, auto& res) { handle_ollama_show(req, res); });
+  http.route("GET", "/api/version", Lane::Control, [this](auto&, auto& res) {
+    send_json(res, ordered_json{{"version", kOllamaApiVersion}});
+  });
   http.route("GET", "/v1/responses/:id", Lane::Control,
              [this](auto& req, auto& res) { handle_get_response(req, res); });
   http.route("DELETE", "/v1/responses/:id", Lane::Control,

@@ -3,7 +3,7 @@
 // generation.cpp (a generation request from fields to its blocking or streamed answer, shared by
 // the three generating endpoints), endpoints_chat.cpp (chat completions and completions),
 // endpoints_responses.cpp (the Responses API), endpoints_messages.cpp (Anthropic's Messages
-// API), endpoints_sessions.cpp (conversations) and
+// API), endpoints_ollama.cpp (Ollama's API), endpoints_sessions.cpp (conversations) and
 // endpoints_admin.cpp (models, tokenize, detokenize, apply-template, metrics). Private to
 // src/server.
 #pragma once
@@ -29,6 +29,8 @@
 #include "server/api_error.h"
 #include "server/conversations.h"
 #include "server/http_server.h"
+#include "server/ollama_request.h"
+#include "server/ollama_response.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/output_constraint.h"
@@ -89,14 +91,17 @@ struct Channel {
   Clock::time_point last_token;
 };
 
-enum class Endpoint { Chat, Completion, Responses, Messages };
+enum class Endpoint { Chat, Completion, Responses, Messages, OllamaChat, OllamaGenerate };
 
-// The body errors take: OpenAI's {"error": {...}}, or Anthropic's {"type": "error", ...} for the
-// Messages API, whose clients read only their own.
-enum class ErrorShape { OpenAI, Anthropic };
+// The body errors take: OpenAI's {"error": {...}}, Anthropic's {"type": "error", ...} for the
+// Messages API, or Ollama's {"error": "..."} under /api/: each family's clients read only their
+// own.
+enum class ErrorShape { OpenAI, Anthropic, Ollama };
 
 inline ErrorShape error_shape_of_path(const std::string& path) {
-  return path.rfind("/v1/messages", 0) == 0 ? ErrorShape::Anthropic : ErrorShape::OpenAI;
+  if (path.rfind("/v1/messages", 0) == 0) return ErrorShape::Anthropic;
+  if (path.rfind("/api/", 0) == 0) return ErrorShape::Ollama;
+  return ErrorShape::OpenAI;
 }
 
 // What a Responses API turn adds to a generation: its response object and its chain.
@@ -122,9 +127,15 @@ struct Generation {
 
   // The request field that holds the prompt, for errors about it.
   const char* prompt_field() const {
-    return endpoint == Endpoint::Completion
-               ? "prompt"
-               : (endpoint == Endpoint::Responses ? "input" : "messages");
+    switch (endpoint) {
+      case Endpoint::Completion:
+      case Endpoint::OllamaGenerate:
+        return "prompt";
+      case Endpoint::Responses:
+        return "input";
+      default:
+        return "messages";
+    }
   }
   const char* endpoint_name() const {
     switch (endpoint) {
@@ -134,13 +145,21 @@ struct Generation {
         return "responses";
       case Endpoint::Messages:
         return "messages";
+      case Endpoint::OllamaChat:
+        return "ollama_chat";
+      case Endpoint::OllamaGenerate:
+        return "ollama_generate";
       case Endpoint::Chat:
         break;
     }
     return "chat";
   }
+  bool ollama() const {
+    return endpoint == Endpoint::OllamaChat || endpoint == Endpoint::OllamaGenerate;
+  }
   ErrorShape error_shape() const {
-    return endpoint == Endpoint::Messages ? ErrorShape::Anthropic : ErrorShape::OpenAI;
+    if (endpoint == Endpoint::Messages) return ErrorShape::Anthropic;
+    return ollama() ? ErrorShape::Ollama : ErrorShape::OpenAI;
   }
 };
 
@@ -166,6 +185,12 @@ inline std::string route_label(const std::string& path) {
                                         "/v1/responses",
                                         "/v1/messages",
                                         "/v1/messages/count_tokens",
+                                        "/api/chat",
+                                        "/api/generate",
+                                        "/api/tags",
+                                        "/api/ps",
+                                        "/api/show",
+                                        "/api/version",
                                         "/v1/models",
                                         "/v1/sessions",
                                         "/tokenize",
@@ -262,6 +287,7 @@ struct HttpServer::Impl {
   Usage request_usage(const std::vector<ChoiceOutput>& choices) const;
   ResponseMeta meta_of(const Generation& g) const;
   static MessageMeta message_meta(const Generation& g);
+  static OllamaMeta ollama_meta(const Generation& g);
   // A turn is answered once its session is written through (disk, Redis), so a crash after the
   // client has its answer never loses that turn. The write runs on the tiers' I/O thread; this
   // HTTP worker waits for it (milliseconds), the engine does not.
@@ -330,6 +356,17 @@ struct HttpServer::Impl {
   void handle_messages(const http::Request& req, http::Response& res);
   // POST /v1/messages/count_tokens: the prompt's tokens as /v1/messages would render them.
   void handle_count_tokens(const http::Request& req, http::Response& res);
+
+  // ---- endpoints_ollama.cpp: Ollama's API ------------------------------------------------------
+  // The model name as Ollama's clients send it: "NAME" or "NAME:latest" both name the served model.
+  std::string ollama_model_name() const;
+  // 404 in Ollama's words unless `name` is the served model by either name.
+  std::optional<ApiError> check_ollama_model(const std::string& name) const;
+  void handle_ollama_chat(const http::Request& req, http::Response& res);
+  void handle_ollama_generate(const http::Request& req, http::Response& res);
+  // GET /api/tags and /api/ps: the served model, with its file's size, digest and details.
+  void handle_ollama_tags(const http::Request& req, http::Response& res, bool running);
+  void handle_ollama_show(const http::Request& req, http::Response& res);
 
   // ---- endpoints_sessions.cpp: GET and DELETE /v1/sessions --------------------------------------
   void handle_sessions(const http::Request& req, http::Response& res);

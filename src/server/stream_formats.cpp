@@ -245,6 +245,35 @@ class MessagesStream final : public StreamFormat {
   int index_ = 0;  // the next block's index
 };
 
+// Ollama's newline-delimited JSON: a line per piece of text, a line with the calls (chat with
+// tools), then the "done" line with the counts.
+class OllamaStream final : public StreamFormat {
+ public:
+  OllamaStream(OllamaMeta m, ToolCallSyntax tools)
+      : m_(std::move(m)), tools_(tools), held_(tools) {}
+  std::string opening() override { return {}; }
+  std::string text(std::string_view delta, std::span<const TokenLogprob>) override {
+    const std::string out = held_.take(delta);
+    return out.empty() ? std::string() : ndjson_line(ollama_chunk(m_, out));
+  }
+  std::string closing(const RequestResult& r, const Usage& u) override {
+    const ParsedReply reply =
+        tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, r.text);
+    std::string out;
+    if (!reply.calls.empty())
+      out = ndjson_line(ollama_calls_chunk(m_, ParsedReply{{}, reply.calls}));
+    else if (const std::string rest = held_.rest(); !rest.empty())
+      out = ndjson_line(ollama_chunk(m_, rest));
+    return out + ndjson_line(ollama_final(m_, r, u, ""));
+  }
+  std::string failure(const ApiError& e) override { return ndjson_line(ollama_error_json(e)); }
+
+ private:
+  OllamaMeta m_;
+  ToolCallSyntax tools_;
+  HoldBack held_;
+};
+
 }  // namespace
 
 std::unique_ptr<StreamFormat> chat_stream(const ResponseMeta& meta, bool include_usage,
@@ -267,6 +296,10 @@ std::unique_ptr<StreamFormat> messages_stream(const MessageMeta& meta,
                                               std::vector<std::string> stop_sequences,
                                               ToolCallSyntax tools) {
   return std::make_unique<MessagesStream>(meta, std::move(stop_sequences), tools);
+}
+
+std::unique_ptr<StreamFormat> ollama_stream(OllamaMeta meta, ToolCallSyntax tools) {
+  return std::make_unique<OllamaStream>(std::move(meta), tools);
 }
 
 }  // namespace tangram::server

@@ -12,6 +12,7 @@
 #include "server/anthropic_response.h"
 #include "server/api_error.h"
 #include "server/logprobs_json.h"
+#include "server/ollama_response.h"
 #include "server/openai_response.h"
 #include "server/responses_json.h"
 
@@ -50,5 +51,10 @@ std::unique_ptr<StreamFormat> responses_stream(const ResponseState& initial,
 std::unique_ptr<StreamFormat> messages_stream(const MessageMeta& meta,
                                               std::vector<std::string> stop_sequences,
                                               ToolCallSyntax tools = ToolCallSyntax::None);
+
+// Ollama's NDJSON lines (ollama_response.h); with tools (chat), calls held back as in chat and
+// sent as message.tool_calls.
+std::unique_ptr<StreamFormat> ollama_stream(OllamaMeta meta,
+                                            ToolCallSyntax tools = ToolCallSyntax::None);
 
 }  // namespace tangram::server

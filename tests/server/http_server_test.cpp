@@ -1481,6 +1481,31 @@ TEST(HttpServer, XApiKeyIsAKeyAndMessagesErrorsAreAnthropicShaped) {
   EXPECT_EQ(json::parse(missing->body)["error"]["type"], "not_found_error");
 }
 
+// Ollama's clients read {"error": "..."} under /api/, whatever answers: a handler, a head check
+// or the HTTP core (a route the server lacks).
+TEST(HttpServer, OllamaPathsAnswerErrorsInOllamasShape) {
+  ServerOptions so;
+  so.api_keys = {"key-a"};
+  auto s = start(so);
+  auto c = s->client();
+  const json body = {{"model", "stories260K"},
+                     {"stream", false},
+                     {"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"options", {{"num_predict", 3}, {"temperature", 0}}}};
+  const json unauthorized = post_json(c, "/api/chat", body, 401);
+  ASSERT_TRUE(unauthorized["error"].is_string()) << unauthorized.dump();
+  const httplib::Headers key = {{"Authorization", "Bearer key-a"}};
+  const json ok = post_json(c, "/api/chat", body, 200, key);
+  EXPECT_EQ(ok["eval_count"], 3);
+  EXPECT_EQ(ok["done"], true);
+  const json missing = post_json(c, "/api/embed", {{"model", "stories260K"}}, 404, key);
+  ASSERT_TRUE(missing["error"].is_string()) << missing.dump();
+  json other = body;
+  other["model"] = "llama3:8b";
+  const json not_found = post_json(c, "/api/chat", other, 404, key);
+  EXPECT_NE(not_found["error"].get<std::string>().find("not found"), std::string::npos);
+}
+
 // The same conversation through /v1/messages and /v1/chat/completions renders the same prompt
 // and, greedy, gives the same text; count_tokens counts that prompt.
 TEST(HttpServer, MessagesAnswerAsChatDoesOnTheSamePrompt) {
