@@ -3,8 +3,9 @@
 // + `\n</tool_call>`. feed() takes the output's bytes as they come and refuses the first byte no
 // valid output could continue with, so a prefix it accepts always extends to a valid output.
 //
-// JSON as matched: RFC 8259 with at most kMaxWhitespace (one) whitespace byte in a row between
-// tokens (none after the whole value: the output ends there), strings of well-formed UTF-8
+// JSON as matched: RFC 8259 written compactly, with at most kMaxWhitespace (none) whitespace
+// bytes between tokens, as clients see JSON from other servers (whitespace inside strings is
+// text, and free), strings of well-formed UTF-8
 // without lone-surrogate escapes, numbers with at most 16 digits in the integer part and in the
 // fraction and 2 in the exponent (a bounded number: an integer in its bounds, digit by digit only
 // while some value in them can still be typed), string lengths counted in code points, nesting at
@@ -47,7 +48,7 @@ struct OutputGrammar {
 
 class OutputMatcher {
  public:
-  static constexpr int kMaxWhitespace = 1;
+  static constexpr int kMaxWhitespace = 0;
   static constexpr size_t kMaxDepth = 48;
 
   explicit OutputMatcher(std::shared_ptr<const OutputGrammar> grammar);
