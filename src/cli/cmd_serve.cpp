@@ -78,6 +78,8 @@ int cmd_serve(const ServeOptions& opt) {
   so.read_timeout_s = opt.read_timeout_s;
   so.write_timeout_s = opt.write_timeout_s;
   so.max_conversations = opt.max_conversations;
+  so.context_overflow = opt.context_overflow == "refuse" ? server::ContextOverflow::Refuse
+                                                         : server::ContextOverflow::DropOldest;
   auto level = server::parse_log_level(opt.log_level);
   if (!level) return fail(level.message());
   so.log_level = *level;
@@ -234,6 +236,12 @@ Command register_serve(CLI::App& app) {
                    "Conversation records kept for reuse per API key (its least recently used "
                    "dropped, with its KV)")
       ->capture_default_str();
+  c_serve
+      ->add_option("--context-overflow", serve.context_overflow,
+                   "A chat longer than the context: drop-oldest (leave out its oldest turns, the "
+                   "system prompt and last message kept) or refuse (context_length_exceeded)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"drop-oldest", "refuse"}));
   c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));

@@ -81,6 +81,7 @@ struct ServeOptions {
   size_t max_headers = 100;
   std::string max_header_bytes = "64KiB";
   size_t max_conversations = 10000;
+  std::string context_overflow = "drop-oldest";
   std::string log_level = "info";
   SamplingParams sampling;  // defaults of requests that set nothing
   EngineSettings engine;

@@ -37,10 +37,12 @@ std::string anthropic_event(const ordered_json& body) {
 }
 
 ordered_json anthropic_usage_json(const Usage& u) {
-  return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
-          {"cache_creation_input_tokens", 0},
-          {"cache_read_input_tokens", u.cached_tokens},
-          {"output_tokens", u.completion_tokens}};
+  ordered_json j = {{"input_tokens", u.prompt_tokens - u.cached_tokens},
+                    {"cache_creation_input_tokens", 0},
+                    {"cache_read_input_tokens", u.cached_tokens},
+                    {"output_tokens", u.completion_tokens}};
+  if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
+  return j;
 }
 
 MessageStop message_stop(const RequestResult& r, const std::vector<std::string>& stop_sequences,

@@ -252,6 +252,16 @@ size_t Conversations::restore(
   return n;
 }
 
+bool Conversations::continued_by(const std::string& owner, const std::string& text) const {
+  std::lock_guard lock(mu_);
+  for (auto it = entries_.lower_bound(Key{owner, ""});
+       it != entries_.end() && it->first.first == owner; ++it) {
+    const std::string& h = it->second.text;
+    if (!h.empty() && h.size() < text.size() && text.compare(0, h.size(), h) == 0) return true;
+  }
+  return false;
+}
+
 std::vector<ConversationInfo> Conversations::list(const std::string& owner) const {
   std::lock_guard lock(mu_);
   std::vector<ConversationInfo> out;

@@ -107,6 +107,9 @@ class Conversations {
   size_t restore(const std::vector<std::pair<std::string, std::vector<int32_t>>>& sessions,
                  const Tokenizer& tok, const std::set<std::string>& owners);
 
+  // Whether `text` continues one of `owner`'s conversations (starts with its history text).
+  bool continued_by(const std::string& owner, const std::string& text) const;
+
   std::vector<ConversationInfo> list(const std::string& owner) const;
   // Forgets a conversation of `owner` (also while a request holds it: that request's turn is
   // then cancelled by `forget`); returns its engine session key, or nullopt if `owner` has no

@@ -5,7 +5,7 @@ namespace tangram::server {
 ordered_json HttpServer::Impl::store_response(const Generation& g, const RequestResult& r,
                                               const std::vector<TokenLogprob>& logprobs) {
   ResponseState s = g.responses->state;
-  finish_response(s, r.finish, r.text, usage_of(r), g.tools);
+  finish_response(s, r.finish, r.text, usage_of(g, r), g.tools);
   if (wants_logprobs(g)) s.logprobs = chat_logprobs_json(logprobs, piece_of())["content"];
   ordered_json body = response_json(s);
   if (s.store) {
@@ -71,6 +71,7 @@ void HttpServer::Impl::handle_responses(const http::Request& req, http::Response
   if (auto e = take_tools(g, rr.tools, extra)) return send_error(res, *e);
   if (auto e = take_constraint(g, rr.tool_choice, rr.tools, rr.parallel_tool_calls))
     return send_error(res, *e);
+  g.may_drop = rr.truncate;
   if (auto e = render_and_resolve(g, messages, extra)) return send_error(res, *e);
   ResponseState& s = turn.state;
   s.id = g.request_id;
@@ -84,6 +85,7 @@ void HttpServer::Impl::handle_responses(const http::Request& req, http::Response
   s.top_p = g.fields.params.top_p;
   s.top_logprobs = rr.top_logprobs;
   s.store = rr.store;
+  s.truncation = rr.truncate ? "auto" : "disabled";
   s.metadata = std::move(rr.metadata);
   if (!rr.text_format.is_null()) s.text_format = rr.text_format;
   s.session_id = g.prompt.public_id;

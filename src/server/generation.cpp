@@ -1,5 +1,8 @@
 #include "server/http_server_impl.h"
 
+#include <limits>
+#include <map>
+
 namespace tangram::server {
 
 std::optional<ApiError> HttpServer::Impl::check_model(const std::string& model) const {
@@ -192,12 +195,14 @@ std::string HttpServer::Impl::recorded_reply(const Generation& g, const std::str
   return text.substr(0, tool_call_start(g.tools, text).value_or(text.size()));
 }
 
-Usage HttpServer::Impl::usage_of(const RequestResult& r) const {
-  return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens};
+Usage HttpServer::Impl::usage_of(const Generation& g, const RequestResult& r) const {
+  return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens,
+               g.dropped_messages};
 }
 
-Usage HttpServer::Impl::request_usage(const std::vector<ChoiceOutput>& choices) const {
-  Usage u = usage_of(*choices[0].result);
+Usage HttpServer::Impl::request_usage(const Generation& g,
+                                      const std::vector<ChoiceOutput>& choices) const {
+  Usage u = usage_of(g, *choices[0].result);
   for (size_t i = 1; i < choices.size(); ++i)
     u.completion_tokens += choices[i].result->usage.completion_tokens;
   return u;
@@ -250,11 +255,11 @@ void HttpServer::Impl::respond_blocking(const Generation& g, const std::shared_p
     return send_json(res, store_response(g, *choices[0].result, choices[0].logprobs));
   if (g.endpoint == Endpoint::Messages)
     return send_json(res, message_json(message_meta(g), *choices[0].result, g.fields.params.stop,
-                                       g.tools, usage_of(*choices[0].result)));
+                                       g.tools, usage_of(g, *choices[0].result)));
   if (g.ollama())
     return send_json(res, ollama_answer(ollama_meta(g), *choices[0].result,
-                                        usage_of(*choices[0].result), g.tools));
-  const Usage usage = request_usage(choices);
+                                        usage_of(g, *choices[0].result), g.tools));
+  const Usage usage = request_usage(g, choices);
   ordered_json body;
   for (size_t i = 0; i < choices.size(); ++i) {
     ResponseMeta m = meta_of(g);
@@ -394,7 +399,7 @@ void HttpServer::Impl::respond_streaming(const Generation& g, std::shared_ptr<Ch
               }
               store_response(g, *result, all);
             }
-            std::string closing = formats[i]->closing(*result, usage_of(*result));
+            std::string closing = formats[i]->closing(*result, usage_of(g, *result));
             if (n > 1 && closing.ends_with(kSseDone))
               closing.resize(closing.size() - kSseDone.size());
             write(closing);
@@ -407,7 +412,7 @@ void HttpServer::Impl::respond_streaming(const Generation& g, std::shared_ptr<Ch
               Usage total;
               {
                 std::lock_guard lock(ch->mu);
-                total = request_usage(ch->choices);
+                total = request_usage(g, ch->choices);
               }
               write(sse_event(g.endpoint == Endpoint::Chat
                                   ? chat_usage_chunk_json(meta_of(g), total)
@@ -431,6 +436,8 @@ void HttpServer::Impl::cancel_abandoned(Channel& ch, RequestId id) {
 
 void HttpServer::Impl::run_generation(Generation& g, const http::Request& req, http::Response& res,
                                       Clock::time_point received) {
+  if (g.dropped_messages > 0)
+    res.set_header("X-Dropped-Messages", std::to_string(g.dropped_messages));
   // A request refused here leaves no conversation record behind (nor one to evict others).
   auto refuse = [&](const ApiError& e) {
     conversations.abandon(g.owner, g.prompt);
@@ -478,8 +485,74 @@ Result<RenderedChat> HttpServer::Impl::render_chat(const std::vector<ChatMessage
                                tok.parse_special_texts(), extra);
 }
 
+std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
+                                                      std::vector<ChatMessage>& messages,
+                                                      const nlohmann::json& extra) const {
+  const int64_t ctx = engine.context();
+  // Room kept to answer: max_tokens when given (up to half the context), else an eighth of it.
+  const int64_t max_tokens = g.fields.params.max_tokens;
+  const int64_t reserve =
+      std::clamp<int64_t>(max_tokens > 0 ? max_tokens : ctx / 8, 1, std::max<int64_t>(ctx / 2, 1));
+  const int64_t budget = ctx - reserve;
+  std::map<size_t, std::optional<RenderedChat>> renders;
+  std::map<size_t, int64_t> counts;
+  auto render = [&](size_t drop) -> const RenderedChat* {
+    auto it = renders.find(drop);
+    if (it == renders.end()) {
+      auto r = render_chat(drop_oldest(messages, drop), extra);
+      it = renders
+               .emplace(drop, r ? std::optional<RenderedChat>(std::move(r).value()) : std::nullopt)
+               .first;
+    }
+    return it->second ? &*it->second : nullptr;
+  };
+  const RenderedChat* whole = render(0);
+  // A template error is render_and_resolve's to report; a prompt of fewer bytes than the budget
+  // has fewer tokens than it (the template's control tokens only shorten it), so it fits.
+  if (whole == nullptr || static_cast<int64_t>(whole->text.size()) + 2 <= budget)
+    return std::nullopt;
+  ContextFitProbe probe{
+      [&](size_t drop) {
+        auto it = counts.find(drop);
+        if (it != counts.end()) return it->second;
+        const RenderedChat* r = render(drop);
+        const int64_t n =
+            r == nullptr
+                ? std::numeric_limits<int64_t>::max()
+                : static_cast<int64_t>(tok.encode(r->text, /*add_special=*/false,
+                                                  /*parse_special=*/true, r->protected_ranges)
+                                           .size());
+        counts.emplace(drop, n);
+        return n;
+      },
+      [&](size_t drop) {
+        const RenderedChat* r = render(drop);
+        return r != nullptr && conversations.continued_by(g.owner, r->text);
+      }};
+  const auto drop = fit_to_context(messages, budget, std::min(budget, ctx / 2), probe);
+  if (!drop) {
+    const std::vector<size_t> cuts = cut_points(messages);
+    return bad_request(
+        fmt::format("the conversation does not fit the context even without its older turns: "
+                    "the system prompt and the last message take {} tokens, and the context "
+                    "holds {} with {} kept to answer; shorten the last message or 'max_tokens'",
+                    probe.tokens(cuts.back()), ctx, reserve),
+        g.prompt_field(), "context_length_exceeded");
+  }
+  if (*drop == 0) return std::nullopt;
+  messages = drop_oldest(messages, *drop);
+  g.dropped_messages = static_cast<int64_t>(*drop);
+  return std::nullopt;
+}
+
 std::optional<ApiError> HttpServer::Impl::render_and_resolve(
-    Generation& g, const std::vector<ChatMessage>& messages, const nlohmann::json& extra) {
+    Generation& g, const std::vector<ChatMessage>& all_messages, const nlohmann::json& extra) {
+  std::vector<ChatMessage> kept;
+  if (g.may_drop) {
+    kept = all_messages;
+    if (auto e = fit_context(g, kept, extra)) return e;
+  }
+  const std::vector<ChatMessage>& messages = g.may_drop ? kept : all_messages;
   auto chat = render_chat(messages, extra);
   if (!chat)
     return bad_request("the chat template failed on these messages: " + chat.message(),

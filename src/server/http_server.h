@@ -27,6 +27,10 @@
 
 namespace tangram::server {
 
+// What a chat whose history outgrows the context gets: its oldest turns left out (the system
+// prompt and the last user turn kept), or a refusal (context_length_exceeded).
+enum class ContextOverflow { DropOldest, Refuse };
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                    // 0: any free port (bind() returns it)
@@ -51,6 +55,8 @@ struct ServerOptions {
       10000;  // conversation records kept per API key (its least recently used dropped)
   LogLevel log_level = LogLevel::Info;
   SamplingParams defaults;  // sampling defaults of a request that sets nothing
+  // Chat, Messages and Ollama chat; the Responses API follows each request's "truncation".
+  ContextOverflow context_overflow = ContextOverflow::DropOldest;
 };
 
 class HttpServer {

@@ -27,6 +27,7 @@
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/api_error.h"
+#include "server/context_fit.h"
 #include "server/conversations.h"
 #include "server/http_server.h"
 #include "server/ollama_request.h"
@@ -124,6 +125,10 @@ struct Generation {
   std::optional<ResponsesTurn> responses;        // POST /v1/responses only
   ToolCallSyntax tools = ToolCallSyntax::None;   // tools were given: the reply is parsed for calls
   std::shared_ptr<const OutputGrammar> grammar;  // what the output is held to (null: free text)
+  // A conversation longer than the context may drop its oldest turns (chat-like endpoints under
+  // --context-overflow drop-oldest; Responses with truncation "auto"), and how many it dropped.
+  bool may_drop = false;
+  int64_t dropped_messages = 0;
 
   // The request field that holds the prompt, for errors about it.
   const char* prompt_field() const {
@@ -281,10 +286,10 @@ struct HttpServer::Impl {
   // The last choice of a request ended (`result`): metrics, log, then the answer is released.
   void request_done(const Generation& g, Channel& ch, const RequestResult& result);
   std::string recorded_reply(const Generation& g, const std::string& text) const;
-  Usage usage_of(const RequestResult& r) const;
+  Usage usage_of(const Generation& g, const RequestResult& r) const;
   // The usage of a request whose every choice has its result: the prompt once (choices share
   // it), the completions of every choice.
-  Usage request_usage(const std::vector<ChoiceOutput>& choices) const;
+  Usage request_usage(const Generation& g, const std::vector<ChoiceOutput>& choices) const;
   ResponseMeta meta_of(const Generation& g) const;
   static MessageMeta message_meta(const Generation& g);
   static OllamaMeta ollama_meta(const Generation& g);
@@ -317,6 +322,11 @@ struct HttpServer::Impl {
   // The prompt of messages through the chat template, BOS and EOS texts as the tokenizer has them.
   Result<RenderedChat> render_chat(const std::vector<ChatMessage>& messages,
                                    const nlohmann::json& extra) const;
+  // With g.may_drop, leaves out the oldest turns of `messages` so that the prompt leaves room to
+  // answer (context_fit.h), setting g.dropped_messages; an error when even the system prompt and
+  // the last user turn do not fit.
+  std::optional<ApiError> fit_context(Generation& g, std::vector<ChatMessage>& messages,
+                                      const nlohmann::json& extra) const;
   // Renders messages through the chat template and finds the conversation the prompt continues.
   // extra: template variables beyond the messages (e.g. tools).
   std::optional<ApiError> render_and_resolve(Generation& g,

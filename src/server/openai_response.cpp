@@ -18,6 +18,7 @@ ordered_json usage_json(const Usage& u) {
   j["completion_tokens"] = u.completion_tokens;
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["prompt_tokens_details"] = ordered_json{{"cached_tokens", u.cached_tokens}};
+  if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
   return j;
 }
 

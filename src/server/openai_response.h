@@ -22,6 +22,9 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens whose KV was reused
+  // Tangram extension: the oldest messages left out so that the conversation fits the context
+  // (0: none; then the field is absent from the JSON).
+  int64_t dropped_messages = 0;
 };
 
 // The fields every response of one request shares.

@@ -49,6 +49,7 @@ ordered_json usage_of(const Usage& u) {
   j["output_tokens"] = u.completion_tokens;
   j["output_tokens_details"] = ordered_json{{"reasoning_tokens", 0}};
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
   return j;
 }
 
@@ -107,7 +108,7 @@ ordered_json response_json(const ResponseState& s) {
   j["tools"] = ordered_json::array();
   j["top_logprobs"] = s.top_logprobs;
   j["top_p"] = s.top_p;
-  j["truncation"] = "disabled";
+  j["truncation"] = s.truncation;
   j["usage"] = ended && s.status != "failed" ? usage_of(s.usage) : ordered_json(nullptr);
   j["user"] = nullptr;
   j["metadata"] = s.metadata;

@@ -39,6 +39,7 @@ struct ResponseState {
   float temperature = 1.0f;
   float top_p = 1.0f;
   bool store = true;
+  std::string truncation = "disabled";  // "auto": the oldest turns may be left out to fit
   nlohmann::json metadata = nlohmann::json::object();
   nlohmann::json text_format = {{"type", "text"}};  // text.format as asked for
   std::string session_id;  // Tangram extension: the conversation whose KV this chain reuses

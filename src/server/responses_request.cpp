@@ -36,10 +36,6 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
   if (auto it = j.find("background");
       it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
     return unsupported("background", "is not supported: responses run while the request is open");
-  if (auto it = j.find("truncation");
-      it != j.end() && !it->is_null() && !(it->is_string() && it->get<std::string>() == "disabled"))
-    return unsupported("truncation",
-                       "may only be \"disabled\" (a prompt over the context is refused)");
   for (const char* f : {"prompt", "conversation", "max_tool_calls"})
     if (present(j, f))
       return unsupported(f, std::string(f) == "conversation"
@@ -283,6 +279,12 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
   if (auto e = read_sampling(j, r.gen.params)) return e;
   if (auto e = read_bool(j, "stream", r.gen.stream)) return e;
   if (auto e = read_bool(j, "store", r.store)) return e;
+  if (auto it = j.find("truncation"); it != j.end() && !it->is_null()) {
+    if (!it->is_string() || (*it != "auto" && *it != "disabled"))
+      return bad_request("'truncation' must be \"auto\" or \"disabled\"", "truncation",
+                         "invalid_value");
+    r.truncate = *it == "auto";
+  }
   if (auto e = read_string(j, "instructions", r.instructions)) return e;
   if (auto e = read_string(j, "previous_response_id", r.previous_response_id)) return e;
   if (!r.previous_response_id.empty() && !valid_response_id(r.previous_response_id))

@@ -38,6 +38,9 @@ struct ResponsesRequest {
   bool parallel_tool_calls = true;
   nlohmann::json text_format;  // text.format as sent when it is JSON (echoed in the response)
   int top_logprobs = 0;        // as sent (0-20); gen.top_logprobs >= 0 when logprobs are reported
+  // "auto": a chain longer than the context drops its oldest turns; "disabled" (OpenAI's
+  // default): it is refused.
+  bool truncate = false;
 };
 
 // The one `include` value this server knows: log-probabilities on output_text parts.

@@ -74,15 +74,17 @@ struct Running {
 };
 
 // template_name: a template of data/models/chat-templates ("" = the builtin chatml).
+// max_context: positions per conversation (0: the model's context).
 std::unique_ptr<Running> start(ServerOptions so = {}, int max_running = 8,
                                const std::string& kv_disk = "",
-                               const std::string& template_name = "") {
+                               const std::string& template_name = "", int64_t max_context = 0) {
   Loaded& l = stories();
   auto r = std::make_unique<Running>();
   EngineOptions eo;
   eo.threads = 2;
   eo.scheduler.kv_memory = size_t{32} << 20;
   eo.scheduler.max_running = max_running;
+  eo.scheduler.max_context = max_context;
   eo.sessions.kv_disk_dir = kv_disk;
   auto e = Engine::create(*l.model, *l.tok, eo);
   EXPECT_TRUE(e.ok()) << e.message();
@@ -1528,6 +1530,84 @@ TEST(HttpServer, MessagesAnswerAsChatDoesOnTheSamePrompt) {
   count.erase("max_tokens");
   const json counted = post_json(c, "/v1/messages/count_tokens", count, 200);
   EXPECT_EQ(counted["input_tokens"], chat["usage"]["prompt_tokens"]);
+}
+
+// A chat longer than the context keeps going: its oldest turns are left out (the system prompt
+// kept), the answer says how many, and the cut stays put while the history still fits, so the
+// next turn reuses its KV. With --context-overflow refuse the same turn is refused.
+TEST(HttpServer, AChatLongerThanTheContextDropsItsOldestTurns) {
+  constexpr int64_t kContext = 256;
+  constexpr int kMaxTokens = 24;
+  auto s = start(ServerOptions{}, 8, "", "", kContext);
+  auto c = s->client();
+  json messages = json::array({{{"role", "system"}, {"content", "You tell stories."}}});
+  int64_t last_dropped = 0;
+  int reused_after_a_cut = 0;
+  int cuts = 0;
+  for (int turn = 0; turn < 10; ++turn) {
+    messages.push_back(
+        {{"role", "user"}, {"content", fmt::format("Tell me more about dog number {}.", turn)}});
+    const json body = {{"messages", messages}, {"max_tokens", kMaxTokens}, {"temperature", 0}};
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << "turn " << turn << ": " << res->body;
+    const json r = json::parse(res->body);
+    const json& u = r["usage"];
+    EXPECT_LE(u["prompt_tokens"].get<int64_t>() + kMaxTokens, kContext) << "turn " << turn;
+    const int64_t dropped = u.value("dropped_messages", int64_t{0});
+    EXPECT_EQ(res->get_header_value("X-Dropped-Messages"),
+              dropped > 0 ? std::to_string(dropped) : "");
+    EXPECT_GE(dropped, last_dropped);  // the oldest turns go first, and stay gone
+    EXPECT_EQ(dropped % 2, 0);         // whole turns: a user message and its reply
+    if (dropped > last_dropped) ++cuts;
+    if (dropped > 0 && dropped == last_dropped &&
+        u["prompt_tokens_details"]["cached_tokens"].get<int64_t>() > 0)
+      ++reused_after_a_cut;
+    last_dropped = dropped;
+    messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+  }
+  EXPECT_GE(cuts, 2);  // ten turns of about 45 tokens outgrow 256 positions more than once
+  EXPECT_GE(reused_after_a_cut, 1);
+  // The same history, refused by a server that does not drop turns.
+  ServerOptions refuse;
+  refuse.context_overflow = ContextOverflow::Refuse;
+  auto strict = start(refuse, 8, "", "", kContext);
+  auto sc = strict->client();
+  const json over =
+      post_json(sc, "/v1/chat/completions",
+                json{{"messages", messages}, {"max_tokens", kMaxTokens}, {"temperature", 0}}, 400);
+  EXPECT_EQ(over["error"]["code"], "context_length_exceeded");
+  // A last message that alone outgrows the context is refused either way.
+  const json huge = {{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a')}}}},
+                     {"max_tokens", 8}};
+  EXPECT_EQ(post_json(c, "/v1/chat/completions", huge, 400)["error"]["code"],
+            "context_length_exceeded");
+}
+
+// The Responses API drops old turns of a chain only with truncation "auto", and says so.
+TEST(HttpServer, ResponsesTruncationAutoKeepsALongChainGoing) {
+  auto s = start(ServerOptions{}, 8, "", "", 192);
+  auto c = s->client();
+  std::string previous;
+  for (int turn = 0; turn < 8; ++turn) {
+    json body = {{"input", fmt::format("Tell me more about cat number {}.", turn)},
+                 {"max_output_tokens", 24},
+                 {"temperature", 0},
+                 {"truncation", "auto"}};
+    if (!previous.empty()) body["previous_response_id"] = previous;
+    const json r = post_json(c, "/v1/responses", body, 200);
+    ASSERT_EQ(r["truncation"], "auto") << r.dump();
+    previous = r["id"];
+    if (turn == 7) {
+      EXPECT_GT(r["usage"].value("dropped_messages", 0), 0);
+    }
+  }
+  json disabled = {
+      {"input", "And then?"}, {"max_output_tokens", 24}, {"previous_response_id", previous}};
+  EXPECT_EQ(post_json(c, "/v1/responses", disabled, 400)["error"]["code"],
+            "context_length_exceeded");
+  disabled["truncation"] = "sometimes";
+  EXPECT_EQ(post_json(c, "/v1/responses", disabled, 400)["error"]["param"], "truncation");
 }
 
 // RFC 9112: an HTTP/1.1 request needs exactly one Host.

@@ -91,7 +91,8 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_EQ(refused(R"({"input": "hi", "include": "message.output_text.logprobs"})").param,
             "include");
   EXPECT_EQ(refused(R"({"input": "hi", "background": true})").param, "background");
-  EXPECT_EQ(refused(R"({"input": "hi", "truncation": "auto"})").param, "truncation");
+  EXPECT_EQ(refused(R"({"input": "hi", "truncation": "sometimes"})").param, "truncation");
+  EXPECT_EQ(refused(R"({"input": "hi", "truncation": true})").param, "truncation");
   EXPECT_EQ(refused(R"({"input": "hi", "conversation": "conv_1"})").param, "conversation");
   EXPECT_EQ(refused(R"({"input": "hi", "prompt": {"id": "p"}})").param, "prompt");
   EXPECT_EQ(refused(R"({"input": "hi", "text": {"format": {"type": "yaml"}}})").param,
@@ -116,8 +117,11 @@ TEST(ResponsesRequest, UnsupportedFeaturesAreRefusedByName) {
   EXPECT_EQ(named.tool_choice.name, "f");
   EXPECT_FALSE(named.parallel_tool_calls);
   // What the server does anyway is accepted.
-  ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [], "reasoning": null,
-         "truncation": "disabled", "background": false, "text": {"format": {"type": "text"}}})");
+  EXPECT_FALSE(ok(R"({"input": "hi", "tools": [], "tool_choice": "none", "include": [],
+         "reasoning": null, "truncation": "disabled", "background": false,
+         "text": {"format": {"type": "text"}}})")
+                   .truncate);
+  EXPECT_TRUE(ok(R"({"input": "hi", "truncation": "auto"})").truncate);
 }
 
 TEST(ResponsesRequest, LogprobsByIncludeOrTopLogprobs) {
