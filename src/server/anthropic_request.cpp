@@ -150,12 +150,7 @@ std::optional<ApiError> read_message(const json& m, size_t index, std::vector<Ch
 // tools: [{"name", "description"?, "input_schema"}] into chat's function tools. Server tools
 // (web search, code execution: a "type" other than "custom") run nothing here: refused.
 std::optional<ApiError> read_tools(const json& j, MessagesRequest& r) {
-  auto tools = j.find("tools");
-  if (tools == j.end() || tools->is_null()) return std::nullopt;
-  if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string field = fmt::format("tools[{}]", i);
+  auto each = [&](const json& t, const std::string& field) -> std::optional<ApiError> {
     if (!t.is_object()) return wrong_type(field, "an object", t);
     if (auto type = t.find("type"); type != t.end() && !type->is_null() && *type != "custom")
       return unsupported(fmt::format("the server tool '{}' is", type->dump()), field + ".type");
@@ -175,8 +170,9 @@ std::optional<ApiError> read_tools(const json& j, MessagesRequest& r) {
           field + ".input_schema", "missing_field");
     fn["parameters"] = *schema;
     r.tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return std::nullopt;
+    return std::nullopt;
+  };
+  return for_each_element(j, "tools", "tools", each);
 }
 
 // tool_choice: {"type": "auto" | "any" | "tool" | "none", "name"?, "disable_parallel_tool_use"?}.

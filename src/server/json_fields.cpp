@@ -91,6 +91,18 @@ std::optional<ApiError> read_string(const json& j, const char* field, std::strin
   return std::nullopt;
 }
 
+std::optional<ApiError> for_each_element(const json& holder, const char* key,
+                                         const std::string& path, const ElementReader& each) {
+  if (!holder.is_object()) return std::nullopt;
+  const json& value = holder.value(key, json());
+  if (value.is_null()) return std::nullopt;
+  if (!value.is_array()) return wrong_type(path, "an array", value);
+  size_t i = 0;
+  for (const json& element : value)
+    if (auto e = each(element, fmt::format("{}[{}]", path, i++))) return e;
+  return std::nullopt;
+}
+
 std::optional<ApiError> read_sampling(const json& j, SamplingParams& p) {
   if (auto e = read_number(j, "temperature", 0, 2, p.temperature)) return e;
   if (auto e = read_number(j, "top_p", 0, 1, p.top_p)) return e;

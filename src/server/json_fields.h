@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -29,6 +30,14 @@ std::optional<ApiError> read_int(const nlohmann::json& j, const char* field, int
                                  int64_t& out);
 std::optional<ApiError> read_bool(const nlohmann::json& j, const char* field, bool& out);
 std::optional<ApiError> read_string(const nlohmann::json& j, const char* field, std::string& out);
+
+// An optional array field `key` of `holder` (named `path` in errors): absent or null is nothing,
+// anything but an array an error; else `each` runs on every element with its name ("path[i]"),
+// and its first error is returned.
+using ElementReader =
+    std::function<std::optional<ApiError>(const nlohmann::json& element, const std::string& name)>;
+std::optional<ApiError> for_each_element(const nlohmann::json& holder, const char* key,
+                                         const std::string& path, const ElementReader& each);
 
 // The sampling fields every generation endpoint shares: temperature, top_p, presence_penalty,
 // frequency_penalty, seed, stop, and llama.cpp's extensions min_p, top_k, repeat_penalty,

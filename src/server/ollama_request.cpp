@@ -123,13 +123,8 @@ std::optional<ApiError> refuse_images(const json& holder, const std::string& fie
 
 // tool_calls: [{"function": {"name", "arguments": {...}}}]: arguments are an object already.
 std::optional<ApiError> read_tool_calls(const json& m, const std::string& field, ChatMessage& msg) {
-  auto calls = m.find("tool_calls");
-  if (calls == m.end() || calls->is_null()) return std::nullopt;
-  if (!calls->is_array()) return wrong_type(field + ".tool_calls", "an array", *calls);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (size_t k = 0; k < calls->size(); ++k) {
-    const std::string cf = fmt::format("{}.tool_calls[{}]", field, k);
-    const json& c = (*calls)[k];
+  auto each = [&](const json& c, const std::string& cf) -> std::optional<ApiError> {
     auto fn = c.is_object() ? c.find("function") : c.end();
     if (fn == c.end() || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
       return bad_request(fmt::format("'{}.function.name' is required", cf), cf, "missing_field");
@@ -143,31 +138,10 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
         {"arguments", args == fn->end() || args->is_null() ? nlohmann::ordered_json::object()
                                                            : nlohmann::ordered_json(*args)}};
     out.push_back(std::move(call));
-  }
+    return std::nullopt;
+  };
+  if (auto e = for_each_element(m, "tool_calls", field + ".tool_calls", each)) return e;
   if (!out.empty()) msg.tool_calls = std::move(out);
-  return std::nullopt;
-}
-
-std::optional<ApiError> read_tools(const json& j, nlohmann::json& tools) {
-  auto it = j.find("tools");
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_array()) return wrong_type("tools", "an array", *it);
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& t = (*it)[i];
-    const std::string field = fmt::format("tools[{}]", i);
-    auto fn = t.is_object() ? t.find("function") : t.end();
-    if (!t.is_object() || t.value("type", json("function")) != "function" || fn == t.end() ||
-        !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-      return bad_request(
-          fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", ...}}}}",
-                      field),
-          field, "invalid_value");
-    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
-      return wrong_type(field + ".function.parameters", "a JSON Schema object", *p);
-    json tool = t;
-    tool["type"] = "function";
-    tools.push_back(std::move(tool));
-  }
   return std::nullopt;
 }
 
@@ -180,7 +154,7 @@ std::variant<OllamaChatRequest, ApiError> parse_ollama_chat(const std::string& b
   const json& j = std::get<json>(parsed);
   OllamaChatRequest r;
   if (auto e = read_common(j, defaults, r.gen)) return *e;
-  if (auto e = read_tools(j, r.tools)) return *e;
+  if (auto e = read_function_tools(j, r.tools)) return *e;
   auto msgs = j.find("messages");
   if (msgs == j.end() || msgs->is_null() || (msgs->is_array() && msgs->empty()))
     return bad_request("'messages' must hold at least one message", "messages", "empty_messages");

@@ -149,30 +149,7 @@ std::variant<std::string, ApiError> read_content(const json& m, size_t index, bo
 // templates take them; tool_choice: "none", "auto", "required" or a named function (the last two
 // force a call through constrained decoding, server/output_constraint.h).
 std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
-  auto tools = j.find("tools");
-  if (tools != j.end() && !tools->is_null()) {
-    if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& t = (*tools)[i];
-      const std::string field = fmt::format("tools[{}]", i);
-      if (!t.is_object()) return wrong_type(field, "an object", t);
-      auto type = t.find("type");
-      if (type == t.end() || *type != "function")
-        return bad_request(fmt::format("'{}.type' must be \"function\"", field), field + ".type",
-                           "invalid_value");
-      auto fn = t.find("function");
-      if (fn == t.end() || !fn->is_object())
-        return bad_request(fmt::format("'{}.function' is required and must be an object", field),
-                           field + ".function", "missing_field");
-      auto name = fn->find("name");
-      if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
-        return bad_request(fmt::format("'{}.function.name' is required", field),
-                           field + ".function.name", "missing_field");
-      if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
-        return wrong_type(field + ".function.parameters", "a JSON Schema object", *p);
-    }
-    r.tools = *tools;
-  }
+  if (auto e = read_function_tools(j, r.tools)) return e;
   if (auto e = read_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return e;
   auto choice = j.find("tool_choice");
   if (choice == j.end() || choice->is_null()) return std::nullopt;
@@ -191,13 +168,8 @@ std::optional<ApiError> read_tools(const json& j, ChatCompletionRequest& r) {
 // "arguments"}}]. Arguments are sent as JSON text; templates read them as an object, as Hugging
 // Face's do.
 std::optional<ApiError> read_tool_calls(const json& m, const std::string& field, ChatMessage& msg) {
-  auto calls = m.find("tool_calls");
-  if (calls == m.end() || calls->is_null()) return std::nullopt;
-  if (!calls->is_array()) return wrong_type(field + ".tool_calls", "an array", *calls);
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (size_t k = 0; k < calls->size(); ++k) {
-    const json& c = (*calls)[k];
-    const std::string cf = fmt::format("{}.tool_calls[{}]", field, k);
+  auto each = [&](const json& c, const std::string& cf) -> std::optional<ApiError> {
     auto fn = c.is_object() ? c.find("function") : c.end();
     if (fn == c.end() || !fn->is_object())
       return bad_request(fmt::format("'{}.function' is required", cf), cf, "missing_field");
@@ -220,12 +192,41 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& field,
     call["type"] = "function";
     call["function"] = {{"name", *name}, {"arguments", args}};
     out.push_back(std::move(call));
-  }
+    return std::nullopt;
+  };
+  if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return std::nullopt;
+  if (auto e = for_each_element(m, "tool_calls", field + ".tool_calls", each)) return e;
   msg.tool_calls = std::move(out);
   return std::nullopt;
 }
 
 }  // namespace
+
+std::optional<ApiError> read_function_tools(const json& j, json& tools) {
+  json out = json::array();
+  auto each = [&](const json& t, const std::string& field) -> std::optional<ApiError> {
+    if (!t.is_object()) return wrong_type(field, "an object", t);
+    auto type = t.find("type");
+    if (type == t.end() || *type != "function")
+      return bad_request(fmt::format("'{}.type' must be \"function\"", field), field + ".type",
+                         "invalid_value");
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object())
+      return bad_request(fmt::format("'{}.function' is required and must be an object", field),
+                         field + ".function", "missing_field");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      return bad_request(fmt::format("'{}.function.name' is required", field),
+                         field + ".function.name", "missing_field");
+    if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
+      return wrong_type(field + ".function.parameters", "a JSON Schema object", *p);
+    out.push_back(t);
+    return std::nullopt;
+  };
+  if (auto e = for_each_element(j, "tools", "tools", each)) return e;
+  tools = std::move(out);
+  return std::nullopt;
+}
 
 std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(const json& format,
                                                                         const std::string& field,

@@ -107,6 +107,11 @@ std::variant<std::optional<OutputFormat>, ApiError> parse_output_format(
 std::variant<ToolChoice, ApiError> parse_tool_choice(const nlohmann::json& choice,
                                                      bool& none_chosen);
 
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}], as chat
+// and Ollama's API send them and the templates take them; checked into `tools` (left as it is
+// when the field is absent or null).
+std::optional<ApiError> read_function_tools(const nlohmann::json& j, nlohmann::json& tools);
+
 // A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
 bool valid_session_id(const std::string& id);
 

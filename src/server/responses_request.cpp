@@ -48,12 +48,7 @@ std::optional<ApiError> refuse_unsupported(const json& j) {
 // the templates take ({"type": "function", "function": {...}}). Built-in tools (web search, file
 // search, ...) are refused.
 std::optional<ApiError> read_tools(const json& j, json& out) {
-  auto tools = j.find("tools");
-  if (tools == j.end() || tools->is_null()) return std::nullopt;
-  if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    const std::string field = fmt::format("tools[{}]", i);
+  auto each = [&](const json& t, const std::string& field) -> std::optional<ApiError> {
     if (!t.is_object()) return wrong_type(field, "an object", t);
     auto type = t.find("type");
     if (type == t.end() || !type->is_string() || *type != "function")
@@ -70,8 +65,9 @@ std::optional<ApiError> read_tools(const json& j, json& out) {
       fn["parameters"] = *p;
     }
     out.push_back(json{{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return std::nullopt;
+    return std::nullopt;
+  };
+  return for_each_element(j, "tools", "tools", each);
 }
 
 // tool_choice (after tools): "none" hides the tools; "required" or a named one needs tools.

@@ -142,7 +142,7 @@ TEST(OllamaRequest, RefusalsNameTheField) {
       {R"({"model": "m", "options": {"typical_p": 0.5}, )" + user + "}", "options.typical_p"},
       {R"({"model": "m", "format": "yaml", )" + user + "}", "format"},
       {R"({"model": "m", "think": true, )" + user + "}", "think"},
-      {R"({"model": "m", "tools": [{"type": "function"}], )" + user + "}", "tools[0]"},
+      {R"({"model": "m", "tools": [{"type": "function"}], )" + user + "}", "tools[0].function"},
   };
   for (const auto& c : chats) {
     SCOPED_TRACE(c.body);
