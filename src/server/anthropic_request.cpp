@@ -255,10 +255,7 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
   g.params.top_k = static_cast<int>(top_k);
   if (auto e = read_stop_sequences(j, g.params)) return e;
   if (auto e = read_bool(j, "stream", g.stream)) return e;
-  if (auto e = read_string(j, "session_id", g.session_id)) return e;  // Tangram's extension
-  if (!g.session_id.empty() && !valid_session_id(g.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
-                       "session_id", "invalid_session_id");
+  if (auto e = read_session_id(j, g.session_id)) return e;
   if (Status st = g.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }

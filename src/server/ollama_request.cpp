@@ -106,10 +106,7 @@ std::optional<ApiError> read_common(const json& j, const RequestDefaults& defaul
   if (auto e = read_format(j, g)) return e;
   if (auto t = j.find("think"); t != j.end() && !t->is_null() && *t != false)
     return unsupported("this model does not think: 'think' is not supported", "think");
-  if (auto e = read_string(j, "session_id", g.session_id)) return e;  // Tangram's extension
-  if (!g.session_id.empty() && !valid_session_id(g.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
-                       "session_id", "invalid_session_id");
+  if (auto e = read_session_id(j, g.session_id)) return e;
   if (Status st = g.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }

@@ -107,10 +107,7 @@ std::optional<ApiError> read_generation(const json& j, const RequestDefaults& de
     if (auto* e = std::get_if<ApiError>(&format)) return *e;
     g.format = std::move(std::get<std::optional<OutputFormat>>(format));
   }
-  if (auto e = read_string(j, "session_id", g.session_id)) return e;
-  if (!g.session_id.empty() && !valid_session_id(g.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
-                       "session_id", "invalid_session_id");
+  if (auto e = read_session_id(j, g.session_id)) return e;
   if (Status st = g.params.validate(); !st.ok()) return bad_request(st.message());
   return std::nullopt;
 }
@@ -305,6 +302,14 @@ std::variant<ToolChoice, ApiError> parse_tool_choice(const json& choice, bool& n
       "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function "
       "({\"type\": \"function\", \"function\": {\"name\": ...}})",
       "tool_choice", "invalid_value");
+}
+
+std::optional<ApiError> read_session_id(const json& j, std::string& out) {
+  if (auto e = read_string(j, "session_id", out)) return e;
+  if (!out.empty() && !valid_session_id(out))
+    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+                       "session_id", "invalid_session_id");
+  return std::nullopt;
 }
 
 bool valid_session_id(const std::string& id) {

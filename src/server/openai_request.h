@@ -114,5 +114,7 @@ std::optional<ApiError> read_function_tools(const nlohmann::json& j, nlohmann::j
 
 // A session id a client may choose: 1 to 128 characters of [A-Za-z0-9._:-].
 bool valid_session_id(const std::string& id);
+// The body's "session_id" (Tangram's extension, every generating endpoint), checked.
+std::optional<ApiError> read_session_id(const nlohmann::json& j, std::string& out);
 
 }  // namespace tangram::server

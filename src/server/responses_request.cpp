@@ -290,10 +290,7 @@ std::optional<ApiError> read_fields(const json& j, const RequestDefaults& defaul
                     "previous_response_id",
                     "response_not_found",
                     0};
-  if (auto e = read_string(j, "session_id", r.gen.session_id)) return e;
-  if (!r.gen.session_id.empty() && !valid_session_id(r.gen.session_id))
-    return bad_request("'session_id' must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
-                       "session_id", "invalid_session_id");
+  if (auto e = read_session_id(j, r.gen.session_id)) return e;
   if (auto e = read_metadata(j, r.metadata)) return e;
   if (auto e = read_tools(j, r.tools)) return e;
   if (auto e = read_tool_choice(j, r)) return e;
