@@ -1,6 +1,7 @@
 // Every JSON entry point of the server: arbitrary bytes as the body of /v1/chat/completions (and
-// /apply-template, which parses the same), /v1/completions, /v1/responses, /tokenize and
-// /detokenize, and as a model's reply parsed for tool calls in every syntax. The regressions
+// /apply-template, which parses the same), /v1/completions, /v1/responses, /v1/messages (and
+// count_tokens), Ollama's /api/chat, /api/generate and /api/show, /tokenize and /detokenize, and
+// as a model's reply parsed for tool calls in every syntax. The regressions
 // (fuzz/regressions/openai_request) hold bodies nesting 20,000 to 100,000 deep through each
 // place the outside probe crashed the server; the corpus holds deep and wide seeds.
 // A body is either refused with an ApiError (whose JSON the server must be able to send) or
@@ -14,6 +15,10 @@
 #include "chat/chat_template.h"
 #include "chat/tool_calls.h"
 #include "fuzz_support.h"
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
+#include "server/ollama_request.h"
+#include "server/ollama_response.h"
 #include "server/openai_request.h"
 #include "server/responses_request.h"
 
@@ -26,9 +31,11 @@ void check_error(const ApiError& e) {
   TG_FUZZ_CHECK(e.status >= 400 && e.status < 600);
   TG_FUZZ_CHECK(!e.message.empty());
   // The server sends this body; user bytes quoted in the message may be invalid UTF-8.
-  const std::string body =
-      error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  TG_FUZZ_CHECK(!body.empty());
+  for (const nlohmann::ordered_json& j :
+       {nlohmann::ordered_json(error_json(e)), anthropic_error_json(e), ollama_error_json(e)}) {
+    const std::string body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    TG_FUZZ_CHECK(!body.empty());
+  }
 }
 
 void check_fields(const GenerationFields& gen) {
@@ -67,6 +74,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TG_FUZZ_CHECK(req.previous_response_id.empty() || valid_response_id(req.previous_response_id));
     (void)chatml.render(req.input, true, "<s>", "</s>");
   }
+
+  for (const bool count_only : {false, true}) {
+    auto messages = parse_messages_request(body, defaults, count_only);
+    if (const auto* e = std::get_if<ApiError>(&messages)) {
+      check_error(*e);
+    } else {
+      const auto& req = std::get<MessagesRequest>(messages);
+      check_fields(req.gen);
+      TG_FUZZ_CHECK(!req.messages.empty());
+      TG_FUZZ_CHECK(count_only || req.gen.params.max_tokens > 0);
+      nlohmann::json extra;
+      if (!req.tools.empty()) extra["tools"] = req.tools;
+      (void)chatml.render(req.messages, true, "<s>", "</s>", extra);
+    }
+  }
+
+  auto ollama_chat = parse_ollama_chat(body, defaults);
+  if (const auto* e = std::get_if<ApiError>(&ollama_chat)) {
+    check_error(*e);
+  } else {
+    const auto& req = std::get<OllamaChatRequest>(ollama_chat);
+    check_fields(req.gen);
+    TG_FUZZ_CHECK(!req.messages.empty() && !req.gen.model.empty());
+    (void)chatml.render(req.messages, true, "<s>", "</s>");
+  }
+  auto ollama_generate = parse_ollama_generate(body, defaults);
+  if (const auto* e = std::get_if<ApiError>(&ollama_generate)) {
+    check_error(*e);
+  } else {
+    const auto& req = std::get<OllamaGenerateRequest>(ollama_generate);
+    check_fields(req.gen);
+    TG_FUZZ_CHECK(req.load_only == req.prompt.empty());
+  }
+  auto show = parse_ollama_show(body);
+  if (const auto* e = std::get_if<ApiError>(&show)) check_error(*e);
 
   for (auto syntax : {ToolCallSyntax::Hermes, ToolCallSyntax::QwenXml, ToolCallSyntax::Llama3,
                       ToolCallSyntax::MistralJson, ToolCallSyntax::MistralArgs}) {
