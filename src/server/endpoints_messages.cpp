@@ -25,10 +25,10 @@ void HttpServer::Impl::handle_count_tokens(const http::Request& req, http::Respo
   if (auto* e = std::get_if<ApiError>(&parsed)) return fail(*e);
   auto& mr = std::get<MessagesRequest>(parsed);
   if (auto e = check_model(mr.gen.model)) return fail(*e);
-  Generation g;  // only for take_tools' check that the template takes tools
+  Generation g;  // for take_tools: how the tools reach the prompt
   nlohmann::json extra;
   if (auto e = take_tools(g, mr.tools, extra)) return fail(*e);
-  auto chat = render_chat(mr.messages, extra);
+  auto chat = render_chat(mr.messages, extra, g.generic_tools);
   if (!chat)
     return fail(bad_request("the chat template failed on these messages: " + chat.message(),
                             "messages", "template_error"));

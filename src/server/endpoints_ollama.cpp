@@ -160,8 +160,8 @@ void HttpServer::Impl::handle_ollama_show(const http::Request& req, http::Respon
   if (auto e = check_ollama_model(name)) return fail(*e);
   const GgufFile& gguf = engine.model().gguf();
   const ModelSummary summary = summarize(gguf);
-  ordered_json capabilities = ordered_json::array({"completion"});
-  if (tool_syntax != ToolCallSyntax::None) capabilities.push_back("tools");
+  // Tools work with every template: one without a tool-call syntax gets the server's own.
+  const ordered_json capabilities = ordered_json::array({"completion", "tools"});
   send_json(res, ordered_json{{"modelfile", ""},
                               {"parameters", ""},
                               {"template", tmpl.source()},

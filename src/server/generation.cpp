@@ -477,12 +477,14 @@ std::optional<ApiError> HttpServer::Impl::take_fields(Generation& g, GenerationF
 }
 
 Result<RenderedChat> HttpServer::Impl::render_chat(const std::vector<ChatMessage>& messages,
-                                                   const nlohmann::json& extra) const {
+                                                   const nlohmann::json& extra,
+                                                   const nlohmann::json& generic_tools) const {
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
   // Control-token texts inside the messages stay text: only the template's markup is parsed.
-  return tmpl.render_protected(messages, /*add_generation_prompt=*/true, bos, eos,
-                               tok.parse_special_texts(), extra);
+  return tmpl.render_protected(
+      generic_tools.empty() ? messages : with_generic_tools(messages, generic_tools),
+      /*add_generation_prompt=*/true, bos, eos, tok.parse_special_texts(), extra);
 }
 
 std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
@@ -499,7 +501,7 @@ std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
   auto render = [&](size_t drop) -> const RenderedChat* {
     auto it = renders.find(drop);
     if (it == renders.end()) {
-      auto r = render_chat(drop_oldest(messages, drop), extra);
+      auto r = render_chat(drop_oldest(messages, drop), extra, g.generic_tools);
       it = renders
                .emplace(drop, r ? std::optional<RenderedChat>(std::move(r).value()) : std::nullopt)
                .first;
@@ -553,7 +555,7 @@ std::optional<ApiError> HttpServer::Impl::render_and_resolve(
     if (auto e = fit_context(g, kept, extra)) return e;
   }
   const std::vector<ChatMessage>& messages = g.may_drop ? kept : all_messages;
-  auto chat = render_chat(messages, extra);
+  auto chat = render_chat(messages, extra, g.generic_tools);
   if (!chat)
     return bad_request("the chat template failed on these messages: " + chat.message(),
                        g.prompt_field(), "template_error");
@@ -566,11 +568,11 @@ std::optional<ApiError> HttpServer::Impl::render_and_resolve(
 std::optional<ApiError> HttpServer::Impl::take_tools(Generation& g, const nlohmann::json& tools,
                                                      nlohmann::json& extra) const {
   if (tools.empty()) return std::nullopt;
-  if (tool_syntax == ToolCallSyntax::None)
-    return bad_request(
-        "this model's chat template takes no tools (it shows no tool-call syntax); serve it with "
-        "--chat-template FILE of a template that does",
-        "tools", "unsupported_parameter");
+  if (tool_syntax == ToolCallSyntax::None) {
+    g.tools = ToolCallSyntax::Hermes;  // the syntax generic_tool_prompt() teaches
+    g.generic_tools = tools;
+    return std::nullopt;
+  }
   g.tools = tool_syntax;
   extra["tools"] = tools;
   return std::nullopt;

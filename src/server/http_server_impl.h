@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/generic_tools.h"
 #include "common/json_parse.h"
 #include "common/sha256.h"
 #include "grammar/grammar_constraint.h"
@@ -121,9 +122,12 @@ struct Generation {
   std::string history_text;  // the prompt's text ("" for token prompts): recorded with the reply
   ResolvedPrompt prompt;
   GenerationFields fields;
-  std::string echo_prefix;                       // completions with echo: the prompt text
-  std::optional<ResponsesTurn> responses;        // POST /v1/responses only
-  ToolCallSyntax tools = ToolCallSyntax::None;   // tools were given: the reply is parsed for calls
+  std::string echo_prefix;                      // completions with echo: the prompt text
+  std::optional<ResponsesTurn> responses;       // POST /v1/responses only
+  ToolCallSyntax tools = ToolCallSyntax::None;  // tools were given: the reply is parsed for calls
+  // The tools, when the template shows no tool-call syntax and the server teaches one itself
+  // (chat/generic_tools.h); empty otherwise.
+  nlohmann::json generic_tools = nlohmann::json::array();
   std::shared_ptr<const OutputGrammar> grammar;  // what the output is held to (null: free text)
   // A conversation longer than the context may drop its oldest turns (chat-like endpoints under
   // --context-overflow drop-oldest; Responses with truncation "auto"), and how many it dropped.
@@ -319,9 +323,11 @@ struct HttpServer::Impl {
   Generation start_generation(Endpoint endpoint, const http::Request& req, http::Response& res);
   std::optional<ApiError> take_fields(Generation& g, GenerationFields fields,
                                       const http::Request& req);
-  // The prompt of messages through the chat template, BOS and EOS texts as the tokenizer has them.
-  Result<RenderedChat> render_chat(const std::vector<ChatMessage>& messages,
-                                   const nlohmann::json& extra) const;
+  // The prompt of messages through the chat template, BOS and EOS texts as the tokenizer has them;
+  // with generic_tools, the messages as with_generic_tools() writes them.
+  Result<RenderedChat> render_chat(
+      const std::vector<ChatMessage>& messages, const nlohmann::json& extra,
+      const nlohmann::json& generic_tools = nlohmann::json::array()) const;
   // With g.may_drop, leaves out the oldest turns of `messages` so that the prompt leaves room to
   // answer (context_fit.h), setting g.dropped_messages; an error when even the system prompt and
   // the last user turn do not fit.
@@ -333,7 +339,8 @@ struct HttpServer::Impl {
                                              const std::vector<ChatMessage>& messages,
                                              const nlohmann::json& extra = {});
   // Tools given (and tool_choice not "none"): the template renders them and the reply is parsed
-  // for calls in the template's syntax; a template that shows none refuses them.
+  // for calls in the template's syntax; for a template that shows none, the server writes them
+  // into the system prompt in the Hermes syntax (chat/generic_tools.h) and parses that.
   std::optional<ApiError> take_tools(Generation& g, const nlohmann::json& tools,
                                      nlohmann::json& extra) const;
   // The grammar the output is held to: a forced tool call in the template's syntax (after

@@ -40,7 +40,7 @@ const cases = [
   ['temperature 1e400', '/v1/chat/completions', '{"messages":[{"role":"user","content":"x"}],"temperature":1e400}', 400],
   ['top_p 0', '/v1/chat/completions', chat({ top_p: 0 }), 400],
   ['n = 17 (over the limit of 16 choices)', '/v1/chat/completions', chat({ n: 17 }), 400],
-  ['tools', '/v1/chat/completions', chat({ tools: [{ type: 'function', function: { name: 'f' } }] }), 400],
+  ['tools of no known type', '/v1/chat/completions', chat({ tools: [{ type: 'retrieval', function: { name: 'f' } }] }), 400],
   ['stop not strings', '/v1/chat/completions', chat({ stop: [1, 2] }), 400],
   ['stream not bool', '/v1/chat/completions', chat({ stream: 1 }), 400],
   ['bad session id', '/v1/chat/completions', chat({ session_id: '../../etc/passwd' }), 400],

@@ -148,8 +148,8 @@ test('top_logprobs with include: logprobs on the output_text part and on every d
 
 test('what the server does not do is refused with the field named', async () => {
   await assert.rejects(
-    client.responses.create({ input: 'hi', tools: [{ type: 'function', name: 'f', parameters: {} }] }),
-    (e) => e.status === 400 && e.param === 'tools');
+    client.responses.create({ input: 'hi', tools: [{ type: 'web_search_preview' }] }),
+    (e) => e.status === 400 && e.param === 'tools[0].type');
   await assert.rejects(client.responses.create({ input: 'hi', text: { format: { type: 'xml' } } }),
                        (e) => e.status === 400 && e.param === 'text.format.type');
   await assert.rejects(client.responses.create({ input: 'hi', store: false, max_output_tokens: 4 }).then((r) => client.responses.retrieve(r.id)),
