@@ -58,6 +58,10 @@ def easy_words(tok, n=300):
     return sorted(w for _, w in sorted(cands)[:n])
 
 
+# No step takes a minute at these shapes on one core (a few seconds at 1024 tokens).
+PAUSE_S = 60.0
+
+
 def lr_at(step, train_s, a):
     """Linear warm-up, then constant (a run has no planned end); --cooldown-at H starts a
     linear decay to 10% over --cooldown-h hours of training time, for the final model."""
@@ -229,6 +233,10 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         dt = time.time() - t0
+        # A step this long was a pause (the process stopped with SIGSTOP, the machine suspended),
+        # not training: count it as an average step so train_s stays the time spent training.
+        if dt > PAUSE_S:
+            dt = acc["t"] / acc["n"] if acc["n"] else 0.0
 
         with torch.no_grad():
             acc["ans_ok"] += int((logits.argmax(-1) == y)[ans].sum())
