@@ -488,8 +488,9 @@ Result<RenderedChat> HttpServer::Impl::render_chat(const std::vector<ChatMessage
 }
 
 std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
-                                                      std::vector<ChatMessage>& messages,
-                                                      const nlohmann::json& extra) const {
+                                                      const std::vector<ChatMessage>& messages,
+                                                      const nlohmann::json& extra,
+                                                      std::optional<RenderedChat>& rendered) const {
   const int64_t ctx = engine.context();
   // Room kept to answer: max_tokens when given (up to half the context), else an eighth of it.
   const int64_t max_tokens = g.fields.params.max_tokens;
@@ -511,8 +512,10 @@ std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
   const RenderedChat* whole = render(0);
   // A template error is render_and_resolve's to report; a prompt of fewer bytes than the budget
   // has fewer tokens than it (the template's control tokens only shorten it), so it fits.
-  if (whole == nullptr || static_cast<int64_t>(whole->text.size()) + 2 <= budget)
+  if (whole == nullptr || static_cast<int64_t>(whole->text.size()) + 2 <= budget) {
+    if (whole != nullptr) rendered = *whole;
     return std::nullopt;
+  }
   ContextFitProbe probe{
       [&](size_t drop) {
         auto it = counts.find(drop);
@@ -541,21 +544,21 @@ std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
                     probe.tokens(cuts.back()), ctx, reserve),
         g.prompt_field(), "context_length_exceeded");
   }
-  if (*drop == 0) return std::nullopt;
-  messages = drop_oldest(messages, *drop);
+  if (const RenderedChat* r = render(*drop)) rendered = *r;
   g.dropped_messages = static_cast<int64_t>(*drop);
   return std::nullopt;
 }
 
 std::optional<ApiError> HttpServer::Impl::render_and_resolve(
     Generation& g, const std::vector<ChatMessage>& all_messages, const nlohmann::json& extra) {
-  std::vector<ChatMessage> kept;
-  if (g.may_drop) {
-    kept = all_messages;
-    if (auto e = fit_context(g, kept, extra)) return e;
-  }
-  const std::vector<ChatMessage>& messages = g.may_drop ? kept : all_messages;
-  auto chat = render_chat(messages, extra, g.generic_tools);
+  std::optional<RenderedChat> fitted;
+  if (g.may_drop)
+    if (auto e = fit_context(g, all_messages, extra, fitted)) return e;
+  // Without a rendering from the fit (a template error), render to report it.
+  auto chat = fitted
+                  ? Result<RenderedChat>(std::move(*fitted))
+                  : render_chat(drop_oldest(all_messages, static_cast<size_t>(g.dropped_messages)),
+                                extra, g.generic_tools);
   if (!chat)
     return bad_request("the chat template failed on these messages: " + chat.message(),
                        g.prompt_field(), "template_error");

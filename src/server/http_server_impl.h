@@ -331,8 +331,10 @@ struct HttpServer::Impl {
   // With g.may_drop, leaves out the oldest turns of `messages` so that the prompt leaves room to
   // answer (context_fit.h), setting g.dropped_messages; an error when even the system prompt and
   // the last user turn do not fit.
-  std::optional<ApiError> fit_context(Generation& g, std::vector<ChatMessage>& messages,
-                                      const nlohmann::json& extra) const;
+  // `rendered`: the prompt of the messages kept, rendered on the way (so it is not rendered twice).
+  std::optional<ApiError> fit_context(Generation& g, const std::vector<ChatMessage>& messages,
+                                      const nlohmann::json& extra,
+                                      std::optional<RenderedChat>& rendered) const;
   // Renders messages through the chat template and finds the conversation the prompt continues.
   // extra: template variables beyond the messages (e.g. tools).
   std::optional<ApiError> render_and_resolve(Generation& g,
