@@ -1,12 +1,12 @@
 // Every JSON entry point of the server: arbitrary bytes as the body of /v1/chat/completions (and
 // /apply-template, which parses the same), /v1/completions, /v1/responses, /v1/messages (and
-// count_tokens), Ollama's /api/chat, /api/generate and /api/show, /tokenize and /detokenize, and
-// as a model's reply parsed for tool calls in every syntax. The regressions
-// (fuzz/regressions/openai_request) hold bodies nesting 20,000 to 100,000 deep through each
-// place the outside probe crashed the server; the corpus holds deep and wide seeds.
-// A body is either refused with an ApiError (whose JSON the server must be able to send) or
-// parsed into a request whose values the engine accepts without further checks; a parsed chat
-// request is rendered with a built-in template, as the server does next.
+// count_tokens), Ollama's /api/chat, /api/generate, /api/show and /api/embed, /v1/embeddings,
+// /tokenize and /detokenize, and as a model's reply parsed for tool calls in every syntax. The
+// regressions (fuzz/regressions/openai_request) hold bodies nesting 20,000 to 100,000 deep through
+// each place the outside probe crashed the server; the corpus holds deep and wide seeds. A body is
+// either refused with an ApiError (whose JSON the server must be able to send) or parsed into a
+// request whose values the engine accepts without further checks; a parsed chat request is rendered
+// with a built-in template, as the server does next.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,6 +17,7 @@
 #include "fuzz_support.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
+#include "server/embeddings_request.h"
 #include "server/ollama_request.h"
 #include "server/ollama_response.h"
 #include "server/openai_request.h"
@@ -109,6 +110,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto show = parse_ollama_show(body);
   if (const auto* e = std::get_if<ApiError>(&show)) check_error(*e);
+  for (bool ollama : {false, true}) {
+    auto embed = ollama ? parse_ollama_embed(body) : parse_openai_embeddings(body);
+    if (const auto* e = std::get_if<ApiError>(&embed)) {
+      check_error(*e);
+      continue;
+    }
+    const auto& req = std::get<EmbeddingsRequest>(embed);
+    TG_FUZZ_CHECK(!req.inputs.empty() && req.inputs.size() <= kMaxEmbeddingInputs);
+    for (const auto& in : req.inputs) {
+      TG_FUZZ_CHECK(in.tokenized() ? in.text.empty() : !in.text.empty());
+      TG_FUZZ_CHECK(!ollama || !in.tokenized());
+      for (int32_t id : in.ids) TG_FUZZ_CHECK(id >= 0);
+    }
+  }
 
   for (auto syntax : {ToolCallSyntax::Hermes, ToolCallSyntax::QwenXml, ToolCallSyntax::Llama3,
                       ToolCallSyntax::MistralJson, ToolCallSyntax::MistralArgs}) {

@@ -80,6 +80,7 @@ int cmd_serve(const ServeOptions& opt) {
   so.max_conversations = opt.max_conversations;
   so.context_overflow = opt.context_overflow == "refuse" ? server::ContextOverflow::Refuse
                                                          : server::ContextOverflow::DropOldest;
+  if (opt.pooling != "auto") so.pooling = parse_pooling(opt.pooling);
   auto level = server::parse_log_level(opt.log_level);
   if (!level) return fail(level.message());
   so.log_level = *level;
@@ -242,6 +243,12 @@ Command register_serve(CLI::App& app) {
                    "system prompt and last message kept) or refuse (context_length_exceeded)")
       ->capture_default_str()
       ->check(CLI::IsMember({"drop-oldest", "refuse"}));
+  c_serve
+      ->add_option("--pooling", serve.pooling,
+                   "How /v1/embeddings and /api/embed pool the hidden states: auto (as the GGUF "
+                   "says, else the last token's), mean, cls (first token) or last")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mean", "cls", "last"}));
   c_serve->add_option("--log-level", serve.log_level, "debug, info, warn, error or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));

@@ -82,6 +82,7 @@ struct ServeOptions {
   std::string max_header_bytes = "64KiB";
   size_t max_conversations = 10000;
   std::string context_overflow = "drop-oldest";
+  std::string pooling = "auto";  // embeddings: auto (the GGUF's, else last), mean, cls, last
   std::string log_level = "info";
   SamplingParams sampling;  // defaults of requests that set nothing
   EngineSettings engine;

@@ -161,6 +161,7 @@ Result<json> plan_json(const ServeOptions& o) {
          {"max_header_bytes", o.max_header_bytes},
          {"max_conversations", o.max_conversations},
          {"context_overflow", o.context_overflow},
+         {"pooling", o.pooling},
          {"log_level", o.log_level},
          {"sampling", sampling_json(o.sampling)}};
   TG_ASSIGN(j["engine"], engine_flags_json(o.engine));

@@ -172,6 +172,10 @@ Result<ModelConfig> read_model_config(const GgufFile& g) {
   if (c.vocab < 1 || c.vocab > (int64_t{1} << 31))
     return make_error("{}: token_embd.weight has an invalid vocabulary size {}", g.path(), c.vocab);
   c.tied_output = g.find_tensor("output.weight") == nullptr;
+  if (r.has("pooling_type")) {
+    TG_ASSIGN(const int64_t pooling, r.optional_int("pooling_type", 0, 0, 4));
+    c.pooling = static_cast<Pooling>(pooling);
+  }
   return c;
 }
 

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/result.h"
+#include "model/pooling.h"
 
 namespace tangram {
 
@@ -57,6 +59,9 @@ struct ModelConfig {
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_output = false;  // no output.weight: the output projection is token_embd
+  // How the GGUF says its hidden states pool into an embedding (`<arch>.pooling_type`, set by
+  // converters of embedding models); nullopt when the file does not say.
+  std::optional<Pooling> pooling;
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }

@@ -161,6 +161,7 @@ Status Model::run_step(std::span<const SequenceStep> seqs, int64_t m, ThreadPool
     TG_TRY(attention_block(l, seqs, m, pool));
     feed_forward_block(l, m, pool);
   }
+  output_hidden(seqs);
   return output_logits(seqs, logit_rows, pool);  // logits: [logit_rows][vocab]
 }
 
@@ -233,6 +234,18 @@ void Model::feed_forward_block(int layer, int64_t m, ThreadPool& pool) {
                 pool);                                    // gate: [m][n_ff], swiglu'd
   matmul(L.w_down, gate_.data(), m, proj_.data(), pool);  // proj: [m][E]
   add(x, proj_.data(), m * E);
+}
+
+void Model::output_hidden(std::span<const SequenceStep> seqs) const {
+  const int64_t E = config_.n_embd;
+  int64_t r = 0;
+  for (const SequenceStep& s : seqs) {
+    if (s.hidden != nullptr)
+      for (int64_t t = 0; t < s.n; ++t)
+        rmsnorm(x_.data() + (r + t) * E, weights_.output_norm.data(), s.hidden + t * E, E,
+                config_.rms_eps);
+    r += s.n;
+  }
 }
 
 Status Model::output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows,

@@ -46,6 +46,9 @@ struct SequenceStep {
   float* capture_q = nullptr;
   int64_t capture_from = 0;
   int64_t capture_rows = 0;
+  // Optional hidden states (embeddings): [n][n_embd], every row of this step after the final
+  // norm, i.e. what the output projection would read.
+  float* hidden = nullptr;
 };
 
 struct ModelOptions {
@@ -118,6 +121,8 @@ class Model {
                          ThreadPool& pool);
   // x_ += ffn(rmsnorm(x_)) for one layer (SwiGLU).
   void feed_forward_block(int layer, int64_t m, ThreadPool& pool);
+  // Final norm of every row of the steps that want hidden states, into their buffers.
+  void output_hidden(std::span<const SequenceStep> seqs) const;
   // Final norm and output projection of the rows that want logits, into the steps' buffers.
   Status output_logits(std::span<const SequenceStep> seqs, int64_t logit_rows, ThreadPool& pool);
   Status ensure_buffers(int64_t m);

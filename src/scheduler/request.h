@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/pooling.h"
 #include "runtime/finish_reason.h"
 #include "runtime/logprobs.h"
 #include "runtime/sampling_params.h"
@@ -72,6 +73,7 @@ struct RequestResult {
   RequestCompression compression;
   uint64_t seed = 0;                // the sampler's seed
   std::vector<float> first_logits;  // [vocab] logits of the prompt's last token, if asked for
+  std::vector<float> embedding;     // [n_embd] an embedding request's pooled, normalised vector
 };
 
 struct Request {
@@ -94,6 +96,11 @@ struct Request {
   // server: such sessions belong to no API key, so nothing may hold pages for them).
   bool keep_other_choices = true;
   bool keep_first_logits = false;  // fill RequestResult::first_logits (tests)
+  // Mean, Cls or Last: an embedding request. Its prompt runs through the model in a fresh cache
+  // (never a session's: every row must be computed), nothing is generated, and it finishes
+  // with RequestResult::embedding, the final-normed hidden states pooled this way and scaled
+  // to unit length. Its pages go back to the pool at once. None: a generation request.
+  Pooling embed = Pooling::None;
   // >= 0: every generated token's TokenEvent carries its log-probability and this many most
   // likely alternatives (at most kMaxTopLogprobs).
   int top_logprobs = -1;

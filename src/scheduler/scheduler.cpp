@@ -124,6 +124,13 @@ Status Scheduler::validate(const Request& r) const {
         n - context_ + 1);
   if (r.n < 1 || r.n > kMaxChoices)
     return make_error("n is {}; between 1 and {} choices can be asked for", r.n, kMaxChoices);
+  if (r.embed != Pooling::None) {
+    if (r.embed != Pooling::Mean && r.embed != Pooling::Cls && r.embed != Pooling::Last)
+      return make_error("embedding pooling '{}' is not one of mean, cls, last",
+                        pooling_name(r.embed));
+    if (r.n != 1 || !r.session_id.empty() || r.constraint)
+      return make_error("an embedding request has one choice, no session and no constraint");
+  }
   // With n choices, each fork may copy the partly filled last page of every group.
   const int64_t need = pages_for(n + 1) + int64_t{r.n - 1} * map_->total_groups();
   if (need > pool_->total_pages())
@@ -165,6 +172,7 @@ Result<std::unique_ptr<Scheduler::Sequence>> Scheduler::new_sequence(
   s->result.choice = choice;
   s->result.usage.prompt_tokens = static_cast<int64_t>(s->n_prompt);
   s->result.seed = s->sampler->seed();
+  if (request.embed != Pooling::None) s->pooled.emplace(request.embed, model_.config().n_embd);
   return s;
 }
 
@@ -260,7 +268,9 @@ void Scheduler::cancel_all() {
 
 Status Scheduler::attach_cache(Sequence& s) {
   Session* session = nullptr;
-  if (!s.request.session_id.empty()) {
+  if (s.pooled) {
+    // An embedding needs every row computed: it never continues a session.
+  } else if (!s.request.session_id.empty()) {
     session = &sessions_->named(s.request.session_id);
   } else if (options_.keep_sessions && s.session_id.empty()) {
     session = sessions_->continuation(s.tokens, options_.page_tokens);
@@ -432,7 +442,7 @@ void Scheduler::finish(std::unique_ptr<Sequence> s, FinishReason reason, std::st
   r.timing.total_seconds = seconds_between(s->submitted, now);
 
   // The KV goes back to the session (tokens [0, n_positions) are in it), or to the pool.
-  const bool keep = options_.keep_sessions && reason != FinishReason::Error &&
+  const bool keep = options_.keep_sessions && reason != FinishReason::Error && !s->pooled &&
                     !s->session_dropped && (s->choice == 0 || s->request.keep_other_choices);
   if (std::string id =
           sessions_->give_back(s->session_id, s->tokens, keep ? std::move(s->cache) : nullptr, now);
@@ -610,11 +620,20 @@ Status Scheduler::run_planned(const std::vector<Sequence*>& stepped, int64_t& ra
     Sequence& s = *stepped[i];
     const int64_t pos0 = s.cache->n_positions();
     const bool ends_input = pos0 + s.chunk == static_cast<int64_t>(s.tokens.size());
-    float* out = ends_input && !logits_.empty() ? logits_.data() + i * vocab : nullptr;
+    float* out = ends_input && !logits_.empty() && !s.pooled ? logits_.data() + i * vocab : nullptr;
+    float* hidden = nullptr;
+    if (s.pooled) {
+      try {
+        s.hidden.resize(static_cast<size_t>(s.chunk) * static_cast<size_t>(model_.config().n_embd));
+        hidden = s.hidden.data();
+      } catch (const std::bad_alloc&) {
+        logits_.clear();  // fails the step below with a clear error
+      }
+    }
     prepare_capture(s, s.chunk);
     steps_.push_back(SequenceStep{s.cache.get(), s.tokens.data() + pos0, s.chunk, pos0, out, false,
                                   s.capture_rows > 0 ? s.capture.data() : nullptr, s.capture_from,
-                                  s.capture_rows});
+                                  s.capture_rows, hidden});
     ran += s.chunk;
   }
   Status st = logits_.empty() ? make_error("out of host memory for the step's logits")
@@ -646,6 +665,13 @@ void Scheduler::finish_step(const std::vector<Sequence*>& stepped, const Status&
     if (const int64_t point = next_compression_point(s);
         point >= 0 && s.cache->n_positions() == point)
       compress_sequence(s);
+    if (s.pooled) {
+      s.pooled->add(done.hidden, done.n, done.pos0);
+      if (s.cache->n_positions() < static_cast<int64_t>(s.tokens.size())) continue;
+      s.result.embedding = s.pooled->normalized();
+      finish(take(&s), FinishReason::Stop);
+      continue;
+    }
     if (done.logits == nullptr) continue;
     if (s.request.n > 1 && s.choice == 0 && !s.forked) fork_choices(s, done.logits);
     s.result.finish = FinishReason::Stop;

@@ -195,7 +195,9 @@ class Scheduler {
     // an admission fails and the restored cache waits resident for the next try).
     bool restored_from_tier = false;
     bool first_token_done = false;
-    bool session_dropped = false;  // its session was deleted: its KV must not return to it
+    bool session_dropped = false;           // its session was deleted: its KV must not return to it
+    std::optional<PoolAccumulator> pooled;  // an embedding request's pooling so far
+    std::vector<float> hidden;              // [chunk][n_embd] its hidden rows of this step
     Clock::time_point submitted, admitted, first_token;
   };
 

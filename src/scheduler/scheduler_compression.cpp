@@ -27,7 +27,7 @@ AdmissionView Scheduler::admission_view(const Sequence& s) const {
 
 int64_t Scheduler::next_compression_point(const Sequence& s) const {
   const CompressionOptions& co = compressor_->options();
-  if (!co.compresses() || !s.cache || !s.awaiting_sample) return -1;
+  if (!co.compresses() || !s.cache || !s.awaiting_sample || s.pooled) return -1;
   // First-turn-only: a conversation whose cache held tokens when this request began is past
   // its first turn (its first prefill started from an empty cache).
   if (co.first_turn_only && s.result.usage.cached_tokens > 0) return -1;

@@ -191,6 +191,10 @@ void HttpServer::Impl::install_routes() {
              [this](auto& req, auto& res) { handle_ollama_chat(req, res); });
   http.route("POST", "/api/generate", Lane::Work,
              [this](auto& req, auto& res) { handle_ollama_generate(req, res); });
+  http.route("POST", "/v1/embeddings", Lane::Work,
+             [this](auto& req, auto& res) { handle_embeddings(req, res); });
+  http.route("POST", "/api/embed", Lane::Work,
+             [this](auto& req, auto& res) { handle_ollama_embed(req, res); });
   http.route("GET", "/api/tags", Lane::Control,
              [this](auto& req, auto& res) { handle_ollama_tags(req, res, /*running=*/false); });
   http.route("GET", "/api/ps", Lane::Control,

@@ -15,12 +15,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "chat/chat_template.h"
 #include "common/result.h"
 #include "engine/engine.h"
+#include "model/pooling.h"
 #include "runtime/sampling_params.h"
 #include "server/access_log.h"
 #include "tokenizer/tokenizer.h"
@@ -57,6 +59,9 @@ struct ServerOptions {
   SamplingParams defaults;  // sampling defaults of a request that sets nothing
   // Chat, Messages and Ollama chat; the Responses API follows each request's "truncation".
   ContextOverflow context_overflow = ContextOverflow::DropOldest;
+  // How /v1/embeddings and /api/embed pool hidden states; nullopt: as the GGUF says, else the
+  // last token's.
+  std::optional<Pooling> pooling;
 };
 
 class HttpServer {

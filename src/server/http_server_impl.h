@@ -30,6 +30,7 @@
 #include "server/api_error.h"
 #include "server/context_fit.h"
 #include "server/conversations.h"
+#include "server/embeddings_request.h"
 #include "server/http_server.h"
 #include "server/ollama_request.h"
 #include "server/ollama_response.h"
@@ -188,6 +189,13 @@ inline bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// The vectors of an embedding request, in input order.
+struct EmbeddingBatch {
+  std::vector<std::vector<float>> vectors;  // [inputs][n_embd], unit length
+  int64_t prompt_tokens = 0;                // over every input
+  double seconds = 0;                       // submitted -> the last vector
+};
+
 inline std::string route_label(const std::string& path) {
   static const char* const kRoutes[] = {"/v1/chat/completions",
                                         "/v1/completions",
@@ -200,6 +208,8 @@ inline std::string route_label(const std::string& path) {
                                         "/api/ps",
                                         "/api/show",
                                         "/api/version",
+                                        "/api/embed",
+                                        "/v1/embeddings",
                                         "/v1/models",
                                         "/v1/sessions",
                                         "/tokenize",
@@ -232,6 +242,8 @@ struct HttpServer::Impl {
   ResponseStore responses;  // stored Responses API responses, per key
   ServerMetrics metrics;
   AccessLog log;
+  // How embeddings pool hidden states (--pooling, else the GGUF's), or why this model cannot embed.
+  Result<Pooling> embedding_pooling;
   std::atomic<int64_t> pending{0};  // generation requests submitted and not finished
   std::atomic<bool> ready{false};
   std::atomic<double> recent_e2e_s{1.0};  // moving mean, for Retry-After
@@ -252,7 +264,8 @@ struct HttpServer::Impl {
         conversations(opt.max_conversations,
                       [&e](const std::string& key) { e.drop_session_later(key); }),
         responses(opt.max_conversations),
-        log(opt.log_level) {
+        log(opt.log_level),
+        embedding_pooling(tangram::embedding_pooling(e.model().config().pooling, opt.pooling)) {
     for (const std::string& k : opt.api_keys) owner_ids.push_back(owner_id(k));
     defaults.params = opt.defaults;
     defaults.vocab_size = tok.n_vocab();
@@ -386,6 +399,13 @@ struct HttpServer::Impl {
   // GET /api/tags and /api/ps: the served model, with its file's size, digest and details.
   void handle_ollama_tags(const http::Request& req, http::Response& res, bool running);
   void handle_ollama_show(const http::Request& req, http::Response& res);
+
+  // ---- endpoints_embeddings.cpp: POST /v1/embeddings and /api/embed ---------------------------
+  // Runs every input through the engine (one batch, one place in the queue) and waits for the
+  // vectors; model_field names the field an error about the model points at.
+  std::variant<EmbeddingBatch, ApiError> embed(const EmbeddingsRequest& r, const char* model_field);
+  void handle_embeddings(const http::Request& req, http::Response& res);
+  void handle_ollama_embed(const http::Request& req, http::Response& res);
 
   // ---- endpoints_sessions.cpp: GET and DELETE /v1/sessions --------------------------------------
   void handle_sessions(const http::Request& req, http::Response& res);

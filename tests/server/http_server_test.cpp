@@ -1526,7 +1526,7 @@ TEST(HttpServer, OllamaPathsAnswerErrorsInOllamasShape) {
   const json ok = post_json(c, "/api/chat", body, 200, key);
   EXPECT_EQ(ok["eval_count"], 3);
   EXPECT_EQ(ok["done"], true);
-  const json missing = post_json(c, "/api/embed", {{"model", "stories260K"}}, 404, key);
+  const json missing = post_json(c, "/api/pull", {{"model", "stories260K"}}, 404, key);
   ASSERT_TRUE(missing["error"].is_string()) << missing.dump();
   json other = body;
   other["model"] = "llama3:8b";

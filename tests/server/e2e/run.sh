@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest entry of the server's end-to-end tests: runs every *.test.mjs (OpenAI's, Anthropic's and
-# Ollama's clients, curl SSE, the Vercel AI SDK and LangChain, hostile requests, 64-client load,
+# Ollama's clients (chat, tools, embeddings), curl SSE, the Vercel AI SDK and LangChain, hostile requests, 64-client load,
 # the chat page in headless Chromium, kill -9 with --kv-disk, scale-out: Redis + 2 replicas +
 # HAProxy with a replica killed) against `tangram serve` on the real TinyStories model in
 # data/models.
