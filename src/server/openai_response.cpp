@@ -126,11 +126,25 @@ ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& repl
   return j;
 }
 
-std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply,
-                                   bool with_usage_null) {
-  const ordered_json delta{{"tool_calls", tool_calls_array(reply, /*with_index=*/true)}};
-  return sse_event(chat_chunk_with(m, delta, nullptr, with_usage_null)) +
-         sse_event(chat_chunk_with(m, ordered_json::object(), "tool_calls", with_usage_null));
+std::string chat_tool_call_piece(const ResponseMeta& m, int index, const std::string& id,
+                                 const std::string& name, const std::string& arguments,
+                                 bool with_usage_null) {
+  ordered_json call;
+  call["index"] = index;
+  ordered_json function;
+  if (!id.empty()) {
+    call["id"] = id;
+    call["type"] = "function";
+    function["name"] = name;
+  }
+  function["arguments"] = arguments;
+  call["function"] = std::move(function);
+  const ordered_json delta{{"tool_calls", ordered_json::array({std::move(call)})}};
+  return sse_event(chat_chunk_with(m, delta, nullptr, with_usage_null));
+}
+
+std::string chat_tool_calls_end(const ResponseMeta& m, bool with_usage_null) {
+  return sse_event(chat_chunk_with(m, ordered_json::object(), "tool_calls", with_usage_null));
 }
 
 ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u) {

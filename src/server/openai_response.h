@@ -55,10 +55,13 @@ nlohmann::ordered_json chat_chunk_json(const ResponseMeta& m, std::optional<std:
 // finish_reason "tool_calls". Calls without the model's own id get "call_" + random hex.
 nlohmann::ordered_json chat_tool_calls_json(const ResponseMeta& m, const ParsedReply& reply,
                                             const Usage& u);
-// The streamed form: one chunk whose delta holds every call (with its index), then the chunk
-// with finish_reason "tool_calls".
-std::string chat_tool_calls_chunks(const ResponseMeta& m, const ParsedReply& reply,
-                                   bool with_usage_null);
+// One piece of a streamed call: a chunk whose delta's tool_calls holds the call's index, and on
+// its first piece (id not empty) its id, type and name; arguments: more of its arguments' text.
+std::string chat_tool_call_piece(const ResponseMeta& m, int index, const std::string& id,
+                                 const std::string& name, const std::string& arguments,
+                                 bool with_usage_null);
+// The chunk that ends a reply of calls: finish_reason "tool_calls".
+std::string chat_tool_calls_end(const ResponseMeta& m, bool with_usage_null);
 nlohmann::ordered_json chat_usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
 nlohmann::ordered_json completion_json(const ResponseMeta& m, const std::string& text,

@@ -1,5 +1,7 @@
 #include "server/responses_json.h"
 
+#include <fmt/format.h>
+
 namespace tangram::server {
 namespace {
 
@@ -65,9 +67,26 @@ void finish_response(ResponseState& s, FinishReason finish, const std::string& t
   const ParsedReply reply = parse_tool_calls(tools, text);
   if (reply.calls.empty()) return;
   s.text = text.substr(0, tool_call_start(tools, text).value_or(text.size()));
-  for (const ParsedToolCall& c : reply.calls)
-    s.calls.push_back(ResponseState::Call{
-        random_id("fc_"), c.id.empty() ? random_id("call_") : c.id, c.name, c.arguments});
+  for (size_t i = 0; i < reply.calls.size(); ++i) {
+    const ParsedToolCall& c = reply.calls[i];
+    s.calls.push_back(
+        ResponseState::Call{call_item_id(s, i), call_id_of(s, i, c.id), c.name, c.arguments});
+  }
+}
+
+namespace {
+std::string id_suffix(const ResponseState& s) {
+  const size_t cut = s.id.find('_');
+  return cut == std::string::npos ? s.id : s.id.substr(cut + 1);
+}
+}  // namespace
+
+std::string call_item_id(const ResponseState& s, size_t i) {
+  return fmt::format("fc_{}_{}", id_suffix(s), i);
+}
+
+std::string call_id_of(const ResponseState& s, size_t i, const std::string& model_id) {
+  return model_id.empty() ? fmt::format("call_{}_{}", id_suffix(s), i) : model_id;
 }
 
 void fail_response(ResponseState& s, const ApiError& error) {
@@ -142,7 +161,10 @@ std::string ResponseEvents::open_message() {
 }
 
 std::string ResponseEvents::text_delta(std::string_view delta, const ordered_json& logprobs) {
+  if (message_done_) return {};  // text after a call: the final response has it
   std::string out = message_open_ ? std::string() : open_message();
+  sent_text_.append(delta);
+  for (const auto& e : logprobs) sent_logprobs_.push_back(e);
   out += event(ordered_json{{"type", "response.output_text.delta"},
                             {"item_id", initial_.message_id},
                             {"output_index", 0},
@@ -152,37 +174,81 @@ std::string ResponseEvents::text_delta(std::string_view delta, const ordered_jso
   return out;
 }
 
+std::string ResponseEvents::message_done(const ResponseState& done) {
+  message_done_ = true;
+  const std::string& text = done.text;
+  const ordered_json& logprobs = done.logprobs;
+  std::string out = event(ordered_json{{"type", "response.output_text.done"},
+                                       {"item_id", initial_.message_id},
+                                       {"output_index", 0},
+                                       {"content_index", 0},
+                                       {"text", text},
+                                       {"logprobs", logprobs}});
+  out += event(ordered_json{{"type", "response.content_part.done"},
+                            {"item_id", initial_.message_id},
+                            {"output_index", 0},
+                            {"content_index", 0},
+                            {"part", text_part(text, logprobs)}});
+  out += event(ordered_json{{"type", "response.output_item.done"},
+                            {"output_index", 0},
+                            {"item", message_item(done, true)}});
+  return out;
+}
+
+int64_t ResponseEvents::call_output_index(size_t call) const {
+  return static_cast<int64_t>(call) + (message_open_ ? 1 : 0);
+}
+
+std::string ResponseEvents::call_opened(const ResponseState::Call& call) {
+  std::string out;
+  if (message_open_ && !message_done_) {
+    ResponseState done = initial_;
+    done.text = sent_text_;
+    done.logprobs = sent_logprobs_;
+    done.status = "completed";
+    out = message_done(done);
+  }
+  message_done_ = true;  // no message opens after a call
+  opened_.push_back(call);
+  arguments_sent_.push_back(false);
+  out += event(ordered_json{{"type", "response.output_item.added"},
+                            {"output_index", call_output_index(opened_.size() - 1)},
+                            {"item", call_item(call, false)}});
+  return out;
+}
+
+std::string ResponseEvents::call_arguments(int call, const std::string& delta) {
+  const auto i = static_cast<size_t>(call);
+  if (i >= opened_.size() || delta.empty()) return {};
+  arguments_sent_[i] = true;
+  return event(ordered_json{{"type", "response.function_call_arguments.delta"},
+                            {"item_id", opened_[i].item_id},
+                            {"output_index", call_output_index(i)},
+                            {"delta", delta}});
+}
+
 std::string ResponseEvents::closing(const ResponseState& s) {
   if (s.status == "failed")
     return event(ordered_json{{"type", "response.failed"}, {"response", response_json(s)}});
   std::string out;
-  int64_t index = 0;
-  if (has_message(s)) {
+  if (has_message(s) && !message_done_) {
     if (!message_open_) out += open_message();
-    out += event(ordered_json{{"type", "response.output_text.done"},
-                              {"item_id", s.message_id},
-                              {"output_index", 0},
-                              {"content_index", 0},
-                              {"text", s.text},
-                              {"logprobs", s.logprobs}});
-    out += event(ordered_json{{"type", "response.content_part.done"},
-                              {"item_id", s.message_id},
-                              {"output_index", 0},
-                              {"content_index", 0},
-                              {"part", text_part(s.text, s.logprobs)}});
-    out += event(ordered_json{{"type", "response.output_item.done"},
-                              {"output_index", 0},
-                              {"item", message_item(s, true)}});
-    index = 1;
+    out += message_done(s);
   }
-  for (const ResponseState::Call& c : s.calls) {
-    out += event(ordered_json{{"type", "response.output_item.added"},
-                              {"output_index", index},
-                              {"item", call_item(c, false)}});
-    out += event(ordered_json{{"type", "response.function_call_arguments.delta"},
-                              {"item_id", c.item_id},
-                              {"output_index", index},
-                              {"delta", c.arguments}});
+  const int64_t first = has_message(s) ? 1 : 0;
+  for (size_t i = 0; i < s.calls.size(); ++i) {
+    const ResponseState::Call& c = s.calls[i];
+    const int64_t index = first + static_cast<int64_t>(i);
+    const bool opened = i < opened_.size();
+    if (!opened)
+      out += event(ordered_json{{"type", "response.output_item.added"},
+                                {"output_index", index},
+                                {"item", call_item(c, false)}});
+    if (!opened || !arguments_sent_[i])
+      out += event(ordered_json{{"type", "response.function_call_arguments.delta"},
+                                {"item_id", c.item_id},
+                                {"output_index", index},
+                                {"delta", c.arguments}});
     out += event(ordered_json{{"type", "response.function_call_arguments.done"},
                               {"item_id", c.item_id},
                               {"output_index", index},
@@ -191,7 +257,6 @@ std::string ResponseEvents::closing(const ResponseState& s) {
     out += event(ordered_json{{"type", "response.output_item.done"},
                               {"output_index", index},
                               {"item", call_item(c, true)}});
-    ++index;
   }
   const char* last = s.status == "incomplete" ? "response.incomplete" : "response.completed";
   out += event(ordered_json{{"type", last}, {"response", response_json(s)}});

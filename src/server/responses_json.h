@@ -7,7 +7,9 @@
 // response.output_item.added, response.content_part.added, response.output_text.delta (one per
 // piece of text), response.output_text.done, response.content_part.done,
 // response.output_item.done; for each call response.output_item.added,
-// response.function_call_arguments.delta and .done, response.output_item.done; then
+// response.function_call_arguments.delta (one per piece of its arguments as they are generated;
+// the message item is done before the first call's is added) and .done, response.output_item.done;
+// then
 // response.completed (or response.incomplete when max_output_tokens cut it, response.failed on
 // an error). Each event is "event: <type>\ndata: <json with type and sequence_number>\n\n".
 #pragma once
@@ -16,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -67,6 +70,12 @@ void fail_response(ResponseState& s, const ApiError& error);
 nlohmann::ordered_json response_json(const ResponseState& s);
 
 // The typed events of one streamed response, numbered in order.
+// The ids of call i of a response: its item's ("fc_...") and, unless the model wrote its own, the
+// call's ("call_..."). Derived from the response's id, so that a streamed call, the stored
+// response and a later GET name a call alike.
+std::string call_item_id(const ResponseState& s, size_t i);
+std::string call_id_of(const ResponseState& s, size_t i, const std::string& model_id);
+
 class ResponseEvents {
  public:
   explicit ResponseEvents(const ResponseState& initial) : initial_(initial) {}
@@ -76,16 +85,29 @@ class ResponseEvents {
   // before the first).
   std::string text_delta(std::string_view delta,
                          const nlohmann::ordered_json& logprobs = nlohmann::ordered_json::array());
+  // A call's item opens while it is generated (its name is known; the message, if any, is done
+  // first, with the text sent so far); then pieces of its arguments.
+  std::string call_opened(const ResponseState::Call& call);
+  std::string call_arguments(int call, const std::string& delta);
   // The closing events for the finished state (the message's done events, each call's item,
-  // completed or incomplete), or response.failed for a failed one.
+  // completed or incomplete), or response.failed for a failed one. Calls opened while streaming
+  // must come first in final_state.calls, under the same ids.
   std::string closing(const ResponseState& final_state);
 
  private:
   std::string event(nlohmann::ordered_json body);
   std::string open_message();
+  // The message's done events, for its text, entries and status in `done`.
+  std::string message_done(const ResponseState& done);
+  int64_t call_output_index(size_t call) const;
   ResponseState initial_;
   int64_t sequence_ = 0;
   bool message_open_ = false;
+  bool message_done_ = false;
+  std::string sent_text_;  // the message's text so far
+  nlohmann::ordered_json sent_logprobs_ = nlohmann::ordered_json::array();  // and its entries
+  std::vector<ResponseState::Call> opened_;  // calls opened while streaming
+  std::vector<bool> arguments_sent_;         // per opened call: a piece of arguments went out
 };
 
 }  // namespace tangram::server

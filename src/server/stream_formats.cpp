@@ -1,5 +1,9 @@
 #include "server/stream_formats.h"
 
+#include <functional>
+
+#include "chat/tool_call_stream.h"
+
 namespace tangram::server {
 namespace {
 
@@ -40,10 +44,54 @@ class HoldBack {
   size_t sent_ = 0;             // how much of it went out
 };
 
+// Calls streamed as they are generated (chat/tool_call_stream.h), with the ids they were
+// announced under, and what is left of them once the reply has ended.
+class StreamedCalls {
+ public:
+  // make_id(i): the id call i is announced under.
+  StreamedCalls(ToolCallSyntax tools, std::function<std::string(int)> make_id)
+      : streamer_(tools), make_id_(std::move(make_id)) {}
+  // The pieces `delta` completes; a call's first piece is given its id.
+  std::vector<ToolCallDelta> take(std::string_view delta) {
+    std::vector<ToolCallDelta> out = streamer_.append(delta);
+    for (const ToolCallDelta& d : out)
+      if (d.opens) ids_.push_back(make_id_(d.index));
+    return out;
+  }
+  int count() const { return streamer_.calls(); }
+  const std::string& id(int i) const { return ids_[static_cast<size_t>(i)]; }
+  // What is left to send once the reply parsed as `reply`: the arguments of a streamed call that
+  // sent none (a model writing them as a JSON string), then the calls not opened yet, whole
+  // (opens set; their ids are the caller's to give).
+  std::vector<ToolCallDelta> rest(const ParsedReply& reply) const {
+    std::vector<ToolCallDelta> out;
+    for (size_t i = 0; i < reply.calls.size(); ++i) {
+      const auto index = static_cast<int>(i);
+      if (index < count()) {
+        if (streamer_.arguments(index).empty())
+          out.push_back(ToolCallDelta{index, false, "", reply.calls[i].arguments});
+      } else {
+        out.push_back(ToolCallDelta{index, true, reply.calls[i].name, reply.calls[i].arguments});
+      }
+    }
+    return out;
+  }
+
+ private:
+  ToolCallStreamer streamer_;
+  std::function<std::string(int)> make_id_;
+  std::vector<std::string> ids_;
+};
+
 class ChatStream final : public StreamFormat {
  public:
   ChatStream(const ResponseMeta& m, bool include_usage, ToolCallSyntax tools, PieceOf piece)
-      : m_(m), usage_(include_usage), tools_(tools), held_(tools), piece_(std::move(piece)) {}
+      : m_(m),
+        usage_(include_usage),
+        tools_(tools),
+        held_(tools),
+        calls_(tools, [](int) { return random_id("call_"); }),
+        piece_(std::move(piece)) {}
   std::string opening() override {
     return sse_event(chat_chunk_json(m_, "assistant", "", std::nullopt, usage_));
   }
@@ -52,15 +100,25 @@ class ChatStream final : public StreamFormat {
     const nlohmann::ordered_json lp = piece_ && !logprobs.empty()
                                           ? chat_logprobs_json(logprobs, piece_)
                                           : nlohmann::ordered_json(nullptr);
-    if (out.empty() && lp.is_null()) return {};
-    return sse_event(chat_chunk_json(m_, std::nullopt, out, std::nullopt, usage_, lp));
+    std::string events;
+    if (!out.empty() || !lp.is_null())
+      events = sse_event(chat_chunk_json(m_, std::nullopt, out, std::nullopt, usage_, lp));
+    for (const ToolCallDelta& d : calls_.take(delta))
+      events += chat_tool_call_piece(m_, d.index, d.opens ? calls_.id(d.index) : std::string(),
+                                     d.name, d.arguments, usage_);
+    return events;
   }
   std::string closing(const RequestResult& r, const Usage& u) override {
     std::string out;
     const ParsedReply reply =
         tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, r.text);
     if (!reply.calls.empty()) {
-      out = chat_tool_calls_chunks(m_, reply, usage_);
+      for (const ToolCallDelta& d : calls_.rest(reply)) {
+        const ParsedToolCall& c = reply.calls[static_cast<size_t>(d.index)];
+        const std::string id = !d.opens ? std::string() : c.id.empty() ? random_id("call_") : c.id;
+        out += chat_tool_call_piece(m_, d.index, id, d.name, d.arguments, usage_);
+      }
+      out += chat_tool_calls_end(m_, usage_);
     } else {
       if (const std::string rest = held_.rest(); !rest.empty()) out = content(rest);
       out += sse_event(chat_chunk_json(m_, std::nullopt, std::nullopt, r.finish, usage_));
@@ -79,6 +137,7 @@ class ChatStream final : public StreamFormat {
   bool usage_;
   ToolCallSyntax tools_;
   HoldBack held_;
+  StreamedCalls calls_;
   PieceOf piece_;
 };
 
@@ -120,7 +179,12 @@ class CompletionStream final : public StreamFormat {
 class ResponsesStream final : public StreamFormat {
  public:
   ResponsesStream(const ResponseState& initial, ToolCallSyntax tools, PieceOf piece)
-      : state_(initial), events_(initial), tools_(tools), held_(tools), piece_(std::move(piece)) {}
+      : state_(initial),
+        events_(initial),
+        tools_(tools),
+        held_(tools),
+        calls_(tools, [this](int i) { return call_id_of(state_, static_cast<size_t>(i), ""); }),
+        piece_(std::move(piece)) {}
   std::string opening() override { return events_.opening(); }
   std::string text(std::string_view delta, std::span<const TokenLogprob> logprobs) override {
     // Logprobs entries ride on the next delta that goes out (text held back keeps them waiting).
@@ -132,7 +196,14 @@ class ResponsesStream final : public StreamFormat {
       }
     }
     const std::string out = held_.take(delta);
-    return out.empty() ? std::string() : events_.text_delta(out, take_waiting());
+    std::string events = out.empty() ? std::string() : events_.text_delta(out, take_waiting());
+    for (const ToolCallDelta& d : calls_.take(delta)) {
+      if (d.opens)
+        events += events_.call_opened(ResponseState::Call{
+            call_item_id(state_, static_cast<size_t>(d.index)), calls_.id(d.index), d.name, ""});
+      events += events_.call_arguments(d.index, d.arguments);
+    }
+    return events;
   }
   std::string closing(const RequestResult& r, const Usage& u) override {
     finish_response(state_, r.finish, r.text, u, tools_);
@@ -158,6 +229,7 @@ class ResponsesStream final : public StreamFormat {
   ResponseEvents events_;
   ToolCallSyntax tools_;
   HoldBack held_;
+  StreamedCalls calls_;
   PieceOf piece_;
   nlohmann::ordered_json waiting_ =
       nlohmann::ordered_json::array();                            // entries of text not yet sent
@@ -169,7 +241,9 @@ class ResponsesStream final : public StreamFormat {
 class MessagesStream final : public StreamFormat {
  public:
   MessagesStream(const MessageMeta& m, std::vector<std::string> stops, ToolCallSyntax tools)
-      : m_(m), stops_(std::move(stops)), tools_(tools), held_(tools) {}
+      : m_(m), stops_(std::move(stops)), tools_(tools), held_(tools), calls_(tools, [](int) {
+          return random_id("toolu_");
+        }) {}
   std::string opening() override {
     ordered_json message = {{"id", m_.id},
                             {"type", "message"},
@@ -182,17 +256,43 @@ class MessagesStream final : public StreamFormat {
     return anthropic_event({{"type", "message_start"}, {"message", std::move(message)}});
   }
   std::string text(std::string_view delta, std::span<const TokenLogprob>) override {
-    return text_delta(held_.take(delta));
+    std::string out = text_delta(held_.take(delta));
+    // A call streams as a tool_use block: opened with its name, its input in pieces.
+    for (const ToolCallDelta& d : calls_.take(delta)) {
+      if (d.opens) {
+        out += close_block();
+        out += anthropic_event({{"type", "content_block_start"},
+                                {"index", index_},
+                                {"content_block",
+                                 {{"type", "tool_use"},
+                                  {"id", calls_.id(d.index)},
+                                  {"name", d.name},
+                                  {"input", ordered_json::object()}}}});
+        block_open_ = true;
+      }
+      out += input_delta(d.arguments);
+    }
+    return out;
   }
   std::string closing(const RequestResult& r, const Usage& u) override {
     const ParsedReply reply =
         tools_ == ToolCallSyntax::None ? ParsedReply{} : parse_tool_calls(tools_, r.text);
     std::string out;
     if (reply.calls.empty()) out = text_delta(held_.rest());
+    // A streamed call that sent no input (a model writing it as a JSON string) gets it now while
+    // its block is open (the last one); an earlier one's block is closed already.
+    std::vector<ToolCallDelta> rest = calls_.rest(reply);
+    if (!rest.empty() && !rest.front().opens && rest.front().index == calls_.count() - 1) {
+      out += input_delta(rest.front().arguments);
+      rest.erase(rest.begin());
+    }
     out += close_block();
     if (!reply.calls.empty()) {
-      // The held-back text parsed as calls: each is a tool_use block, its input in one delta.
-      const ordered_json blocks = message_content(ParsedReply{{}, reply.calls});
+      // The calls not streamed: each is a tool_use block, its input in one delta.
+      ParsedReply left;
+      for (const ToolCallDelta& d : rest)
+        if (d.opens) left.calls.push_back(reply.calls[static_cast<size_t>(d.index)]);
+      const ordered_json blocks = message_content(left);
       for (const ordered_json& b : blocks) {
         ordered_json start = b;
         start["input"] = ordered_json::object();
@@ -220,29 +320,36 @@ class MessagesStream final : public StreamFormat {
 
  private:
   std::string text_delta(const std::string& text) {
-    if (text.empty()) return {};
+    if (text.empty() || calls_.count() > 0) return {};  // text after a call: not streamed
     std::string out;
-    if (!text_open_) {
+    if (!block_open_) {
       out = anthropic_event({{"type", "content_block_start"},
                              {"index", index_},
                              {"content_block", {{"type", "text"}, {"text", ""}}}});
-      text_open_ = true;
+      block_open_ = true;
     }
     return out + anthropic_event({{"type", "content_block_delta"},
                                   {"index", index_},
                                   {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
+  std::string input_delta(const std::string& json) {
+    if (json.empty()) return {};
+    return anthropic_event({{"type", "content_block_delta"},
+                            {"index", index_},
+                            {"delta", {{"type", "input_json_delta"}, {"partial_json", json}}}});
+  }
   std::string close_block() {
-    if (!text_open_) return {};
-    text_open_ = false;
+    if (!block_open_) return {};
+    block_open_ = false;
     return anthropic_event({{"type", "content_block_stop"}, {"index", index_++}});
   }
   MessageMeta m_;
   std::vector<std::string> stops_;
   ToolCallSyntax tools_;
   HoldBack held_;
-  bool text_open_ = false;
-  int index_ = 0;  // the next block's index
+  StreamedCalls calls_;
+  bool block_open_ = false;  // the text block or a streamed call's tool_use block
+  int index_ = 0;            // the next block's index
 };
 
 // Ollama's newline-delimited JSON: a line per piece of text, a line with the calls (chat with

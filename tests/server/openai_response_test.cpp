@@ -83,22 +83,50 @@ std::string streamed_content(const std::vector<nlohmann::json>& chunks) {
   return text;
 }
 
-TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsToolCalls) {
+TEST(OpenAiResponse, StreamHoldsBackACallAndSendsItAsItIsGenerated) {
   auto stream = chat_stream(meta(), /*include_usage=*/false, ToolCallSyntax::Hermes);
   std::string sse = stream->text("Let me check. <tool");
   sse += stream->text("_call>{\"name\": \"f\", ");
   EXPECT_EQ(streamed_content(chunks_of(sse)), "Let me check. ");  // the call's text is held back
+  // The name is whole: the call opens with its id and name, before its arguments exist.
+  auto chunks = chunks_of(sse);
+  const auto& opened = chunks.back()["choices"][0]["delta"]["tool_calls"];
+  ASSERT_EQ(opened.size(), 1u);
+  EXPECT_EQ(opened[0]["index"], 0);
+  EXPECT_EQ(opened[0]["type"], "function");
+  EXPECT_EQ(opened[0]["function"]["name"], "f");
+  EXPECT_EQ(opened[0]["function"]["arguments"], "");
+  EXPECT_EQ(opened[0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  sse += stream->text("\"arguments\": {\"a\": ");
+  chunks = chunks_of(sse);
+  const auto& piece = chunks.back()["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_FALSE(piece.contains("id"));
+  EXPECT_FALSE(piece["function"].contains("name"));
+  EXPECT_EQ(piece["function"]["arguments"], "{\"a\":");
   const std::string full =
       "Let me check. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
-  sse += stream->text("\"arguments\": {\"a\": 1}}</tool_call>");
+  sse += stream->text("1}}</tool_call>");
   sse += stream->closing(ended(FinishReason::Stop, full), Usage{});
-  const auto chunks = chunks_of(sse);
+  chunks = chunks_of(sse);
   EXPECT_EQ(streamed_content(chunks), "Let me check. ");
-  const auto& calls = chunks[chunks.size() - 2]["choices"][0]["delta"]["tool_calls"];
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0]["index"], 0);
-  EXPECT_EQ(calls[0]["function"]["name"], "f");
+  EXPECT_EQ(
+      chunks[chunks.size() - 2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+      "1}");
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// A call already streamed whose reply then does not parse as calls (a Mistral marker left
+// without its [ARGS]): what went out stays out; the held text follows as content and the reply
+// ends as "stop", as the non-streamed answer (which holds no call) does.
+TEST(OpenAiResponse, AStreamedCallInAReplyThatEndsMalformedIsFollowedByTheContent) {
+  const std::string text = "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]bad";
+  ASSERT_TRUE(parse_tool_calls(ToolCallSyntax::MistralArgs, text).calls.empty());
+  auto stream = chat_stream(meta(), false, ToolCallSyntax::MistralArgs);
+  std::string sse = stream->text(text);
+  sse += stream->closing(ended(FinishReason::Stop, text), Usage{});
+  const auto chunks = chunks_of(sse);
+  EXPECT_EQ(streamed_content(chunks), text);
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "stop");
 }
 
 // However the reply is cut into deltas (here at every byte position), the stream sends the same
@@ -116,7 +144,9 @@ TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
             "\"parameters\": {}}"},
            {ToolCallSyntax::Llama3, "Use {name} here."},
            {ToolCallSyntax::MistralJson, "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
-           {ToolCallSyntax::MistralArgs, "[TOOL_CALLS]now[ARGS]{}[TOOL_CALLS]bad"}}) {
+           {ToolCallSyntax::MistralArgs,
+            "[TOOL_CALLS]now[ARGS]{\"a\": [1, 2]}[TOOL_CALLS]x[ARGS]{}"},
+           {ToolCallSyntax::MistralArgs, "ok [TOOL_CALLS]bad"}}) {
     SCOPED_TRACE(text);
     const ParsedReply whole = parse_tool_calls(syntax, text);
     const std::string content =
@@ -129,13 +159,26 @@ TEST(OpenAiResponse, StreamSendsTheSameAtEverySplitOfTheReply) {
       sse += stream->closing(ended(FinishReason::Stop, text), Usage{});
       const auto chunks = chunks_of(sse);
       ASSERT_EQ(streamed_content(chunks), content) << "cut at " << cut;
-      std::vector<std::string> names;
+      // A call's first piece names it; its pieces join into its arguments.
+      std::vector<std::string> names, arguments;
       for (const auto& c : chunks)
         if (!c["choices"].empty() && c["choices"][0]["delta"].contains("tool_calls"))
-          for (const auto& call : c["choices"][0]["delta"]["tool_calls"])
-            names.push_back(call["function"]["name"]);
+          for (const auto& call : c["choices"][0]["delta"]["tool_calls"]) {
+            const size_t index = call["index"];
+            if (call["function"].contains("name")) {
+              ASSERT_EQ(index, names.size());
+              names.push_back(call["function"]["name"]);
+              arguments.emplace_back();
+            }
+            ASSERT_LT(index, arguments.size());
+            arguments[index] += call["function"]["arguments"].get<std::string>();
+          }
       ASSERT_EQ(names.size(), whole.calls.size()) << "cut at " << cut;
-      for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], whole.calls[i].name);
+      for (size_t i = 0; i < names.size(); ++i) {
+        EXPECT_EQ(names[i], whole.calls[i].name);
+        EXPECT_EQ(nlohmann::json::parse(arguments[i]),
+                  nlohmann::json::parse(whole.calls[i].arguments));
+      }
     }
   }
 }

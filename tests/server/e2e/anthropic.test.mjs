@@ -151,6 +151,16 @@ test('tool_choice "tool" forces a call: a tool_use block with valid input, strea
   const streamedCalls = streamed.content.filter((b) => b.type === 'tool_use');
   assert.equal(streamedCalls.length, 1);
   assert.deepEqual(streamedCalls[0].input, calls[0].input);
+  // Raw events: the tool_use block opens with an empty input, its pieces join into the input.
+  let json = '';
+  let opened = null;
+  for await (const e of await client(qwen).messages.create({ ...args, stream: true })) {
+    if (e.type === 'content_block_start' && e.content_block.type === 'tool_use') opened = e.content_block;
+    if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta') json += e.delta.partial_json;
+  }
+  assert.equal(opened.name, 'get_weather');
+  assert.deepEqual(opened.input, {});
+  assert.deepEqual(JSON.parse(json), calls[0].input);
 });
 
 test('keys: x-api-key and Bearer both work; a wrong key is an AuthenticationError', async () => {

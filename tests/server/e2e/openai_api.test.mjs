@@ -178,3 +178,68 @@ test('raw SSE framing (curl)', () => {
   assert.equal(chunks.at(-1).usage.completion_tokens, 6);
   for (const c of chunks.slice(0, -1)) assert.equal(c.usage, null);
 });
+
+// A forced call, in the server's own (Hermes) syntax since this template shows none: streamed, it
+// comes as a first delta with id, type and name, then its arguments in pieces that join into
+// what the non-streamed answer holds. (How many pieces depends on how many tokens the server
+// finds waiting at each write: the unit tests of the stream formats check the piece-by-piece
+// shape.)
+const weather = [{ type: 'function', function: { name: 'get_weather', description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 24 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+                required: ['city', 'days'], additionalProperties: false } } }];
+
+test('a forced tool call streams as a named first piece and argument pieces', async () => {
+  const args = { messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: weather, max_tokens: 120,
+                 tool_choice: { type: 'function', function: { name: 'get_weather' } }, temperature: 0 };
+  const plain = await client.chat.completions.create(args);
+  assert.equal(plain.choices[0].finish_reason, 'tool_calls');
+  const call = plain.choices[0].message.tool_calls[0];
+  const stream = await client.chat.completions.create({ ...args, stream: true });
+  const pieces = [];
+  let first = null;
+  let finish = null;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (c?.finish_reason) finish = c.finish_reason;
+    for (const d of c?.delta?.tool_calls ?? []) {
+      assert.equal(d.index, 0);
+      if (first === null) first = d;
+      else assert.equal(d.id, undefined, 'only the first piece names the call');
+      pieces.push(d.function.arguments);
+    }
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.match(first.id, /^call_/);
+  assert.equal(first.type, 'function');
+  assert.equal(first.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(pieces.join('')), JSON.parse(call.function.arguments));
+});
+
+test('Responses: a forced call streams function_call_arguments.delta pieces under the stored ids', async () => {
+  const tools = [{ type: 'function', ...weather[0].function }];
+  const stream = await client.responses.create({ model: 'stories260K', input: 'Weather in Oslo?', tools,
+                                                 tool_choice: { type: 'function', name: 'get_weather' },
+                                                 max_output_tokens: 120, temperature: 0, stream: true });
+  const types = [];
+  const deltas = [];
+  let added = null;
+  let done = null;
+  let completed = null;
+  for await (const e of stream) {
+    types.push(e.type);
+    if (e.type === 'response.output_item.added' && e.item.type === 'function_call') added = e.item;
+    if (e.type === 'response.function_call_arguments.delta') deltas.push(e.delta);
+    if (e.type === 'response.function_call_arguments.done') done = e;
+    if (e.type === 'response.completed') completed = e.response;
+  }
+  assert.ok(added && done && completed);
+  assert.equal(added.name, 'get_weather');
+  assert.ok(deltas.length >= 1);
+  assert.ok(types.indexOf('response.output_item.added') < types.indexOf('response.function_call_arguments.delta'));
+  assert.deepEqual(JSON.parse(deltas.join('')), JSON.parse(done.arguments));
+  const stored = await client.responses.retrieve(completed.id);
+  const item = stored.output.find((o) => o.type === 'function_call');
+  assert.equal(item.id, added.id);
+  assert.equal(item.call_id, added.call_id);
+  assert.deepEqual(JSON.parse(item.arguments), JSON.parse(done.arguments));
+});
