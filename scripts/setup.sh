@@ -23,6 +23,8 @@ TEST_PACKAGES=(
                                 # for clang, llvm-symbolizer for readable reports (scripts/fuzz.sh)
   clang-format                  # the formatting check (scripts/check-format.sh)
   python3-torch python3-sentencepiece python3-numpy   # the training recipe's self-test (tools/train)
+  systemd libopenblas0          # the Debian package's test: systemd-analyze verify of its unit, and
+                                # OpenBLAS's runtime package, which the .deb depends on, for dpkg -i
 )
 # The scale-out deployment (scripts/cluster.sh) and its test: Redis as the shared session tier,
 # HAProxy as the session-affine load balancer.

@@ -1,6 +1,7 @@
 // tangram: command-line entry point. Each command declares its own options (register_* in its
 // cmd_*.cpp); main() registers them, parses the command line and runs the one given.
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,12 +27,42 @@ int print_plan(const Command& command) {
   return 0;
 }
 
+// `tangram serve --config FILE` as `tangram --config FILE serve`: CLI11 reads a config file on
+// the top-level app only (its [serve] section then sets serve's flags).
+std::vector<char*> config_first(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--") break;
+    const size_t n = a == "--config" && i + 1 < args.size() ? 2
+                     : a.starts_with("--config=")           ? 1
+                                                            : 0;
+    if (n == 0) continue;
+    std::vector<char*> moved(args.begin() + static_cast<std::ptrdiff_t>(i),
+                             args.begin() + static_cast<std::ptrdiff_t>(i + n));
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+               args.begin() + static_cast<std::ptrdiff_t>(i + n));
+    args.insert(args.begin() + 1, moved.begin(), moved.end());
+    break;
+  }
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Tangram: a multi-turn LLM serving engine with non-uniform KV compression"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tangram 0.1.0");
+  // A flag in a config file that no command has is an error, not silently ignored (subcommands
+  // take this setting when they are added, below).
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  // A service's settings live in a file (the Debian package's /etc/tangram/serve.toml): a
+  // section per command, one `flag-name = value` line per flag ([serve] then port = 8080,
+  // kv-memory = "4GiB", api-key-file = "..."); flags on the command line win over the file.
+  app.set_config("--config", "",
+                 "Read flags from a TOML file: a [command] section of 'flag-name = value' lines "
+                 "(also accepted after the command: tangram serve --config FILE)");
 
   const std::vector<Command> commands = {
       register_info(app),        register_tokenize(app), register_run(app),
@@ -46,8 +77,9 @@ int main(int argc, char** argv) {
     command.app->add_flag("--dry-run", dry_run,
                           "Print the resolved configuration as JSON and exit; nothing is loaded");
 
+  std::vector<char*> args = config_first(argc, argv);
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -4,6 +4,7 @@
 // one the command ignores.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -211,6 +212,44 @@ TEST(CliFlags, KvGroupScopeIsGlobalByDefaultAndPerLayerOnRequest) {
   const auto bad = run_tangram(base + " --kv-group-scope layer");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("global"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace tangram
+
+namespace tangram {
+namespace {
+
+TEST(CliFlags, ServeReadsItsFlagsFromAConfigFileTheCommandLineWinning) {
+  const std::string model = testing::data_file("models/stories260K/stories260K.gguf").string();
+  const auto dir = testing::temp_dir();
+  const std::string conf = (dir / "serve.toml").string();
+  {
+    std::ofstream f(conf);
+    f << "# the packaged settings' form\n[serve]\nmodel = \"" << model
+      << "\"\nport = 8123\nkv-memory = \"32MiB\"\napi-key = [\"a\", \"b\"]\n"
+         "context-overflow = \"refuse\"\n";
+  }
+  for (const std::string& form : {"serve --config '" + conf + "'", "--config '" + conf + "' serve",
+                                  "serve --config='" + conf + "'"}) {
+    const auto r = run_tangram(form + " --dry-run");
+    ASSERT_EQ(r.exit_code, 0) << form << "\n" << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output)["config"];
+    EXPECT_EQ(j["port"], 8123) << form;
+    EXPECT_EQ(j["api_keys"], 2);
+    EXPECT_EQ(j["context_overflow"], "refuse");
+    EXPECT_EQ(j["engine"]["kv_memory"], 32 << 20);
+  }
+  const auto wins = run_tangram("serve --config '" + conf + "' --port 9000 --dry-run");
+  ASSERT_EQ(wins.exit_code, 0) << wins.output;
+  EXPECT_EQ(nlohmann::json::parse(wins.output)["config"]["port"], 9000);
+  {
+    std::ofstream f(conf, std::ios::app);
+    f << "kv-memroy = \"1GiB\"\n";  // a misspelt flag is an error, not ignored
+  }
+  const auto typo = run_tangram("serve --config '" + conf + "' --dry-run");
+  EXPECT_NE(typo.exit_code, 0);
+  EXPECT_NE(typo.output.find("kv-memroy"), std::string::npos) << typo.output;
 }
 
 }  // namespace
