@@ -30,21 +30,25 @@ int print_plan(const Command& command) {
 // `tangram serve --config FILE` as `tangram --config FILE serve`: CLI11 reads a config file on
 // the top-level app only (its [serve] section then sets serve's flags).
 std::vector<char*> config_first(int argc, char** argv) {
-  std::vector<char*> args(argv, argv + argc);
-  for (size_t i = 2; i < args.size(); ++i) {
-    const std::string_view a = args[i];
+  // Where `--config FILE` (2 arguments) or `--config=FILE` (1) sits after the command, if it does.
+  int at = -1, n = 0;
+  for (int i = 2; i < argc && at < 0; ++i) {
+    const std::string_view a = argv[i];
     if (a == "--") break;
-    const size_t n = a == "--config" && i + 1 < args.size() ? 2
-                     : a.starts_with("--config=")           ? 1
-                                                            : 0;
-    if (n == 0) continue;
-    std::vector<char*> moved(args.begin() + static_cast<std::ptrdiff_t>(i),
-                             args.begin() + static_cast<std::ptrdiff_t>(i + n));
-    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
-               args.begin() + static_cast<std::ptrdiff_t>(i + n));
-    args.insert(args.begin() + 1, moved.begin(), moved.end());
-    break;
+    if (a == "--config" && i + 1 < argc) {
+      at = i;
+      n = 2;
+    } else if (a.starts_with("--config=")) {
+      at = i;
+      n = 1;
+    }
   }
+  std::vector<char*> args;
+  args.reserve(static_cast<size_t>(argc));
+  args.push_back(argv[0]);
+  for (int k = 0; k < n; ++k) args.push_back(argv[at + k]);
+  for (int i = 1; i < argc; ++i)
+    if (at < 0 || i < at || i >= at + n) args.push_back(argv[i]);
   return args;
 }
 

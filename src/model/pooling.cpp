@@ -52,7 +52,8 @@ void PoolAccumulator::add(const float* rows, int64_t n, int64_t pos0) {
   switch (pooling_) {
     case Pooling::Mean:
       for (int64_t t = 0; t < n; ++t)
-        for (size_t i = 0; i < d; ++i) acc_[i] += rows[static_cast<size_t>(t) * d + i];
+        for (size_t i = 0; i < d; ++i)
+          acc_[i] += static_cast<double>(rows[static_cast<size_t>(t) * d + i]);
       break;
     case Pooling::Cls:
       if (pos0 == 0) std::copy_n(rows, d, acc_.begin());

@@ -33,7 +33,8 @@ std::vector<float> reference_pool(const std::vector<float>& hidden, int dim, Poo
   std::vector<double> v(static_cast<size_t>(dim), 0.0);
   for (size_t i = 0; i < static_cast<size_t>(dim); ++i) {
     if (p == Pooling::Mean) {
-      for (size_t t = 0; t < n; ++t) v[i] += hidden[t * dim + i] / static_cast<double>(n);
+      for (size_t t = 0; t < n; ++t)
+        v[i] += static_cast<double>(hidden[t * dim + i]) / static_cast<double>(n);
     } else {
       v[i] = hidden[(p == Pooling::Cls ? 0 : n - 1) * dim + i];
     }
@@ -144,7 +145,7 @@ TEST(SchedulerEmbedding, EqualsThePlainPassBesideGeneration) {
     double norm = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
       EXPECT_NEAR(r.embedding[i], ref[i], 1e-5f) << pooling_name(what.second) << " at " << i;
-      norm += double{r.embedding[i]} * r.embedding[i];
+      norm += static_cast<double>(r.embedding[i]) * static_cast<double>(r.embedding[i]);
     }
     EXPECT_NEAR(norm, 1.0, 1e-5);
   }
