@@ -51,6 +51,13 @@ struct HeadRows {
     else
       store_tiled_keys(rows, count, tile(entry), run_tokens, token(entry), head_dim);
   }
+  // Reads entry's key as a plain row (kv_row.h) into row.
+  void get_key(int64_t entry, uint8_t* row) const {
+    if (key_layout == KeyLayout::Rows)
+      std::memcpy(row, key(entry), k_row_bytes);
+    else
+      load_tiled_keys(tile(entry), run_tokens, token(entry), 1, row, head_dim);
+  }
   // Copies entry src's key and value to entry dst.
   void move_entry(int64_t dst, int64_t src) const {
     if (key_layout == KeyLayout::Rows)
@@ -445,6 +452,64 @@ int64_t PagedKvCache::release_unused_pages() {
   for (int fg = 0; fg < map_->total_groups(); ++fg)
     released += release_group_tail(fg, group_pages_for(fg, reserved_positions_));
   return released;
+}
+
+Status PagedKvCache::remove_positions(int64_t from, int64_t to, const KeyRotation& rotate) {
+  const int64_t n = n_positions();
+  if (from < 0 || from >= to || to > n)
+    return make_error("KV cache: cannot remove positions [{}, {}) of {}", from, to, n);
+  if (std::any_of(layer_positions_.begin(), layer_positions_.end(),
+                  [n](int64_t p) { return p != n; }))
+    return make_error("KV cache: positions can be removed only between steps");
+  const int64_t delta = to - from;
+  const PageGeometry& g = pool_->geometry();
+  std::vector<int64_t> keep;
+  std::vector<uint8_t> row(g.key_row_bytes());
+  std::vector<float> keys;
+  for (int l = 0; l < shape_.n_layers; ++l)
+    for (int h = 0; h < shape_.n_kv_head; ++h) {
+      HeadState& hs = head(l, h);
+      // Entries outside [from, to) stay; compact_head moves them down and lists their positions.
+      keep.clear();
+      int64_t first_moved = -1;  // the first kept entry at a position >= to
+      for (int64_t e = 0; e < hs.length; ++e) {
+        const int64_t pos = entry_position(l, h, e);
+        if (pos >= from && pos < to) continue;
+        if (pos >= to && first_moved < 0) first_moved = static_cast<int64_t>(keep.size());
+        keep.push_back(e);
+      }
+      TG_TRY(compact_head(l, h, keep));
+      if (first_moved < 0) continue;
+      for (int32_t& pos : hs.kept_pos)
+        if (pos >= to) pos -= static_cast<int32_t>(delta);
+      // Keys are stored after RoPE: moving an entry back by delta positions is a rotation of its
+      // key by -delta, done in float and stored again (Q8_0 keys are quantised once more).
+      const int flat = map_->group_of(l, h);
+      const auto n_moved = static_cast<int64_t>(keep.size()) - first_moved;
+      TG_TRY(unshare_range(flat, first_moved / g.page_tokens,
+                           ceil_div(static_cast<int64_t>(keep.size()), g.page_tokens)));
+      const HeadRows rows =
+          head_rows(*pool_, pool_->page_data(0), pages_[sz(flat)].data(), map_->column_of(l, h));
+      try {
+        keys.resize(sz(n_moved) * sz(g.head_dim));
+      } catch (const std::bad_alloc&) {
+        return make_error("KV cache: out of host memory to move {} keys", n_moved);
+      }
+      for (int64_t i = 0; i < n_moved; ++i) {
+        rows.get_key(first_moved + i, row.data());
+        load_kv_row(g.type, row.data(), keys.data() + sz(i) * sz(g.head_dim), g.head_dim);
+      }
+      rotate(keys.data(), n_moved, delta);
+      for (int64_t i = 0; i < n_moved; ++i) {
+        store_kv_row(g.type, keys.data() + sz(i) * sz(g.head_dim), row.data(), g.head_dim);
+        rows.put_keys(first_moved + i, row.data(), 1);
+      }
+    }
+  for (int64_t& p : layer_positions_) p -= delta;
+  for (HeadState& hs : heads_) hs.tail_pos0 = n - delta;
+  reserved_positions_ = std::max<int64_t>(reserved_positions_ - delta, n - delta);
+  release_unused_pages();
+  return Status::Ok();
 }
 
 void PagedKvCache::truncate(int64_t n_tokens) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -107,6 +108,19 @@ class PagedKvCache final : public KvCache {
   // plus the reserved positions its layer has yet to write. Returns the number of pages released.
   int64_t release_unused_pages(int layer);
   int64_t release_unused_pages();
+
+  // --- Re-positioning (a conversation past the context: llama.cpp's context shift) ---
+  // Rotates n key rows [n][head_dim], stored after RoPE, back by delta positions (RoPE of
+  // -delta on the rotated dimensions); the model knows its RoPE, the cache does not.
+  using KeyRotation = std::function<void(float* keys, int64_t n, int64_t delta)>;
+  // Forgets positions [from, to) of every head and moves the later ones down by to - from: their
+  // entries keep their values and their keys are rotated by `rotate`, so attention sees them as
+  // if written at their new positions (what they attended to when written is not recomputed).
+  // Compressed heads keep exactly the entries they held outside [from, to). Shared pages written
+  // are copied first (copy-on-write); freed trailing pages go back to the pool. Only between
+  // steps (every layer at the same position count). Errors (nothing changed, except on running
+  // out of memory half way): a range not within [0, n_positions) or empty.
+  Status remove_positions(int64_t from, int64_t to, const KeyRotation& rotate);
 
   // --- Restore (a serialised session coming back, see session_codec.h) ---
   // One head's saved state, as head_view() describes it, with its rows packed.
