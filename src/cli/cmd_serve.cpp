@@ -79,7 +79,9 @@ int cmd_serve(const ServeOptions& opt) {
   so.write_timeout_s = opt.write_timeout_s;
   so.max_conversations = opt.max_conversations;
   so.context_overflow = opt.context_overflow == "refuse" ? server::ContextOverflow::Refuse
-                                                         : server::ContextOverflow::DropOldest;
+                        : opt.context_overflow == "drop-oldest"
+                            ? server::ContextOverflow::DropOldest
+                            : server::ContextOverflow::Shift;
   if (opt.pooling != "auto") so.pooling = parse_pooling(opt.pooling);
   auto level = server::parse_log_level(opt.log_level);
   if (!level) return fail(level.message());
@@ -239,10 +241,12 @@ Command register_serve(CLI::App& app) {
       ->capture_default_str();
   c_serve
       ->add_option("--context-overflow", serve.context_overflow,
-                   "A chat longer than the context: drop-oldest (leave out its oldest turns, the "
-                   "system prompt and last message kept) or refuse (context_length_exceeded)")
+                   "A chat longer than the context: shift (leave out its oldest turns, the system "
+                   "prompt and last message kept, and move the kept turns' KV to their new "
+                   "positions), drop-oldest (the same, the kept turns recomputed) or refuse "
+                   "(context_length_exceeded)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"drop-oldest", "refuse"}));
+      ->check(CLI::IsMember({"shift", "drop-oldest", "refuse"}));
   c_serve
       ->add_option("--pooling", serve.pooling,
                    "How /v1/embeddings and /api/embed pool the hidden states: auto (as the GGUF "

@@ -81,7 +81,7 @@ struct ServeOptions {
   size_t max_headers = 100;
   std::string max_header_bytes = "64KiB";
   size_t max_conversations = 10000;
-  std::string context_overflow = "drop-oldest";
+  std::string context_overflow = "shift";
   std::string pooling = "auto";  // embeddings: auto (the GGUF's, else last), mean, cls, last
   std::string log_level = "info";
   SamplingParams sampling;  // defaults of requests that set nothing

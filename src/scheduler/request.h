@@ -40,6 +40,9 @@ struct RequestUsage {
   // Of cached_tokens, those whose KV was brought back from a tier (host, disk, Redis) for this
   // request rather than found resident in the pool.
   int64_t restored_tokens = 0;
+  // Of cached_tokens, those whose KV was kept at new positions: the session held them after a
+  // range this prompt leaves out (Request::context_shift).
+  int64_t repositioned_tokens = 0;
   int preemptions = 0;
 };
 
@@ -96,6 +99,11 @@ struct Request {
   // server: such sessions belong to no API key, so nothing may hold pages for them).
   bool keep_other_choices = true;
   bool keep_first_logits = false;  // fill RequestResult::first_logits (tests)
+  // The prompt may continue its session with a range of the session's tokens left out (the server
+  // dropped the oldest turns to stay within the context): the KV after the range is then kept,
+  // moved down and its keys re-rotated (scheduler/context_shift.h), instead of recomputed. Off
+  // by default: a prompt that removes text a user edited out should be recomputed.
+  bool context_shift = false;
   // Mean, Cls or Last: an embedding request. Its prompt runs through the model in a fresh cache
   // (never a session's: every row must be computed), nothing is generated, and it finishes
   // with RequestResult::embedding, the final-normed hidden states pooled this way and scaled

@@ -6,12 +6,15 @@
 
 #include "common/file_text.h"
 #include "common/units.h"
+#include "scheduler/context_shift.h"
 
 namespace tangram {
 
 namespace {
 
 constexpr int32_t kNoAllowedToken = -2;  // sample_token: the constraint allows no token
+// Fewer kept tokens than this are recomputed rather than moved (not worth a pass over the cache).
+constexpr int64_t kMinShiftKept = 16;
 
 double seconds_between(std::chrono::steady_clock::time_point a,
                        std::chrono::steady_clock::time_point b) {
@@ -284,11 +287,31 @@ Status Scheduler::attach_cache(Sequence& s) {
     if (!was_resident && session->cache != nullptr && !s.admitted_once) s.restored_from_tier = true;
   }
   if (session != nullptr && session->cache) {
-    const size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
+    size_t common = std::min(common_prefix(session->tokens, s.tokens), s.tokens.size() - 1);
     s.cache = std::move(session->cache);
+    int64_t repositioned = 0;
+    if (s.request.context_shift && !s.admitted_once) {
+      // Only tokens whose KV the cache holds count (the session's last token may not be run).
+      const std::span<const int32_t> held(
+          session->tokens.data(),
+          std::min<size_t>(session->tokens.size(), static_cast<size_t>(s.cache->n_positions())));
+      if (auto shift = find_context_shift(held, s.tokens, common, kMinShiftKept)) {
+        const Status st = s.cache->remove_positions(
+            shift->from, shift->to, key_rotation(model_.rope(), model_.config().head_dim));
+        if (st.ok()) {
+          common = std::min(static_cast<size_t>(shift->from + shift->kept), s.tokens.size() - 1);
+          repositioned = static_cast<int64_t>(common) - shift->from;
+          ++counters_.context_shifts;
+        } else {
+          common = 0;  // half moved: start over in a fresh cache
+          TG_ASSIGN(s.cache, PagedKvCache::create(model_.kv_shape(), context_, *pool_, map_));
+        }
+      }
+    }
     s.cache->truncate(static_cast<int64_t>(common));
     if (!s.admitted_once) {
       s.result.usage.cached_tokens = static_cast<int64_t>(common);
+      s.result.usage.repositioned_tokens = repositioned;
       if (s.restored_from_tier) s.result.usage.restored_tokens = static_cast<int64_t>(common);
     }
   } else {

@@ -85,6 +85,7 @@ struct SchedulerStats {
   int64_t prefill_tokens = 0;  // prompt (and recomputed) tokens run
   int64_t decode_tokens = 0;   // decode tokens run
   int64_t preemptions = 0;
+  int64_t context_shifts = 0;  // sessions whose KV was moved past a removed range (context_shift.h)
   int64_t session_evictions = 0;
   int64_t finished = 0;
   // Compression.

@@ -42,6 +42,7 @@ ordered_json anthropic_usage_json(const Usage& u) {
                     {"cache_read_input_tokens", u.cached_tokens},
                     {"output_tokens", u.completion_tokens}};
   if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
+  if (u.repositioned_tokens > 0) j["repositioned_tokens"] = u.repositioned_tokens;
   return j;
 }
 

@@ -131,11 +131,32 @@ Conversations::Entry& Conversations::longest_extended(const std::string& owner, 
   return create(owner, out.public_id);
 }
 
+std::optional<Conversations::TextShift> Conversations::shifted_text(std::string_view history,
+                                                                    std::string_view prompt) {
+  size_t a = 0;
+  while (a < history.size() && a < prompt.size() && history[a] == prompt[a]) ++a;
+  if (a == history.size() || a == prompt.size()) return std::nullopt;  // an extension, or nothing
+  // The kept part history[b:] begins the prompt's rest: look for where the rest's first bytes
+  // occur in the history, and compare in full from there. (A kept part shorter than the probe is
+  // not worth finding: its KV is recomputed.)
+  const std::string_view rest = prompt.substr(a);
+  const std::string_view probe = rest.substr(0, std::min<size_t>(rest.size(), 16));
+  int candidates = 0;
+  for (size_t b = history.find(probe, a + 1); b != std::string_view::npos && candidates < 256;
+       b = history.find(probe, b + 1), ++candidates) {
+    const size_t kept = history.size() - b;
+    if (kept <= rest.size() && rest.compare(0, kept, history.substr(b)) == 0)
+      return TextShift{a, b};
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> Conversations::resolve_text(const std::string& owner,
                                                     const std::string& requested_id,
                                                     const std::string& text, bool add_special,
                                                     const Tokenizer& tok, ResolvedPrompt& out,
-                                                    std::span<const TextRange> protected_ranges) {
+                                                    std::span<const TextRange> protected_ranges,
+                                                    bool shifted) {
   std::vector<int32_t> canonical =
       tok.encode(text, add_special, /*parse_special=*/true, protected_ranges);
   std::lock_guard lock(mu_);
@@ -144,7 +165,11 @@ std::optional<ApiError> Conversations::resolve_text(const std::string& owner,
   if (entry == nullptr) {
     // No id: the caller's conversation with the longest history text that this prompt extends.
     entry = &longest_extended(owner, out, [&](const Entry& e) {
-      return e.text.empty() ? 0 : (text.compare(0, e.text.size(), e.text) == 0 ? e.text.size() : 0);
+      if (e.text.empty()) return size_t{0};
+      if (text.compare(0, e.text.size(), e.text) == 0) return e.text.size();
+      if (!shifted) return size_t{0};
+      const auto s = shifted_text(e.text, text);
+      return s ? s->from + (e.text.size() - s->to) : size_t{0};
     });
   }
   out.engine_session = engine_key(owner, out.public_id);

@@ -68,10 +68,23 @@ class Conversations {
   // protected_ranges: the bytes of a rendered chat that came from its messages; no control token
   // is parsed there (see Tokenizer::encode). A history's tokens were encoded the same way, so the
   // next turn's prompt, rendered from the same messages plus new ones, still begins with them.
+  // shifted: the prompt left out the oldest turns of a conversation to fit the context; without
+  // an id, a conversation this prompt does not extend is still the one it continues when the
+  // prompt is its history with one range of text removed (shifted_text_extent), so that its KV
+  // can be moved rather than recomputed (the engine's context shift).
   std::optional<ApiError> resolve_text(const std::string& owner, const std::string& requested_id,
                                        const std::string& text, bool add_special,
                                        const Tokenizer& tok, ResolvedPrompt& out,
-                                       std::span<const TextRange> protected_ranges = {});
+                                       std::span<const TextRange> protected_ranges = {},
+                                       bool shifted = false);
+  // A prompt that is `history` with text [from, to) removed and then more text: from is their
+  // common prefix, to the smallest place after it from which the rest of the history begins the
+  // rest of the prompt (at least 16 bytes of it). nullopt when the prompt is not of that form. At
+  // most 256 places are compared in full.
+  struct TextShift {
+    size_t from = 0, to = 0;
+  };
+  static std::optional<TextShift> shifted_text(std::string_view history, std::string_view prompt);
   // Resolves a token-id prompt: an explicit id, or the caller's conversation whose tokens it
   // extends.
   std::optional<ApiError> resolve_tokens(const std::string& owner, const std::string& requested_id,

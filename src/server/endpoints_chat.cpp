@@ -13,7 +13,7 @@ void HttpServer::Impl::handle_chat(const http::Request& req, http::Response& res
   if (auto e = take_tools(g, cr.tools, extra)) return send_error(res, *e);
   if (auto e = take_constraint(g, cr.tool_choice, cr.tools, cr.parallel_tool_calls))
     return send_error(res, *e);
-  g.may_drop = opt.context_overflow == ContextOverflow::DropOldest;
+  g.may_drop = opt.context_overflow != ContextOverflow::Refuse;
   if (auto e = render_and_resolve(g, cr.messages, extra)) return send_error(res, *e);
   run_generation(g, req, res, received);
 }

@@ -14,7 +14,7 @@ void HttpServer::Impl::handle_messages(const http::Request& req, http::Response&
   if (auto e = take_tools(g, mr.tools, extra)) return fail(*e);
   if (auto e = take_constraint(g, mr.tool_choice, mr.tools, mr.parallel_tool_calls))
     return fail(*e);
-  g.may_drop = opt.context_overflow == ContextOverflow::DropOldest;
+  g.may_drop = opt.context_overflow != ContextOverflow::Refuse;
   if (auto e = render_and_resolve(g, mr.messages, extra)) return fail(*e);
   run_generation(g, req, res, received);
 }

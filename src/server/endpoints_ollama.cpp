@@ -94,7 +94,7 @@ void HttpServer::Impl::handle_ollama_chat(const http::Request& req, http::Respon
   nlohmann::json extra;
   if (auto e = take_tools(g, cr.tools, extra)) return fail(*e);
   if (auto e = take_constraint(g, ToolChoice{}, cr.tools, true)) return fail(*e);
-  g.may_drop = opt.context_overflow == ContextOverflow::DropOldest;
+  g.may_drop = opt.context_overflow != ContextOverflow::Refuse;
   if (auto e = render_and_resolve(g, cr.messages, extra)) return fail(*e);
   run_generation(g, req, res, received);
 }

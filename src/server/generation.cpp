@@ -67,6 +67,9 @@ std::variant<RequestId, ApiError> HttpServer::Impl::submit(const Generation& g,
   r.prompt = g.prompt.tokens;
   r.params = g.fields.params;
   r.session_id = g.prompt.engine_session;
+  // Turns the server left out to fit the context: the KV of those it kept moves down rather
+  // than being recomputed (the prompt is the held conversation with that range removed).
+  r.context_shift = g.dropped_messages > 0 && opt.context_overflow == ContextOverflow::Shift;
   r.top_logprobs = g.fields.top_logprobs;
   r.n = g.fields.n;
   r.keep_other_choices =
@@ -197,7 +200,7 @@ std::string HttpServer::Impl::recorded_reply(const Generation& g, const std::str
 
 Usage HttpServer::Impl::usage_of(const Generation& g, const RequestResult& r) const {
   return Usage{r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens,
-               g.dropped_messages};
+               g.dropped_messages, r.usage.repositioned_tokens};
 }
 
 Usage HttpServer::Impl::request_usage(const Generation& g,
@@ -534,7 +537,11 @@ std::optional<ApiError> HttpServer::Impl::fit_context(Generation& g,
         const RenderedChat* r = render(drop);
         return r != nullptr && conversations.continued_by(g.owner, r->text);
       }};
-  const auto drop = fit_to_context(messages, budget, std::min(budget, ctx / 2), probe);
+  // Shift moves the kept turns' KV instead of recomputing it, so the cut can be as small as fits;
+  // recomputing, a deep cut (half the context) leaves the next turns room to reuse its KV.
+  const int64_t deep =
+      opt.context_overflow == ContextOverflow::Shift ? budget : std::min(budget, ctx / 2);
+  const auto drop = fit_to_context(messages, budget, deep, probe);
   if (!drop) {
     const std::vector<size_t> cuts = cut_points(messages);
     return bad_request(
@@ -565,7 +572,8 @@ std::optional<ApiError> HttpServer::Impl::render_and_resolve(
   g.history_text = chat->text;
   // The template writes BOS and the special tokens itself.
   return conversations.resolve_text(g.owner, g.fields.session_id, chat->text,
-                                    /*add_special=*/false, tok, g.prompt, chat->protected_ranges);
+                                    /*add_special=*/false, tok, g.prompt, chat->protected_ranges,
+                                    /*shifted=*/g.dropped_messages > 0);
 }
 
 std::optional<ApiError> HttpServer::Impl::take_tools(Generation& g, const nlohmann::json& tools,

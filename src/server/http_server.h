@@ -30,8 +30,10 @@
 namespace tangram::server {
 
 // What a chat whose history outgrows the context gets: its oldest turns left out (the system
-// prompt and the last user turn kept), or a refusal (context_length_exceeded).
-enum class ContextOverflow { DropOldest, Refuse };
+// prompt and the last user turn kept) with the KV of the turns kept moved to their new positions
+// (Shift: keys re-rotated, nothing recomputed), or recomputed (DropOldest), or a refusal
+// (context_length_exceeded).
+enum class ContextOverflow { Shift, DropOldest, Refuse };
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -58,7 +60,7 @@ struct ServerOptions {
   LogLevel log_level = LogLevel::Info;
   SamplingParams defaults;  // sampling defaults of a request that sets nothing
   // Chat, Messages and Ollama chat; the Responses API follows each request's "truncation".
-  ContextOverflow context_overflow = ContextOverflow::DropOldest;
+  ContextOverflow context_overflow = ContextOverflow::Shift;
   // How /v1/embeddings and /api/embed pool hidden states; nullopt: as the GGUF says, else the
   // last token's.
   std::optional<Pooling> pooling;

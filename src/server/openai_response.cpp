@@ -19,6 +19,7 @@ ordered_json usage_json(const Usage& u) {
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["prompt_tokens_details"] = ordered_json{{"cached_tokens", u.cached_tokens}};
   if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
+  if (u.repositioned_tokens > 0) j["repositioned_tokens"] = u.repositioned_tokens;
   return j;
 }
 

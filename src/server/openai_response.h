@@ -25,6 +25,9 @@ struct Usage {
   // Tangram extension: the oldest messages left out so that the conversation fits the context
   // (0: none; then the field is absent from the JSON).
   int64_t dropped_messages = 0;
+  // Tangram extension: of cached_tokens, those whose KV was kept at new positions after the
+  // dropped messages (--context-overflow shift; 0: absent from the JSON).
+  int64_t repositioned_tokens = 0;
 };
 
 // The fields every response of one request shares.

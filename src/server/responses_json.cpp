@@ -52,6 +52,7 @@ ordered_json usage_of(const Usage& u) {
   j["output_tokens_details"] = ordered_json{{"reasoning_tokens", 0}};
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   if (u.dropped_messages > 0) j["dropped_messages"] = u.dropped_messages;
+  if (u.repositioned_tokens > 0) j["repositioned_tokens"] = u.repositioned_tokens;
   return j;
 }
 

@@ -271,3 +271,28 @@ TEST(Conversations, TokenPromptsMatchByTokenPrefix) {
 
 }  // namespace
 }  // namespace tangram::server
+
+namespace tangram::server {
+namespace {
+
+// A prompt that left out a conversation's oldest turns is that history with one range removed:
+// found after the common prefix, at the first place from which the rest of the history begins
+// the rest of the prompt; anything else (an extension, an edit inside the kept part) is not.
+TEST(Conversations, ShiftedTextFindsTheRangeTheOldestTurnsLeft) {
+  const std::string sys = "<s>system: be brief\n";
+  const std::string t1 = "user: the first question\nbot: the first answer\n";
+  const std::string t2 = "user: the second question\nbot: the second answer\n";
+  const std::string t3 = "user: the third question\n";
+  const auto s = Conversations::shifted_text(sys + t1 + t2, sys + t2 + t3);
+  ASSERT_TRUE(s);
+  // The common prefix runs into "user: the "; the range ends where the rest of t2 follows it.
+  EXPECT_EQ((sys + t1 + t2).substr(s->to), t2.substr(s->from - sys.size()));
+  EXPECT_EQ((sys + t1 + t2).substr(0, s->from), (sys + t2).substr(0, s->from));
+  EXPECT_FALSE(Conversations::shifted_text(sys + t1, sys + t1 + t2));  // an extension
+  EXPECT_FALSE(Conversations::shifted_text(
+      sys + t1 + t2, sys + "user: the second question\nbot: another answer\n" + t3));
+  EXPECT_FALSE(Conversations::shifted_text(sys + t1 + t2, "other"));
+}
+
+}  // namespace
+}  // namespace tangram::server

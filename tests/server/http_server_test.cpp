@@ -1564,36 +1564,64 @@ TEST(HttpServer, MessagesAnswerAsChatDoesOnTheSamePrompt) {
 TEST(HttpServer, AChatLongerThanTheContextDropsItsOldestTurns) {
   constexpr int64_t kContext = 256;
   constexpr int kMaxTokens = 24;
-  auto s = start(ServerOptions{}, 8, "", "", kContext);
-  auto c = s->client();
-  json messages = json::array({{{"role", "system"}, {"content", "You tell stories."}}});
-  int64_t last_dropped = 0;
-  int reused_after_a_cut = 0;
-  int cuts = 0;
-  for (int turn = 0; turn < 10; ++turn) {
-    messages.push_back(
-        {{"role", "user"}, {"content", fmt::format("Tell me more about dog number {}.", turn)}});
-    const json body = {{"messages", messages}, {"max_tokens", kMaxTokens}, {"temperature", 0}};
-    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << "turn " << turn << ": " << res->body;
-    const json r = json::parse(res->body);
-    const json& u = r["usage"];
-    EXPECT_LE(u["prompt_tokens"].get<int64_t>() + kMaxTokens, kContext) << "turn " << turn;
-    const int64_t dropped = u.value("dropped_messages", int64_t{0});
-    EXPECT_EQ(res->get_header_value("X-Dropped-Messages"),
-              dropped > 0 ? std::to_string(dropped) : "");
-    EXPECT_GE(dropped, last_dropped);  // the oldest turns go first, and stay gone
-    EXPECT_EQ(dropped % 2, 0);         // whole turns: a user message and its reply
-    if (dropped > last_dropped) ++cuts;
-    if (dropped > 0 && dropped == last_dropped &&
-        u["prompt_tokens_details"]["cached_tokens"].get<int64_t>() > 0)
-      ++reused_after_a_cut;
-    last_dropped = dropped;
-    messages.push_back({{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
-  }
-  EXPECT_GE(cuts, 2);  // ten turns of about 45 tokens outgrow 256 positions more than once
-  EXPECT_GE(reused_after_a_cut, 1);
+  json messages;
+  // Ten turns under a policy; counts cuts, turns that reused KV after a cut, and the cuts whose
+  // kept turns were moved rather than recomputed (usage.repositioned_tokens).
+  struct Counts {
+    int cuts = 0, reused_after_a_cut = 0, shifted_cuts = 0;
+  };
+  auto run = [&](ContextOverflow policy) {
+    ServerOptions o;
+    o.context_overflow = policy;
+    auto s = start(o, 8, "", "", kContext);
+    auto c = s->client();
+    messages = json::array({{{"role", "system"}, {"content", "You tell stories."}}});
+    int64_t last_dropped = 0;
+    Counts n;
+    for (int turn = 0; turn < 10; ++turn) {
+      messages.push_back(
+          {{"role", "user"}, {"content", fmt::format("Tell me more about dog number {}.", turn)}});
+      const json body = {{"messages", messages}, {"max_tokens", kMaxTokens}, {"temperature", 0}};
+      auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+      EXPECT_TRUE(res);
+      if (!res) return n;
+      EXPECT_EQ(res->status, 200) << "turn " << turn << ": " << res->body;
+      const json r = json::parse(res->body);
+      const json& u = r["usage"];
+      EXPECT_LE(u["prompt_tokens"].get<int64_t>() + kMaxTokens, kContext) << "turn " << turn;
+      const int64_t dropped = u.value("dropped_messages", int64_t{0});
+      EXPECT_EQ(res->get_header_value("X-Dropped-Messages"),
+                dropped > 0 ? std::to_string(dropped) : "");
+      EXPECT_GE(dropped, last_dropped);  // the oldest turns go first, and stay gone
+      EXPECT_EQ(dropped % 2, 0);         // whole turns: a user message and its reply
+      const int64_t cached = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+      const int64_t moved = u.value("repositioned_tokens", int64_t{0});
+      EXPECT_LE(moved, cached);
+      if (dropped > last_dropped) {
+        ++n.cuts;
+        if (moved > 0) ++n.shifted_cuts;
+      } else {
+        EXPECT_EQ(moved, 0) << "turn " << turn << ": a shift without a new cut";
+      }
+      if (dropped > 0 && dropped == last_dropped && cached > 0) ++n.reused_after_a_cut;
+      last_dropped = dropped;
+      messages.push_back(
+          {{"role", "assistant"}, {"content", r["choices"][0]["message"]["content"]}});
+    }
+    return n;
+  };
+  // drop-oldest: the kept turns after a new cut are recomputed.
+  const Counts recomputed = run(ContextOverflow::DropOldest);
+  EXPECT_GE(recomputed.cuts,
+            2);  // ten turns of about 45 tokens outgrow 256 positions more than once
+  EXPECT_GE(recomputed.reused_after_a_cut, 1);
+  EXPECT_EQ(recomputed.shifted_cuts, 0);
+  // shift (the default): cuts are as small as fit (so they come more often), and every new cut
+  // keeps the KV of the turns it keeps, moved down.
+  const Counts shifted = run(ServerOptions{}.context_overflow);
+  EXPECT_GE(shifted.cuts, recomputed.cuts);
+  EXPECT_EQ(shifted.shifted_cuts, shifted.cuts);
+  auto c = start(ServerOptions{}, 8, "", "", kContext);
   // The same history, refused by a server that does not drop turns.
   ServerOptions refuse;
   refuse.context_overflow = ContextOverflow::Refuse;
@@ -1606,7 +1634,8 @@ TEST(HttpServer, AChatLongerThanTheContextDropsItsOldestTurns) {
   // A last message that alone outgrows the context is refused either way.
   const json huge = {{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a')}}}},
                      {"max_tokens", 8}};
-  EXPECT_EQ(post_json(c, "/v1/chat/completions", huge, 400)["error"]["code"],
+  auto hc = c->client();
+  EXPECT_EQ(post_json(hc, "/v1/chat/completions", huge, 400)["error"]["code"],
             "context_length_exceeded");
 }
 
