@@ -124,26 +124,7 @@ TEST(SchedulerContextShift, KeepsTheKvAfterTheRemovedRangeAsTheHandShiftDoes) {
                            129, logits.data(), pool)
                   .ok());
   // Greedy as the request samples it: end-of-generation tokens banned (ignore_eos).
-  Reference ref;
-  for (int i = 0; i < 8; ++i) {
-    int32_t best = -1, runner_up = -1;
-    for (int32_t id = 0; id < static_cast<int32_t>(c.vocab); ++id) {
-      if (tm.tokenizer->is_eog(id)) continue;
-      const float l = logits[static_cast<size_t>(id)];
-      if (best < 0 || l > logits[static_cast<size_t>(best)]) {
-        runner_up = best;
-        best = id;
-      } else if (runner_up < 0 || l > logits[static_cast<size_t>(runner_up)]) {
-        runner_up = id;
-      }
-    }
-    ref.tokens.push_back(best);
-    ref.margins.push_back(logits[static_cast<size_t>(best)] -
-                          logits[static_cast<size_t>(runner_up)]);
-    if (i + 1 < 8) {
-      ASSERT_TRUE(model.forward(*cache, &best, 1, cache->n_positions(), logits.data(), pool).ok());
-    }
-  }
+  const Reference ref = greedy_from(model, *tm.tokenizer, *cache, logits, 8, pool);
   expect_same_greedy(got.second.tokens, ref, "shifted turn");
 
   // Without context_shift the same prompt reuses only the common prefix.

@@ -70,16 +70,14 @@ struct Reference {
   std::vector<float> first_logits;  // [vocab] logits of the prompt's last token
 };
 
-inline Reference reference_greedy(Model& model, const Tokenizer& tok,
-                                  const std::vector<int32_t>& prompt, int n_gen, ThreadPool& pool) {
+// Greedy continuation of `cache` whose last forward gave `logits` ([vocab]), n_gen tokens, each
+// with its margin; end-of-generation tokens banned.
+inline Reference greedy_from(Model& model, const Tokenizer& tok, KvCache& cache,
+                             std::vector<float> logits, int n_gen, ThreadPool& pool) {
   Reference ref;
-  auto cache = model.new_cache(0, KvType::F32);
-  const auto vocab = static_cast<int>(model.config().vocab);
-  std::vector<float> logits(static_cast<size_t>(vocab));
-  Status st = model.forward(*cache, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
-                            logits.data(), pool);
-  EXPECT_TRUE(st.ok()) << st.message();
   ref.first_logits = logits;
+  const auto vocab = static_cast<int>(model.config().vocab);
+  Status st = Status::Ok();
   for (int i = 0; i < n_gen && st.ok(); ++i) {
     int32_t best = -1, second = -1;
     for (int32_t id = 0; id < std::min(vocab, tok.n_vocab()); ++id) {
@@ -95,9 +93,21 @@ inline Reference reference_greedy(Model& model, const Tokenizer& tok,
     ref.tokens.push_back(best);
     ref.margins.push_back(logits[static_cast<size_t>(best)] - logits[static_cast<size_t>(second)]);
     if (i + 1 < n_gen)
-      st = model.forward(*cache, &best, 1, cache->n_positions(), logits.data(), pool);
+      st = model.forward(cache, &best, 1, cache.n_positions(), logits.data(), pool);
   }
+  EXPECT_TRUE(st.ok()) << st.message();
   return ref;
+}
+
+inline Reference reference_greedy(Model& model, const Tokenizer& tok,
+                                  const std::vector<int32_t>& prompt, int n_gen, ThreadPool& pool) {
+  auto cache = model.new_cache(0, KvType::F32);
+  std::vector<float> logits(static_cast<size_t>(model.config().vocab));
+  const Status st = model.forward(*cache, prompt.data(), static_cast<int64_t>(prompt.size()), 0,
+                                  logits.data(), pool);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return Reference{};
+  return greedy_from(model, tok, *cache, std::move(logits), n_gen, pool);
 }
 
 // Checks generated tokens against the reference: equal up to the end, or up to a step where the
