@@ -280,12 +280,9 @@ std::variant<MessagesRequest, ApiError> parse_messages_request(const std::string
     prompt.content = std::move(std::get<std::string>(text));
     r.messages.push_back(std::move(prompt));
   }
-  auto msgs = j.find("messages");
-  if (msgs == j.end() || msgs->is_null())
-    return bad_request("'messages' is required", "messages", "missing_field");
-  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
-  if (msgs->empty())
-    return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
+  auto array = message_array(j);
+  if (auto* e = std::get_if<ApiError>(&array)) return *e;
+  const json* msgs = std::get<const json*>(array);
   for (size_t i = 0; i < msgs->size(); ++i)
     if (auto e = read_message((*msgs)[i], i, r.messages)) return *e;
   if (msgs->front().value("role", json()) != "user")

@@ -103,6 +103,16 @@ std::optional<ApiError> for_each_element(const json& holder, const char* key,
   return std::nullopt;
 }
 
+std::variant<const json*, ApiError> message_array(const json& j) {
+  auto msgs = j.find("messages");
+  if (msgs == j.end() || msgs->is_null())
+    return bad_request("'messages' is required", "messages", "missing_field");
+  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
+  if (msgs->empty())
+    return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
+  return &*msgs;
+}
+
 std::optional<ApiError> read_sampling(const json& j, SamplingParams& p) {
   if (auto e = read_number(j, "temperature", 0, 2, p.temperature)) return e;
   if (auto e = read_number(j, "top_p", 0, 1, p.top_p)) return e;

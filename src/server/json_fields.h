@@ -39,6 +39,10 @@ using ElementReader =
 std::optional<ApiError> for_each_element(const nlohmann::json& holder, const char* key,
                                          const std::string& path, const ElementReader& each);
 
+// The "messages" array of a chat request (OpenAI's, Anthropic's, Ollama's): present, an array, and
+// not empty; its address, or the error naming what is wrong.
+std::variant<const nlohmann::json*, ApiError> message_array(const nlohmann::json& j);
+
 // The sampling fields every generation endpoint shares: temperature, top_p, presence_penalty,
 // frequency_penalty, seed, stop, and llama.cpp's extensions min_p, top_k, repeat_penalty,
 // ignore_eos. The token limit is each endpoint's own (max_tokens, max_output_tokens).

@@ -152,10 +152,9 @@ std::variant<OllamaChatRequest, ApiError> parse_ollama_chat(const std::string& b
   OllamaChatRequest r;
   if (auto e = read_common(j, defaults, r.gen)) return *e;
   if (auto e = read_function_tools(j, r.tools)) return *e;
-  auto msgs = j.find("messages");
-  if (msgs == j.end() || msgs->is_null() || (msgs->is_array() && msgs->empty()))
-    return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
-  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
+  auto array = message_array(j);
+  if (auto* e = std::get_if<ApiError>(&array)) return *e;
+  const json* msgs = std::get<const json*>(array);
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string field = fmt::format("messages[{}]", i);

@@ -330,12 +330,9 @@ std::variant<ChatCompletionRequest, ApiError> parse_chat_request(const std::stri
   ChatCompletionRequest r;
   if (auto e = read_generation(j, defaults, /*chat=*/true, r.gen)) return *e;
   if (auto e = read_tools(j, r)) return *e;
-  auto msgs = j.find("messages");
-  if (msgs == j.end() || msgs->is_null())
-    return bad_request("'messages' is required", "messages", "missing_field");
-  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
-  if (msgs->empty())
-    return bad_request("'messages' must hold at least one message", "messages", "empty_messages");
+  auto array = message_array(j);
+  if (auto* e = std::get_if<ApiError>(&array)) return *e;
+  const json* msgs = std::get<const json*>(array);
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string field = fmt::format("messages[{}]", i);
